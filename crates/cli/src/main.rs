@@ -1,0 +1,64 @@
+//! The `counterpoint` command: one binary for counting (`stat`, `topology`, `bench`), simulating
+//! (`simulate`, `experiment`), placing (`agent`, `top`, `calibrate`, `burn`) and self-monitoring
+//! (`lockprof`). Each subcommand lives in its own module under `cmd/`; this file only parses the
+//! command line and dispatches.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "counterpoint",
+    version,
+    about = "Hardware performance counters as a first-class resource on Linux",
+    long_about = "Counterpoint measures hardware performance counters cheaply and correctly, \
+                  shares them among competing users, and uses them to place tasks so that \
+                  co-runners on a core, a cache or a memory bus hurt each other less. A \
+                  calibrated simulated machine runs the same placement policies on machines you \
+                  do not have.",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the load metrics (IPC, LLC MPKI, bandwidth, ...) and their formulas over events.
+    Metrics(cmd::metrics::MetricsArgs),
+    // [commands: counters]
+
+    // [commands: sim]
+
+    // [commands: policy]
+
+    // [commands: host]
+
+    // [commands: selfmon]
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result: anyhow::Result<ExitCode> = match cli.command {
+        Command::Metrics(args) => cmd::metrics::run(args),
+        // [dispatch: counters]
+
+        // [dispatch: sim]
+
+        // [dispatch: policy]
+
+        // [dispatch: host]
+
+        // [dispatch: selfmon]
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("counterpoint: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

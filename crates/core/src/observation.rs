@@ -1,0 +1,57 @@
+//! What a machine reports after each interval: per-task and per-CPU samples.
+
+use crate::cpuset::{CpuId, CpuSet};
+use crate::sample::Sample;
+use crate::task::TaskId;
+use serde::{Deserialize, Serialize};
+
+/// One task over the interval.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskObservation {
+    pub id: TaskId,
+    pub name: String,
+    pub affinity: CpuSet,
+    /// CPU the task was on at the end of the interval (or last ran on).
+    pub cpu: Option<CpuId>,
+    /// Counter deltas over the interval (with counted fractions).
+    pub sample: Sample,
+    /// Whether the task wanted to run at the end of the interval.
+    pub runnable: bool,
+    /// Whether the task ended during (or before) the interval.
+    pub finished: bool,
+}
+
+/// One CPU over the interval.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuObservation {
+    pub cpu: CpuId,
+    /// Task running at the end of the interval.
+    pub running: Option<TaskId>,
+    /// Fraction of the interval the CPU was busy, in [0, 1].
+    pub busy_fraction: f64,
+    /// Per-CPU counters over the interval, where the source has them.
+    pub sample: Sample,
+}
+
+/// Everything observed over one interval.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// Time at the end of the interval, since the machine started.
+    pub time_ns: u64,
+    pub interval_ns: u64,
+    /// Sorted by task id.
+    pub tasks: Vec<TaskObservation>,
+    /// Sorted by CPU id.
+    pub cpus: Vec<CpuObservation>,
+    /// Utilization of each memory bus / controller in [0, 1], where the source knows it.
+    pub memory_utilization: Vec<f64>,
+}
+
+impl Observation {
+    pub fn task(&self, id: TaskId) -> Option<&TaskObservation> {
+        self.tasks
+            .binary_search_by_key(&id, |t| t.id)
+            .ok()
+            .map(|i| &self.tasks[i])
+    }
+}

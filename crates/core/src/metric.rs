@@ -27,10 +27,10 @@ impl Expr {
     pub fn ev(name: &'static str) -> Self {
         Expr::Event(name)
     }
-    pub fn div(a: Expr, b: Expr) -> Self {
+    pub fn over(a: Expr, b: Expr) -> Self {
         Expr::Div(Box::new(a), Box::new(b))
     }
-    pub fn mul(a: Expr, b: Expr) -> Self {
+    pub fn times(a: Expr, b: Expr) -> Self {
         Expr::Mul(Box::new(a), Box::new(b))
     }
     /// Evaluate with `lookup` giving each event's scaled count; `None` if an event is missing or
@@ -120,7 +120,7 @@ pub fn ipc() -> Metric {
     Metric {
         name: "ipc",
         unit: "insn per cycle",
-        expr: Expr::div(Expr::ev(event::INSTRUCTIONS), Expr::ev(event::CYCLES)),
+        expr: Expr::over(Expr::ev(event::INSTRUCTIONS), Expr::ev(event::CYCLES)),
     }
 }
 /// Cycles per instruction.
@@ -128,7 +128,7 @@ pub fn cpi() -> Metric {
     Metric {
         name: "cpi",
         unit: "cycles per insn",
-        expr: Expr::div(Expr::ev(event::CYCLES), Expr::ev(event::INSTRUCTIONS)),
+        expr: Expr::over(Expr::ev(event::CYCLES), Expr::ev(event::INSTRUCTIONS)),
     }
 }
 /// LLC misses per thousand instructions.
@@ -136,8 +136,8 @@ pub fn llc_mpki() -> Metric {
     Metric {
         name: "llc_mpki",
         unit: "LLC misses per 1k insn",
-        expr: Expr::div(
-            Expr::mul(Expr::ev(event::CACHE_MISSES), Expr::Const(1000.0)),
+        expr: Expr::over(
+            Expr::times(Expr::ev(event::CACHE_MISSES), Expr::Const(1000.0)),
             Expr::ev(event::INSTRUCTIONS),
         ),
     }
@@ -147,8 +147,8 @@ pub fn mem_bandwidth() -> Metric {
     Metric {
         name: "mem_bandwidth_bytes_per_s",
         unit: "bytes/s memory (LLC misses x 64 B)",
-        expr: Expr::div(
-            Expr::mul(Expr::ev(event::CACHE_MISSES), Expr::Const(CACHE_LINE_BYTES)),
+        expr: Expr::over(
+            Expr::times(Expr::ev(event::CACHE_MISSES), Expr::Const(CACHE_LINE_BYTES)),
             Expr::Seconds,
         ),
     }
@@ -158,7 +158,7 @@ pub fn fp_intensity() -> Metric {
     Metric {
         name: "fp_intensity",
         unit: "FP ops per insn",
-        expr: Expr::div(Expr::ev(event::FP_OPS), Expr::ev(event::INSTRUCTIONS)),
+        expr: Expr::over(Expr::ev(event::FP_OPS), Expr::ev(event::INSTRUCTIONS)),
     }
 }
 /// Context switches per second.
@@ -166,7 +166,7 @@ pub fn context_switch_rate() -> Metric {
     Metric {
         name: "context_switches_per_s",
         unit: "context switches/s",
-        expr: Expr::div(Expr::ev(event::CONTEXT_SWITCHES), Expr::Seconds),
+        expr: Expr::over(Expr::ev(event::CONTEXT_SWITCHES), Expr::Seconds),
     }
 }
 /// CPUs utilized: task-clock (ns) over wall time.
@@ -174,9 +174,9 @@ pub fn cpu_utilization() -> Metric {
     Metric {
         name: "cpu_utilization",
         unit: "CPUs utilized",
-        expr: Expr::div(
+        expr: Expr::over(
             Expr::ev(event::TASK_CLOCK),
-            Expr::mul(Expr::Seconds, Expr::Const(1e9)),
+            Expr::times(Expr::Seconds, Expr::Const(1e9)),
         ),
     }
 }

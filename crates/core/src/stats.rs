@@ -17,7 +17,7 @@ pub struct SystemMetrics {
 
 /// Geometric mean; `None` for an empty slice or a non-positive value.
 pub fn geometric_mean(values: &[f64]) -> Option<f64> {
-    if values.is_empty() || values.iter().any(|v| !(*v > 0.0)) {
+    if values.is_empty() || values.iter().any(|v| v.is_nan() || *v <= 0.0) {
         return None;
     }
     Some((values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp())

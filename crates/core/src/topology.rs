@@ -263,8 +263,9 @@ impl Topology {
     }
     /// Physical cores as sets of online SMT siblings, ordered by first CPU.
     pub fn cores(&self) -> Vec<CpuSet> {
-        let mut by_core: BTreeMap<(Option<u32>, Option<u32>, Option<u32>), CpuSet> =
-            BTreeMap::new();
+        // Keyed by (package, die, core): sysfs core ids repeat across packages.
+        type CoreKey = (Option<u32>, Option<u32>, Option<u32>);
+        let mut by_core: BTreeMap<CoreKey, CpuSet> = BTreeMap::new();
         for c in self.cpus.iter().filter(|c| c.online) {
             let key = match c.core {
                 Some(core) => (c.package, c.die, Some(core)),

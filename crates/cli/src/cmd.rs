@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod metrics;
 
 // [mod: counters]
@@ -11,3 +12,5 @@ pub mod metrics;
 // [mod: host]
 
 // [mod: selfmon]
+
+// [mod: lockprof]

@@ -29,6 +29,8 @@ struct Cli {
 enum Command {
     /// List the load metrics (IPC, LLC MPKI, bandwidth, ...) and their formulas over events.
     Metrics(cmd::metrics::MetricsArgs),
+    /// Measure Counterpoint's own costs: counter reads, simulator speed, self-monitoring.
+    Bench(cmd::bench::BenchArgs),
     // [commands: counters]
 
     // [commands: sim]
@@ -38,12 +40,15 @@ enum Command {
     // [commands: host]
 
     // [commands: selfmon]
+
+    // [commands: lockprof]
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Metrics(args) => cmd::metrics::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
         // [dispatch: counters]
 
         // [dispatch: sim]
@@ -53,6 +58,8 @@ fn main() -> ExitCode {
         // [dispatch: host]
 
         // [dispatch: selfmon]
+
+        // [dispatch: lockprof]
     };
     match result {
         Ok(code) => code,

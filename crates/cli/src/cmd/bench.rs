@@ -1,0 +1,36 @@
+//! `counterpoint bench ...`: measurements of Counterpoint's own costs (counter reads, simulator
+//! speed, self-monitoring regions and lock profiling). Each area adds its own sub-subcommand; a
+//! bench measures and reports, it never asserts a time.
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: BenchWhat,
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    // [bench: counters]
+
+    // [bench: sim]
+
+    // [bench: selfmon]
+
+    // [bench: lockprof]
+}
+
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    match args.what {
+        // [bench-dispatch: counters]
+
+        // [bench-dispatch: sim]
+
+        // [bench-dispatch: selfmon]
+
+        // [bench-dispatch: lockprof]
+    }
+}

@@ -1,0 +1,229 @@
+//! Which processes the agent watches: `all` (every user process), `pid:1,2,...`,
+//! `comm:REGEX`, `cgroup:PATH` (cgroup v2, absolute or relative to `/sys/fs/cgroup`),
+//! `user:NAME` (or a numeric uid).
+
+use crate::procfs::Proc;
+use regex::Regex;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// A parsed `--targets` value.
+#[derive(Clone, Debug)]
+pub enum TargetSpec {
+    All,
+    Pids(Vec<u32>),
+    Comm(Regex),
+    /// Directory of a cgroup v2 group (its `cgroup.procs` lists the members).
+    Cgroup(PathBuf),
+    User {
+        name: String,
+        uid: u32,
+    },
+}
+
+/// Why a `--targets` value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetsParseError {
+    #[error("--targets {0:?}: expected all, pid:1,2,..., comm:REGEX, cgroup:PATH or user:NAME")]
+    UnknownKind(String),
+    #[error("--targets {spec:?}: {token:?} is not a process id (a positive integer)")]
+    BadPid { spec: String, token: String },
+    #[error("--targets {spec:?}: empty list")]
+    Empty { spec: String },
+    #[error("--targets {spec:?}: bad regular expression: {reason}")]
+    BadRegex { spec: String, reason: String },
+    #[error("--targets {spec:?}: no cgroup v2 group at {path} (no cgroup.procs there)")]
+    NoCgroup { spec: String, path: String },
+    #[error("--targets {spec:?}: no such user {name:?}")]
+    NoUser { spec: String, name: String },
+}
+
+impl TargetSpec {
+    pub fn parse(spec: &str) -> Result<Self, TargetsParseError> {
+        if spec == "all" {
+            return Ok(TargetSpec::All);
+        }
+        let (kind, rest) = spec
+            .split_once(':')
+            .ok_or_else(|| TargetsParseError::UnknownKind(spec.to_string()))?;
+        let empty = || TargetsParseError::Empty {
+            spec: spec.to_string(),
+        };
+        match kind {
+            "pid" => {
+                if rest.trim().is_empty() {
+                    return Err(empty());
+                }
+                let mut pids = Vec::new();
+                for tok in rest.split(',') {
+                    match tok.trim().parse::<u32>() {
+                        Ok(p) if p > 0 => pids.push(p),
+                        _ => {
+                            return Err(TargetsParseError::BadPid {
+                                spec: spec.to_string(),
+                                token: tok.to_string(),
+                            })
+                        }
+                    }
+                }
+                pids.sort_unstable();
+                pids.dedup();
+                Ok(TargetSpec::Pids(pids))
+            }
+            "comm" => {
+                if rest.is_empty() {
+                    return Err(empty());
+                }
+                Regex::new(rest)
+                    .map(TargetSpec::Comm)
+                    .map_err(|e| TargetsParseError::BadRegex {
+                        spec: spec.to_string(),
+                        reason: e.to_string(),
+                    })
+            }
+            "cgroup" => {
+                if rest.is_empty() {
+                    return Err(empty());
+                }
+                let p = Path::new(rest);
+                let dir = if p.starts_with("/sys/fs/cgroup") {
+                    p.to_path_buf()
+                } else {
+                    Path::new("/sys/fs/cgroup").join(rest.trim_start_matches('/'))
+                };
+                if !dir.join("cgroup.procs").is_file() {
+                    return Err(TargetsParseError::NoCgroup {
+                        spec: spec.to_string(),
+                        path: dir.display().to_string(),
+                    });
+                }
+                Ok(TargetSpec::Cgroup(dir))
+            }
+            "user" => {
+                if rest.is_empty() {
+                    return Err(empty());
+                }
+                let uid = match rest.parse::<u32>() {
+                    Ok(u) => Some(u),
+                    Err(_) => nix::unistd::User::from_name(rest)
+                        .ok()
+                        .flatten()
+                        .map(|u| u.uid.as_raw()),
+                };
+                let uid = uid.ok_or_else(|| TargetsParseError::NoUser {
+                    spec: spec.to_string(),
+                    name: rest.to_string(),
+                })?;
+                Ok(TargetSpec::User {
+                    name: rest.to_string(),
+                    uid,
+                })
+            }
+            _ => Err(TargetsParseError::UnknownKind(spec.to_string())),
+        }
+    }
+
+    /// The user processes (never kernel threads, never `exclude`) this spec selects now, sorted.
+    pub fn select(&self, proc_: &Proc, exclude: u32) -> Vec<u32> {
+        let candidates: Vec<u32> = match self {
+            TargetSpec::Pids(p) => p.clone(),
+            TargetSpec::Cgroup(dir) => {
+                let mut v: Vec<u32> = fs::read_to_string(dir.join("cgroup.procs"))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect();
+                v.sort_unstable();
+                v
+            }
+            _ => proc_.pids().unwrap_or_default(),
+        };
+        candidates
+            .into_iter()
+            .filter(|&pid| pid != exclude && !proc_.is_kernel_thread(pid))
+            .filter(|&pid| match self {
+                TargetSpec::Comm(re) => proc_.stat(pid).is_some_and(|s| re.is_match(&s.comm)),
+                TargetSpec::User { uid, .. } => proc_.uid(pid) == Some(*uid),
+                _ => true,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_kind() {
+        assert!(matches!(TargetSpec::parse("all"), Ok(TargetSpec::All)));
+        match TargetSpec::parse("pid:3,1,3") {
+            Ok(TargetSpec::Pids(p)) => assert_eq!(p, vec![1, 3]),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            TargetSpec::parse("comm:^burn$"),
+            Ok(TargetSpec::Comm(_))
+        ));
+        assert!(matches!(
+            TargetSpec::parse("user:root"),
+            Ok(TargetSpec::User { uid: 0, .. })
+        ));
+        assert!(matches!(
+            TargetSpec::parse("user:0"),
+            Ok(TargetSpec::User { uid: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn errors_name_the_bad_part() {
+        let e = TargetSpec::parse("pid:1,x2").expect_err("bad pid");
+        assert_eq!(
+            e,
+            TargetsParseError::BadPid {
+                spec: "pid:1,x2".into(),
+                token: "x2".into()
+            }
+        );
+        assert!(e.to_string().contains("\"x2\""));
+        assert!(matches!(
+            TargetSpec::parse("pid:0"),
+            Err(TargetsParseError::BadPid { .. })
+        ));
+        assert!(matches!(
+            TargetSpec::parse("pid:"),
+            Err(TargetsParseError::Empty { .. })
+        ));
+        assert!(matches!(
+            TargetSpec::parse("comm:(("),
+            Err(TargetsParseError::BadRegex { .. })
+        ));
+        assert!(matches!(
+            TargetSpec::parse("cgroup:/no/such/group"),
+            Err(TargetsParseError::NoCgroup { .. })
+        ));
+        assert!(matches!(
+            TargetSpec::parse("user:no-such-user-xyz"),
+            Err(TargetsParseError::NoUser { .. })
+        ));
+        assert!(matches!(
+            TargetSpec::parse("bogus:1"),
+            Err(TargetsParseError::UnknownKind(_))
+        ));
+        assert!(matches!(
+            TargetSpec::parse("1234"),
+            Err(TargetsParseError::UnknownKind(_))
+        ));
+    }
+
+    #[test]
+    fn selection_excludes_self_and_kernel_threads() {
+        let p = Proc::default();
+        let me = std::process::id();
+        let all = TargetSpec::All.select(&p, me);
+        assert!(!all.contains(&me));
+        assert!(!all.contains(&2));
+        let mine = TargetSpec::Pids(vec![me, 2]).select(&p, 0);
+        assert_eq!(mine, vec![me]);
+    }
+}

@@ -169,6 +169,73 @@ impl PickNext for ComplementPick {
     }
 }
 
+/// A pick-next hook that sees counter statistics only part of the time (Zhang et al. §3): the
+/// counters are time-division multiplexed and the scheduler gets `share` of each
+/// `round_ns`-long multiplexing round. A task's statistics are refreshed only when a decision
+/// falls in the scheduler's window; otherwise the last sampled values stand (last-value
+/// prediction over sampled execution). Tasks never sampled have no prediction.
+#[derive(Clone, Debug)]
+pub struct Multiplexed<P> {
+    pub inner: P,
+    /// Fraction of each round the scheduler's counters are loaded, in [0, 1].
+    pub share: f64,
+    /// Length of one multiplexing round.
+    pub round_ns: u64,
+    sampled: BTreeMap<TaskId, TaskStats>,
+}
+
+impl<P: PickNext> Multiplexed<P> {
+    pub fn new(inner: P, share: f64) -> Self {
+        Self {
+            inner,
+            share: share.clamp(0.0, 1.0),
+            round_ns: 100_000_000,
+            sampled: BTreeMap::new(),
+        }
+    }
+
+    fn counting(&self, now_ns: u64) -> bool {
+        let round = self.round_ns.max(1);
+        ((now_ns % round) as f64) < self.share * round as f64
+    }
+
+    fn view(&mut self, s: &TaskStats, counting: bool) -> TaskStats {
+        if counting {
+            self.sampled.insert(s.task, *s);
+            *s
+        } else {
+            self.sampled.get(&s.task).copied().unwrap_or(TaskStats {
+                task: s.task,
+                ipc: 0.0,
+                bus_utilization: 0.0,
+                llc_mpki: 0.0,
+                fp_fraction: 0.0,
+            })
+        }
+    }
+}
+
+impl<P: PickNext> PickNext for Multiplexed<P> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn pick(&mut self, ctx: &PickContext<'_>) -> usize {
+        let counting = self.counting(ctx.now_ns);
+        let ready: Vec<TaskStats> = ctx.ready.iter().map(|s| self.view(s, counting)).collect();
+        let others: Vec<(CpuId, Option<TaskStats>)> = ctx
+            .others
+            .iter()
+            .map(|(c, s)| (*c, s.as_ref().map(|s| self.view(s, counting))))
+            .collect();
+        let seen = PickContext {
+            ready: &ready,
+            others: &others,
+            ..*ctx
+        };
+        self.inner.pick(&seen)
+    }
+}
+
 /// The user-space (epoch-level, affinity-only) form of the pairing policies.
 #[derive(Clone, Debug)]
 pub struct PairingPolicy {
@@ -379,6 +446,41 @@ mod tests {
             ..ctx
         };
         assert!(hook.pick(&ctx) < ready.len());
+    }
+
+    #[test]
+    fn multiplexed_counters_hold_stale_values_outside_the_window() {
+        let t = topo(1, 2, 1);
+        let mut hook = Multiplexed::new(ComplementPick::bus(), 0.05);
+        let high = stats(1, 0.4, 0.7);
+        let low = stats(2, 1.6, 0.05);
+        // Inside the window (first 5 ms of the 100 ms round): values are sampled.
+        let ready = [high, low];
+        let ctx = PickContext {
+            cpu: 0,
+            now_ns: 1_000_000,
+            topology: &t,
+            ready: &ready,
+            others: &[(1, Some(stats(3, 0.5, 0.65)))],
+            bus_peak_transactions_per_s: 1e8,
+        };
+        assert_eq!(hook.pick(&ctx), 1, "low complements high");
+        // Outside the window the tasks' behaviour flips, but the hook still sees the samples.
+        let flipped = [stats(1, 1.6, 0.05), stats(2, 0.4, 0.7)];
+        let ctx = PickContext {
+            now_ns: 50_000_000,
+            ready: &flipped,
+            ..ctx
+        };
+        assert_eq!(hook.pick(&ctx), 1, "stale: task 2 still looks low");
+        // Full share: the flip is seen at once.
+        let mut full = Multiplexed::new(ComplementPick::bus(), 1.0);
+        let _ = full.pick(&PickContext {
+            ready: &ready,
+            now_ns: 1_000_000,
+            ..ctx
+        });
+        assert_eq!(full.pick(&ctx), 0);
     }
 
     #[test]

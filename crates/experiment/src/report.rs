@@ -101,18 +101,18 @@ pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
         message: e,
     };
     let ncat = fig.categories.len().max(1);
-    let ymax = fig
-        .series
-        .iter()
-        .flat_map(|s| {
+    let ends = || {
+        fig.series.iter().flat_map(|s| {
             s.values
                 .iter()
                 .zip(&s.errors)
-                .filter_map(|(v, e)| v.map(|v| v + e.unwrap_or(0.0)))
+                .filter_map(|(v, e)| v.map(|v| (v - e.unwrap_or(0.0), v + e.unwrap_or(0.0))))
         })
-        .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.15;
+    };
+    let ymax = ends().map(|e| e.1).fold(0.0f64, f64::max);
+    let ymin = ends().map(|e| e.0).fold(0.0f64, f64::min);
+    let pad = ((ymax - ymin).max(1e-9)) * 0.15;
+    let (ymin, ymax) = (if ymin < 0.0 { ymin - pad } else { 0.0 }, ymax + pad);
     let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
     let mut chart = ChartBuilder::on(&root)
@@ -120,7 +120,7 @@ pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..ncat as f64, 0f64..ymax)
+        .build_cartesian_2d(0f64..ncat as f64, ymin..ymax)
         .map_err(|e| err(e.to_string()))?;
     chart
         .configure_mesh()
@@ -166,7 +166,7 @@ pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
         .map_err(|e| err(e.to_string()))?;
     // Category names under the axis, centred on their group.
     for (ci, name) in fig.categories.iter().enumerate() {
-        let (px, py) = chart.backend_coord(&(ci as f64 + 0.5, 0.0));
+        let (px, py) = chart.backend_coord(&(ci as f64 + 0.5, ymin));
         root.draw(&Text::new(
             name.clone(),
             (px - (name.len() as i32 * 7) / 2, py + 8),

@@ -8,6 +8,7 @@ pub mod metrics;
 // [mod: sim]
 
 // [mod: policy]
+pub mod experiment;
 
 // [mod: host]
 

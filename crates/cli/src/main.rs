@@ -36,7 +36,9 @@ enum Command {
     // [commands: sim]
 
     // [commands: policy]
-
+    /// Run the seed papers' experiments on the simulated machine (zhang-spec, zhang-server,
+    /// masa-placement, masa-testcases, di-vs-oracle, all).
+    Experiment(cmd::experiment::ExperimentArgs),
     // [commands: host]
 
     // [commands: selfmon]
@@ -54,7 +56,7 @@ fn main() -> ExitCode {
         // [dispatch: sim]
 
         // [dispatch: policy]
-
+        Command::Experiment(args) => cmd::experiment::run(args),
         // [dispatch: host]
 
         // [dispatch: selfmon]

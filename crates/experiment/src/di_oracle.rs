@@ -6,7 +6,7 @@
 //! normalized performance), so 0 is optimal and negative means the dynamic policy beat the
 //! best static placement.
 
-use crate::lab::{Job, JobTask, Lab, LabError, MachineRef, Outcome, RunSpec};
+use crate::lab::{Job, JobTask, Lab, LabError, Outcome, RunSpec};
 use crate::progress::Progress;
 use crate::result::{ours_cell, BarFigure, BarSeries, ExperimentResult, Table};
 use counterpoint_core::cpuset::{CpuId, CpuSet};
@@ -35,12 +35,12 @@ pub fn shapes() -> Vec<Shape> {
         },
         Shape {
             label: "2x2 SMT",
-            machine: "masa-xeon",
+            machine: "masa-2x2ht",
             tasks: 4,
         },
         Shape {
             label: "4-package 32-thread",
-            machine: "numa-4x4x2",
+            machine: "xeon-4s-32t",
             tasks: 6,
         },
     ]
@@ -61,6 +61,9 @@ fn make(policy: &str) -> Box<dyn Policy + Send> {
 
 /// Epoch between policy decisions.
 pub const EPOCH_NS: u64 = 100_000_000;
+/// Each mix runs (programs repeating) for this long, dynamic policies and static placements
+/// alike.
+pub const MIX_DURATION_NS: u64 = 10_000_000_000;
 
 /// The seeded random mix for one shape: `n` distinct programs where the catalog has enough.
 pub fn mix(programs: &[String], n: usize, seed: u64, shape_index: usize) -> Vec<String> {
@@ -81,7 +84,9 @@ pub fn mix(programs: &[String], n: usize, seed: u64, shape_index: usize) -> Vec<
 
 fn job(machine: &str, programs: &[String], placement: Option<&[CpuId]>) -> Job {
     Job::Custom {
-        machine: MachineRef::named(machine),
+        machine: machine.to_string(),
+        duration_ns: MIX_DURATION_NS,
+        tick_ns: None,
         tasks: programs
             .iter()
             .enumerate()
@@ -165,7 +170,6 @@ pub fn run(
             let spec = RunSpec {
                 seed,
                 epoch_ns: EPOCH_NS,
-                limit_ns: None,
             };
             // The oracle: every canonical static placement, evaluated in full.
             let evals: Vec<f64> = canon[si]

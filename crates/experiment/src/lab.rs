@@ -8,28 +8,6 @@ use counterpoint_core::machine::{PickNext, Policy};
 use counterpoint_core::topology::Topology;
 use std::collections::BTreeMap;
 
-/// Which simulated machine.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MachineRef {
-    /// Catalog machine name.
-    pub name: String,
-    /// Disable SMT (one hardware thread per core), as the MASA paper's "HT disabled" runs.
-    pub smt_off: bool,
-}
-
-impl MachineRef {
-    pub fn named(name: &str) -> Self {
-        Self {
-            name: name.to_string(),
-            smt_off: false,
-        }
-    }
-    pub fn without_smt(mut self) -> Self {
-        self.smt_off = true;
-        self
-    }
-}
-
 /// One task of a custom job: a program, or a sequence of programs run back to back (a MASA
 /// "shell"), with an optional initial affinity.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,15 +17,24 @@ pub struct JobTask {
     /// Catalog program names, run in order.
     pub programs: Vec<String>,
     pub affinity: Option<CpuSet>,
+    /// Start the work over when it is done (constant contention, rate-based measures);
+    /// `false` = run once, so completion times are measured.
+    pub repeat: bool,
 }
 
 impl JobTask {
+    /// A repeating single-program task.
     pub fn program(name: &str, program: &str, affinity: Option<CpuSet>) -> Self {
         Self {
             name: name.to_string(),
             programs: vec![program.to_string()],
             affinity,
+            repeat: true,
         }
+    }
+    pub fn once(mut self) -> Self {
+        self.repeat = false;
+        self
     }
 }
 
@@ -58,8 +45,13 @@ pub enum Job {
     Scenario(String),
     /// A machine and tasks.
     Custom {
-        machine: MachineRef,
+        /// Catalog machine name.
+        machine: String,
         tasks: Vec<JobTask>,
+        /// Simulated time limit (the run also ends when every non-repeating task is done).
+        duration_ns: u64,
+        /// Simulation tick; `None` = the simulator's default (1 ms).
+        tick_ns: Option<u64>,
     },
 }
 
@@ -69,8 +61,6 @@ pub struct RunSpec {
     pub seed: u64,
     /// Interval between policy decisions.
     pub epoch_ns: u64,
-    /// Stop after this much simulated time (tasks unfinished by then are measured by progress).
-    pub limit_ns: Option<u64>,
 }
 
 /// One task's outcome.
@@ -79,8 +69,12 @@ pub struct TaskOutcome {
     pub name: String,
     /// Normalized performance: time alone / time shared (or throughput ratio).
     pub np: f64,
-    /// Simulated time to complete (start to finish), if it finished.
+    /// Simulated time from start to finishing its work, for non-repeating tasks that finished
+    /// (resolution: one epoch).
     pub completion_ns: Option<u64>,
+    /// Wall time per completion of its work at the task's average rate (MASA's "time to
+    /// complete" with constant contention).
+    pub wall_ns_per_program: Option<f64>,
     /// Event totals over the run (canonical event names).
     pub events: BTreeMap<String, f64>,
 }

@@ -14,6 +14,7 @@ pub mod masa;
 pub mod progress;
 pub mod report;
 pub mod result;
+pub mod sim_lab;
 pub mod summary;
 #[cfg(test)]
 mod toylab;

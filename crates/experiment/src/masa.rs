@@ -7,7 +7,7 @@
 //! (177.mesa for FP, 197.parser for L2C) solo on a package with the other package idle, then
 //! two copies coupled on one package.
 
-use crate::lab::{Job, JobTask, Lab, LabError, MachineRef, Outcome, RunSpec};
+use crate::lab::{Job, JobTask, Lab, LabError, Outcome, RunSpec};
 use crate::progress::Progress;
 use crate::result::{ours_cell, paper_cell, BarFigure, BarSeries, ExperimentResult, Table};
 use counterpoint_core::cpuset::{CpuId, CpuSet};
@@ -18,7 +18,16 @@ use counterpoint_policy::{Linux, LinuxPick};
 use rayon::prelude::*;
 
 /// The catalog machine standing for the paper's dual Xeon with HT.
-pub const MACHINE: &str = "masa-xeon";
+pub const MACHINE: &str = "masa-2x2ht";
+/// The same machine with HT disabled.
+pub const MACHINE_HT_OFF: &str = "masa-2x1";
+/// Placement runs: programs repeat (constant contention) for this long and each program's
+/// time to complete is its instructions at its average rate.
+pub const PLACEMENT_DURATION_NS: u64 = 60_000_000_000;
+/// Calibration probes and test cases run their work once, to completion, within this limit.
+pub const RUN_LIMIT_NS: u64 = 200_000_000_000_000;
+/// Tick for the long runs (probes, shells): 10 ms, a tenth of the scheduler's time slice.
+pub const LONG_TICK_NS: u64 = 10_000_000;
 pub const INT: &str = "gzip";
 pub const FP: &str = "mesa";
 pub const L2C: &str = "parser";
@@ -100,23 +109,23 @@ fn table(other: &'static str) -> Vec<Placement> {
     ]
 }
 
-fn machine(ht: bool) -> MachineRef {
-    let m = MachineRef::named(MACHINE);
-    if ht {
-        m
-    } else {
-        m.without_smt()
-    }
+fn machine(ht: bool) -> String {
+    if ht { MACHINE } else { MACHINE_HT_OFF }.to_string()
+}
+
+fn topology_of(lab: &dyn Lab, ht: bool) -> Result<Topology, LabError> {
+    lab.topology(&Job::Custom {
+        machine: machine(ht),
+        tasks: vec![],
+        duration_ns: 1,
+        tick_ns: None,
+    })
 }
 
 /// Per package, the CPUs programs are bound to: with HT one logical CPU each; without HT both
 /// programs of a package share its one CPU (time-shared, as in the paper's "[ ]" rows).
 fn placement_job(lab: &dyn Lab, p: &Placement) -> Result<(Job, Vec<String>), LabError> {
-    let probe = Job::Custom {
-        machine: machine(p.ht),
-        tasks: vec![],
-    };
-    let topo = lab.topology(&probe)?;
+    let topo = topology_of(lab, p.ht)?;
     let tree = MachineTree::new(&topo);
     if tree.packages.len() < 2 {
         return Err(LabError(format!(
@@ -159,6 +168,8 @@ fn placement_job(lab: &dyn Lab, p: &Placement) -> Result<(Job, Vec<String>), Lab
         Job::Custom {
             machine: machine(p.ht),
             tasks,
+            duration_ns: PLACEMENT_DURATION_NS,
+            tick_ns: None,
         },
         names,
     ))
@@ -174,7 +185,6 @@ fn run_baseline(lab: &dyn Lab, job: &Job, seed: u64) -> Result<Outcome, LabError
         RunSpec {
             seed,
             epoch_ns: EPOCH_NS,
-            limit_ns: None,
         },
         &mut Linux,
         &mut LinuxPick,
@@ -230,7 +240,8 @@ pub fn placement(
                         o.tasks
                             .iter()
                             .find(|t| &t.name == name)
-                            .and_then(|t| seconds(t.completion_ns))
+                            .and_then(|t| t.wall_ns_per_program)
+                            .map(|ns| ns / 1e9)
                     })
                     .collect();
                 for (k, v) in vals.iter().enumerate() {
@@ -347,20 +358,20 @@ fn shell_job(names: &[&str]) -> Job {
             name: s.to_string(),
             programs: progs.iter().map(|p| p.to_string()).collect(),
             affinity: None,
+            repeat: false,
         })
         .collect();
     Job::Custom {
         machine: machine(true),
         tasks,
+        duration_ns: RUN_LIMIT_NS,
+        tick_ns: Some(LONG_TICK_NS),
     }
 }
 
 /// Measure the load-calibration table on the simulated machine (one seed).
 pub fn calibrate(lab: &dyn Lab, seed: u64) -> Result<Calibration, LabError> {
-    let topo: Topology = lab.topology(&Job::Custom {
-        machine: machine(true),
-        tasks: vec![],
-    })?;
+    let topo: Topology = topology_of(lab, true)?;
     let tree = MachineTree::new(&topo);
     let pkg0 = tree
         .packages
@@ -372,18 +383,18 @@ pub fn calibrate(lab: &dyn Lab, seed: u64) -> Result<Calibration, LabError> {
     for (metric, probe) in [(LoadMetric::FpUops, FP), (LoadMetric::L2Misses, L2C)] {
         let solo = Job::Custom {
             machine: machine(true),
-            tasks: vec![JobTask::program(
-                "solo",
-                probe,
-                Some(CpuSet::single(pkg0[0])),
-            )],
+            tasks: vec![JobTask::program("solo", probe, Some(CpuSet::single(pkg0[0]))).once()],
+            duration_ns: RUN_LIMIT_NS,
+            tick_ns: Some(LONG_TICK_NS),
         };
         let coupled = Job::Custom {
             machine: machine(true),
             tasks: vec![
-                JobTask::program("a", probe, Some(CpuSet::single(pkg0[0]))),
-                JobTask::program("b", probe, Some(CpuSet::single(pkg0[1]))),
+                JobTask::program("a", probe, Some(CpuSet::single(pkg0[0]))).once(),
+                JobTask::program("b", probe, Some(CpuSet::single(pkg0[1]))).once(),
             ],
+            duration_ns: RUN_LIMIT_NS,
+            tick_ns: Some(LONG_TICK_NS),
         };
         let s = run_baseline(lab, &solo, seed)?;
         let c = run_baseline(lab, &coupled, seed)?;
@@ -487,7 +498,6 @@ pub fn testcases(
             let spec = RunSpec {
                 seed,
                 epoch_ns: EPOCH_NS,
-                limit_ns: None,
             };
             let cal = cals
                 .iter()
@@ -534,7 +544,10 @@ pub fn testcases(
     let mut r = ExperimentResult::new(
         "masa-testcases",
         "Nakajima & Pallipadi test cases 1 and 2: four shells without and with MASA",
-        &format!("catalog machine `{MACHINE}` (2 packages x 2 HT threads); MASA period 5 s"),
+        &format!(
+            "catalog machine `{MACHINE}` (2 packages x 2 HT threads); shells run once to \
+             completion (tick 10 ms); MASA period 5 s, decisions looked at every 1 s epoch"
+        ),
         seeds,
     );
     // Calibration table (first seed) for the report.

@@ -4,7 +4,7 @@
 //! its package and with time-sharing its CPU. The policy sees one observation and its affinity
 //! actions are applied before NP is computed, so a placement policy changes the outcome.
 
-use crate::lab::{Job, JobTask, Lab, LabError, MachineRef, Outcome, RunSpec, TaskOutcome};
+use crate::lab::{Job, JobTask, Lab, LabError, Outcome, RunSpec, TaskOutcome};
 use counterpoint_core::action::Action;
 use counterpoint_core::cpuset::{CpuId, CpuSet};
 use counterpoint_core::event;
@@ -24,25 +24,26 @@ fn intensity(program: &str) -> f64 {
     (h % 100) as f64 / 100.0
 }
 
-fn machine(m: &MachineRef) -> Result<Topology, LabError> {
-    let (p, c, t) = match m.name.as_str() {
-        "masa-xeon" => (2, 1, 2),
-        "zhang-smp" => (1, 2, 1),
-        "numa-4x4x2" => (4, 4, 2),
+fn machine(m: &str) -> Result<Topology, LabError> {
+    let (p, c, t) = match m {
+        "masa-2x2ht" => (2, 1, 2),
+        "masa-2x1" => (2, 1, 1),
+        "zhang-smp" => (2, 1, 1),
+        "xeon-4s-32t" => (4, 4, 2),
         other => return Err(LabError(format!("toy lab has no machine {other}"))),
     };
     Topology::symmetric(&SymmetricSpec {
         packages: p,
         cores_per_package: c,
-        threads_per_core: if m.smt_off { 1 } else { t },
+        threads_per_core: t,
         ..Default::default()
     })
     .map_err(|e| LabError(e.to_string()))
 }
 
-fn expand(job: &Job) -> Result<(MachineRef, Vec<JobTask>), LabError> {
+fn expand(job: &Job) -> Result<(String, Vec<JobTask>), LabError> {
     match job {
-        Job::Custom { machine, tasks } => Ok((machine.clone(), tasks.clone())),
+        Job::Custom { machine, tasks, .. } => Ok((machine.clone(), tasks.clone())),
         Job::Scenario(name) if name == "zhang-spec" || name == "zhang-server" => {
             let progs: &[(&str, CpuId)] = if name == "zhang-spec" {
                 &[
@@ -57,7 +58,7 @@ fn expand(job: &Job) -> Result<(MachineRef, Vec<JobTask>), LabError> {
                 &[("web-clip", 0), ("tpch", 1)]
             };
             Ok((
-                MachineRef::named("zhang-smp"),
+                "zhang-smp".to_string(),
                 progs
                     .iter()
                     .map(|(p, c)| JobTask::program(p, p, Some(CpuSet::single(*c))))
@@ -197,7 +198,8 @@ impl Lab for ToyLab {
                 TaskOutcome {
                     name: tasks[i].name.clone(),
                     np,
-                    completion_ns: Some((time_s * 1e9) as u64),
+                    completion_ns: (!tasks[i].repeat).then_some((time_s * 1e9) as u64),
+                    wall_ns_per_program: Some(time_s * 1e9),
                     events: BTreeMap::from([
                         (
                             event::FP_OPS.to_string(),

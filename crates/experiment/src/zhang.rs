@@ -130,7 +130,6 @@ pub fn run(
             let spec = RunSpec {
                 seed,
                 epoch_ns: setup.epoch_ns,
-                limit_ns: None,
             };
             let out = lab.run(&job, spec, policy.as_mut(), pick.as_mut())?;
             let m = out.system().ok_or_else(|| {

@@ -86,6 +86,9 @@ pub struct ComplementPick {
     pub horizon_ns: u64,
     /// Last value per task and when it was seen.
     last: BTreeMap<TaskId, (f64, u64)>,
+    /// Per CPU, the tasks that have had their slice in the current round (the O(1)
+    /// scheduler's expired array).
+    expired: BTreeMap<CpuId, std::collections::BTreeSet<TaskId>>,
 }
 
 impl ComplementPick {
@@ -94,6 +97,7 @@ impl ComplementPick {
             metric,
             horizon_ns: 1_000_000_000,
             last: BTreeMap::new(),
+            expired: BTreeMap::new(),
         }
     }
     pub fn ipc() -> Self {
@@ -136,11 +140,33 @@ impl PickNext for ComplementPick {
         }
         self.last
             .retain(|_, (_, t)| ctx.now_ns.saturating_sub(*t) <= self.horizon_ns);
-        if ctx.ready.len() <= 1 {
-            return 0;
+        // Equal CPU time per round: only tasks that have not run in this round are eligible.
+        let expired = self.expired.entry(ctx.cpu).or_default();
+        let mut eligible: Vec<usize> = (0..ctx.ready.len())
+            .filter(|&i| !expired.contains(&ctx.ready[i].task))
+            .collect();
+        if eligible.is_empty() {
+            expired.clear();
+            eligible = (0..ctx.ready.len()).collect();
+        }
+        let chosen = self.choose(ctx, &eligible);
+        if let Some(s) = ctx.ready.get(chosen) {
+            self.expired.entry(ctx.cpu).or_default().insert(s.task);
+        }
+        chosen
+    }
+}
+
+impl ComplementPick {
+    /// The eligible ready task that best complements the other CPUs (first eligible if no
+    /// prediction exists yet).
+    fn choose(&self, ctx: &PickContext<'_>, eligible: &[usize]) -> usize {
+        let first = eligible.first().copied().unwrap_or(0);
+        if eligible.len() <= 1 {
+            return first;
         }
         let Some(mean) = self.machine_mean(ctx.now_ns) else {
-            return 0;
+            return first;
         };
         let mut others_sum = 0.0;
         let mut busy = 1.0;
@@ -154,9 +180,10 @@ impl PickNext for ComplementPick {
             }
         }
         let target = busy * mean;
-        let mut best = 0;
+        let mut best = first;
         let mut best_dist = f64::INFINITY;
-        for (i, s) in ctx.ready.iter().enumerate() {
+        for &i in eligible {
+            let s = &ctx.ready[i];
             let v = known(self.metric.of_stats(s), s).unwrap_or(mean);
             let d = (others_sum + v - target).abs();
             // Strictly better only: ties keep run-queue order.
@@ -411,6 +438,7 @@ mod tests {
             others: &[(1, Some(art))],
             bus_peak_transactions_per_s: 1e8,
         };
+        // Successive picks on CPU 0 are one round: each choice below is a different task.
         assert_eq!(hook.pick(&ctx), 2, "gzip complements art");
         // Against wupwise (medium) the medium task is the complement.
         let ctx = PickContext {
@@ -466,21 +494,48 @@ mod tests {
         };
         assert_eq!(hook.pick(&ctx), 1, "low complements high");
         // Outside the window the tasks' behaviour flips, but the hook still sees the samples.
+        // (CPU 1 now decides: CPU 0's round already gave task 2 its slice.)
         let flipped = [stats(1, 1.6, 0.05), stats(2, 0.4, 0.7)];
+        let others = [(0, Some(stats(3, 0.5, 0.65)))];
         let ctx = PickContext {
+            cpu: 1,
             now_ns: 50_000_000,
             ready: &flipped,
+            others: &others,
             ..ctx
         };
         assert_eq!(hook.pick(&ctx), 1, "stale: task 2 still looks low");
         // Full share: the flip is seen at once.
         let mut full = Multiplexed::new(ComplementPick::bus(), 1.0);
         let _ = full.pick(&PickContext {
+            cpu: 0,
             ready: &ready,
             now_ns: 1_000_000,
             ..ctx
         });
         assert_eq!(full.pick(&ctx), 0);
+    }
+
+    #[test]
+    fn every_ready_task_gets_one_slice_per_round() {
+        // Against a high-bus co-runner the hook prefers the low task, but not twice in a round.
+        let t = topo(1, 2, 1);
+        let ready = [stats(1, 0.4, 0.7), stats(2, 1.0, 0.3), stats(3, 1.6, 0.05)];
+        let mut hook = ComplementPick::bus();
+        let ctx = PickContext {
+            cpu: 0,
+            now_ns: 0,
+            topology: &t,
+            ready: &ready,
+            others: &[(1, Some(stats(9, 0.4, 0.8)))],
+            bus_peak_transactions_per_s: 1e8,
+        };
+        let mut picks: Vec<usize> = (0..3).map(|_| hook.pick(&ctx)).collect();
+        assert_eq!(picks[0], 2, "the low task first");
+        picks.sort();
+        assert_eq!(picks, vec![0, 1, 2], "each task once per round");
+        // A new round starts once everyone has run.
+        assert_eq!(hook.pick(&ctx), 2);
     }
 
     #[test]

@@ -9,10 +9,12 @@
 
 use crate::lab::{Job, JobTask, Lab, LabError, Outcome, RunSpec};
 use crate::progress::Progress;
-use crate::result::{ours_cell, paper_cell, BarFigure, BarSeries, ExperimentResult, Table};
+use crate::result::{ours_cell, BarFigure, BarSeries, ExperimentResult, Table};
 use counterpoint_core::cpuset::{CpuId, CpuSet};
 use counterpoint_core::topology::Topology;
-use counterpoint_policy::masa::{Calibration, CalibrationEntry, LoadMetric, Masa, MasaParams};
+use counterpoint_policy::masa::{
+    Calibration, CalibrationEntry, LimitCheck, LoadMetric, Masa, MasaParams,
+};
 use counterpoint_policy::tree::MachineTree;
 use counterpoint_policy::{Linux, LinuxPick};
 use rayon::prelude::*;
@@ -455,10 +457,18 @@ fn test_cases() -> [TestCase; 2] {
     ]
 }
 
+/// The configurations of a test case: the baseline and MASA under both readings of the
+/// step-4d limit check (the literal one is MASA's default).
+const VARIANTS: [(&str, Option<LimitCheck>); 3] = [
+    ("linux", None),
+    ("masa", Some(LimitCheck::Strict)),
+    ("masa-no-new-excess", Some(LimitCheck::NoNewExcess)),
+];
+
 struct TcRun {
     tc: usize,
     seed: u64,
-    masa: bool,
+    variant: usize,
     total_s: f64,
     np: f64,
     unfairness: f64,
@@ -467,13 +477,26 @@ struct TcRun {
     migrations: u64,
 }
 
+fn pct(s: Option<crate::Summary>) -> String {
+    s.map(|g| crate::Summary {
+        mean: g.mean * 100.0,
+        std: g.std * 100.0,
+        min: g.min * 100.0,
+        max: g.max * 100.0,
+        n: g.n,
+    })
+    .map(|g| g.show(1))
+    .unwrap_or_else(|| "n/a".into())
+}
+
 /// `masa-testcases`: test cases 1 and 2 without and with MASA, swap counts per metric.
 pub fn testcases(
     lab: &dyn Lab,
     seeds: &[u64],
     progress: &dyn Progress,
 ) -> Result<ExperimentResult, LabError> {
-    progress.add_total(seeds.len() as u64 * 4 + seeds.len() as u64);
+    let tcs = test_cases();
+    progress.add_total((seeds.len() * (tcs.len() * VARIANTS.len() + 1)) as u64);
     // Calibration per seed (as MASA does at start-up), in parallel.
     let cals: Vec<(u64, Calibration)> = seeds
         .par_iter()
@@ -483,17 +506,16 @@ pub fn testcases(
             Ok((s, c))
         })
         .collect::<Result<_, LabError>>()?;
-    let tcs = test_cases();
-    let work: Vec<(usize, u64, bool)> = (0..tcs.len())
+    let work: Vec<(usize, u64, usize)> = (0..tcs.len())
         .flat_map(|t| {
             seeds
                 .iter()
-                .flat_map(move |s| [(t, *s, false), (t, *s, true)])
+                .flat_map(move |s| (0..VARIANTS.len()).map(move |v| (t, *s, v)))
         })
         .collect();
     let runs: Vec<TcRun> = work
         .par_iter()
-        .map(|&(tc, seed, with_masa)| {
+        .map(|&(tc, seed, variant)| {
             let job = shell_job(&tcs[tc].shells);
             let spec = RunSpec {
                 seed,
@@ -504,19 +526,24 @@ pub fn testcases(
                 .find(|c| c.0 == seed)
                 .map(|c| &c.1)
                 .ok_or_else(|| LabError(format!("no calibration for seed {seed}")))?;
-            let (out, l2, fp, mig) = if with_masa {
-                let mut m = Masa::new(MasaParams::default(), cal)
-                    .map_err(|e| LabError(format!("MASA calibration: {e}")))?;
-                let out = lab.run(&job, spec, &mut m, &mut LinuxPick)?;
-                let counts = m.swap_counts();
-                (
-                    out,
-                    counts.get("l2_misses").copied().unwrap_or(0),
-                    counts.get("fp_uops").copied().unwrap_or(0),
-                    m.migrations(),
-                )
-            } else {
-                (lab.run(&job, spec, &mut Linux, &mut LinuxPick)?, 0, 0, 0)
+            let (out, l2, fp, mig) = match VARIANTS[variant].1 {
+                Some(limit_check) => {
+                    let params = MasaParams {
+                        limit_check,
+                        ..MasaParams::default()
+                    };
+                    let mut m = Masa::new(params, cal)
+                        .map_err(|e| LabError(format!("MASA calibration: {e}")))?;
+                    let out = lab.run(&job, spec, &mut m, &mut LinuxPick)?;
+                    let counts = m.swap_counts();
+                    (
+                        out,
+                        counts.get("l2_misses").copied().unwrap_or(0),
+                        counts.get("fp_uops").copied().unwrap_or(0),
+                        m.migrations(),
+                    )
+                }
+                None => (lab.run(&job, spec, &mut Linux, &mut LinuxPick)?, 0, 0, 0),
             };
             let total_s: f64 = out
                 .tasks
@@ -530,7 +557,7 @@ pub fn testcases(
             Ok(TcRun {
                 tc,
                 seed,
-                masa: with_masa,
+                variant,
                 total_s,
                 np: m.normalized_performance,
                 unfairness: m.unfairness,
@@ -592,6 +619,7 @@ pub fn testcases(
         "Table 8: total time (s), gain and swaps — ours / paper",
         &[
             "test case",
+            "MASA variant",
             "total w/o MASA",
             "total w/ MASA",
             "gain (%)",
@@ -601,131 +629,128 @@ pub fn testcases(
         ],
     );
     for (i, tc) in tcs.iter().enumerate() {
-        let sel = |masa: bool| -> Vec<&TcRun> {
+        let sel = |v: usize| -> Vec<&TcRun> {
             runs.iter()
-                .filter(|x| x.tc == i && x.masa == masa)
+                .filter(|x| x.tc == i && x.variant == v)
                 .collect()
         };
-        let (lin, mas) = (sel(false), sel(true));
+        let lin = sel(0);
         let key_l = format!("{} linux", tc.name);
-        let key_m = format!("{} masa", tc.name);
-        for (key, set) in [(&key_l, &lin), (&key_m, &mas)] {
+        let (pl, pm, pg, pl2, pfp) = tc.paper;
+        r.put_paper(&key_l, "total_time_s", pl);
+        for (v, (vname, _)) in VARIANTS.iter().enumerate() {
+            let set = sel(v);
+            let key = format!("{} {vname}", tc.name);
             r.put(
-                key,
+                &key,
                 "total_time_s",
                 &set.iter().map(|x| x.total_s).collect::<Vec<_>>(),
             );
             r.put(
-                key,
+                &key,
                 "normalized_performance",
                 &set.iter().map(|x| x.np).collect::<Vec<_>>(),
             );
             r.put(
-                key,
+                &key,
                 "unfairness",
                 &set.iter().map(|x| x.unfairness).collect::<Vec<_>>(),
             );
-        }
-        let gains: Vec<f64> = seeds
-            .iter()
-            .filter_map(|s| {
-                let l = lin.iter().find(|x| x.seed == *s)?;
-                let m = mas.iter().find(|x| x.seed == *s)?;
-                Some(1.0 - m.total_s / l.total_s)
-            })
-            .collect();
-        let gain = r.put(&key_m, "gain", &gains);
-        let l2 = r.put(
-            &key_m,
-            "swaps_l2_misses",
-            &mas.iter().map(|x| x.swaps_l2 as f64).collect::<Vec<_>>(),
-        );
-        let fp = r.put(
-            &key_m,
-            "swaps_fp_uops",
-            &mas.iter().map(|x| x.swaps_fp as f64).collect::<Vec<_>>(),
-        );
-        let mig = r.put(
-            &key_m,
-            "migrations",
-            &mas.iter().map(|x| x.migrations as f64).collect::<Vec<_>>(),
-        );
-        let (pl, pm, pg, pl2, pfp) = tc.paper;
-        r.put_paper(&key_l, "total_time_s", pl);
-        r.put_paper(&key_m, "total_time_s", pm);
-        r.put_paper(&key_m, "gain", pg);
-        r.put_paper(&key_m, "swaps_l2_misses", pl2 as f64);
-        r.put_paper(&key_m, "swaps_fp_uops", pfp as f64);
-        t.row(vec![
-            tc.name.to_string(),
-            format!("{} / {pl:.0}", ours_cell(r.get(&key_l, "total_time_s"), 0)),
-            format!("{} / {pm:.0}", ours_cell(r.get(&key_m, "total_time_s"), 0)),
-            format!(
-                "{} / {:.1}",
-                gain.map(|g| crate::Summary {
-                    mean: g.mean * 100.0,
-                    std: g.std * 100.0,
-                    min: g.min * 100.0,
-                    max: g.max * 100.0,
-                    n: g.n
+            if v == 0 {
+                continue;
+            }
+            let gains: Vec<f64> = seeds
+                .iter()
+                .filter_map(|s| {
+                    let l = lin.iter().find(|x| x.seed == *s)?;
+                    let m = set.iter().find(|x| x.seed == *s)?;
+                    Some(1.0 - m.total_s / l.total_s)
                 })
-                .map(|g| g.show(1))
-                .unwrap_or_else(|| "n/a".into()),
-                pg * 100.0
-            ),
-            format!("{} / {pl2}", ours_cell(l2, 1)),
-            format!("{} / {pfp}", ours_cell(fp, 1)),
-            ours_cell(mig, 1),
-        ]);
-        if let (Some(g), Some(l2), Some(fp)) = (gain, l2, fp) {
-            r.findings.push(format!(
-                "{}: MASA gain {:.1}% (paper {:.1}%) — {}; swaps L2 {:.1} vs FP {:.1} (paper {pl2} \
-                 vs {pfp}) — {}",
-                tc.name,
-                100.0 * g.mean,
-                100.0 * pg,
-                if g.mean > 0.0 { "gains" } else { "does NOT gain" },
-                l2.mean,
-                fp.mean,
-                if l2.mean > fp.mean {
-                    "same order as the paper (more L2 than FP)"
-                } else {
-                    "NOT the paper's order"
-                }
-            ));
+                .collect();
+            let gain = r.put(&key, "gain", &gains);
+            let l2 = r.put(
+                &key,
+                "swaps_l2_misses",
+                &set.iter().map(|x| x.swaps_l2 as f64).collect::<Vec<_>>(),
+            );
+            let fp = r.put(
+                &key,
+                "swaps_fp_uops",
+                &set.iter().map(|x| x.swaps_fp as f64).collect::<Vec<_>>(),
+            );
+            let mig = r.put(
+                &key,
+                "migrations",
+                &set.iter().map(|x| x.migrations as f64).collect::<Vec<_>>(),
+            );
+            r.put_paper(&key, "total_time_s", pm);
+            r.put_paper(&key, "gain", pg);
+            r.put_paper(&key, "swaps_l2_misses", pl2 as f64);
+            r.put_paper(&key, "swaps_fp_uops", pfp as f64);
+            t.row(vec![
+                tc.name.to_string(),
+                vname.to_string(),
+                format!("{} / {pl:.0}", ours_cell(r.get(&key_l, "total_time_s"), 0)),
+                format!("{} / {pm:.0}", ours_cell(r.get(&key, "total_time_s"), 0)),
+                format!("{} / {:.1}", pct(gain), pg * 100.0),
+                format!("{} / {pl2}", ours_cell(l2, 1)),
+                format!("{} / {pfp}", ours_cell(fp, 1)),
+                ours_cell(mig, 1),
+            ]);
+            if let (Some(g), Some(l2), Some(fp)) = (gain, l2, fp) {
+                r.findings.push(format!(
+                    "{} ({vname}): gain {:.1}% (paper {:.1}%) — {}; swaps L2 {:.1} vs FP {:.1} \
+                     (paper {pl2} vs {pfp}) — {}",
+                    tc.name,
+                    100.0 * g.mean,
+                    100.0 * pg,
+                    if g.mean > 0.0 {
+                        "gains"
+                    } else {
+                        "does NOT gain"
+                    },
+                    l2.mean,
+                    fp.mean,
+                    if l2.mean > fp.mean {
+                        "same order as the paper (more L2 than FP)"
+                    } else {
+                        "NOT the paper's order"
+                    }
+                ));
+            }
         }
     }
     r.tables.insert(r.tables.len().min(1), t);
-    let _ = paper_cell;
     r.figures.push(BarFigure {
         file: "masa-testcases.svg".into(),
         title: "MASA test cases: gain (%) over the baseline".into(),
         y_label: "gain (%)".into(),
         categories: tcs.iter().map(|t| t.name.to_string()).collect(),
-        series: vec![
-            BarSeries {
-                name: "ours".into(),
+        series: VARIANTS[1..]
+            .iter()
+            .map(|(vname, _)| BarSeries {
+                name: format!("ours ({vname})"),
                 values: tcs
                     .iter()
                     .map(|t| {
-                        r.get(&format!("{} masa", t.name), "gain")
+                        r.get(&format!("{} {vname}", t.name), "gain")
                             .map(|s| 100.0 * s.mean)
                     })
                     .collect(),
                 errors: tcs
                     .iter()
                     .map(|t| {
-                        r.get(&format!("{} masa", t.name), "gain")
+                        r.get(&format!("{} {vname}", t.name), "gain")
                             .map(|s| 100.0 * s.std)
                     })
                     .collect(),
-            },
-            BarSeries {
+            })
+            .chain(std::iter::once(BarSeries {
                 name: "paper".into(),
                 values: tcs.iter().map(|t| Some(100.0 * t.paper.2)).collect(),
-                errors: vec![None; 2],
-            },
-        ],
+                errors: vec![None; tcs.len()],
+            }))
+            .collect(),
     });
     Ok(r)
 }

@@ -113,6 +113,15 @@ pub trait Lab: Sync {
         policy: &mut dyn Policy,
         pick: &mut dyn PickNext,
     ) -> Result<Outcome, LabError>;
+    /// Run a job under an epoch-level policy only, without the automatic solo reference runs:
+    /// `np` is NaN and the caller derives what it needs from the event totals (the oracle
+    /// search evaluates thousands of placements this way).
+    fn run_light(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+    ) -> Result<Outcome, LabError>;
     /// Catalog program names usable in random mixes, with their class (for the report).
     fn mix_programs(&self) -> Vec<String>;
 }

@@ -185,6 +185,53 @@ impl Lab for SimLab {
         })
     }
 
+    fn run_light(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+    ) -> Result<Outcome, LabError> {
+        use counterpoint_core::machine::Machine;
+        let scenario = self.scenario(job)?;
+        let err = |e: counterpoint_sim::SimError| LabError(e.to_string());
+        let mut sim = counterpoint_sim::Simulation::new(&scenario, spec.seed).map_err(err)?;
+        let total_ns = scenario.duration_ms * 1_000_000;
+        let epoch = spec.epoch_ns.max(1);
+        while sim.now_ns() < total_ns && !sim.all_done() {
+            let obs = sim
+                .advance(epoch.min(total_ns - sim.now_ns()))
+                .map_err(err)?;
+            let topo = sim.topology().clone();
+            for a in policy.decide(&topo, &obs) {
+                sim.apply(&a).map_err(err)?;
+            }
+        }
+        let mut tasks = Vec::with_capacity(sim.task_count());
+        for i in 0..sim.task_count() {
+            let c = sim
+                .counters(i)
+                .ok_or_else(|| LabError(format!("task {i} vanished")))?;
+            tasks.push(TaskOutcome {
+                name: sim.task_name(i).unwrap_or_default().to_string(),
+                np: f64::NAN,
+                completion_ns: None,
+                wall_ns_per_program: None,
+                events: BTreeMap::from([
+                    (event::INSTRUCTIONS.to_string(), c.instructions),
+                    (event::CYCLES.to_string(), c.cycles),
+                    (event::CACHE_MISSES.to_string(), c.llc_misses),
+                    (event::MEM_TRANSACTIONS.to_string(), c.mem_transactions),
+                    (event::FP_OPS.to_string(), c.fp_ops),
+                    (event::TASK_CLOCK.to_string(), c.task_clock_ns as f64),
+                ]),
+            });
+        }
+        Ok(Outcome {
+            tasks,
+            elapsed_ns: sim.now_ns(),
+        })
+    }
+
     fn mix_programs(&self) -> Vec<String> {
         // The probe aliases (INT, FP, L2C, MEM) duplicate SPEC programs under other names.
         self.catalog

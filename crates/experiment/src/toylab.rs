@@ -201,6 +201,8 @@ impl Lab for ToyLab {
                     completion_ns: (!tasks[i].repeat).then_some((time_s * 1e9) as u64),
                     wall_ns_per_program: Some(time_s * 1e9),
                     events: BTreeMap::from([
+                        (event::INSTRUCTIONS.to_string(), 1e9 * np * time_s),
+                        (event::TASK_CLOCK.to_string(), 1e9 * time_s),
                         (
                             event::FP_OPS.to_string(),
                             inten[i] * 1e8 * time_s * (1.0 + 0.2 * sharing),
@@ -222,6 +224,19 @@ impl Lab for ToyLab {
             tasks: out,
             elapsed_ns: elapsed,
         })
+    }
+
+    fn run_light(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+    ) -> Result<Outcome, LabError> {
+        let mut out = self.run(job, spec, policy, &mut counterpoint_policy::LinuxPick)?;
+        for t in &mut out.tasks {
+            t.np = f64::NAN;
+        }
+        Ok(out)
     }
 
     fn mix_programs(&self) -> Vec<String> {

@@ -289,21 +289,21 @@ impl PairingPolicy {
         Self::new(PairMetric::Bus)
     }
 
-    /// The CPU order rows are laid onto: SMT siblings adjacent, so that for IPC pairing on an
-    /// SMT machine the high and the low task of a row share a core.
-    fn cpu_order(tree: &MachineTree) -> Vec<CpuId> {
-        tree.cores()
-            .iter()
-            .flat_map(|c| c.cpus.iter().copied())
-            .collect()
-    }
-
     /// The placement (one CPU per task) for tasks with known values.
+    ///
+    /// CPUs are taken in spread order (one thread per core, round robin over packages, then
+    /// the second threads in the same core order), so tasks share a core only when there are
+    /// more tasks than cores. Tasks are dealt into rows of at most one per CPU, each row
+    /// alternately taking the highest and the lowest remaining value; within a row the
+    /// highest go to distinct cores and, where the row has more tasks than cores, the lowest
+    /// join them as SMT siblings in reverse order (highest with lowest). Odd rows are laid in
+    /// reverse so every CPU's queue mixes high and low rows.
     pub fn plan(topology: &Topology, values: &[(TaskId, f64)]) -> BTreeMap<TaskId, CpuId> {
         let tree = MachineTree::new(topology);
-        let cpus = Self::cpu_order(&tree);
+        let order = tree.spread_order();
+        let ncores = tree.cores().len().max(1);
         let mut out = BTreeMap::new();
-        if cpus.is_empty() {
+        if order.is_empty() {
             return out;
         }
         let mut sorted: Vec<(TaskId, f64)> = values.to_vec();
@@ -312,28 +312,42 @@ impl PairingPolicy {
         let mut row_index = 0usize;
         while !deque.is_empty() {
             // One row: alternately the highest and the lowest remaining.
-            let mut row = Vec::with_capacity(cpus.len());
+            let mut row = Vec::with_capacity(order.len());
             let mut from_front = true;
-            while row.len() < cpus.len() {
+            while row.len() < order.len() {
                 let next = if from_front {
                     deque.pop_front()
                 } else {
                     deque.pop_back()
                 };
                 match next {
-                    Some(t) => row.push(t.0),
+                    Some(t) => row.push(t),
                     None => break,
                 }
                 from_front = !from_front;
             }
-            // Alternate the direction so every CPU's queue mixes high and low rows.
-            let order: Vec<CpuId> = if row_index % 2 == 0 {
-                cpus.clone()
+            row.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let k = row.len();
+            let mut slots: Vec<usize> = Vec::with_capacity(k);
+            if k <= ncores {
+                slots.extend(0..k);
             } else {
-                cpus.iter().rev().copied().collect()
-            };
-            for (task, cpu) in row.into_iter().zip(order) {
-                out.insert(task, cpu);
+                // Highest on distinct cores; the rest, lowest first, on their siblings.
+                slots.extend(0..ncores);
+                let extra = k - ncores;
+                let mut tail: Vec<usize> = (ncores..ncores + extra).collect();
+                tail.reverse();
+                slots.extend(tail);
+            }
+            for (task, slot) in row.iter().zip(slots) {
+                let pos = if row_index % 2 == 0 {
+                    slot
+                } else {
+                    order.len() - 1 - slot
+                };
+                if let Some(cpu) = order.get(pos) {
+                    out.insert(task.0, *cpu);
+                }
             }
             row_index += 1;
         }

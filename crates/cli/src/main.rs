@@ -34,7 +34,8 @@ enum Command {
     // [commands: counters]
 
     // [commands: sim]
-
+    /// Run a scenario on the simulated machine: per-task NP, system metrics, time series.
+    Simulate(cmd::simulate::SimulateArgs),
     // [commands: policy]
 
     // [commands: host]
@@ -52,7 +53,7 @@ fn main() -> ExitCode {
         // [dispatch: counters]
 
         // [dispatch: sim]
-
+        Command::Simulate(args) => cmd::simulate::run(args),
         // [dispatch: policy]
 
         // [dispatch: host]

@@ -83,22 +83,22 @@ pub struct RunResult {
 
 /// Run a scenario. The epoch-level `policy` decides after every epoch of `epoch_ns` and its
 /// actions are applied; the `pick` hook is consulted at every context switch.
-pub fn run(
+pub fn run<'p, 'k>(
     scenario: &Scenario,
     seed: u64,
-    policy: Option<&mut dyn Policy>,
-    pick: Option<&mut dyn PickNext>,
+    policy: Option<&mut (dyn Policy + 'p)>,
+    pick: Option<&mut (dyn PickNext + 'k)>,
     epoch_ns: u64,
 ) -> Result<RunResult, SimError> {
     run_with_progress(scenario, seed, policy, pick, epoch_ns, &mut |_, _| {})
 }
 
 /// [`run`] with a progress callback `(simulated_ns_done, total_ns)` after each epoch.
-pub fn run_with_progress(
+pub fn run_with_progress<'p, 'k>(
     scenario: &Scenario,
     seed: u64,
-    mut policy: Option<&mut dyn Policy>,
-    mut pick: Option<&mut dyn PickNext>,
+    mut policy: Option<&mut (dyn Policy + 'p)>,
+    mut pick: Option<&mut (dyn PickNext + 'k)>,
     epoch_ns: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, SimError> {

@@ -32,6 +32,8 @@ pub struct TaskResult {
     pub migrations: u64,
     /// Programs (or server requests) completed.
     pub completions: u64,
+    /// When the task finished its work (tasks that do not repeat), since the start.
+    pub finish_ns: Option<u64>,
     /// Wall time per completed program at the task's average rate (MASA's "time to complete"):
     /// duration x program instructions / instructions retired. `None` for servers.
     pub wall_ns_per_program: Option<f64>,
@@ -197,6 +199,7 @@ pub fn run_with_progress<'p, 'k>(
             context_switches: c.context_switches,
             migrations: c.migrations,
             completions: c.completions,
+            finish_ns: sim.finish_ns(i),
             wall_ns_per_program: prog_instr.and_then(|pi| {
                 (c.instructions > 0.0).then(|| duration_ns as f64 * pi / c.instructions)
             }),

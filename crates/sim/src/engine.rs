@@ -585,11 +585,13 @@ impl Simulation {
                 let d = self.cpus[c].domain as usize;
                 let total = self.scratch_dom_access[d];
                 let cap = self.domains[d].capacity;
-                self.cpus[c].share = if total > 0.0 {
+                let share = if total > 0.0 {
                     cap * (p.api / self.cpus[c].cpi) / total
                 } else {
                     cap / self.scratch_dom_running[d]
                 };
+                moved = moved.max(((share - self.cpus[c].share) / cap).abs());
+                self.cpus[c].share = share;
             }
             if moved < FIXED_POINT_TOL {
                 break;
@@ -763,11 +765,12 @@ impl Simulation {
             // Warm-up: misses bring lines in until the task holds its share (or all it can use).
             let p = &self.profs[t.prof as usize];
             let target = share.min(p.saturation_bytes);
-            if t.occ < target {
+            if t.occ < target * (1.0 - 1e-9) {
                 t.occ = (t.occ + misses * line).min(target);
-                // Re-solve while the miss ratio still moves by more than 0.5 %.
+                // Re-solve while the miss ratio still moves by more than 0.5 %, and once more
+                // when the share is filled, so that warm tasks run at exact steady-state rates.
                 let m_now = p.curve.miss_ratio(share.min(t.occ));
-                if (m_now - miss).abs() > 0.005 * miss {
+                if t.occ >= target || (m_now - miss).abs() > 0.005 * miss {
                     self.dirty = true;
                 }
             } else if t.occ > share {

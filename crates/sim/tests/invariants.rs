@@ -124,14 +124,28 @@ proptest! {
         m in arb_machine(),
         progs in prop::collection::vec(0usize..8, 1..8),
         extra in 0usize..8,
+        on_sibling in any::<bool>(),
     ) {
-        // Pinned one per CPU (no time sharing); task 0 on CPU 0; the extra task on a free CPU.
+        // Task 0 on CPU 0; the others pinned one per CPU, off CPU 0's core (a sibling slowed by
+        // contention leaves more issue slots: that second-order SMT relief is physical, see
+        // docs/sim.md). The extra co-runner goes on a free CPU elsewhere, or on CPU 0's sibling.
         let n = m.cpus();
-        prop_assume!(n >= 2);
-        let k = progs.len().min(n - 1);
-        let base: Vec<(usize, Option<u32>)> = progs[..k].iter().enumerate().map(|(c, p)| (*p, Some(c as u32))).collect();
+        let tpc = m.threads_per_core as usize;
+        prop_assume!(n > tpc || (on_sibling && tpc > 1));
+        let others: Vec<u32> = (tpc as u32..n as u32).collect();
+        let k = progs.len().min(others.len() + 1).max(1);
+        let mut base: Vec<(usize, Option<u32>)> = vec![(progs[0], Some(0))];
+        for (i, p) in progs[1..k].iter().enumerate() {
+            base.push((*p, Some(others[i])));
+        }
+        let slot = if on_sibling && tpc > 1 {
+            Some(1)
+        } else {
+            others.get(k - 1).copied()
+        };
+        prop_assume!(slot.is_some());
         let mut more = base.clone();
-        more.push((extra, Some(k as u32)));
+        more.push((extra, slot));
         let steady_cpi = |list: &[(usize, Option<u32>)]| {
             let sc = scenario(&m, list, 400);
             let mut sim = Simulation::new(&sc, 1).unwrap();
@@ -139,7 +153,7 @@ proptest! {
             sim.cpu_rates()[0].1
         };
         let (a, b) = (steady_cpi(&base), steady_cpi(&more));
-        prop_assert!(b >= a * (1.0 - 1e-9), "CPI {a} alone-ish, {b} with more contention");
+        prop_assert!(b >= a * (1.0 - 1e-9), "CPI {a} before, {b} with more contention");
     }
 
     #[test]

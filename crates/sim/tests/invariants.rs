@@ -128,7 +128,7 @@ proptest! {
     ) {
         // Task 0 on CPU 0; the others pinned one per CPU, off CPU 0's core (a sibling slowed by
         // contention leaves more issue slots: that second-order SMT relief is physical, see
-        // docs/sim.md). The extra co-runner goes on a free CPU elsewhere, or on CPU 0's sibling.
+        // docs/sim.md). The extra co-runner goes on a free core, or on CPU 0's sibling.
         let n = m.cpus();
         let tpc = m.threads_per_core as usize;
         prop_assume!(n > tpc || (on_sibling && tpc > 1));
@@ -138,10 +138,15 @@ proptest! {
         for (i, p) in progs[1..k].iter().enumerate() {
             base.push((*p, Some(others[i])));
         }
+        // Elsewhere means on a core none of the others use: a co-runner that shares a core
+        // with a memory-heavy task slows it and so *lowers* bus traffic (physical, not a bug).
+        let used: Vec<u32> = base.iter().filter_map(|t| t.1).collect();
         let slot = if on_sibling && tpc > 1 {
             Some(1)
         } else {
-            others.get(k - 1).copied()
+            (0..n as u32)
+                .step_by(tpc)
+                .find(|&c0| (c0..c0 + tpc as u32).all(|c| !used.contains(&c)))
         };
         prop_assume!(slot.is_some());
         let mut more = base.clone();

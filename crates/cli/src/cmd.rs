@@ -6,6 +6,8 @@ pub mod metrics;
 // [mod: counters]
 
 // [mod: sim]
+pub mod simulate;
+pub mod simulate_plot;
 
 // [mod: policy]
 pub mod experiment;

@@ -18,8 +18,10 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 
 const NONE: u32 = u32::MAX;
-/// Fixed-point iterations of the contention model per solve.
-const FIXED_POINT_ITERS: usize = 4;
+/// Cap on fixed-point iterations of the contention model per solve.
+const FIXED_POINT_MAX_ITERS: usize = 100;
+/// Converged when no CPI moves by more than this, relatively.
+const FIXED_POINT_TOL: f64 = 1e-11;
 /// Bisection steps for a bus's latency.
 const BUS_ITERS: usize = 40;
 
@@ -132,6 +134,8 @@ struct Task {
     last_stats: Option<TaskStats>,
     /// Counters at the last observation.
     obs_base: Counters,
+    /// When a non-repeating task finished its work.
+    finish_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -382,6 +386,7 @@ impl Simulation {
                 slice_start_ns: 0,
                 last_stats: None,
                 obs_base: Counters::default(),
+                finish_ns: None,
             };
             let (p, n) = first_phase(&mut task.src);
             task.prof = p;
@@ -438,6 +443,10 @@ impl Simulation {
     /// Cumulative counters of task `i` (index = task id).
     pub fn counters(&self, i: usize) -> Option<&Counters> {
         self.tasks.get(i).map(|t| &t.c)
+    }
+    /// When task `i` finished (non-repeating tasks), in simulated ns since the start.
+    pub fn finish_ns(&self, i: usize) -> Option<u64> {
+        self.tasks.get(i).and_then(|t| t.finish_ns)
     }
     pub fn task_label(&self, i: usize) -> Option<&str> {
         self.tasks.get(i).map(|t| t.label.as_str())
@@ -521,7 +530,8 @@ impl Simulation {
                 self.cpus[c].ipc = 1.0 / p.cpi_core;
             }
         }
-        for _ in 0..FIXED_POINT_ITERS {
+        for _ in 0..FIXED_POINT_MAX_ITERS {
+            let mut moved = 0.0f64;
             // 1. SMT-inflated core CPI and miss ratio at the current share.
             for c in 0..ncpu {
                 let cur = self.cpus[c].current;
@@ -561,6 +571,7 @@ impl Simulation {
                 let p = &self.profs[self.tasks[cur as usize].prof as usize];
                 let lat = self.buses[self.cpus[c].bus as usize].latency_cycles;
                 let cpi = self.scratch_cc[c] + p.api * self.cpus[c].miss * lat / p.mlp;
+                moved = moved.max(((cpi - self.cpus[c].cpi) / cpi).abs());
                 self.cpus[c].cpi = cpi;
                 self.cpus[c].ipc = 1.0 / cpi;
                 self.scratch_dom_access[self.cpus[c].domain as usize] += p.api / cpi;
@@ -574,11 +585,16 @@ impl Simulation {
                 let d = self.cpus[c].domain as usize;
                 let total = self.scratch_dom_access[d];
                 let cap = self.domains[d].capacity;
-                self.cpus[c].share = if total > 0.0 {
+                let share = if total > 0.0 {
                     cap * (p.api / self.cpus[c].cpi) / total
                 } else {
                     cap / self.scratch_dom_running[d]
                 };
+                moved = moved.max(((share - self.cpus[c].share) / cap).abs());
+                self.cpus[c].share = share;
+            }
+            if moved < FIXED_POINT_TOL {
+                break;
             }
         }
         // Final miss ratios at the final shares, consistent with the CPIs used to retire.
@@ -723,6 +739,9 @@ impl Simulation {
                     Next::Done => {
                         t.c.completions += 1;
                         t.state = State::Done;
+                        // Finished part-way through the tick.
+                        let used = ((cyc - instr * cpi) / cyc).clamp(0.0, 1.0);
+                        t.finish_ns = Some(self.now_ns + (used * tick_ns as f64).round() as u64);
                         finished_any = true;
                         break;
                     }
@@ -746,11 +765,12 @@ impl Simulation {
             // Warm-up: misses bring lines in until the task holds its share (or all it can use).
             let p = &self.profs[t.prof as usize];
             let target = share.min(p.saturation_bytes);
-            if t.occ < target {
+            if t.occ < target * (1.0 - 1e-9) {
                 t.occ = (t.occ + misses * line).min(target);
-                // Re-solve while the miss ratio still moves by more than 0.5 %.
+                // Re-solve while the miss ratio still moves by more than 0.5 %, and once more
+                // when the share is filled, so that warm tasks run at exact steady-state rates.
                 let m_now = p.curve.miss_ratio(share.min(t.occ));
-                if (m_now - miss).abs() > 0.005 * miss {
+                if t.occ >= target || (m_now - miss).abs() > 0.005 * miss {
                     self.dirty = true;
                 }
             } else if t.occ > share {

@@ -32,6 +32,8 @@ pub struct TaskResult {
     pub migrations: u64,
     /// Programs (or server requests) completed.
     pub completions: u64,
+    /// When the task finished its work (tasks that do not repeat), since the start.
+    pub finish_ns: Option<u64>,
     /// Wall time per completed program at the task's average rate (MASA's "time to complete"):
     /// duration x program instructions / instructions retired. `None` for servers.
     pub wall_ns_per_program: Option<f64>,
@@ -83,22 +85,22 @@ pub struct RunResult {
 
 /// Run a scenario. The epoch-level `policy` decides after every epoch of `epoch_ns` and its
 /// actions are applied; the `pick` hook is consulted at every context switch.
-pub fn run(
+pub fn run<'p, 'k>(
     scenario: &Scenario,
     seed: u64,
-    policy: Option<&mut dyn Policy>,
-    pick: Option<&mut dyn PickNext>,
+    policy: Option<&mut (dyn Policy + 'p)>,
+    pick: Option<&mut (dyn PickNext + 'k)>,
     epoch_ns: u64,
 ) -> Result<RunResult, SimError> {
     run_with_progress(scenario, seed, policy, pick, epoch_ns, &mut |_, _| {})
 }
 
 /// [`run`] with a progress callback `(simulated_ns_done, total_ns)` after each epoch.
-pub fn run_with_progress(
+pub fn run_with_progress<'p, 'k>(
     scenario: &Scenario,
     seed: u64,
-    mut policy: Option<&mut dyn Policy>,
-    mut pick: Option<&mut dyn PickNext>,
+    mut policy: Option<&mut (dyn Policy + 'p)>,
+    mut pick: Option<&mut (dyn PickNext + 'k)>,
     epoch_ns: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, SimError> {
@@ -197,6 +199,7 @@ pub fn run_with_progress(
             context_switches: c.context_switches,
             migrations: c.migrations,
             completions: c.completions,
+            finish_ns: sim.finish_ns(i),
             wall_ns_per_program: prog_instr.and_then(|pi| {
                 (c.instructions > 0.0).then(|| duration_ns as f64 * pi / c.instructions)
             }),

@@ -62,39 +62,40 @@ type Pair = (Box<dyn Policy + Send>, Box<dyn PickNext + Send>);
 /// A policy configuration: epoch policy + pick-next hook.
 struct Config {
     key: String,
-    make: Box<dyn Fn() -> Pair + Sync>,
+    /// Builds the pair for a run; the argument is the run's seed.
+    make: Box<dyn Fn(u64) -> Pair + Sync>,
 }
 
 fn configs() -> Vec<Config> {
     let mut v: Vec<Config> = vec![
         Config {
             key: "linux".into(),
-            make: Box::new(|| (Box::new(Linux), Box::new(LinuxPick))),
+            make: Box::new(|_| (Box::new(Linux), Box::new(LinuxPick))),
         },
         Config {
             key: "ipc-pair".into(),
-            make: Box::new(|| (Box::new(Linux), Box::new(ComplementPick::ipc()))),
+            make: Box::new(|_| (Box::new(Linux), Box::new(ComplementPick::ipc()))),
         },
         Config {
             key: "bus-pair".into(),
-            make: Box::new(|| (Box::new(Linux), Box::new(ComplementPick::bus()))),
+            make: Box::new(|_| (Box::new(Linux), Box::new(ComplementPick::bus()))),
         },
         Config {
             key: "ipc-pair-user".into(),
-            make: Box::new(|| (Box::new(PairingPolicy::ipc()), Box::new(LinuxPick))),
+            make: Box::new(|_| (Box::new(PairingPolicy::ipc()), Box::new(LinuxPick))),
         },
         Config {
             key: "bus-pair-user".into(),
-            make: Box::new(|| (Box::new(PairingPolicy::bus()), Box::new(LinuxPick))),
+            make: Box::new(|_| (Box::new(PairingPolicy::bus()), Box::new(LinuxPick))),
         },
     ];
     for share in SHARES.into_iter().filter(|s| *s < 1.0) {
         v.push(Config {
             key: share_key(share),
-            make: Box::new(move || {
+            make: Box::new(move |seed| {
                 (
                     Box::new(Linux),
-                    Box::new(Multiplexed::new(ComplementPick::bus(), share)),
+                    Box::new(Multiplexed::new(ComplementPick::bus(), share).with_salt(seed)),
                 )
             }),
         });
@@ -126,7 +127,7 @@ pub fn run(
     let outcomes: Vec<(usize, u64, (f64, f64))> = work
         .par_iter()
         .map(|&(c, seed)| {
-            let (mut policy, mut pick) = (configs[c].make)();
+            let (mut policy, mut pick) = (configs[c].make)(seed);
             let spec = RunSpec {
                 seed,
                 epoch_ns: setup.epoch_ns,

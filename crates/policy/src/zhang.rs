@@ -197,18 +197,30 @@ impl ComplementPick {
 }
 
 /// A pick-next hook that sees counter statistics only part of the time (Zhang et al. §3): the
-/// counters are time-division multiplexed and the scheduler gets `share` of each
-/// `round_ns`-long multiplexing round. A task's statistics are refreshed only when a decision
-/// falls in the scheduler's window; otherwise the last sampled values stand (last-value
-/// prediction over sampled execution). Tasks never sampled have no prediction.
+/// counters are time-division multiplexed at timer interrupts and the scheduler gets `share`
+/// of the ticks. Which ticks are the scheduler's is a fixed pseudo-random function of the
+/// tick (so it cannot line up with the scheduler's aligned time slices). A task's statistics
+/// are refreshed when a decision falls in one of the scheduler's ticks; otherwise the last
+/// sampled values stand (last-value prediction over sampled execution). Tasks never sampled
+/// have no prediction.
 #[derive(Clone, Debug)]
 pub struct Multiplexed<P> {
     pub inner: P,
-    /// Fraction of each round the scheduler's counters are loaded, in [0, 1].
+    /// Fraction of ticks the scheduler's counters are loaded, in [0, 1].
     pub share: f64,
-    /// Length of one multiplexing round.
-    pub round_ns: u64,
+    /// Multiplexing granularity (the timer tick).
+    pub tick_ns: u64,
+    /// Selects the pseudo-random pattern of scheduler ticks (e.g. the run's seed).
+    pub salt: u64,
     sampled: BTreeMap<TaskId, TaskStats>,
+}
+
+/// splitmix64: a well-mixed hash of the tick number.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl<P: PickNext> Multiplexed<P> {
@@ -216,14 +228,26 @@ impl<P: PickNext> Multiplexed<P> {
         Self {
             inner,
             share: share.clamp(0.0, 1.0),
-            round_ns: 100_000_000,
+            tick_ns: 1_000_000,
+            salt: 0,
             sampled: BTreeMap::new(),
         }
     }
 
+    /// The same with another pattern of scheduler ticks.
+    pub fn with_salt(mut self, salt: u64) -> Self {
+        self.salt = salt;
+        self
+    }
+
+    /// Whether the tick containing `now_ns` belongs to the scheduler.
     fn counting(&self, now_ns: u64) -> bool {
-        let round = self.round_ns.max(1);
-        ((now_ns % round) as f64) < self.share * round as f64
+        if self.share >= 1.0 {
+            return true;
+        }
+        let tick = now_ns / self.tick_ns.max(1);
+        let unit = (mix(tick ^ mix(self.salt)) >> 11) as f64 / (1u64 << 53) as f64;
+        unit < self.share
     }
 
     fn view(&mut self, s: &TaskStats, counting: bool) -> TaskStats {
@@ -491,29 +515,42 @@ mod tests {
     }
 
     #[test]
-    fn multiplexed_counters_hold_stale_values_outside_the_window() {
+    fn multiplexed_counters_hold_stale_values_outside_the_scheduler_ticks() {
         let t = topo(1, 2, 1);
         let mut hook = Multiplexed::new(ComplementPick::bus(), 0.05);
+        // The share is honoured over many ticks.
+        let on = (0..100_000u64)
+            .filter(|k| hook.counting(k * 1_000_000))
+            .count();
+        assert!((4_000..6_000).contains(&on), "{on} of 100000 ticks");
+        let tick_on = (0..1_000u64)
+            .find(|k| hook.counting(k * 1_000_000))
+            .unwrap()
+            * 1_000_000;
+        let tick_off = (0..1_000u64)
+            .find(|k| !hook.counting(k * 1_000_000))
+            .unwrap()
+            * 1_000_000;
         let high = stats(1, 0.4, 0.7);
         let low = stats(2, 1.6, 0.05);
-        // Inside the window (first 5 ms of the 100 ms round): values are sampled.
+        // In a scheduler tick: values are sampled.
         let ready = [high, low];
         let ctx = PickContext {
             cpu: 0,
-            now_ns: 1_000_000,
+            now_ns: tick_on,
             topology: &t,
             ready: &ready,
             others: &[(1, Some(stats(3, 0.5, 0.65)))],
             bus_peak_transactions_per_s: 1e8,
         };
         assert_eq!(hook.pick(&ctx), 1, "low complements high");
-        // Outside the window the tasks' behaviour flips, but the hook still sees the samples.
+        // Outside: the tasks' behaviour flips, but the hook still sees the samples.
         // (CPU 1 now decides: CPU 0's round already gave task 2 its slice.)
         let flipped = [stats(1, 1.6, 0.05), stats(2, 0.4, 0.7)];
         let others = [(0, Some(stats(3, 0.5, 0.65)))];
         let ctx = PickContext {
             cpu: 1,
-            now_ns: 50_000_000,
+            now_ns: tick_off,
             ready: &flipped,
             others: &others,
             ..ctx
@@ -524,7 +561,7 @@ mod tests {
         let _ = full.pick(&PickContext {
             cpu: 0,
             ready: &ready,
-            now_ns: 1_000_000,
+            now_ns: tick_on,
             ..ctx
         });
         assert_eq!(full.pick(&ctx), 0);

@@ -2,7 +2,7 @@
 //! normalized performance, system metrics and counter time series (terminal table, JSON, CSV and
 //! SVG figures).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use counterpoint_core::{PickNext, Policy};
 use counterpoint_sim::{run_with_progress, Catalog, RunResult, Scenario};
@@ -43,7 +43,29 @@ pub fn policy_for(name: &str) -> Result<PolicyChoice> {
             epoch: None,
             pick: None,
         }),
-        other => bail!("unknown policy {other:?} for simulate (available: linux)"),
+        // [policy] The policy crate's registry: `ipc-pair` / `bus-pair` are the kernel-level
+        // pick-next hooks (the paper's form), `ipc-pair-user` / `bus-pair-user` their
+        // user-space affinity forms, and every other name an epoch-level policy.
+        other => {
+            if let Some(base) = other.strip_suffix("-user") {
+                let epoch = counterpoint_policy::by_name(base)?;
+                return Ok(PolicyChoice {
+                    epoch: Some(epoch),
+                    pick: None,
+                });
+            }
+            if let Ok(pick) = counterpoint_policy::pick_by_name(other) {
+                return Ok(PolicyChoice {
+                    epoch: None,
+                    pick: Some(pick),
+                });
+            }
+            let epoch = counterpoint_policy::by_name(other)?;
+            Ok(PolicyChoice {
+                epoch: Some(epoch),
+                pick: None,
+            })
+        }
     }
 }
 

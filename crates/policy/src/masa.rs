@@ -212,6 +212,9 @@ pub enum LimitCheck {
     /// limit beyond what the more loaded of the two already carries, for any metric; it may
     /// reduce an existing excess without removing it.
     NoNewExcess,
+    /// Only the metric being balanced is checked against its own limit (other resources are
+    /// ignored).
+    OwnMetric,
 }
 
 /// MASA's parameters, named as in the paper.
@@ -518,10 +521,11 @@ impl Masa {
             for q in partners {
                 let lq = q.map(|q| &q.2).unwrap_or(&zero);
                 let admissible = (1..self.dims()).all(|k| match limits[k] {
+                    _ if self.params.limit_check == LimitCheck::OwnMetric && k != d => true,
                     Some(lim) => {
                         let (a, b) = (pkg[hi][k] - p.2[k] + lq[k], pkg[lo][k] + p.2[k] - lq[k]);
                         let bound = match self.params.limit_check {
-                            LimitCheck::Strict => lim,
+                            LimitCheck::Strict | LimitCheck::OwnMetric => lim,
                             LimitCheck::NoNewExcess => lim.max(pkg[hi][k]).max(pkg[lo][k]),
                         };
                         a <= bound && b <= bound
@@ -850,6 +854,59 @@ mod tests {
         // two best (gap 90k).
         assert_eq!(a.len(), 2, "{a:?}");
         assert_eq!(relaxed.swap_counts()["l2_misses"], 1);
+        // Checking only the balanced metric's own limit: still over it, so no swap here.
+        let mut own = Masa::new(
+            MasaParams {
+                limit_check: LimitCheck::OwnMetric,
+                ..params()
+            },
+            &calibration(),
+        )
+        .unwrap();
+        assert!(own.decide(&t, &obs).is_empty());
+    }
+
+    #[test]
+    fn own_metric_reading_ignores_other_resources() {
+        // FP: (FP, FP) on package 1 over the FP limit. Every process misses 110k/s in L2, so
+        // both packages sit at 220k/s, over the L2 limit, and balanced. Strict refuses every
+        // swap (each package keeps its L2 excess); checking only FP lets an FP process trade
+        // places with an INT one.
+        let t = topo(2, 1, 2);
+        let all = t.online_cpus();
+        let int = |id, cpu| {
+            task(
+                id,
+                cpu,
+                &all,
+                &[(event::INSTRUCTIONS, 2e9), (event::CACHE_MISSES, 110e3)],
+            )
+        };
+        let fp = |id, cpu| {
+            task(
+                id,
+                cpu,
+                &all,
+                &[
+                    (event::INSTRUCTIONS, 1e9),
+                    (event::FP_OPS, 0.7e9),
+                    (event::CACHE_MISSES, 110e3),
+                ],
+            )
+        };
+        let obs = observation(&t, vec![int(1, 0), int(2, 1), fp(3, 2), fp(4, 3)]);
+        let mut strict = Masa::new(params(), &calibration()).unwrap();
+        assert!(strict.decide(&t, &obs).is_empty());
+        let mut own = Masa::new(
+            MasaParams {
+                limit_check: LimitCheck::OwnMetric,
+                ..params()
+            },
+            &calibration(),
+        )
+        .unwrap();
+        assert_eq!(own.decide(&t, &obs).len(), 2);
+        assert_eq!(own.swap_counts()["fp_uops"], 1);
     }
 
     #[test]

@@ -720,10 +720,12 @@ pub fn testcases(
                     tc.name,
                     100.0 * g.mean,
                     100.0 * pg,
-                    if g.mean > 0.0 {
+                    if g.mean >= 0.0005 {
                         "gains"
+                    } else if g.mean <= -0.0005 {
+                        "LOSES"
                     } else {
-                        "does NOT gain"
+                        "no measurable change (does NOT gain)"
                     },
                     l2.mean,
                     fp.mean,

@@ -6,8 +6,11 @@ pub mod metrics;
 // [mod: counters]
 
 // [mod: sim]
+pub mod simulate;
+pub mod simulate_plot;
 
 // [mod: policy]
+pub mod experiment;
 
 // [mod: host]
 

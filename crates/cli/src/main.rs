@@ -34,9 +34,12 @@ enum Command {
     // [commands: counters]
 
     // [commands: sim]
-
+    /// Run a scenario on the simulated machine: per-task NP, system metrics, time series.
+    Simulate(cmd::simulate::SimulateArgs),
     // [commands: policy]
-
+    /// Run the seed papers' experiments on the simulated machine (zhang-spec, zhang-server,
+    /// masa-placement, masa-testcases, di-vs-oracle, all).
+    Experiment(cmd::experiment::ExperimentArgs),
     // [commands: host]
 
     // [commands: selfmon]
@@ -52,9 +55,9 @@ fn main() -> ExitCode {
         // [dispatch: counters]
 
         // [dispatch: sim]
-
+        Command::Simulate(args) => cmd::simulate::run(args),
         // [dispatch: policy]
-
+        Command::Experiment(args) => cmd::experiment::run(args),
         // [dispatch: host]
 
         // [dispatch: selfmon]

@@ -25,10 +25,10 @@ use counterpoint_core::machine::{PickNext, Policy};
 
 pub use di::Di;
 pub use linux::{Linux, LinuxPick};
-pub use masa::{Calibration, CalibrationEntry, LoadMetric, Masa, MasaParams};
+pub use masa::{Calibration, CalibrationEntry, LimitCheck, LoadMetric, Masa, MasaParams};
 pub use oracle::{FnCost, Oracle, OracleResult, OracleSearch, PlacementCost};
 pub use spread::Spread;
-pub use zhang::{ComplementPick, PairMetric, PairingPolicy};
+pub use zhang::{ComplementPick, Multiplexed, PairMetric, PairingPolicy};
 
 /// A policy name the registry does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -200,6 +200,23 @@ impl Calibration {
     }
 }
 
+/// How step 4d's "projected load does not exceed the execution resource limit for every
+/// execution resource" is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitCheck {
+    /// Literally: after the swap both packages are within every limit. When the machine's
+    /// total load of a metric exceeds twice its limit no swap can ever pass.
+    Strict,
+    /// The check's purpose (avoid fluctuations): a swap may not push either package above a
+    /// limit beyond what the more loaded of the two already carries, for any metric; it may
+    /// reduce an existing excess without removing it.
+    NoNewExcess,
+    /// Only the metric being balanced is checked against its own limit (other resources are
+    /// ignored).
+    OwnMetric,
+}
+
 /// MASA's parameters, named as in the paper.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MasaParams {
@@ -211,6 +228,8 @@ pub struct MasaParams {
     pub outstanding_divisor: f64,
     /// Only log decisions ("migration can be suppressed by a command option").
     pub log_only: bool,
+    /// Reading of the limit check in step 4d.
+    pub limit_check: LimitCheck,
 }
 
 impl Default for MasaParams {
@@ -220,6 +239,7 @@ impl Default for MasaParams {
             imbalance_threshold: 0.25,
             outstanding_divisor: 4.0,
             log_only: false,
+            limit_check: LimitCheck::Strict,
         }
     }
 }
@@ -501,8 +521,14 @@ impl Masa {
             for q in partners {
                 let lq = q.map(|q| &q.2).unwrap_or(&zero);
                 let admissible = (1..self.dims()).all(|k| match limits[k] {
+                    _ if self.params.limit_check == LimitCheck::OwnMetric && k != d => true,
                     Some(lim) => {
-                        pkg[hi][k] - p.2[k] + lq[k] <= lim && pkg[lo][k] + p.2[k] - lq[k] <= lim
+                        let (a, b) = (pkg[hi][k] - p.2[k] + lq[k], pkg[lo][k] + p.2[k] - lq[k]);
+                        let bound = match self.params.limit_check {
+                            LimitCheck::Strict | LimitCheck::OwnMetric => lim,
+                            LimitCheck::NoNewExcess => lim.max(pkg[hi][k]).max(pkg[lo][k]),
+                        };
+                        a <= bound && b <= bound
                     }
                     None => true,
                 });
@@ -784,6 +810,103 @@ mod tests {
             }]
         );
         assert_eq!(masa.migrations(), 1);
+    }
+
+    #[test]
+    fn limit_check_readings_differ_when_no_swap_can_meet_the_limit() {
+        // L2 limit 192319/s. Package 0: 250k + 200k misses/s; package 1: 150k + 10k. The
+        // imbalance is (450k - 160k) / 2 / 450k = 32 %, but every swap leaves package 0 at
+        // 210k or more: over the limit.
+        let t = topo(2, 1, 2);
+        let all = t.online_cpus();
+        let mk = |id, cpu, l2: f64| {
+            task(
+                id,
+                cpu,
+                &all,
+                &[(event::INSTRUCTIONS, 1e9), (event::CACHE_MISSES, l2)],
+            )
+        };
+        let obs = observation(
+            &t,
+            vec![
+                mk(1, 0, 250e3),
+                mk(2, 1, 200e3),
+                mk(3, 2, 150e3),
+                mk(4, 3, 10e3),
+            ],
+        );
+        let mut strict = Masa::new(params(), &calibration()).unwrap();
+        assert!(
+            strict.decide(&t, &obs).is_empty(),
+            "no swap keeps both under the limit"
+        );
+        let mut relaxed = Masa::new(
+            MasaParams {
+                limit_check: LimitCheck::NoNewExcess,
+                ..params()
+            },
+            &calibration(),
+        )
+        .unwrap();
+        let a = relaxed.decide(&t, &obs);
+        // Swaps reducing the excess are allowed: 250k <-> 150k (350k / 260k) is the first of the
+        // two best (gap 90k).
+        assert_eq!(a.len(), 2, "{a:?}");
+        assert_eq!(relaxed.swap_counts()["l2_misses"], 1);
+        // Checking only the balanced metric's own limit: still over it, so no swap here.
+        let mut own = Masa::new(
+            MasaParams {
+                limit_check: LimitCheck::OwnMetric,
+                ..params()
+            },
+            &calibration(),
+        )
+        .unwrap();
+        assert!(own.decide(&t, &obs).is_empty());
+    }
+
+    #[test]
+    fn own_metric_reading_ignores_other_resources() {
+        // FP: (FP, FP) on package 1 over the FP limit. Every process misses 110k/s in L2, so
+        // both packages sit at 220k/s, over the L2 limit, and balanced. Strict refuses every
+        // swap (each package keeps its L2 excess); checking only FP lets an FP process trade
+        // places with an INT one.
+        let t = topo(2, 1, 2);
+        let all = t.online_cpus();
+        let int = |id, cpu| {
+            task(
+                id,
+                cpu,
+                &all,
+                &[(event::INSTRUCTIONS, 2e9), (event::CACHE_MISSES, 110e3)],
+            )
+        };
+        let fp = |id, cpu| {
+            task(
+                id,
+                cpu,
+                &all,
+                &[
+                    (event::INSTRUCTIONS, 1e9),
+                    (event::FP_OPS, 0.7e9),
+                    (event::CACHE_MISSES, 110e3),
+                ],
+            )
+        };
+        let obs = observation(&t, vec![int(1, 0), int(2, 1), fp(3, 2), fp(4, 3)]);
+        let mut strict = Masa::new(params(), &calibration()).unwrap();
+        assert!(strict.decide(&t, &obs).is_empty());
+        let mut own = Masa::new(
+            MasaParams {
+                limit_check: LimitCheck::OwnMetric,
+                ..params()
+            },
+            &calibration(),
+        )
+        .unwrap();
+        assert_eq!(own.decide(&t, &obs).len(), 2);
+        assert_eq!(own.swap_counts()["fp_uops"], 1);
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub struct ComplementPick {
     pub horizon_ns: u64,
     /// Last value per task and when it was seen.
     last: BTreeMap<TaskId, (f64, u64)>,
+    /// Per CPU, the tasks that have had their slice in the current round (the O(1)
+    /// scheduler's expired array).
+    expired: BTreeMap<CpuId, std::collections::BTreeSet<TaskId>>,
 }
 
 impl ComplementPick {
@@ -94,6 +97,7 @@ impl ComplementPick {
             metric,
             horizon_ns: 1_000_000_000,
             last: BTreeMap::new(),
+            expired: BTreeMap::new(),
         }
     }
     pub fn ipc() -> Self {
@@ -136,11 +140,33 @@ impl PickNext for ComplementPick {
         }
         self.last
             .retain(|_, (_, t)| ctx.now_ns.saturating_sub(*t) <= self.horizon_ns);
-        if ctx.ready.len() <= 1 {
-            return 0;
+        // Equal CPU time per round: only tasks that have not run in this round are eligible.
+        let expired = self.expired.entry(ctx.cpu).or_default();
+        let mut eligible: Vec<usize> = (0..ctx.ready.len())
+            .filter(|&i| !expired.contains(&ctx.ready[i].task))
+            .collect();
+        if eligible.is_empty() {
+            expired.clear();
+            eligible = (0..ctx.ready.len()).collect();
+        }
+        let chosen = self.choose(ctx, &eligible);
+        if let Some(s) = ctx.ready.get(chosen) {
+            self.expired.entry(ctx.cpu).or_default().insert(s.task);
+        }
+        chosen
+    }
+}
+
+impl ComplementPick {
+    /// The eligible ready task that best complements the other CPUs (first eligible if no
+    /// prediction exists yet).
+    fn choose(&self, ctx: &PickContext<'_>, eligible: &[usize]) -> usize {
+        let first = eligible.first().copied().unwrap_or(0);
+        if eligible.len() <= 1 {
+            return first;
         }
         let Some(mean) = self.machine_mean(ctx.now_ns) else {
-            return 0;
+            return first;
         };
         let mut others_sum = 0.0;
         let mut busy = 1.0;
@@ -154,9 +180,10 @@ impl PickNext for ComplementPick {
             }
         }
         let target = busy * mean;
-        let mut best = 0;
+        let mut best = first;
         let mut best_dist = f64::INFINITY;
-        for (i, s) in ctx.ready.iter().enumerate() {
+        for &i in eligible {
+            let s = &ctx.ready[i];
             let v = known(self.metric.of_stats(s), s).unwrap_or(mean);
             let d = (others_sum + v - target).abs();
             // Strictly better only: ties keep run-queue order.
@@ -166,6 +193,97 @@ impl PickNext for ComplementPick {
             }
         }
         best
+    }
+}
+
+/// A pick-next hook that sees counter statistics only part of the time (Zhang et al. §3): the
+/// counters are time-division multiplexed at timer interrupts and the scheduler gets `share`
+/// of the ticks. Which ticks are the scheduler's is a fixed pseudo-random function of the
+/// tick (so it cannot line up with the scheduler's aligned time slices). A task's statistics
+/// are refreshed when a decision falls in one of the scheduler's ticks; otherwise the last
+/// sampled values stand (last-value prediction over sampled execution). Tasks never sampled
+/// have no prediction.
+#[derive(Clone, Debug)]
+pub struct Multiplexed<P> {
+    pub inner: P,
+    /// Fraction of ticks the scheduler's counters are loaded, in [0, 1].
+    pub share: f64,
+    /// Multiplexing granularity (the timer tick).
+    pub tick_ns: u64,
+    /// Selects the pseudo-random pattern of scheduler ticks (e.g. the run's seed).
+    pub salt: u64,
+    sampled: BTreeMap<TaskId, TaskStats>,
+}
+
+/// splitmix64: a well-mixed hash of the tick number.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl<P: PickNext> Multiplexed<P> {
+    pub fn new(inner: P, share: f64) -> Self {
+        Self {
+            inner,
+            share: share.clamp(0.0, 1.0),
+            tick_ns: 1_000_000,
+            salt: 0,
+            sampled: BTreeMap::new(),
+        }
+    }
+
+    /// The same with another pattern of scheduler ticks.
+    pub fn with_salt(mut self, salt: u64) -> Self {
+        self.salt = salt;
+        self
+    }
+
+    /// Whether the tick containing `now_ns` belongs to the scheduler.
+    fn counting(&self, now_ns: u64) -> bool {
+        if self.share >= 1.0 {
+            return true;
+        }
+        let tick = now_ns / self.tick_ns.max(1);
+        let unit = (mix(tick ^ mix(self.salt)) >> 11) as f64 / (1u64 << 53) as f64;
+        unit < self.share
+    }
+
+    fn view(&mut self, s: &TaskStats, counting: bool) -> TaskStats {
+        if counting {
+            self.sampled.insert(s.task, *s);
+            *s
+        } else {
+            self.sampled.get(&s.task).copied().unwrap_or(TaskStats {
+                task: s.task,
+                ipc: 0.0,
+                bus_utilization: 0.0,
+                llc_mpki: 0.0,
+                fp_fraction: 0.0,
+            })
+        }
+    }
+}
+
+impl<P: PickNext> PickNext for Multiplexed<P> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn pick(&mut self, ctx: &PickContext<'_>) -> usize {
+        let counting = self.counting(ctx.now_ns);
+        let ready: Vec<TaskStats> = ctx.ready.iter().map(|s| self.view(s, counting)).collect();
+        let others: Vec<(CpuId, Option<TaskStats>)> = ctx
+            .others
+            .iter()
+            .map(|(c, s)| (*c, s.as_ref().map(|s| self.view(s, counting))))
+            .collect();
+        let seen = PickContext {
+            ready: &ready,
+            others: &others,
+            ..*ctx
+        };
+        self.inner.pick(&seen)
     }
 }
 
@@ -195,21 +313,21 @@ impl PairingPolicy {
         Self::new(PairMetric::Bus)
     }
 
-    /// The CPU order rows are laid onto: SMT siblings adjacent, so that for IPC pairing on an
-    /// SMT machine the high and the low task of a row share a core.
-    fn cpu_order(tree: &MachineTree) -> Vec<CpuId> {
-        tree.cores()
-            .iter()
-            .flat_map(|c| c.cpus.iter().copied())
-            .collect()
-    }
-
     /// The placement (one CPU per task) for tasks with known values.
+    ///
+    /// CPUs are taken in spread order (one thread per core, round robin over packages, then
+    /// the second threads in the same core order), so tasks share a core only when there are
+    /// more tasks than cores. Tasks are dealt into rows of at most one per CPU, each row
+    /// alternately taking the highest and the lowest remaining value; within a row the
+    /// highest go to distinct cores and, where the row has more tasks than cores, the lowest
+    /// join them as SMT siblings in reverse order (highest with lowest). Odd rows are laid in
+    /// reverse so every CPU's queue mixes high and low rows.
     pub fn plan(topology: &Topology, values: &[(TaskId, f64)]) -> BTreeMap<TaskId, CpuId> {
         let tree = MachineTree::new(topology);
-        let cpus = Self::cpu_order(&tree);
+        let order = tree.spread_order();
+        let ncores = tree.cores().len().max(1);
         let mut out = BTreeMap::new();
-        if cpus.is_empty() {
+        if order.is_empty() {
             return out;
         }
         let mut sorted: Vec<(TaskId, f64)> = values.to_vec();
@@ -218,28 +336,42 @@ impl PairingPolicy {
         let mut row_index = 0usize;
         while !deque.is_empty() {
             // One row: alternately the highest and the lowest remaining.
-            let mut row = Vec::with_capacity(cpus.len());
+            let mut row = Vec::with_capacity(order.len());
             let mut from_front = true;
-            while row.len() < cpus.len() {
+            while row.len() < order.len() {
                 let next = if from_front {
                     deque.pop_front()
                 } else {
                     deque.pop_back()
                 };
                 match next {
-                    Some(t) => row.push(t.0),
+                    Some(t) => row.push(t),
                     None => break,
                 }
                 from_front = !from_front;
             }
-            // Alternate the direction so every CPU's queue mixes high and low rows.
-            let order: Vec<CpuId> = if row_index % 2 == 0 {
-                cpus.clone()
+            row.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let k = row.len();
+            let mut slots: Vec<usize> = Vec::with_capacity(k);
+            if k <= ncores {
+                slots.extend(0..k);
             } else {
-                cpus.iter().rev().copied().collect()
-            };
-            for (task, cpu) in row.into_iter().zip(order) {
-                out.insert(task, cpu);
+                // Highest on distinct cores; the rest, lowest first, on their siblings.
+                slots.extend(0..ncores);
+                let extra = k - ncores;
+                let mut tail: Vec<usize> = (ncores..ncores + extra).collect();
+                tail.reverse();
+                slots.extend(tail);
+            }
+            for (task, slot) in row.iter().zip(slots) {
+                let pos = if row_index % 2 == 0 {
+                    slot
+                } else {
+                    order.len() - 1 - slot
+                };
+                if let Some(cpu) = order.get(pos) {
+                    out.insert(task.0, *cpu);
+                }
             }
             row_index += 1;
         }
@@ -344,6 +476,7 @@ mod tests {
             others: &[(1, Some(art))],
             bus_peak_transactions_per_s: 1e8,
         };
+        // Successive picks on CPU 0 are one round: each choice below is a different task.
         assert_eq!(hook.pick(&ctx), 2, "gzip complements art");
         // Against wupwise (medium) the medium task is the complement.
         let ctx = PickContext {
@@ -379,6 +512,81 @@ mod tests {
             ..ctx
         };
         assert!(hook.pick(&ctx) < ready.len());
+    }
+
+    #[test]
+    fn multiplexed_counters_hold_stale_values_outside_the_scheduler_ticks() {
+        let t = topo(1, 2, 1);
+        let mut hook = Multiplexed::new(ComplementPick::bus(), 0.05);
+        // The share is honoured over many ticks.
+        let on = (0..100_000u64)
+            .filter(|k| hook.counting(k * 1_000_000))
+            .count();
+        assert!((4_000..6_000).contains(&on), "{on} of 100000 ticks");
+        let tick_on = (0..1_000u64)
+            .find(|k| hook.counting(k * 1_000_000))
+            .unwrap()
+            * 1_000_000;
+        let tick_off = (0..1_000u64)
+            .find(|k| !hook.counting(k * 1_000_000))
+            .unwrap()
+            * 1_000_000;
+        let high = stats(1, 0.4, 0.7);
+        let low = stats(2, 1.6, 0.05);
+        // In a scheduler tick: values are sampled.
+        let ready = [high, low];
+        let ctx = PickContext {
+            cpu: 0,
+            now_ns: tick_on,
+            topology: &t,
+            ready: &ready,
+            others: &[(1, Some(stats(3, 0.5, 0.65)))],
+            bus_peak_transactions_per_s: 1e8,
+        };
+        assert_eq!(hook.pick(&ctx), 1, "low complements high");
+        // Outside: the tasks' behaviour flips, but the hook still sees the samples.
+        // (CPU 1 now decides: CPU 0's round already gave task 2 its slice.)
+        let flipped = [stats(1, 1.6, 0.05), stats(2, 0.4, 0.7)];
+        let others = [(0, Some(stats(3, 0.5, 0.65)))];
+        let ctx = PickContext {
+            cpu: 1,
+            now_ns: tick_off,
+            ready: &flipped,
+            others: &others,
+            ..ctx
+        };
+        assert_eq!(hook.pick(&ctx), 1, "stale: task 2 still looks low");
+        // Full share: the flip is seen at once.
+        let mut full = Multiplexed::new(ComplementPick::bus(), 1.0);
+        let _ = full.pick(&PickContext {
+            cpu: 0,
+            ready: &ready,
+            now_ns: tick_on,
+            ..ctx
+        });
+        assert_eq!(full.pick(&ctx), 0);
+    }
+
+    #[test]
+    fn every_ready_task_gets_one_slice_per_round() {
+        // Against a high-bus co-runner the hook prefers the low task, but not twice in a round.
+        let t = topo(1, 2, 1);
+        let ready = [stats(1, 0.4, 0.7), stats(2, 1.0, 0.3), stats(3, 1.6, 0.05)];
+        let mut hook = ComplementPick::bus();
+        let ctx = PickContext {
+            cpu: 0,
+            now_ns: 0,
+            topology: &t,
+            ready: &ready,
+            others: &[(1, Some(stats(9, 0.4, 0.8)))],
+            bus_peak_transactions_per_s: 1e8,
+        };
+        let mut picks: Vec<usize> = (0..3).map(|_| hook.pick(&ctx)).collect();
+        assert_eq!(picks[0], 2, "the low task first");
+        picks.sort();
+        assert_eq!(picks, vec![0, 1, 2], "each task once per round");
+        // A new round starts once everyone has run.
+        assert_eq!(hook.pick(&ctx), 2);
     }
 
     #[test]

@@ -1,0 +1,239 @@
+//! `counterpoint simulate SCENARIO`: run a scenario on the simulated machine and report per-task
+//! normalized performance, system metrics and counter time series (terminal table, JSON, CSV and
+//! SVG figures).
+
+use anyhow::{Context, Result};
+use clap::Args;
+use counterpoint_core::{PickNext, Policy};
+use counterpoint_sim::{run_with_progress, Catalog, RunResult, Scenario};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct SimulateArgs {
+    /// Scenario file (TOML; see scenarios/).
+    scenario: PathBuf,
+    /// Policy to run instead of the scenario's (`linux` = the baseline scheduler alone).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Seed instead of the scenario's.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print the whole result as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Write result.json, series.csv, bus.csv and SVG figures into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// The policies `simulate` can run: an epoch-level policy and/or a pick-next hook.
+pub struct PolicyChoice {
+    pub epoch: Option<Box<dyn Policy>>,
+    pub pick: Option<Box<dyn PickNext>>,
+}
+
+/// Hook for wiring policies: map a name to the policy objects. Only the baseline is known here;
+/// the policy crate's registry plugs in by adding its names to this match.
+pub fn policy_for(name: &str) -> Result<PolicyChoice> {
+    match name {
+        "linux" => Ok(PolicyChoice {
+            epoch: None,
+            pick: None,
+        }),
+        // [policy] The policy crate's registry: `ipc-pair` / `bus-pair` are the kernel-level
+        // pick-next hooks (the paper's form), `ipc-pair-user` / `bus-pair-user` their
+        // user-space affinity forms, and every other name an epoch-level policy.
+        other => {
+            if let Some(base) = other.strip_suffix("-user") {
+                let epoch = counterpoint_policy::by_name(base)?;
+                return Ok(PolicyChoice {
+                    epoch: Some(epoch),
+                    pick: None,
+                });
+            }
+            if let Ok(pick) = counterpoint_policy::pick_by_name(other) {
+                return Ok(PolicyChoice {
+                    epoch: None,
+                    pick: Some(pick),
+                });
+            }
+            let epoch = counterpoint_policy::by_name(other)?;
+            Ok(PolicyChoice {
+                epoch: Some(epoch),
+                pick: None,
+            })
+        }
+    }
+}
+
+pub fn run(args: SimulateArgs) -> Result<ExitCode> {
+    let catalog = Catalog::builtin();
+    let scenario = Scenario::from_file(&args.scenario, &catalog)?;
+    let seed = args.seed.unwrap_or(scenario.seed);
+    let policy_name = args
+        .policy
+        .clone()
+        .unwrap_or_else(|| scenario.policy.clone());
+    let mut choice = policy_for(&policy_name)?;
+    let total_ticks = scenario.duration_ms * 1000 / scenario.tick_us.max(1);
+    let core_ticks = total_ticks * scenario.machine.cpus() as u64;
+    // A bar only where a human watches a run that takes a while.
+    let bar = if std::io::stderr().is_terminal() && core_ticks > 50_000_000 {
+        let b = indicatif::ProgressBar::new(scenario.duration_ms);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} simulated {pos}/{len} ms [{bar:40}] {elapsed} (eta {eta})",
+            )
+            .context("progress bar template")?
+            .progress_chars("=> "),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let epoch_ns = scenario.epoch_ms * 1_000_000;
+    let mut progress = |done_ns: u64, _total: u64| bar.set_position(done_ns / 1_000_000);
+    let mut result = run_with_progress(
+        &scenario,
+        seed,
+        choice.epoch.as_deref_mut(),
+        choice.pick.as_deref_mut(),
+        epoch_ns,
+        &mut progress,
+    )
+    .with_context(|| format!("simulating {}", args.scenario.display()))?;
+    bar.finish_and_clear();
+    result.policy = policy_name;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", summary(&result));
+    }
+    if let Some(dir) = &args.out {
+        write_out(dir, &result).with_context(|| format!("writing results to {}", dir.display()))?;
+        if !args.json {
+            println!(
+                "wrote {}/{{result.json,series.csv,bus.csv,np.svg,bus.svg,ipc.svg}}",
+                dir.display()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The terminal summary table.
+pub fn summary(r: &RunResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "scenario {} on {} (seed {}, policy {}{}), {:.1} s simulated",
+        r.scenario,
+        r.machine,
+        r.seed,
+        r.policy,
+        r.pick
+            .as_ref()
+            .map_or(String::new(), |p| format!(", pick {p}")),
+        r.duration_ns as f64 * 1e-9
+    );
+    let w = r
+        .tasks
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        s,
+        "{:>4}  {:w$}  {:>6}  {:>6}  {:>8}  {:>9}  {:>9}  {:>6}  {:>5}",
+        "id", "task", "NP", "IPC", "LLC-MPKI", "cpu s", "solo s", "ctxsw", "migr"
+    );
+    for t in &r.tasks {
+        let _ = writeln!(
+            s,
+            "{:>4}  {:w$}  {:>6}  {:>6.3}  {:>8.2}  {:>9.3}  {:>9.3}  {:>6}  {:>5}",
+            t.id,
+            t.name,
+            t.np.map_or("-".to_string(), |v| format!("{v:.3}")),
+            t.ipc,
+            t.llc_mpki,
+            t.cpu_time_ns as f64 * 1e-9,
+            t.solo_cpu_time_ns as f64 * 1e-9,
+            t.context_switches,
+            t.migrations
+        );
+    }
+    match &r.metrics {
+        Some(m) => {
+            let _ = writeln!(
+                s,
+                "normalized performance {:.3}  unfairness {:.3}  STP {:.3}  ANTT {:.3}",
+                m.normalized_performance, m.unfairness, m.stp, m.antt
+            );
+        }
+        None => {
+            let _ = writeln!(s, "no task ran: no system metrics");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "throughput {:.3e} instructions/s, {:.3} completions/s; mean bus utilization {}",
+        r.throughput_instructions_per_s,
+        r.throughput_completions_per_s,
+        r.mean_bus_utilization
+            .iter()
+            .map(|u| format!("{u:.3}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    s
+}
+
+fn write_out(dir: &Path, r: &RunResult) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("result.json"), serde_json::to_string_pretty(r)?)?;
+    let mut csv = String::from(
+        "time_ns,task,name,instructions,cycles,ipc,llc_misses,mem_transactions,fp_ops,task_clock_ns\n",
+    );
+    for ts in &r.series.tasks {
+        let name = &r.tasks[ts.id as usize].name;
+        for (k, t) in r.series.time_ns.iter().enumerate() {
+            let _ = writeln!(
+                csv,
+                "{t},{},{},{},{},{:.6},{},{},{},{}",
+                ts.id,
+                csv_field(name),
+                ts.instructions[k],
+                ts.cycles[k],
+                ts.ipc[k],
+                ts.llc_misses[k],
+                ts.mem_transactions[k],
+                ts.fp_ops[k],
+                ts.task_clock_ns[k]
+            );
+        }
+    }
+    std::fs::write(dir.join("series.csv"), csv)?;
+    let mut bus = String::from("time_ns,bus,utilization\n");
+    for (b, series) in r.series.bus_utilization.iter().enumerate() {
+        for (t, u) in r.series.time_ns.iter().zip(series) {
+            let _ = writeln!(bus, "{t},{b},{u:.6}");
+        }
+    }
+    std::fs::write(dir.join("bus.csv"), bus)?;
+    super::simulate_plot::np_bars(&dir.join("np.svg"), r)?;
+    super::simulate_plot::bus_lines(&dir.join("bus.svg"), r)?;
+    super::simulate_plot::ipc_lines(&dir.join("ipc.svg"), r)?;
+    Ok(())
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

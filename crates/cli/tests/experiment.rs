@@ -1,0 +1,109 @@
+//! `counterpoint experiment`: bad input is refused with the list of names; small runs produce
+//! the JSON and report shapes the README documents, and the kernel-level bus-pair scheduler
+//! beats the baseline on Zhang's SPEC mix.
+
+use std::process::Command;
+
+fn counterpoint() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_counterpoint"))
+}
+
+#[test]
+fn unknown_experiment_lists_the_names() {
+    let out = counterpoint()
+        .args(["experiment", "zhang"])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown experiment \"zhang\""), "{err}");
+    for name in [
+        "zhang-spec",
+        "zhang-server",
+        "masa-placement",
+        "masa-testcases",
+        "di-vs-oracle",
+        "all",
+    ] {
+        assert!(err.contains(name), "{name} missing from: {err}");
+    }
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn zero_seeds_and_bad_numbers_are_refused() {
+    let out = counterpoint()
+        .args(["experiment", "zhang-spec", "--seeds", "0"])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--seeds must be at least 1"));
+    let out = counterpoint()
+        .args(["experiment", "zhang-spec", "--seeds", "many"])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--seeds"));
+}
+
+#[test]
+fn zhang_spec_json_has_ours_beside_the_paper() {
+    let out = counterpoint()
+        .args(["experiment", "zhang-spec", "--seeds", "1", "--json"])
+        .output()
+        .expect("run counterpoint");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let spec = &v["zhang-spec"];
+    let np = |p: &str| spec["policies"][p]["normalized_performance"]["mean"].as_f64();
+    let unf = |p: &str| spec["policies"][p]["unfairness"]["mean"].as_f64();
+    for p in [
+        "linux",
+        "ipc-pair",
+        "bus-pair",
+        "ipc-pair-user",
+        "bus-pair-user",
+    ] {
+        let v = np(p).unwrap_or_else(|| panic!("{p} has no NP"));
+        assert!(v > 0.0 && v <= 1.05, "{p}: NP {v}");
+        assert!(unf(p).is_some(), "{p} has no unfairness");
+    }
+    assert_eq!(spec["paper"]["bus-pair"]["normalized_performance"], 0.883);
+    assert_eq!(spec["paper"]["linux"]["unfairness"], 0.178);
+    assert_eq!(spec["policies"]["linux"]["normalized_performance"]["n"], 1);
+    // The seed paper's result: bus pairing beats the default scheduler on both metrics.
+    assert!(np("bus-pair") > np("linux"));
+    assert!(unf("bus-pair") < unf("linux"));
+}
+
+#[test]
+fn out_dir_gets_markdown_json_and_figures() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = counterpoint()
+        .args(["experiment", "masa-placement", "--seeds", "1", "--out"])
+        .arg(dir.path())
+        .output()
+        .expect("run counterpoint");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(dir.path().join("report.md")).expect("report.md");
+    assert!(md.contains("Table 1: average time (s) to complete (INT, FP)"));
+    assert!(md.contains("(INT, FP) (INT, FP)"));
+    for svg in ["masa-table1.svg", "masa-table2.svg"] {
+        let s = std::fs::read_to_string(dir.path().join(svg)).expect(svg);
+        assert!(s.starts_with("<svg"));
+    }
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("results.json")).expect("results.json"),
+    )
+    .expect("valid JSON");
+    assert_eq!(json[0]["experiment"], "masa-placement");
+    assert!(json[0]["paper"]["table1"]["mix_gain"].is_number());
+}

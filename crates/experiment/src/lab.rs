@@ -1,0 +1,127 @@
+//! The experiments' view of the simulated machine: a [`Lab`] runs a [`Job`] (a catalog scenario
+//! or machine + programs + initial affinities) under a policy and a pick-next hook for one seed
+//! and reports per-task outcomes. The experiments are written against this trait only; the
+//! simulator implements it (`sim_lab`), and the unit tests use a small analytical stand-in.
+
+use counterpoint_core::cpuset::CpuSet;
+use counterpoint_core::machine::{PickNext, Policy};
+use counterpoint_core::topology::Topology;
+use std::collections::BTreeMap;
+
+/// One task of a custom job: a program, or a sequence of programs run back to back (a MASA
+/// "shell"), with an optional initial affinity.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobTask {
+    /// Display name (`shell_0`, `INT#1`, ...).
+    pub name: String,
+    /// Catalog program names, run in order.
+    pub programs: Vec<String>,
+    pub affinity: Option<CpuSet>,
+    /// Start the work over when it is done (constant contention, rate-based measures);
+    /// `false` = run once, so completion times are measured.
+    pub repeat: bool,
+}
+
+impl JobTask {
+    /// A repeating single-program task.
+    pub fn program(name: &str, program: &str, affinity: Option<CpuSet>) -> Self {
+        Self {
+            name: name.to_string(),
+            programs: vec![program.to_string()],
+            affinity,
+            repeat: true,
+        }
+    }
+    pub fn once(mut self) -> Self {
+        self.repeat = false;
+        self
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Job {
+    /// A scenario from the catalog, as it is.
+    Scenario(String),
+    /// A machine and tasks.
+    Custom {
+        /// Catalog machine name.
+        machine: String,
+        tasks: Vec<JobTask>,
+        /// Simulated time limit (the run also ends when every non-repeating task is done).
+        duration_ns: u64,
+        /// Simulation tick; `None` = the simulator's default (1 ms).
+        tick_ns: Option<u64>,
+    },
+}
+
+/// How to run it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunSpec {
+    pub seed: u64,
+    /// Interval between policy decisions.
+    pub epoch_ns: u64,
+}
+
+/// One task's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskOutcome {
+    pub name: String,
+    /// Normalized performance: time alone / time shared (or throughput ratio).
+    pub np: f64,
+    /// Simulated time from start to finishing its work, for non-repeating tasks that finished
+    /// (resolution: one epoch).
+    pub completion_ns: Option<u64>,
+    /// Wall time per completion of its work at the task's average rate (MASA's "time to
+    /// complete" with constant contention).
+    pub wall_ns_per_program: Option<f64>,
+    /// Event totals over the run (canonical event names).
+    pub events: BTreeMap<String, f64>,
+}
+
+/// One run's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub tasks: Vec<TaskOutcome>,
+    /// Simulated time the run took.
+    pub elapsed_ns: u64,
+}
+
+impl Outcome {
+    pub fn np(&self) -> Vec<f64> {
+        self.tasks.iter().map(|t| t.np).collect()
+    }
+    pub fn system(&self) -> Option<counterpoint_core::stats::SystemMetrics> {
+        counterpoint_core::stats::system_metrics(&self.np())
+    }
+}
+
+/// A failure inside the lab (unknown scenario, bad job, simulator error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LabError(pub String);
+
+/// The simulated machine as the experiments use it.
+pub trait Lab: Sync {
+    /// The topology a job runs on (for building placements before the run).
+    fn topology(&self, job: &Job) -> Result<Topology, LabError>;
+    /// Run a job under an epoch-level policy and a pick-next hook.
+    fn run(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+        pick: &mut dyn PickNext,
+    ) -> Result<Outcome, LabError>;
+    /// Run a job under an epoch-level policy only, without the automatic solo reference runs:
+    /// `np` is NaN and the caller derives what it needs from the event totals (the oracle
+    /// search evaluates thousands of placements this way).
+    fn run_light(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+    ) -> Result<Outcome, LabError>;
+    /// Catalog program names usable in random mixes, with their class (for the report).
+    fn mix_programs(&self) -> Vec<String>;
+}

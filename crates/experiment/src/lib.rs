@@ -1,0 +1,114 @@
+//! Counterpoint's seed experiments on the simulated machine.
+//!
+//! Each experiment builds the published setup as a simulator job, runs every policy over
+//! several seeds (in parallel with rayon), and summarizes per policy the paper's metrics
+//! (normalized performance, unfairness, gain, swap counts) as mean and spread beside the
+//! paper's numbers. `counterpoint experiment NAME` prints or writes them; `experiment all`
+//! writes `report/` (Markdown, SVG figures via plotters, JSON). Policy results are predictions
+//! of the calibrated baseline: nothing here tunes a profile or model parameter towards a
+//! paper number. The experiments see the simulator through the [`lab::Lab`] trait.
+
+pub mod di_oracle;
+pub mod lab;
+pub mod masa;
+pub mod progress;
+pub mod report;
+pub mod result;
+pub mod sim_lab;
+pub mod summary;
+#[cfg(test)]
+mod toylab;
+pub mod zhang;
+
+pub use lab::{Lab, LabError};
+pub use progress::{CountProgress, NoProgress, Progress};
+pub use result::{BarFigure, BarSeries, ExperimentResult, Table};
+pub use summary::Summary;
+
+/// Experiments by name, with a one-line description.
+pub const EXPERIMENTS: &[(&str, &str)] = &[
+    ("zhang-spec", "Zhang et al. SPEC-CPU2000 mix: IPC and bus-utilization pairing, kernel vs user space, counter share"),
+    ("zhang-server", "Zhang et al. web-clip + TPC-H servers: the same policies"),
+    ("masa-placement", "Nakajima & Pallipadi Tables 1 and 2: static placements, HT on/off"),
+    ("masa-testcases", "Nakajima & Pallipadi test cases 1 and 2: four shells without/with MASA, swaps per metric"),
+    ("di-vs-oracle", "Distributed Intensity and others vs the best static placement on random mixes per machine shape"),
+    ("all", "every experiment above; writes report/ (Markdown, SVG, JSON)"),
+];
+
+/// Names `run` accepts.
+pub fn names() -> Vec<&'static str> {
+    EXPERIMENTS.iter().map(|(n, _)| *n).collect()
+}
+
+/// Why an experiment could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    #[error("unknown experiment {name:?}; known: {}", known.join(", "))]
+    Unknown {
+        name: String,
+        known: Vec<&'static str>,
+    },
+    #[error("experiment {experiment}: {source}")]
+    Lab {
+        experiment: &'static str,
+        source: LabError,
+    },
+    #[error("at least one seed is needed")]
+    NoSeeds,
+}
+
+/// Run one experiment (or `all`) over `seeds`.
+pub fn run(
+    name: &str,
+    lab: &dyn Lab,
+    seeds: &[u64],
+    progress: &dyn Progress,
+) -> Result<Vec<ExperimentResult>, ExperimentError> {
+    if !names().contains(&name) {
+        return Err(ExperimentError::Unknown {
+            name: name.to_string(),
+            known: names(),
+        });
+    }
+    if seeds.is_empty() {
+        return Err(ExperimentError::NoSeeds);
+    }
+    let selected: Vec<&'static str> = if name == "all" {
+        names().into_iter().filter(|n| *n != "all").collect()
+    } else {
+        names().into_iter().filter(|n| *n == name).collect()
+    };
+    let mut out = Vec::new();
+    for exp in selected {
+        let wrap = |source| ExperimentError::Lab {
+            experiment: exp,
+            source,
+        };
+        let r = match exp {
+            "zhang-spec" => zhang::run(lab, &zhang::SPEC, seeds, progress),
+            "zhang-server" => zhang::run(lab, &zhang::SERVER, seeds, progress),
+            "masa-placement" => masa::placement(lab, seeds, progress),
+            "masa-testcases" => masa::testcases(lab, seeds, progress),
+            "di-vs-oracle" => di_oracle::run(lab, seeds, progress),
+            other => Err(LabError(format!("experiment {other} has no runner"))),
+        }
+        .map_err(wrap)?;
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// The `--json` shape: experiment name → {policies, paper, ...}.
+pub fn to_json(results: &[ExperimentResult]) -> serde_json::Value {
+    serde_json::Value::Object(
+        results
+            .iter()
+            .map(|r| {
+                (
+                    r.experiment.clone(),
+                    serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
+                )
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,198 @@
+//! What an experiment produces: per-policy summaries over seeds beside the paper's numbers,
+//! tables for the report, figure data, and the findings (where and why we differ).
+
+use crate::summary::Summary;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One experiment's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExperimentResult {
+    /// The name `counterpoint experiment` takes.
+    pub experiment: String,
+    pub title: String,
+    /// The simulated machine(s), in words.
+    pub machine: String,
+    pub seeds: Vec<u64>,
+    /// Policy → metric (`normalized_performance`, `unfairness`, `gain`, ...) → summary.
+    pub policies: BTreeMap<String, BTreeMap<String, Summary>>,
+    /// The paper's numbers, same shape as `policies` (absent where the paper gives none).
+    pub paper: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Tables for the report (ours vs paper).
+    pub tables: Vec<Table>,
+    #[serde(skip)]
+    pub figures: Vec<BarFigure>,
+    /// Where the result differs from the paper and why; what it shows.
+    pub findings: Vec<String>,
+}
+
+impl ExperimentResult {
+    pub fn new(experiment: &str, title: &str, machine: &str, seeds: &[u64]) -> Self {
+        Self {
+            experiment: experiment.to_string(),
+            title: title.to_string(),
+            machine: machine.to_string(),
+            seeds: seeds.to_vec(),
+            policies: BTreeMap::new(),
+            paper: BTreeMap::new(),
+            tables: Vec::new(),
+            figures: Vec::new(),
+            findings: Vec::new(),
+        }
+    }
+
+    /// Record one metric of one policy over seeds (skipped if it has no finite value).
+    pub fn put(&mut self, policy: &str, metric: &str, values: &[f64]) -> Option<Summary> {
+        let s = Summary::of(values)?;
+        self.policies
+            .entry(policy.to_string())
+            .or_default()
+            .insert(metric.to_string(), s);
+        Some(s)
+    }
+
+    pub fn put_paper(&mut self, policy: &str, metric: &str, value: f64) {
+        self.paper
+            .entry(policy.to_string())
+            .or_default()
+            .insert(metric.to_string(), value);
+    }
+
+    pub fn get(&self, policy: &str, metric: &str) -> Option<Summary> {
+        self.policies.get(policy)?.get(metric).copied()
+    }
+
+    pub fn paper_value(&self, policy: &str, metric: &str) -> Option<f64> {
+        self.paper.get(policy)?.get(metric).copied()
+    }
+}
+
+/// A Markdown table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Table {
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(title: &str, columns: &[&str]) -> Self {
+        Self {
+            title: title.to_string(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+    pub fn markdown(&self) -> String {
+        let mut out = format!("**{}**\n\n", self.title);
+        out.push_str(&format!("| {} |\n", self.columns.join(" | ")));
+        out.push_str(&format!(
+            "|{}\n",
+            self.columns.iter().map(|_| "---|").collect::<String>()
+        ));
+        for r in &self.rows {
+            out.push_str(&format!("| {} |\n", r.join(" | ")));
+        }
+        out
+    }
+    /// Plain text for the terminal: columns padded to width.
+    pub fn text(&self) -> String {
+        let mut widths: Vec<usize> = self.columns.iter().map(|c| c.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                if i < widths.len() {
+                    widths[i] = widths[i].max(c.chars().count());
+                }
+            }
+        }
+        let line = |cells: &[String]| {
+            cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let w = widths.get(i).copied().unwrap_or(0);
+                    format!("{c}{}", " ".repeat(w.saturating_sub(c.chars().count())))
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
+        let mut out = format!("{}\n", self.title);
+        out.push_str(&line(&self.columns));
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&line(r));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Data for a grouped bar chart.
+#[derive(Clone, Debug)]
+pub struct BarFigure {
+    /// File name inside the report directory (`*.svg`).
+    pub file: String,
+    pub title: String,
+    pub y_label: String,
+    pub categories: Vec<String>,
+    pub series: Vec<BarSeries>,
+}
+
+/// One bar per category.
+#[derive(Clone, Debug)]
+pub struct BarSeries {
+    pub name: String,
+    pub values: Vec<Option<f64>>,
+    /// Error bar half-length (std over seeds).
+    pub errors: Vec<Option<f64>>,
+}
+
+/// Format an optional paper number.
+pub fn paper_cell(v: Option<f64>, digits: usize) -> String {
+    match v {
+        Some(v) => format!("{v:.digits$}"),
+        None => "—".to_string(),
+    }
+}
+
+/// Format an optional summary.
+pub fn ours_cell(s: Option<Summary>, digits: usize) -> String {
+    match s {
+        Some(s) => s.show(digits),
+        None => "n/a".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_render() {
+        let mut t = Table::new("T", &["policy", "NP"]);
+        t.row(vec!["linux".into(), "0.818".into()]);
+        assert_eq!(
+            t.markdown(),
+            "**T**\n\n| policy | NP |\n|---|---|\n| linux | 0.818 |\n"
+        );
+        assert_eq!(t.text(), "T\npolicy  NP\nlinux   0.818\n");
+    }
+
+    #[test]
+    fn put_and_get() {
+        let mut r = ExperimentResult::new("x", "X", "m", &[1, 2]);
+        assert!(r.put("linux", "np", &[0.8, 0.9]).is_some());
+        assert!(r.put("linux", "bad", &[f64::NAN]).is_none());
+        r.put_paper("linux", "np", 0.818);
+        assert!((r.get("linux", "np").unwrap().mean - 0.85).abs() < 1e-12);
+        assert_eq!(r.paper_value("linux", "np"), Some(0.818));
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["paper"]["linux"]["np"], 0.818);
+        assert_eq!(j["policies"]["linux"]["np"]["n"], 2);
+    }
+}

@@ -1,0 +1,342 @@
+//! Whole runs: the shared run with optional policies, automatic solo runs, and the result.
+//!
+//! `NP_i = T_alone / T_shared` with T the CPU time the task needs for the work it did in the
+//! shared run; `T_alone` comes from running the task alone on the same machine (same affinity)
+//! until it has retired the same number of instructions. Solo runs are shared between tasks
+//! with the same workload (and, for servers, the same request stream).
+
+use crate::engine::Simulation;
+use crate::scenario::{Scenario, Workload};
+use crate::SimError;
+use counterpoint_core::stats::{system_metrics, SystemMetrics};
+use counterpoint_core::{event, Machine, Observation, PickNext, Policy};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One task's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskResult {
+    pub id: u64,
+    pub name: String,
+    pub workload: String,
+    pub instructions: u64,
+    pub cycles: u64,
+    pub cpu_time_ns: u64,
+    /// CPU time the same work takes alone on the machine.
+    pub solo_cpu_time_ns: u64,
+    /// Normalized performance `T_alone / T_shared` (CPU time); `None` if the task never ran.
+    pub np: Option<f64>,
+    pub ipc: f64,
+    pub llc_mpki: f64,
+    pub context_switches: u64,
+    pub migrations: u64,
+    /// Programs (or server requests) completed.
+    pub completions: u64,
+    /// When the task finished its work (tasks that do not repeat), since the start.
+    pub finish_ns: Option<u64>,
+    /// Wall time per completed program at the task's average rate (MASA's "time to complete"):
+    /// duration x program instructions / instructions retired. `None` for servers.
+    pub wall_ns_per_program: Option<f64>,
+}
+
+/// Per-epoch time series.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    pub time_ns: Vec<u64>,
+    /// Per bus: utilization averaged over each epoch.
+    pub bus_utilization: Vec<Vec<f64>>,
+    pub tasks: Vec<TaskSeries>,
+}
+
+/// One task's counters per epoch (deltas over the epoch).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskSeries {
+    pub id: u64,
+    pub instructions: Vec<u64>,
+    pub cycles: Vec<u64>,
+    pub llc_misses: Vec<u64>,
+    pub mem_transactions: Vec<u64>,
+    pub fp_ops: Vec<u64>,
+    pub task_clock_ns: Vec<u64>,
+    pub ipc: Vec<f64>,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub scenario: String,
+    pub machine: String,
+    pub seed: u64,
+    pub policy: String,
+    pub pick: Option<String>,
+    pub duration_ns: u64,
+    pub epoch_ns: u64,
+    pub tasks: Vec<TaskResult>,
+    /// Over tasks that ran (`None` when none did).
+    pub metrics: Option<SystemMetrics>,
+    /// Instructions retired per second of simulated time, all tasks.
+    pub throughput_instructions_per_s: f64,
+    /// Completions (programs or requests) per second of simulated time, all tasks.
+    pub throughput_completions_per_s: f64,
+    /// Mean utilization of each bus over the run.
+    pub mean_bus_utilization: Vec<f64>,
+    pub series: Series,
+}
+
+/// Run a scenario. The epoch-level `policy` decides after every epoch of `epoch_ns` and its
+/// actions are applied; the `pick` hook is consulted at every context switch.
+pub fn run<'p, 'k>(
+    scenario: &Scenario,
+    seed: u64,
+    policy: Option<&mut (dyn Policy + 'p)>,
+    pick: Option<&mut (dyn PickNext + 'k)>,
+    epoch_ns: u64,
+) -> Result<RunResult, SimError> {
+    run_with_progress(scenario, seed, policy, pick, epoch_ns, &mut |_, _| {})
+}
+
+/// [`run`] with a progress callback `(simulated_ns_done, total_ns)` after each epoch.
+pub fn run_with_progress<'p, 'k>(
+    scenario: &Scenario,
+    seed: u64,
+    mut policy: Option<&mut (dyn Policy + 'p)>,
+    mut pick: Option<&mut (dyn PickNext + 'k)>,
+    epoch_ns: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunResult, SimError> {
+    if epoch_ns == 0 {
+        return Err(SimError::Invalid("epoch must be positive".into()));
+    }
+    let mut sim = Simulation::new(scenario, seed)?;
+    let total_ns = scenario.duration_ms * 1_000_000;
+    let n = sim.task_count();
+    let mut series = Series {
+        tasks: (0..n)
+            .map(|i| TaskSeries {
+                id: i as u64,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let mut bus_sum: Vec<f64> = Vec::new();
+    let mut epochs = 0u64;
+    while sim.now_ns() < total_ns && !sim.all_done() {
+        let step = epoch_ns.min(total_ns - sim.now_ns());
+        let obs = sim.advance_with(step, pick.as_deref_mut());
+        record(&mut series, &obs);
+        if bus_sum.is_empty() {
+            bus_sum = vec![0.0; obs.memory_utilization.len()];
+        }
+        for (s, u) in bus_sum.iter_mut().zip(&obs.memory_utilization) {
+            *s += u * obs.interval_ns as f64;
+        }
+        epochs += 1;
+        if let Some(p) = policy.as_deref_mut() {
+            let topo = sim.topology().clone();
+            for a in p.decide(&topo, &obs) {
+                sim.apply(&a)?;
+            }
+        }
+        progress(sim.now_ns(), total_ns);
+    }
+    let _ = epochs;
+    let duration_ns = sim.now_ns();
+    // Solo references, one per distinct workload (servers: per task, their streams differ).
+    let mut solo_cache: BTreeMap<String, SoloCurve> = BTreeMap::new();
+    let mut targets: BTreeMap<String, (usize, f64)> = BTreeMap::new();
+    for i in 0..n {
+        let key = solo_key(scenario, i);
+        let instr = sim.counters(i).map_or(0.0, |c| c.instructions);
+        let e = targets.entry(key).or_insert((i, 0.0));
+        e.1 = e.1.max(instr);
+    }
+    for (key, (i, target)) in &targets {
+        solo_cache.insert(key.clone(), solo_curve(scenario, seed, *i, *target)?);
+    }
+    let mut tasks = Vec::with_capacity(n);
+    let mut nps = Vec::new();
+    let mut total_instr = 0.0;
+    let mut total_completions = 0u64;
+    for i in 0..n {
+        let c = *sim
+            .counters(i)
+            .ok_or(SimError::Invalid("task vanished".into()))?;
+        let curve = &solo_cache[&solo_key(scenario, i)];
+        let solo_ns = curve.cpu_ns_for(c.instructions);
+        let np =
+            (c.instructions > 0.0 && c.task_clock_ns > 0).then(|| solo_ns / c.task_clock_ns as f64);
+        if let Some(v) = np {
+            nps.push(v);
+        }
+        total_instr += c.instructions;
+        total_completions += c.completions;
+        let spec = &scenario.tasks[i];
+        let prog_instr = match &spec.workload {
+            Workload::Program(p) => Some(p.instructions() as f64),
+            Workload::Shell(ps) => Some(ps.iter().map(|p| p.instructions() as f64).sum()),
+            Workload::Server(_) => None,
+        };
+        tasks.push(TaskResult {
+            id: i as u64,
+            name: spec.name.clone(),
+            workload: spec.workload.label(),
+            instructions: c.instructions.round() as u64,
+            cycles: c.cycles.round() as u64,
+            cpu_time_ns: c.task_clock_ns,
+            solo_cpu_time_ns: solo_ns.round() as u64,
+            np,
+            ipc: if c.cycles > 0.0 {
+                c.instructions / c.cycles
+            } else {
+                0.0
+            },
+            llc_mpki: if c.instructions > 0.0 {
+                c.llc_misses * 1000.0 / c.instructions
+            } else {
+                0.0
+            },
+            context_switches: c.context_switches,
+            migrations: c.migrations,
+            completions: c.completions,
+            finish_ns: sim.finish_ns(i),
+            wall_ns_per_program: prog_instr.and_then(|pi| {
+                (c.instructions > 0.0).then(|| duration_ns as f64 * pi / c.instructions)
+            }),
+        });
+    }
+    let secs = duration_ns as f64 * 1e-9;
+    Ok(RunResult {
+        scenario: scenario.name.clone(),
+        machine: scenario.machine.name.clone(),
+        seed,
+        policy: policy.map_or_else(|| "linux".to_string(), |p| p.name().to_string()),
+        pick: pick.map(|p| p.name().to_string()),
+        duration_ns,
+        epoch_ns,
+        tasks,
+        metrics: system_metrics(&nps),
+        throughput_instructions_per_s: if secs > 0.0 { total_instr / secs } else { 0.0 },
+        throughput_completions_per_s: if secs > 0.0 {
+            total_completions as f64 / secs
+        } else {
+            0.0
+        },
+        mean_bus_utilization: bus_sum
+            .iter()
+            .map(|s| {
+                if duration_ns > 0 {
+                    s / duration_ns as f64
+                } else {
+                    0.0
+                }
+            })
+            .collect(),
+        series,
+    })
+}
+
+fn record(series: &mut Series, obs: &Observation) {
+    series.time_ns.push(obs.time_ns);
+    if series.bus_utilization.is_empty() {
+        series.bus_utilization = vec![Vec::new(); obs.memory_utilization.len()];
+    }
+    for (s, u) in series
+        .bus_utilization
+        .iter_mut()
+        .zip(&obs.memory_utilization)
+    {
+        s.push(*u);
+    }
+    for t in &obs.tasks {
+        let ts = &mut series.tasks[t.id.0 as usize];
+        let g = |e: &str| t.sample.values.get(e).map_or(0, |v| v.raw);
+        let (instr, cyc) = (g(event::INSTRUCTIONS), g(event::CYCLES));
+        ts.instructions.push(instr);
+        ts.cycles.push(cyc);
+        ts.llc_misses.push(g(event::CACHE_MISSES));
+        ts.mem_transactions.push(g(event::MEM_TRANSACTIONS));
+        ts.fp_ops.push(g(event::FP_OPS));
+        ts.task_clock_ns.push(g(event::TASK_CLOCK));
+        ts.ipc.push(if cyc > 0 {
+            instr as f64 / cyc as f64
+        } else {
+            0.0
+        });
+    }
+}
+
+fn solo_key(scenario: &Scenario, i: usize) -> String {
+    let t = &scenario.tasks[i];
+    let aff = t.affinity.as_ref().map_or("all".into(), |a| a.to_list());
+    match &t.workload {
+        // Request streams are drawn per task: a server's solo run is its own.
+        Workload::Server(_) => format!("server-task-{i}"),
+        w => format!("{}|{}", w.label(), aff),
+    }
+}
+
+/// Cumulative (instructions, cpu_ns) of a solo run, one point per tick.
+struct SoloCurve {
+    points: Vec<(f64, f64)>,
+}
+
+impl SoloCurve {
+    /// CPU time to retire `instr` alone (linear within a tick, extrapolated past the end).
+    fn cpu_ns_for(&self, instr: f64) -> f64 {
+        if instr <= 0.0 || self.points.is_empty() {
+            return 0.0;
+        }
+        let i = self.points.partition_point(|p| p.0 < instr);
+        let (a, b) = if i == 0 {
+            ((0.0, 0.0), self.points[0])
+        } else if i < self.points.len() {
+            (self.points[i - 1], self.points[i])
+        } else {
+            let l = self.points.len();
+            if l == 1 {
+                ((0.0, 0.0), self.points[0])
+            } else {
+                (self.points[l - 2], self.points[l - 1])
+            }
+        };
+        if b.0 <= a.0 {
+            return b.1;
+        }
+        a.1 + (instr - a.0) * (b.1 - a.1) / (b.0 - a.0)
+    }
+}
+
+/// Run task `i` alone until it has retired `target` instructions.
+fn solo_curve(
+    scenario: &Scenario,
+    seed: u64,
+    i: usize,
+    target: f64,
+) -> Result<SoloCurve, SimError> {
+    let mut solo = scenario.clone();
+    let mut task = scenario.tasks[i].clone();
+    task.start_ms = 0;
+    task.repeat = true;
+    solo.tasks = vec![task];
+    // Same request stream as in the shared run: servers draw from a generator derived from the
+    // seed and the task index, so build the solo machine with the stream of task i.
+    let mut sim = Simulation::new_solo(&solo, seed, scenario, i)?;
+    let mut points = Vec::new();
+    let tick = sim.tick_ns();
+    // Bound: the shared run's duration times a generous factor (a task alone is never slower).
+    let max_ticks = (scenario.duration_ms * 1_000_000 / tick + 2) * 4;
+    let mut ticks = 0;
+    while ticks < max_ticks {
+        sim.advance_with(tick, None);
+        ticks += 1;
+        let c = sim
+            .counters(0)
+            .ok_or(SimError::Invalid("solo task vanished".into()))?;
+        points.push((c.instructions, c.task_clock_ns as f64));
+        if c.instructions >= target {
+            break;
+        }
+    }
+    Ok(SoloCurve { points })
+}

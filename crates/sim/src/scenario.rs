@@ -1,0 +1,477 @@
+//! Scenarios: a machine, a workload, a policy, a duration and a seed.
+//!
+//! A [`Scenario`] is the resolved form the engine runs (programs looked up in the catalog). It is
+//! built either from a TOML file ([`Scenario::from_toml_str`], with errors that name the file,
+//! line and field path) or programmatically ([`Scenario::builder`]), which is how experiments
+//! make random mixes.
+
+use crate::catalog::Catalog;
+use crate::spec::{MachineSpec, Program, SchedParams, Server};
+use counterpoint_core::CpuSet;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// What one task runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// One program.
+    Program(Program),
+    /// Programs run one after another (a MASA "shell").
+    Shell(Vec<Program>),
+    /// A request stream.
+    Server(Server),
+}
+
+impl Workload {
+    /// A short label: the program, `shell(a,b,..)` or `server(name)`.
+    pub fn label(&self) -> String {
+        match self {
+            Workload::Program(p) => p.name.clone(),
+            Workload::Shell(ps) => format!(
+                "shell({})",
+                ps.iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Workload::Server(s) => format!("server({})", s.name),
+        }
+    }
+}
+
+/// One task of a scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    pub name: String,
+    pub workload: Workload,
+    /// Initial affinity; `None` = every CPU.
+    pub affinity: Option<CpuSet>,
+    /// Start over when the work is done (keeps contention constant, as the seeds' runs do).
+    pub repeat: bool,
+    /// Arrival time.
+    pub start_ms: u64,
+}
+
+/// A resolved scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    pub name: String,
+    pub machine: MachineSpec,
+    pub sched: SchedParams,
+    pub tick_us: u64,
+    pub duration_ms: u64,
+    /// Interval between policy decisions and time-series points.
+    pub epoch_ms: u64,
+    pub seed: u64,
+    /// Policy named by the scenario (`linux` = baseline).
+    pub policy: String,
+    pub tasks: Vec<TaskSpec>,
+}
+
+/// Why a scenario could not be loaded.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {path}: {message}")]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    /// Field path, e.g. `task[2].cpus` (`<document>` when unknown).
+    pub path: String,
+    pub message: String,
+}
+
+/// The TOML form of a task.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskFile {
+    name: Option<String>,
+    program: Option<toml::Spanned<String>>,
+    shell: Option<toml::Spanned<Vec<String>>>,
+    server: Option<toml::Spanned<String>>,
+    cpus: Option<toml::Spanned<String>>,
+    #[serde(default = "yes")]
+    repeat: bool,
+    #[serde(default)]
+    start_ms: u64,
+    #[serde(default = "one")]
+    count: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+
+/// The TOML form of a scenario.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    name: String,
+    /// Catalog machine name.
+    machine: toml::Spanned<String>,
+    #[serde(default)]
+    sched: Option<SchedParams>,
+    #[serde(default = "tick")]
+    tick_us: toml::Spanned<u64>,
+    duration_ms: toml::Spanned<u64>,
+    #[serde(default = "epoch")]
+    epoch_ms: toml::Spanned<u64>,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default = "linux")]
+    policy: String,
+    #[serde(default)]
+    task: Vec<toml::Spanned<TaskFile>>,
+}
+
+fn tick() -> toml::Spanned<u64> {
+    toml::Spanned::new(0..0, 1000)
+}
+fn epoch() -> toml::Spanned<u64> {
+    toml::Spanned::new(0..0, 100)
+}
+fn linux() -> String {
+    "linux".into()
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(src: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(src.len());
+    let before = &src[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(offset, |p| offset - p - 1) + 1;
+    (line, col)
+}
+
+/// The field path at a byte offset of a scenario document: the enclosing table header (with
+/// the index of an array-of-tables entry) and the key on that line.
+fn path_at(src: &str, offset: usize) -> String {
+    let offset = offset.min(src.len());
+    let mut table = String::new();
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut pos = 0usize;
+    let mut key = None;
+    for line in src.split_inclusive('\n') {
+        let start = pos;
+        pos += line.len();
+        let t = line.trim();
+        if start > offset {
+            break;
+        }
+        if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let name = name.trim().to_string();
+            let n = counts.entry(name.clone()).or_insert(0);
+            table = format!("{name}[{n}]");
+            *n += 1;
+            key = None;
+        } else if let Some(name) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            table = name.trim().to_string();
+            key = None;
+        } else if let Some((k, _)) = t.split_once('=') {
+            if !t.starts_with('#') {
+                key = Some(k.trim().trim_matches('"').to_string());
+            }
+        }
+        if offset < pos {
+            break;
+        }
+    }
+    match (table.is_empty(), key) {
+        (true, Some(k)) => k,
+        (false, Some(k)) => format!("{table}.{k}"),
+        (false, None) => table,
+        (true, None) => "<document>".into(),
+    }
+}
+
+impl Scenario {
+    /// Load a scenario file.
+    pub fn from_file(path: &Path, catalog: &Catalog) -> Result<Self, ScenarioError> {
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            line: 0,
+            column: 0,
+            path: "<document>".into(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Self::from_toml_str(&src, &file, catalog)
+    }
+
+    /// Parse and validate scenario TOML; `file` names the source in errors.
+    pub fn from_toml_str(src: &str, file: &str, catalog: &Catalog) -> Result<Self, ScenarioError> {
+        let err_at = |offset: usize, message: String| {
+            let (line, column) = line_col(src, offset);
+            ScenarioError {
+                file: file.to_string(),
+                line,
+                column,
+                path: path_at(src, offset),
+                message,
+            }
+        };
+        let parsed: ScenarioFile = toml::from_str(src).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            // toml's message repeats the location and a source excerpt; keep the reason only.
+            err_at(offset, e.message().trim().to_string())
+        })?;
+        let machine_name = parsed.machine.get_ref();
+        let machine = catalog.machine(machine_name).ok_or_else(|| {
+            err_at(
+                parsed.machine.span().start,
+                format!(
+                    "unknown machine {machine_name:?}; the catalog has: {}",
+                    catalog.machine_names().join(", ")
+                ),
+            )
+        })?;
+        let sched = parsed.sched.unwrap_or_default();
+        sched.validate().map_err(|m| {
+            let off = src.find("[sched]").unwrap_or(0);
+            err_at(off, m)
+        })?;
+        let (tick_us, duration_ms, epoch_ms) = (
+            *parsed.tick_us.get_ref(),
+            *parsed.duration_ms.get_ref(),
+            *parsed.epoch_ms.get_ref(),
+        );
+        if !(10..=100_000).contains(&tick_us) {
+            return Err(err_at(
+                parsed.tick_us.span().start,
+                format!("tick_us must be between 10 and 100000, got {tick_us}"),
+            ));
+        }
+        if duration_ms == 0 {
+            return Err(err_at(
+                parsed.duration_ms.span().start,
+                "duration_ms must be at least 1".into(),
+            ));
+        }
+        if epoch_ms == 0 || epoch_ms * 1000 < tick_us {
+            return Err(err_at(
+                parsed.epoch_ms.span().start,
+                format!("epoch_ms must be at least one tick ({tick_us} us), got {epoch_ms}"),
+            ));
+        }
+        let topo = machine.topology().map_err(|e| err_at(0, e.to_string()))?;
+        let all = topo.all_cpus();
+        let mut tasks = Vec::new();
+        for (i, t) in parsed.task.iter().enumerate() {
+            let span = t.span();
+            let t = t.get_ref();
+            let kinds = [t.program.is_some(), t.shell.is_some(), t.server.is_some()];
+            if kinds.iter().filter(|k| **k).count() != 1 {
+                return Err(ScenarioError {
+                    path: format!("task[{i}]"),
+                    ..err_at(
+                        span.start,
+                        "a task needs exactly one of `program`, `shell` or `server`".into(),
+                    )
+                });
+            }
+            let unknown = |s: &toml::Spanned<String>, what: &str, names: Vec<String>| {
+                err_at(
+                    s.span().start,
+                    format!(
+                        "unknown {what} {:?}; the catalog has: {}",
+                        s.get_ref(),
+                        names.join(", ")
+                    ),
+                )
+            };
+            let workload = if let Some(p) = &t.program {
+                Workload::Program(
+                    catalog
+                        .program(p.get_ref())
+                        .ok_or_else(|| unknown(p, "program", catalog.program_names()))?,
+                )
+            } else if let Some(s) = &t.server {
+                Workload::Server(
+                    catalog
+                        .server(s.get_ref())
+                        .ok_or_else(|| unknown(s, "server", catalog.server_names()))?,
+                )
+            } else if let Some(sh) = &t.shell {
+                let mut ps = Vec::new();
+                for name in sh.get_ref() {
+                    ps.push(catalog.program(name).ok_or_else(|| {
+                        err_at(
+                            sh.span().start,
+                            format!(
+                                "unknown program {name:?} in shell; the catalog has: {}",
+                                catalog.program_names().join(", ")
+                            ),
+                        )
+                    })?);
+                }
+                if ps.is_empty() {
+                    return Err(err_at(
+                        sh.span().start,
+                        "a shell needs at least one program".into(),
+                    ));
+                }
+                Workload::Shell(ps)
+            } else {
+                unreachable!("exactly one kind checked above")
+            };
+            let affinity = match &t.cpus {
+                None => None,
+                Some(c) => {
+                    let set = CpuSet::parse_list(c.get_ref())
+                        .map_err(|e| err_at(c.span().start, e.to_string()))?;
+                    if set.is_empty() {
+                        return Err(err_at(c.span().start, "empty CPU list".into()));
+                    }
+                    if !set.is_subset(&all) {
+                        return Err(err_at(
+                            c.span().start,
+                            format!(
+                                "CPU list {:?} names CPUs the machine {} does not have (it has {})",
+                                c.get_ref(),
+                                machine.name,
+                                all.to_list()
+                            ),
+                        ));
+                    }
+                    Some(set)
+                }
+            };
+            if t.count == 0 {
+                return Err(ScenarioError {
+                    path: format!("task[{i}].count"),
+                    ..err_at(span.start, "count must be at least 1".into())
+                });
+            }
+            for k in 0..t.count {
+                let base = t.name.clone().unwrap_or_else(|| workload.label());
+                let name = if t.count > 1 {
+                    format!("{base}#{k}")
+                } else {
+                    base
+                };
+                tasks.push(TaskSpec {
+                    name,
+                    workload: workload.clone(),
+                    affinity: affinity.clone(),
+                    repeat: t.repeat,
+                    start_ms: t.start_ms,
+                });
+            }
+        }
+        if tasks.is_empty() {
+            return Err(err_at(0, "a scenario needs at least one [[task]]".into()));
+        }
+        Ok(Scenario {
+            name: parsed.name,
+            machine,
+            sched,
+            tick_us,
+            duration_ms,
+            epoch_ms,
+            seed: parsed.seed,
+            policy: parsed.policy,
+            tasks,
+        })
+    }
+
+    /// Start a scenario programmatically on a catalog machine.
+    pub fn builder(catalog: &Catalog, machine: &str) -> Result<ScenarioBuilder, String> {
+        let m = catalog.machine(machine).ok_or_else(|| {
+            format!(
+                "unknown machine {machine:?}; the catalog has: {}",
+                catalog.machine_names().join(", ")
+            )
+        })?;
+        Ok(ScenarioBuilder {
+            catalog: catalog.clone(),
+            scenario: Scenario {
+                name: "programmatic".into(),
+                machine: m,
+                sched: SchedParams::default(),
+                tick_us: 1000,
+                duration_ms: 1000,
+                epoch_ms: 100,
+                seed: 0,
+                policy: "linux".into(),
+                tasks: Vec::new(),
+            },
+        })
+    }
+}
+
+/// Builds a [`Scenario`] in code: machine, then tasks by catalog name.
+#[derive(Clone, Debug)]
+pub struct ScenarioBuilder {
+    catalog: Catalog,
+    scenario: Scenario,
+}
+
+impl ScenarioBuilder {
+    pub fn name(mut self, name: &str) -> Self {
+        self.scenario.name = name.into();
+        self
+    }
+    pub fn duration_ms(mut self, ms: u64) -> Self {
+        self.scenario.duration_ms = ms;
+        self
+    }
+    pub fn epoch_ms(mut self, ms: u64) -> Self {
+        self.scenario.epoch_ms = ms;
+        self
+    }
+    pub fn tick_us(mut self, us: u64) -> Self {
+        self.scenario.tick_us = us;
+        self
+    }
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.scenario.seed = seed;
+        self
+    }
+    pub fn sched(mut self, sched: SchedParams) -> Self {
+        self.scenario.sched = sched;
+        self
+    }
+    /// Add a repeating task running catalog program or server `name`, optionally pinned.
+    pub fn task(mut self, name: &str, affinity: Option<CpuSet>) -> Result<Self, String> {
+        let workload = if let Some(p) = self.catalog.program(name) {
+            Workload::Program(p)
+        } else if let Some(s) = self.catalog.server(name) {
+            Workload::Server(s)
+        } else {
+            return Err(format!("unknown program or server {name:?}"));
+        };
+        self.scenario.tasks.push(TaskSpec {
+            name: name.into(),
+            workload,
+            affinity,
+            repeat: true,
+            start_ms: 0,
+        });
+        Ok(self)
+    }
+    /// Add a fully specified task.
+    pub fn task_spec(mut self, spec: TaskSpec) -> Self {
+        self.scenario.tasks.push(spec);
+        self
+    }
+    pub fn build(self) -> Scenario {
+        self.scenario
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_of_offsets() {
+        let src = "name = \"x\"\n[[task]]\nprogram = \"gzip\"\n[[task]]\ncpus = \"9\"\n";
+        let off = src.find("cpus").unwrap();
+        assert_eq!(path_at(src, off), "task[1].cpus");
+        assert_eq!(path_at(src, 0), "name");
+        assert_eq!(line_col(src, off), (5, 1));
+    }
+}

@@ -1,0 +1,395 @@
+//! Descriptions: machines, program profiles, programs, servers and scheduler parameters.
+//!
+//! These are plain data (serde, `deny_unknown_fields`), shared by the built-in catalog and by
+//! scenario files. Units are in the field names.
+
+use counterpoint_core::topology::SymmetricSpec;
+use counterpoint_core::{Topology, TopologyError};
+use serde::{Deserialize, Serialize};
+
+/// Where a machine's memory sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    /// One front-side bus shared by every package (the SMPs of the seeds).
+    SharedBus,
+    /// One memory controller per package; a package's tasks use its own controller.
+    PerPackage,
+}
+
+/// SMT (Hyper-Threading) sharing parameters of a core.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtSpec {
+    /// Instructions a core can issue per cycle; a sibling's IPC over this is its issue pressure.
+    pub issue_width: f64,
+    /// Core-CPI inflation per unit of sibling issue pressure, whatever units the two use.
+    pub issue_penalty: f64,
+    /// Extra inflation when both threads use the same functional unit (overlap of unit mixes).
+    pub same_unit_penalty: f64,
+    /// Weight of FP-unit overlap relative to integer-unit overlap (FP units are scarcer).
+    pub fp_unit_weight: f64,
+}
+
+impl Default for SmtSpec {
+    fn default() -> Self {
+        Self {
+            issue_width: 3.0,
+            issue_penalty: 0.5,
+            same_unit_penalty: 0.5,
+            fp_unit_weight: 4.0,
+        }
+    }
+}
+
+/// A simulated machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineSpec {
+    pub name: String,
+    pub packages: u32,
+    pub cores_per_package: u32,
+    pub threads_per_core: u32,
+    #[serde(default = "one")]
+    pub llc_domains_per_package: u32,
+    /// Capacity of one LLC instance.
+    pub llc_bytes: u64,
+    #[serde(default = "line64")]
+    pub line_bytes: u32,
+    pub freq_ghz: f64,
+    /// Unloaded memory latency (LLC miss to data).
+    pub mem_latency_ns: f64,
+    pub memory: MemoryKind,
+    /// Peak bandwidth of one bus / controller.
+    pub peak_bandwidth_gb_per_s: f64,
+    /// Utilization at which queueing latency stops growing as `1/(1-rho)`; beyond it the bus is
+    /// saturated and latency grows just enough to hold demand at this utilization.
+    #[serde(default = "rho_cap")]
+    pub rho_cap: f64,
+    #[serde(default)]
+    pub smt: SmtSpec,
+}
+
+fn one() -> u32 {
+    1
+}
+fn line64() -> u32 {
+    64
+}
+fn rho_cap() -> f64 {
+    0.95
+}
+
+impl MachineSpec {
+    pub fn cpus(&self) -> usize {
+        (self.packages * self.cores_per_package * self.threads_per_core) as usize
+    }
+    pub fn cores(&self) -> usize {
+        (self.packages * self.cores_per_package) as usize
+    }
+    /// The core vocabulary's view of this machine.
+    pub fn topology(&self) -> Result<Topology, TopologyError> {
+        Topology::symmetric(&SymmetricSpec {
+            packages: self.packages,
+            cores_per_package: self.cores_per_package,
+            threads_per_core: self.threads_per_core,
+            llc_domains_per_package: self.llc_domains_per_package,
+            l1d_bytes: 16 << 10,
+            l2_bytes: 256 << 10,
+            llc_bytes: self.llc_bytes,
+            line_bytes: self.line_bytes,
+        })
+    }
+    /// Check value ranges; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let pos = |v: f64, name: &str| -> Result<(), String> {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{name} must be a positive number, got {v}"))
+            }
+        };
+        if self.packages == 0 || self.cores_per_package == 0 || self.threads_per_core == 0 {
+            return Err(
+                "packages, cores_per_package and threads_per_core must be at least 1".into(),
+            );
+        }
+        if self.llc_domains_per_package == 0
+            || self.cores_per_package % self.llc_domains_per_package != 0
+        {
+            return Err(format!(
+                "llc_domains_per_package = {} must divide cores_per_package = {}",
+                self.llc_domains_per_package, self.cores_per_package
+            ));
+        }
+        if self.cpus() > 65_536 {
+            return Err(format!(
+                "{} CPUs is more than the simulator's 65536",
+                self.cpus()
+            ));
+        }
+        pos(self.llc_bytes as f64, "llc_bytes")?;
+        pos(self.line_bytes as f64, "line_bytes")?;
+        pos(self.freq_ghz, "freq_ghz")?;
+        pos(self.mem_latency_ns, "mem_latency_ns")?;
+        pos(self.peak_bandwidth_gb_per_s, "peak_bandwidth_gb_per_s")?;
+        if !(self.rho_cap > 0.0 && self.rho_cap < 1.0) {
+            return Err(format!("rho_cap must be in (0, 1), got {}", self.rho_cap));
+        }
+        pos(self.smt.issue_width, "smt.issue_width")?;
+        for (v, n) in [
+            (self.smt.issue_penalty, "smt.issue_penalty"),
+            (self.smt.same_unit_penalty, "smt.same_unit_penalty"),
+            (self.smt.fp_unit_weight, "smt.fp_unit_weight"),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{n} must be a non-negative number, got {v}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// LLC miss ratio as a function of the cache capacity a task holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum MissCurve {
+    /// `m(c) = clamp(m_ref * (c / c_ref)^-alpha, m_min, 1)`.
+    PowerLaw {
+        m_ref: f64,
+        c_ref_bytes: f64,
+        alpha: f64,
+        m_min: f64,
+    },
+    /// Stack-distance table: `(capacity_bytes, miss_ratio)` points, capacity ascending, miss
+    /// ratio non-increasing; linear interpolation, flat beyond the ends.
+    Table { points: Vec<(f64, f64)> },
+}
+
+impl MissCurve {
+    /// Miss ratio with `capacity_bytes` of cache.
+    #[inline]
+    pub fn miss_ratio(&self, capacity_bytes: f64) -> f64 {
+        match self {
+            MissCurve::PowerLaw {
+                m_ref,
+                c_ref_bytes,
+                alpha,
+                m_min,
+            } => {
+                if capacity_bytes <= 0.0 {
+                    return 1.0;
+                }
+                let m = m_ref * (capacity_bytes / c_ref_bytes).powf(-alpha);
+                m.clamp(*m_min, 1.0)
+            }
+            MissCurve::Table { points } => {
+                let Some(first) = points.first() else {
+                    return 1.0;
+                };
+                if capacity_bytes <= first.0 {
+                    // Below the first point: interpolate from (0, 1).
+                    if first.0 <= 0.0 {
+                        return first.1;
+                    }
+                    let t = (capacity_bytes / first.0).max(0.0);
+                    return 1.0 + (first.1 - 1.0) * t;
+                }
+                for w in points.windows(2) {
+                    let (a, b) = (w[0], w[1]);
+                    if capacity_bytes <= b.0 {
+                        let t = (capacity_bytes - a.0) / (b.0 - a.0);
+                        return a.1 + (b.1 - a.1) * t;
+                    }
+                }
+                points[points.len() - 1].1
+            }
+        }
+    }
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            MissCurve::PowerLaw {
+                m_ref,
+                c_ref_bytes,
+                alpha,
+                m_min,
+            } => {
+                if !(*m_ref > 0.0 && *m_ref <= 1.0) {
+                    return Err(format!("miss_curve.m_ref must be in (0, 1], got {m_ref}"));
+                }
+                if !(c_ref_bytes.is_finite() && *c_ref_bytes > 0.0) {
+                    return Err(format!(
+                        "miss_curve.c_ref_bytes must be positive, got {c_ref_bytes}"
+                    ));
+                }
+                if !(alpha.is_finite() && *alpha >= 0.0) {
+                    return Err(format!("miss_curve.alpha must be >= 0, got {alpha}"));
+                }
+                if !(*m_min >= 0.0 && *m_min <= 1.0) {
+                    return Err(format!("miss_curve.m_min must be in [0, 1], got {m_min}"));
+                }
+                Ok(())
+            }
+            MissCurve::Table { points } => {
+                if points.is_empty() {
+                    return Err("miss_curve.points must not be empty".into());
+                }
+                for w in points.windows(2) {
+                    if w[1].0 <= w[0].0 {
+                        return Err("miss_curve.points capacities must ascend".into());
+                    }
+                    if w[1].1 > w[0].1 {
+                        return Err("miss_curve.points miss ratios must not increase".into());
+                    }
+                }
+                if points
+                    .iter()
+                    .any(|p| !(p.1 >= 0.0 && p.1 <= 1.0) || p.0 < 0.0)
+                {
+                    return Err("miss_curve.points need capacity >= 0 and ratio in [0, 1]".into());
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How a program phase uses the machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// CPI with a perfect LLC (every access hits).
+    pub cpi_core: f64,
+    /// LLC accesses per thousand instructions.
+    pub llc_apki: f64,
+    pub miss_curve: MissCurve,
+    /// Average overlapping misses (memory-level parallelism), >= 1.
+    pub mlp: f64,
+    /// Fraction of retired instructions that are floating point.
+    pub fp_fraction: f64,
+    /// Code footprint in pages (for SuperFunction-level policies; unused by the contention model).
+    #[serde(default)]
+    pub code_pages: u32,
+}
+
+impl Profile {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.cpi_core.is_finite() && self.cpi_core > 0.0) {
+            return Err(format!("cpi_core must be positive, got {}", self.cpi_core));
+        }
+        if !(self.llc_apki.is_finite() && self.llc_apki >= 0.0) {
+            return Err(format!("llc_apki must be >= 0, got {}", self.llc_apki));
+        }
+        if !(self.mlp.is_finite() && self.mlp >= 1.0) {
+            return Err(format!("mlp must be >= 1, got {}", self.mlp));
+        }
+        if !(self.fp_fraction >= 0.0 && self.fp_fraction <= 1.0) {
+            return Err(format!(
+                "fp_fraction must be in [0, 1], got {}",
+                self.fp_fraction
+            ));
+        }
+        self.miss_curve.validate()
+    }
+}
+
+/// A stretch of a program with one profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Phase {
+    pub instructions: u64,
+    pub profile: Profile,
+}
+
+/// A program: phases run in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Program {
+    pub name: String,
+    pub phases: Vec<Phase>,
+}
+
+impl Program {
+    pub fn instructions(&self) -> u64 {
+        self.phases.iter().map(|p| p.instructions).sum()
+    }
+}
+
+/// One class of server request: its weight in the mix and its work.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestClass {
+    pub name: String,
+    pub weight: f64,
+    pub instructions: u64,
+    pub profile: Profile,
+}
+
+/// A server: a stream of requests drawn (seeded) from its classes, processed back to back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    pub name: String,
+    pub classes: Vec<RequestClass>,
+}
+
+/// Parameters of the Linux-like baseline scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedParams {
+    /// Round-robin time slice (Linux 2.6 O(1): 100 ms at nice 0).
+    #[serde(default = "timeslice")]
+    pub timeslice_ms: f64,
+    /// Relative jitter of each slice (timer and interrupt noise), drawn from the seed; 0 keeps
+    /// the CPUs' round-robin rotations aligned, as Linux 2.6's fixed 100-tick slices do.
+    #[serde(default = "jitter")]
+    pub timeslice_jitter: f64,
+    /// Period of the run-queue-length load balancer.
+    #[serde(default = "balance")]
+    pub balance_interval_ms: f64,
+}
+
+fn timeslice() -> f64 {
+    100.0
+}
+fn jitter() -> f64 {
+    // Linux 2.6's O(1) scheduler gives nice-0 tasks exactly 100 ticks; slices do not drift.
+    0.0
+}
+fn balance() -> f64 {
+    200.0
+}
+
+impl Default for SchedParams {
+    fn default() -> Self {
+        Self {
+            timeslice_ms: timeslice(),
+            timeslice_jitter: jitter(),
+            balance_interval_ms: balance(),
+        }
+    }
+}
+
+impl SchedParams {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.timeslice_ms.is_finite() && self.timeslice_ms > 0.0) {
+            return Err(format!(
+                "timeslice_ms must be positive, got {}",
+                self.timeslice_ms
+            ));
+        }
+        if !(self.timeslice_jitter >= 0.0 && self.timeslice_jitter < 1.0) {
+            return Err(format!(
+                "timeslice_jitter must be in [0, 1), got {}",
+                self.timeslice_jitter
+            ));
+        }
+        if !(self.balance_interval_ms.is_finite() && self.balance_interval_ms > 0.0) {
+            return Err(format!(
+                "balance_interval_ms must be positive, got {}",
+                self.balance_interval_ms
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,168 @@
+//! Engine behaviour on small scenarios (short simulated durations: fast in debug builds).
+
+use counterpoint_core::{Action, CpuSet, Machine, TaskId};
+use counterpoint_sim::*;
+
+fn cat() -> Catalog {
+    Catalog::builtin()
+}
+
+fn pinned(cpus: &str) -> Option<CpuSet> {
+    Some(CpuSet::parse_list(cpus).unwrap())
+}
+
+#[test]
+fn solo_task_has_np_one() {
+    let sc = Scenario::builder(&cat(), "zhang-smp")
+        .unwrap()
+        .duration_ms(300)
+        .task("gzip", pinned("0"))
+        .unwrap()
+        .build();
+    let r = run(&sc, 1, None, None, 100_000_000).unwrap();
+    let np = r.tasks[0].np.unwrap();
+    assert!((np - 1.0).abs() < 1e-6, "np {np}");
+}
+
+#[test]
+fn bus_contention_slows_memory_bound_tasks() {
+    let sc = Scenario::builder(&cat(), "zhang-smp")
+        .unwrap()
+        .duration_ms(300)
+        .task("swim", pinned("0"))
+        .unwrap()
+        .task("art", pinned("1"))
+        .unwrap()
+        .build();
+    let r = run(&sc, 1, None, None, 100_000_000).unwrap();
+    for t in &r.tasks {
+        let np = t.np.unwrap();
+        assert!(np < 0.97 && np > 0.2, "{} np {np}", t.name);
+    }
+    assert!(r.mean_bus_utilization[0] > 0.0 && r.mean_bus_utilization[0] < 1.0);
+}
+
+#[test]
+fn time_sharing_gives_equal_cpu_time() {
+    let sc = Scenario::builder(&cat(), "zhang-smp")
+        .unwrap()
+        .duration_ms(1200)
+        .task("gzip", pinned("0"))
+        .unwrap()
+        .task("mesa", pinned("0"))
+        .unwrap()
+        .task("parser", pinned("0"))
+        .unwrap()
+        .build();
+    let r = run(&sc, 3, None, None, 100_000_000).unwrap();
+    let cpu: Vec<u64> = r.tasks.iter().map(|t| t.cpu_time_ns).collect();
+    let (mn, mx) = (cpu.iter().min().unwrap(), cpu.iter().max().unwrap());
+    // Slices of 100 ms +-10 %: within two slices of each other.
+    assert!(mx - mn <= 220_000_000, "{cpu:?}");
+    assert!(r.tasks.iter().all(|t| t.context_switches > 0));
+}
+
+#[test]
+fn wakeup_prefers_idle_core_over_idle_sibling() {
+    // 2 packages x 2 threads: two tasks must land on different cores.
+    let sc = Scenario::builder(&cat(), "masa-2x2ht")
+        .unwrap()
+        .duration_ms(10)
+        .task("gzip", None)
+        .unwrap()
+        .task("mesa", None)
+        .unwrap()
+        .build();
+    let mut sim = Simulation::new(&sc, 1).unwrap();
+    sim.advance(1_000_000).unwrap();
+    let running: Vec<usize> = sim
+        .cpu_rates()
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.0.is_some())
+        .map(|(c, _)| c)
+        .collect();
+    assert_eq!(running.len(), 2);
+    assert_ne!(running[0] / 2, running[1] / 2, "same core: {running:?}");
+}
+
+#[test]
+fn balancer_spreads_unpinned_tasks_and_respects_affinity() {
+    let mut b = Scenario::builder(&cat(), "xeon-4x8x1")
+        .unwrap()
+        .duration_ms(500);
+    for _ in 0..8 {
+        b = b.task("gzip", pinned("0-1")).unwrap();
+    }
+    for _ in 0..32 {
+        b = b.task("mesa", None).unwrap();
+    }
+    let sc = b.build();
+    let mut sim = Simulation::new(&sc, 5).unwrap();
+    for _ in 0..5 {
+        let obs = sim.advance(100_000_000).unwrap();
+        for t in &obs.tasks[..8] {
+            if let Some(c) = t.cpu {
+                assert!(c <= 1, "pinned task on CPU {c}");
+            }
+        }
+    }
+    let obs = sim.advance(100_000_000).unwrap();
+    // Every CPU busy: 40 tasks over 32 CPUs.
+    assert!(obs.cpus.iter().all(|c| c.busy_fraction > 0.99));
+}
+
+#[test]
+fn set_affinity_moves_running_task_and_counts_migration() {
+    let sc = Scenario::builder(&cat(), "xeon-4x8x1")
+        .unwrap()
+        .duration_ms(100)
+        .task("art", pinned("0"))
+        .unwrap()
+        .build();
+    let mut sim = Simulation::new(&sc, 1).unwrap();
+    sim.advance(20_000_000).unwrap();
+    sim.apply(&Action::SetAffinity {
+        task: TaskId(0),
+        cpus: CpuSet::single(9),
+    })
+    .unwrap();
+    let obs = sim.advance(20_000_000).unwrap();
+    assert_eq!(obs.tasks[0].cpu, Some(9));
+    assert_eq!(sim.counters(0).unwrap().migrations, 1);
+    // New package: cold cache, refilled quickly but not for free.
+    assert!(sim.cache_occupancy()[0] > 0.0);
+    assert!(sim
+        .apply(&Action::SetAffinity {
+            task: TaskId(0),
+            cpus: CpuSet::new()
+        })
+        .is_err());
+    assert!(sim
+        .apply(&Action::Swap {
+            a: TaskId(0),
+            b: TaskId(7)
+        })
+        .is_err());
+}
+
+#[test]
+fn same_seed_same_json() {
+    let sc = Scenario::builder(&cat(), "masa-2x2ht")
+        .unwrap()
+        .duration_ms(400)
+        .task("INT", None)
+        .unwrap()
+        .task("FP", None)
+        .unwrap()
+        .task("L2C", None)
+        .unwrap()
+        .task("MEM", None)
+        .unwrap()
+        .task("tpch", None)
+        .unwrap()
+        .build();
+    let a = serde_json::to_string(&run(&sc, 9, None, None, 50_000_000).unwrap()).unwrap();
+    let b = serde_json::to_string(&run(&sc, 9, None, None, 50_000_000).unwrap()).unwrap();
+    assert_eq!(a, b);
+}

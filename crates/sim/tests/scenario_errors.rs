@@ -1,0 +1,133 @@
+//! Scenario files: every shipped scenario loads, and each kind of bad input gives one precise
+//! error naming the file, line and field path.
+
+use counterpoint_sim::{Catalog, Scenario, ScenarioError};
+use std::path::Path;
+
+fn load(src: &str) -> Result<Scenario, ScenarioError> {
+    Scenario::from_toml_str(src, "bad.toml", &Catalog::builtin())
+}
+
+const GOOD: &str = r#"name = "t"
+machine = "zhang-smp"
+duration_ms = 100
+
+[[task]]
+program = "gzip"
+cpus = "0"
+"#;
+
+#[test]
+fn every_shipped_scenario_loads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let sc = Scenario::from_file(&path, &Catalog::builtin())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(!sc.tasks.is_empty());
+            n += 1;
+        }
+    }
+    assert!(n >= 12, "only {n} scenarios");
+}
+
+#[test]
+fn good_scenario_parses_with_defaults() {
+    let sc = load(GOOD).unwrap();
+    assert_eq!(sc.tick_us, 1000);
+    assert_eq!(sc.epoch_ms, 100);
+    assert_eq!(sc.policy, "linux");
+    assert!(sc.tasks[0].repeat);
+    assert_eq!(sc.tasks[0].affinity.as_ref().unwrap().to_list(), "0");
+}
+
+#[test]
+fn unknown_top_level_key() {
+    let e =
+        load(&GOOD.replace("duration_ms = 100", "duration_ms = 100\ndurration = 5")).unwrap_err();
+    assert_eq!(
+        (e.file.as_str(), e.line, e.path.as_str()),
+        ("bad.toml", 4, "durration")
+    );
+    assert!(e.message.contains("unknown field `durration`"), "{e}");
+}
+
+#[test]
+fn unknown_task_key() {
+    let e = load(&GOOD.replace("cpus = \"0\"", "cpus = \"0\"\npriority = 3")).unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (8, "task[0].priority"));
+    assert!(e.message.contains("unknown field `priority`"), "{e}");
+}
+
+#[test]
+fn wrong_type() {
+    let e = load(&GOOD.replace("duration_ms = 100", "duration_ms = \"long\"")).unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (3, "duration_ms"));
+    assert!(e.message.contains("invalid type"), "{e}");
+}
+
+#[test]
+fn missing_field() {
+    let e = load(&GOOD.replace("duration_ms = 100\n", "")).unwrap_err();
+    assert!(e.message.contains("missing field `duration_ms`"), "{e}");
+}
+
+#[test]
+fn unknown_machine_and_program() {
+    let e = load(&GOOD.replace("zhang-smp", "cray-1")).unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (2, "machine"));
+    assert!(e.message.contains("unknown machine \"cray-1\""), "{e}");
+    assert!(e.message.contains("masa-2x2ht"), "lists the catalog: {e}");
+    let e = load(&GOOD.replace("\"gzip\"", "\"gzipp\"")).unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (6, "task[0].program"));
+    assert!(e.message.contains("unknown program \"gzipp\""), "{e}");
+}
+
+#[test]
+fn bad_cpu_lists() {
+    let e = load(&GOOD.replace("cpus = \"0\"", "cpus = \"3-1\"")).unwrap_err();
+    assert_eq!((e.line, e.column, e.path.as_str()), (7, 8, "task[0].cpus"));
+    assert!(e.message.contains("reversed range"), "{e}");
+    let e = load(&GOOD.replace("cpus = \"0\"", "cpus = \"0-5\"")).unwrap_err();
+    assert_eq!(e.path, "task[0].cpus");
+    assert!(e.message.contains("does not have"), "{e}");
+}
+
+#[test]
+fn task_needs_exactly_one_workload() {
+    let e = load(&GOOD.replace(
+        "program = \"gzip\"",
+        "program = \"gzip\"\nserver = \"tpch\"",
+    ))
+    .unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (5, "task[0]"));
+    assert!(e.message.contains("exactly one of"), "{e}");
+}
+
+#[test]
+fn out_of_range_values() {
+    let e = load(&GOOD.replace("duration_ms = 100", "duration_ms = 100\ntick_us = 1")).unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (4, "tick_us"));
+    let e = load(&GOOD.replace("duration_ms = 100", "duration_ms = 0")).unwrap_err();
+    assert_eq!(e.path, "duration_ms");
+    let e = load(&format!("{GOOD}\n[sched]\ntimeslice_ms = -4.0\n")).unwrap_err();
+    assert_eq!(e.path, "sched");
+    assert!(e.message.contains("timeslice_ms"), "{e}");
+    let e = load(&format!("{GOOD}\n[sched]\nslice = 4\n")).unwrap_err();
+    assert_eq!(e.path, "sched.slice");
+}
+
+#[test]
+fn toml_syntax_error_has_a_line() {
+    let e = load("name = \"t\"\nmachine = zhang\n").unwrap_err();
+    assert_eq!(e.line, 2);
+    assert_eq!(e.to_string().split(':').next(), Some("bad.toml"));
+}
+
+#[test]
+fn unreadable_file() {
+    let e = Scenario::from_file(Path::new("/nonexistent/x.toml"), &Catalog::builtin()).unwrap_err();
+    assert!(e.message.contains("cannot read"), "{e}");
+}

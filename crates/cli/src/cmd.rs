@@ -13,6 +13,7 @@ pub mod simulate_plot;
 pub mod experiment;
 
 // [mod: host]
+pub mod agent;
 
 // [mod: selfmon]
 

@@ -41,7 +41,8 @@ enum Command {
     /// masa-placement, masa-testcases, di-vs-oracle, all).
     Experiment(cmd::experiment::ExperimentArgs),
     // [commands: host]
-
+    /// Observe, decide, act on this host with a placement policy; always restores affinities.
+    Agent(cmd::agent::AgentArgs),
     // [commands: selfmon]
 
     // [commands: lockprof]
@@ -59,7 +60,7 @@ fn main() -> ExitCode {
         // [dispatch: policy]
         Command::Experiment(args) => cmd::experiment::run(args),
         // [dispatch: host]
-
+        Command::Agent(args) => cmd::agent::run(args),
         // [dispatch: selfmon]
 
         // [dispatch: lockprof]

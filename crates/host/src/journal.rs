@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 pub enum JournalError {
     #[error("journal {path}: another agent holds its lock ({lock}); refusing to start")]
     Locked { path: PathBuf, lock: PathBuf },
-    #[error("journal {path}: {what}: {source}")]
+    #[error("journal {path}: {what}")]
     Io {
         path: PathBuf,
         what: &'static str,

@@ -18,7 +18,6 @@ use counterpoint_core::task::{TaskId, TaskInfo};
 use counterpoint_core::topology::Topology;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Events this host counts without a PMU.
@@ -54,7 +53,7 @@ pub struct Host {
     prev: BTreeMap<u32, ThreadTimes>,
     prev_cpu: BTreeMap<CpuId, (u64, u64)>,
     started: Instant,
-    stop: Option<Arc<AtomicBool>>,
+    stop: Option<&'static AtomicBool>,
 }
 
 impl Host {
@@ -81,7 +80,7 @@ impl Host {
     }
 
     /// A flag that cuts the wait in [`Machine::advance`] short (set from a signal handler).
-    pub fn set_stop_flag(&mut self, flag: Arc<AtomicBool>) {
+    pub fn set_stop_flag(&mut self, flag: &'static AtomicBool) {
         self.stop = Some(flag);
     }
 

@@ -1,0 +1,303 @@
+//! `counterpoint agent`: MASA's user-level daemon made safe. Every interval it observes the
+//! target processes, asks the policy for actions, and applies them (or only logs them with
+//! `--dry-run`). Every affinity change is journaled before it is made; on normal exit, SIGINT or
+//! SIGTERM every task is put back, and a journal left by a crashed agent is restored at start.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use counterpoint_core::action::Action;
+use counterpoint_core::machine::{Machine, Policy};
+use counterpoint_core::task::TaskId;
+use counterpoint_host::journal::RestoreReport;
+use counterpoint_host::machine::HOST_EVENTS;
+use counterpoint_host::{Host, Journal, TargetSpec};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+#[derive(Args)]
+pub struct AgentArgs {
+    /// Placement policy (see `counterpoint policies`; `spread` runs without a PMU).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Observation interval: `1s`, `500ms`, `2.5s`.
+    #[arg(long, default_value = "1s")]
+    interval: String,
+    /// Log decisions without applying them (MASA's log-only mode). No journal is needed.
+    #[arg(long)]
+    dry_run: bool,
+    /// Which processes: all, pid:1,2,..., comm:REGEX, cgroup:PATH, user:NAME.
+    #[arg(long, default_value = "all")]
+    targets: String,
+    /// The safety-net journal (locked; a second agent on it refuses to start).
+    #[arg(long, default_value = "/run/counterpoint-agent.journal")]
+    journal: PathBuf,
+    /// A task changed by the agent is not changed again for this many intervals (hysteresis).
+    #[arg(long, default_value_t = 3)]
+    min_residency: u32,
+    /// Log as JSON lines instead of text.
+    #[arg(long)]
+    log_json: bool,
+    /// Restore what the journal records and exit.
+    #[arg(long)]
+    restore_only: bool,
+    /// `spread` only: CPUs used (task-clock / wall time) from which a task counts as hungry.
+    #[arg(long)]
+    hungry_cpus: Option<f64>,
+    /// Stop after this many intervals (then restore), for scripted runs.
+    #[arg(long)]
+    max_intervals: Option<u64>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only async-signal-safe work: two atomic stores.
+    SIGNAL.store(sig, Ordering::SeqCst);
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() -> Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to atomics, which is async-signal-safe.
+        let prev = unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+        if prev == libc::SIG_ERR {
+            bail!("cannot install a handler for signal {sig}");
+        }
+    }
+    Ok(())
+}
+
+/// Parse `1s`, `250ms`, `2.5s`, `1m` into nanoseconds.
+pub fn parse_interval(s: &str) -> Result<u64> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1e9)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60e9)
+    } else {
+        bail!("--interval {s:?}: expected a number with ms, s or m (e.g. 1s, 500ms)");
+    };
+    let v: f64 = num
+        .parse()
+        .with_context(|| format!("--interval {s:?}: {num:?} is not a number"))?;
+    let ns = v * mult;
+    if !(ns.is_finite() && ns >= 10e6) {
+        bail!("--interval {s:?}: must be at least 10ms");
+    }
+    Ok(ns as u64)
+}
+
+struct Log {
+    json: bool,
+}
+
+impl Log {
+    fn event(&self, kind: &str, fields: serde_json::Value) {
+        if self.json {
+            let mut obj = json!({ "ts_ms": now_ms(), "event": kind });
+            if let (Some(o), Some(f)) = (obj.as_object_mut(), fields.as_object()) {
+                for (k, v) in f {
+                    o.insert(k.clone(), v.clone());
+                }
+            }
+            eprintln!("{obj}");
+        } else {
+            eprintln!("counterpoint agent: {kind} {fields}");
+        }
+    }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+fn report_json(r: &RestoreReport) -> serde_json::Value {
+    json!({
+        "restored": r.restored.iter().map(|(t, s)| json!({"tid": t, "cpus": s.to_list()})).collect::<Vec<_>>(),
+        "left_alone": r.left_alone.iter().map(|(t, s)| json!({"tid": t, "cpus": s.to_list()})).collect::<Vec<_>>(),
+        "gone": r.gone,
+        "failed": r.failed.iter().map(|(t, e)| json!({"tid": t, "error": e})).collect::<Vec<_>>(),
+    })
+}
+
+pub fn run(args: AgentArgs) -> Result<ExitCode> {
+    let log = Log {
+        json: args.log_json,
+    };
+    let online = counterpoint_host::affinity::online_cpus();
+
+    if args.restore_only {
+        let mut j = Journal::open(&args.journal)?;
+        let r = j.restore_all(&online)?;
+        log.event("restored", report_json(&r));
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    // Everything that can be refused is checked before anything on the host changes.
+    let Some(policy_name) = args.policy.as_deref() else {
+        bail!(
+            "--policy is required (known: {})",
+            counterpoint_policy::names().join(", ")
+        );
+    };
+    let mut policy = counterpoint_policy::by_name(policy_name)?;
+    if let Some(h) = args.hungry_cpus {
+        if policy_name != "spread" || !(h > 0.0 && h.is_finite()) {
+            bail!("--hungry-cpus {h}: only for --policy spread, and must be positive");
+        }
+        policy = Box::new(counterpoint_policy::Spread::new(h));
+    }
+    let missing: Vec<&str> = policy
+        .required_events()
+        .into_iter()
+        .filter(|e| !HOST_EVENTS.contains(e))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "policy {policy_name:?} needs events this host cannot count (no hardware PMU): {}; \
+             available: {}",
+            missing.join(", "),
+            HOST_EVENTS.join(", ")
+        );
+    }
+    let interval_ns = parse_interval(&args.interval)?;
+    let targets = TargetSpec::parse(&args.targets)?;
+
+    let journal = if args.dry_run {
+        None
+    } else {
+        let mut j = Journal::open(&args.journal)?;
+        if j.has_entries() {
+            // A previous agent died without restoring: put its tasks back first.
+            let r = j.restore_all(&online)?;
+            log.event(
+                "recovered",
+                json!({"journal": args.journal.display().to_string(), "report": report_json(&r)}),
+            );
+        }
+        Some(j)
+    };
+    let mut host = Host::new(targets, journal)?;
+    if !args.dry_run {
+        host.check_permissions()
+            .context("insufficient privileges for the target processes; nothing was changed")?;
+    }
+    install_signal_handlers()?;
+    host.set_stop_flag(&STOP);
+    log.event(
+        "start",
+        json!({
+            "policy": policy.name(), "interval_ns": interval_ns, "dry_run": args.dry_run,
+            "targets": args.targets, "journal": args.journal.display().to_string(),
+            "online": online.to_list(), "pid": std::process::id(),
+        }),
+    );
+
+    let result = run_loop(&mut host, policy.as_mut(), interval_ns, &args, &log);
+    let restore = host.restore();
+    let sig = SIGNAL.load(Ordering::SeqCst);
+    match &restore {
+        Ok(r) => log.event("restored", json!({"signal": sig, "report": report_json(r)})),
+        Err(e) => log.event("restore_failed", json!({"error": e.to_string()})),
+    }
+    result?;
+    restore?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_loop(
+    host: &mut Host,
+    policy: &mut dyn Policy,
+    interval_ns: u64,
+    args: &AgentArgs,
+    log: &Log,
+) -> Result<()> {
+    let mut last_change: BTreeMap<TaskId, u64> = BTreeMap::new();
+    let mut epoch: u64 = 0;
+    while !STOP.load(Ordering::SeqCst) {
+        if args.max_intervals.is_some_and(|m| epoch >= m) {
+            break;
+        }
+        let obs = host.advance(interval_ns)?;
+        if STOP.load(Ordering::SeqCst) {
+            break;
+        }
+        epoch += 1;
+        let topology = host.topology().clone();
+        let actions = policy.decide(&topology, &obs);
+        for action in actions {
+            let tasks = action.tasks();
+            // Already where the policy wants it: nothing to do.
+            if let Action::SetAffinity { task, cpus } = &action {
+                let want = cpus.intersection(host.online());
+                if obs.task(*task).is_some_and(|t| t.affinity == want) {
+                    continue;
+                }
+            }
+            let held = tasks.iter().find(|t| {
+                last_change
+                    .get(t)
+                    .is_some_and(|&e| epoch - e < args.min_residency as u64)
+            });
+            let desc = serde_json::to_value(&action).unwrap_or_default();
+            if let Some(t) = held {
+                log.event(
+                    "held",
+                    json!({"epoch": epoch, "action": desc, "task": t.0, "reason": "minimum residency"}),
+                );
+                continue;
+            }
+            if args.dry_run {
+                log.event(
+                    "decision",
+                    json!({"epoch": epoch, "action": desc, "applied": false}),
+                );
+                continue;
+            }
+            match host.apply(&action) {
+                Ok(()) => {
+                    log.event(
+                        "decision",
+                        json!({"epoch": epoch, "action": desc, "applied": true}),
+                    );
+                    for t in tasks {
+                        last_change.insert(t, epoch);
+                    }
+                }
+                Err(counterpoint_host::HostError::Affinity(e)) => {
+                    // A task that exited or refused mid-action does not stop the agent.
+                    log.event(
+                        "action_failed",
+                        json!({"epoch": epoch, "action": desc, "error": e.to_string()}),
+                    );
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_interval;
+
+    #[test]
+    fn intervals() {
+        assert_eq!(parse_interval("1s").ok(), Some(1_000_000_000));
+        assert_eq!(parse_interval("250ms").ok(), Some(250_000_000));
+        assert_eq!(parse_interval("1.5s").ok(), Some(1_500_000_000));
+        assert!(parse_interval("5").is_err());
+        assert!(parse_interval("1ms").is_err());
+        assert!(parse_interval("xs").is_err());
+    }
+}

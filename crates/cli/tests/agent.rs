@@ -1,0 +1,295 @@
+//! The agent on real processes: spread pins two busy loops apart, SIGTERM restores, SIGKILL +
+//! restart restores from the journal, and bad input changes nothing.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
+
+/// The tests share two CPUs; run them one at a time so each sees its loops as CPU-hungry.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A busy shell loop, killed when dropped.
+struct Busy(Child);
+
+impl Busy {
+    fn spawn() -> Self {
+        Busy(
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("spawn sh"),
+        )
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cpus_allowed(pid: u32) -> String {
+    let s = fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    s.lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list")
+        .trim()
+        .to_string()
+}
+
+fn online() -> String {
+    fs::read_to_string("/sys/devices/system/cpu/online")
+        .expect("online")
+        .trim()
+        .to_string()
+}
+
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if f() {
+            return true;
+        }
+        sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+fn start_agent(policy: &str, targets: &str, journal: &Path) -> Agent {
+    Agent(
+        Command::new(BIN)
+            .args([
+                "agent",
+                "--policy",
+                policy,
+                "--interval",
+                "200ms",
+                "--min-residency",
+                "1",
+            ])
+            .args(["--targets", targets, "--journal"])
+            .arg(journal)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn agent"),
+    )
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) with a pid we spawned.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+fn two_cpus() -> bool {
+    online() == "0-1" || online().contains(',') || online().contains('-')
+}
+
+fn pinned_apart(a: u32, b: u32) -> bool {
+    let (ca, cb) = (cpus_allowed(a), cpus_allowed(b));
+    ca != online() && cb != online() && ca != cb
+}
+
+#[test]
+fn spread_pins_then_sigterm_restores() {
+    let _g = serial();
+    if !two_cpus() {
+        eprintln!("skipped: needs at least two online CPUs");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("agent.journal");
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
+    let mut agent = start_agent("spread", &format!("pid:{},{}", a.pid(), b.pid()), &journal);
+    assert!(
+        wait_until(Duration::from_secs(10), || pinned_apart(a.pid(), b.pid())),
+        "spread did not pin the two busy loops to different CPUs: {} / {}",
+        cpus_allowed(a.pid()),
+        cpus_allowed(b.pid())
+    );
+    // The journal holds the originals while the agent runs.
+    let text = fs::read_to_string(&journal).expect("journal");
+    assert!(text.contains(&format!("\"{}\"", a.pid())), "{text}");
+    signal(agent.0.id(), libc::SIGTERM);
+    let status = agent.0.wait().expect("wait");
+    assert!(status.success(), "agent exit {status:?}");
+    assert_eq!((cpus_allowed(a.pid()), cpus_allowed(b.pid())), before);
+}
+
+#[test]
+fn sigkill_then_restart_restores_from_journal() {
+    let _g = serial();
+    if !two_cpus() {
+        eprintln!("skipped: needs at least two online CPUs");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("agent.journal");
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
+    let targets = format!("pid:{},{}", a.pid(), b.pid());
+    let mut agent = start_agent("spread", &targets, &journal);
+    assert!(wait_until(Duration::from_secs(10), || pinned_apart(
+        a.pid(),
+        b.pid()
+    )));
+    signal(agent.0.id(), libc::SIGKILL);
+    let _ = agent.0.wait();
+    // Killed: nothing restored yet.
+    assert!(pinned_apart(a.pid(), b.pid()));
+    // The baseline policy changes nothing, so what we see after its start is the recovery.
+    let mut again = start_agent("linux", &targets, &journal);
+    assert!(
+        wait_until(Duration::from_secs(10), || (
+            cpus_allowed(a.pid()),
+            cpus_allowed(b.pid())
+        ) == before),
+        "not restored after restart"
+    );
+    signal(again.0.id(), libc::SIGTERM);
+    assert!(again.0.wait().expect("wait").success());
+}
+
+#[test]
+fn task_that_changed_its_own_affinity_is_left_alone() {
+    let _g = serial();
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("agent.journal");
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let mut agent = start_agent("spread", &format!("pid:{},{}", a.pid(), b.pid()), &journal);
+    assert!(wait_until(Duration::from_secs(10), || pinned_apart(
+        a.pid(),
+        b.pid()
+    )));
+    // Someone else (here: taskset) moves A after the agent did.
+    let own = if cpus_allowed(a.pid()) == "0" {
+        "1"
+    } else {
+        "0"
+    };
+    let ok = Command::new("taskset")
+        .args(["-pc", own, &a.pid().to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return; // no taskset here
+    }
+    signal(agent.0.id(), libc::SIGKILL);
+    let _ = agent.0.wait();
+    let out = Command::new(BIN)
+        .args(["agent", "--restore-only", "--journal"])
+        .arg(&journal)
+        .output()
+        .expect("restore-only");
+    assert!(out.status.success());
+    assert_eq!(cpus_allowed(a.pid()), own, "A's own choice was overridden");
+    assert_eq!(cpus_allowed(b.pid()), online(), "B not restored");
+}
+
+fn run_fails(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().expect("run");
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("j");
+    let j = journal.to_str().expect("utf8");
+    let a = Busy::spawn();
+    let before = cpus_allowed(a.pid());
+    let t = format!("pid:{}", a.pid());
+    let e = run_fails(&["agent", "--policy", "nope", "--targets", &t, "--journal", j]);
+    assert!(
+        e.contains("unknown policy \"nope\"") && e.contains("spread"),
+        "{e}"
+    );
+    let e = run_fails(&[
+        "agent",
+        "--policy",
+        "spread",
+        "--targets",
+        "pid:1,zz",
+        "--journal",
+        j,
+    ]);
+    assert!(e.contains("\"zz\""), "{e}");
+    let e = run_fails(&["agent", "--policy", "masa", "--targets", &t, "--journal", j]);
+    assert!(e.contains("instructions"), "{e}");
+    let e = run_fails(&[
+        "agent",
+        "--policy",
+        "spread",
+        "--targets",
+        &t,
+        "--journal",
+        "/proc/no/such/j",
+    ]);
+    assert!(e.contains("/proc/no/such/j"), "{e}");
+    // A second agent on a journal that is in use.
+    let mut first = start_agent("linux", &t, &journal);
+    assert!(wait_until(Duration::from_secs(5), || journal.exists()));
+    sleep(Duration::from_millis(300));
+    let e = run_fails(&[
+        "agent",
+        "--policy",
+        "spread",
+        "--targets",
+        &t,
+        "--journal",
+        j,
+    ]);
+    assert!(e.contains("another agent"), "{e}");
+    signal(first.0.id(), libc::SIGTERM);
+    let _ = first.0.wait();
+    // Insufficient privileges: as nobody, on a root-owned process.
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 && Path::new("/usr/bin/setpriv").exists() {
+        let open_dir = tempfile::tempdir_in("/tmp").expect("tempdir");
+        let mut perms = fs::metadata(open_dir.path()).expect("meta").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o777);
+        fs::set_permissions(open_dir.path(), perms).expect("chmod");
+        let nj = open_dir.path().join("nobody.journal");
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+            .args(["agent", "--policy", "spread", "--targets", &t, "--journal"])
+            .arg(&nj)
+            .output()
+            .expect("setpriv");
+        assert!(!out.status.success());
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains("insufficient privileges"), "{e}");
+    }
+    assert_eq!(cpus_allowed(a.pid()), before);
+}

@@ -14,6 +14,8 @@ pub mod experiment;
 
 // [mod: host]
 pub mod agent;
+pub mod burn;
+pub mod calibrate;
 
 // [mod: selfmon]
 

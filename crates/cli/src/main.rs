@@ -43,6 +43,10 @@ enum Command {
     // [commands: host]
     /// Observe, decide, act on this host with a placement policy; always restores affinities.
     Agent(cmd::agent::AgentArgs),
+    /// Run a MASA probe program: int, fp, l2 (cache-resident) or mem (streaming).
+    Burn(cmd::burn::BurnArgs),
+    /// Co-run the probe programs in pairs and report ΔT per pair (ΔL where a PMU exists).
+    Calibrate(cmd::calibrate::CalibrateArgs),
     // [commands: selfmon]
 
     // [commands: lockprof]
@@ -61,6 +65,8 @@ fn main() -> ExitCode {
         Command::Experiment(args) => cmd::experiment::run(args),
         // [dispatch: host]
         Command::Agent(args) => cmd::agent::run(args),
+        Command::Burn(args) => cmd::burn::run(args),
+        Command::Calibrate(args) => cmd::calibrate::run(args),
         // [dispatch: selfmon]
 
         // [dispatch: lockprof]

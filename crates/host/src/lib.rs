@@ -7,6 +7,7 @@
 pub mod affinity;
 pub mod journal;
 pub mod machine;
+pub mod probe;
 pub mod procfs;
 pub mod sysfs;
 pub mod targets;

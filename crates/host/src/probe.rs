@@ -1,0 +1,310 @@
+//! MASA's probe programs, as real code that stresses one resource each, and the load
+//! calibration that co-runs them in pairs.
+//!
+//! - `int`: a dependent chain of integer multiply/xor/shift (the integer ALUs);
+//! - `fp`: eight independent fused multiply-add chains (the FP units);
+//! - `l2`: a random pointer chase over a working set of half the L2 (L2 hits, L1 misses);
+//! - `mem`: a streaming read-modify-write pass over a buffer 8x the LLC (at least 64 MiB).
+//!
+//! Each probe counts completed *work units* (fixed amounts of work), so its rate over a timed
+//! run gives the time a fixed amount of work would take: ΔT of a pair = solo rate / coupled
+//! rate - 1.
+
+use crate::affinity;
+use counterpoint_core::cpuset::{CpuId, CpuSet};
+use counterpoint_core::topology::Topology;
+use serde::Serialize;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Which resource a probe stresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeKind {
+    Int,
+    Fp,
+    L2,
+    Mem,
+}
+
+impl ProbeKind {
+    pub const ALL: [ProbeKind; 4] = [ProbeKind::Int, ProbeKind::Fp, ProbeKind::L2, ProbeKind::Mem];
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeKind::Int => "int",
+            ProbeKind::Fp => "fp",
+            ProbeKind::L2 => "l2",
+            ProbeKind::Mem => "mem",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+/// Buffer sizes the probes use, from the topology's caches.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ProbeSizes {
+    pub l2_working_set_bytes: usize,
+    pub mem_buffer_bytes: usize,
+}
+
+impl ProbeSizes {
+    pub fn for_topology(t: &Topology) -> Self {
+        let size_of = |level: u8| {
+            t.cache_domains(level)
+                .iter()
+                .filter_map(|c| c.size_bytes)
+                .max()
+        };
+        let l2 = size_of(2).unwrap_or(1 << 20) as usize;
+        let llc = t.llc_level().and_then(size_of).unwrap_or(32 << 20) as usize;
+        Self {
+            l2_working_set_bytes: (l2 / 2).max(64 << 10),
+            // 8x the LLC, at least 64 MiB; capped at 1 GiB (VMs can report a host-sized LLC).
+            mem_buffer_bytes: (llc * 8).clamp(64 << 20, 1 << 30),
+        }
+    }
+}
+
+/// What one probe run did.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ProbeRun {
+    pub units: u64,
+    pub elapsed_s: f64,
+}
+
+impl ProbeRun {
+    pub fn units_per_s(&self) -> f64 {
+        if self.elapsed_s > 0.0 {
+            self.units as f64 / self.elapsed_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Run a probe on the calling thread until `duration` passes or `stop` is set.
+/// Buffers are allocated and touched before the clock starts.
+pub fn run(kind: ProbeKind, sizes: ProbeSizes, duration: Duration, stop: &AtomicBool) -> ProbeRun {
+    let next = match kind {
+        ProbeKind::L2 => chase_ring(sizes.l2_working_set_bytes / std::mem::size_of::<usize>()),
+        _ => Vec::new(),
+    };
+    let mut buf = match kind {
+        ProbeKind::Mem => vec![1u64; sizes.mem_buffer_bytes / std::mem::size_of::<u64>()],
+        _ => Vec::new(),
+    };
+    let t0 = Instant::now();
+    let mut units = 0u64;
+    let done = || t0.elapsed() >= duration || stop.load(Ordering::Relaxed);
+    match kind {
+        ProbeKind::Int => {
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            while !done() {
+                for _ in 0..(1 << 16) {
+                    x = x.wrapping_mul(0x5851_F42D_4C95_7F2D) ^ (x >> 29);
+                    x = x.wrapping_add(0x1405_7B7E_F767_814F);
+                }
+                x = black_box(x);
+                units += 1;
+            }
+        }
+        ProbeKind::Fp => {
+            let mut acc = [1.0f64, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7];
+            let (a, b) = (black_box(0.999_999_9f64), black_box(1e-7f64));
+            while !done() {
+                for _ in 0..(1 << 14) {
+                    for v in acc.iter_mut() {
+                        *v = v.mul_add(a, b);
+                    }
+                }
+                acc = black_box(acc);
+                units += 1;
+            }
+        }
+        ProbeKind::L2 => {
+            let mut i = 0usize;
+            while !done() {
+                for _ in 0..(1 << 14) {
+                    i = next[i];
+                }
+                i = black_box(i);
+                units += 1;
+            }
+        }
+        ProbeKind::Mem => {
+            let n = buf.len();
+            // One unit = one 1 MiB slice read and written, stepping through the whole buffer.
+            let slice = (1 << 20) / std::mem::size_of::<u64>();
+            let mut off = 0usize;
+            while !done() {
+                let end = (off + slice).min(n);
+                for v in &mut buf[off..end] {
+                    *v = v.wrapping_add(1);
+                }
+                black_box(&buf[off]);
+                off = if end >= n { 0 } else { end };
+                units += 1;
+            }
+        }
+    }
+    ProbeRun {
+        units,
+        elapsed_s: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// A single random cycle over `n` slots (Sattolo's algorithm), so the chase visits every slot
+/// and the prefetcher cannot guess the next one.
+fn chase_ring(n: usize) -> Vec<usize> {
+    let mut next: Vec<usize> = (0..n).collect();
+    let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+    for i in (1..n).rev() {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let j = (seed % i as u64) as usize;
+        next.swap(i, j);
+    }
+    next
+}
+
+/// One row of the calibration table: probe `a` on the first CPU, `b` on the second.
+#[derive(Clone, Debug, Serialize)]
+pub struct PairResult {
+    pub a: ProbeKind,
+    pub b: ProbeKind,
+    /// ΔT of `a` when co-running with `b`: solo rate / coupled rate - 1.
+    pub delta_t_a: f64,
+    pub delta_t_b: f64,
+}
+
+/// The whole calibration.
+#[derive(Clone, Debug, Serialize)]
+pub struct CalibrationTable {
+    pub cpus: (CpuId, CpuId),
+    /// Whether the two CPUs are SMT siblings of one core (MASA's setting) or separate cores.
+    pub smt_siblings: bool,
+    pub seconds_per_run: f64,
+    pub sizes: ProbeSizes,
+    pub solo_units_per_s: Vec<(ProbeKind, f64)>,
+    pub pairs: Vec<PairResult>,
+    /// ΔL (change in each resource's event rate) needs a hardware PMU.
+    pub delta_l: Option<String>,
+}
+
+fn pinned_run(
+    cpu: CpuId,
+    online: &CpuSet,
+    kind: ProbeKind,
+    sizes: ProbeSizes,
+    d: Duration,
+    stop: &AtomicBool,
+) -> ProbeRun {
+    // Pin the calling thread (tid 0 = self) so the pair really shares the chosen CPUs.
+    let _ = affinity::set(0, &CpuSet::single(cpu), online);
+    run(kind, sizes, d, stop)
+}
+
+/// The two CPUs to co-run on: SMT siblings if the machine has them, else the first two online.
+pub fn calibration_cpus(t: &Topology) -> Option<(CpuId, CpuId, bool)> {
+    if let Some(core) = t.cores().into_iter().find(|c| c.len() >= 2) {
+        let v: Vec<CpuId> = core.iter().take(2).collect();
+        return Some((v[0], v[1], true));
+    }
+    let v: Vec<CpuId> = t.online_cpus().iter().take(2).collect();
+    (v.len() == 2).then(|| (v[0], v[1], false))
+}
+
+/// Co-run every unordered pair of probes (and each probe solo) for `d` each.
+pub fn calibrate(t: &Topology, d: Duration, stop: &AtomicBool) -> Option<CalibrationTable> {
+    let (c0, c1, smt) = calibration_cpus(t)?;
+    let online = t.online_cpus();
+    let sizes = ProbeSizes::for_topology(t);
+    let mut solo = Vec::new();
+    for k in ProbeKind::ALL {
+        let r = std::thread::scope(|s| {
+            s.spawn(|| pinned_run(c0, &online, k, sizes, d, stop))
+                .join()
+                .ok()
+        })?;
+        solo.push((k, r.units_per_s()));
+    }
+    let rate = |k: ProbeKind| {
+        solo.iter()
+            .find(|(x, _)| *x == k)
+            .map(|x| x.1)
+            .unwrap_or(0.0)
+    };
+    let mut pairs = Vec::new();
+    for (i, &a) in ProbeKind::ALL.iter().enumerate() {
+        for &b in &ProbeKind::ALL[i..] {
+            let (ra, rb) = std::thread::scope(|s| {
+                let ha = s.spawn(|| pinned_run(c0, &online, a, sizes, d, stop));
+                let hb = s.spawn(|| pinned_run(c1, &online, b, sizes, d, stop));
+                (ha.join().ok(), hb.join().ok())
+            });
+            let (ra, rb) = (ra?, rb?);
+            let dt = |solo: f64, co: f64| if co > 0.0 { solo / co - 1.0 } else { f64::NAN };
+            pairs.push(PairResult {
+                a,
+                b,
+                delta_t_a: dt(rate(a), ra.units_per_s()),
+                delta_t_b: dt(rate(b), rb.units_per_s()),
+            });
+        }
+    }
+    Some(CalibrationTable {
+        cpus: (c0, c1),
+        smt_siblings: smt,
+        seconds_per_run: d.as_secs_f64(),
+        sizes,
+        solo_units_per_s: solo,
+        pairs,
+        delta_l: Some("no PMU: ΔL unavailable".to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chase_ring_is_one_cycle() {
+        let next = chase_ring(1000);
+        let (mut i, mut steps) = (0usize, 0usize);
+        loop {
+            i = next[i];
+            steps += 1;
+            if i == 0 {
+                break;
+            }
+        }
+        assert_eq!(steps, 1000);
+    }
+
+    #[test]
+    fn each_probe_does_work_and_stops_on_the_flag() {
+        let sizes = ProbeSizes {
+            l2_working_set_bytes: 64 << 10,
+            mem_buffer_bytes: 4 << 20,
+        };
+        let stop = AtomicBool::new(false);
+        for k in ProbeKind::ALL {
+            let r = run(k, sizes, Duration::from_millis(30), &stop);
+            assert!(r.units > 0, "{k:?} did nothing");
+            assert!(r.elapsed_s >= 0.03);
+        }
+        stop.store(true, Ordering::Relaxed);
+        let r = run(ProbeKind::Int, sizes, Duration::from_secs(60), &stop);
+        assert!(r.elapsed_s < 1.0);
+    }
+
+    #[test]
+    fn parse_names() {
+        assert_eq!(ProbeKind::parse("l2"), Some(ProbeKind::L2));
+        assert_eq!(ProbeKind::parse("gpu"), None);
+    }
+}

@@ -16,6 +16,7 @@ pub mod experiment;
 pub mod agent;
 pub mod burn;
 pub mod calibrate;
+pub mod overhead;
 
 // [mod: selfmon]
 

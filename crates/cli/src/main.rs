@@ -47,6 +47,8 @@ enum Command {
     Burn(cmd::burn::BurnArgs),
     /// Co-run the probe programs in pairs and report ΔT per pair (ΔL where a PMU exists).
     Calibrate(cmd::calibrate::CalibrateArgs),
+    /// Measure the agent's own CPU time per wall second while it watches many threads.
+    AgentOverhead(cmd::overhead::OverheadArgs),
     // [commands: selfmon]
 
     // [commands: lockprof]
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
         Command::Agent(args) => cmd::agent::run(args),
         Command::Burn(args) => cmd::burn::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
+        Command::AgentOverhead(args) => cmd::overhead::run(args),
         // [dispatch: selfmon]
 
         // [dispatch: lockprof]

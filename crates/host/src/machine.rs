@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Events this host counts without a PMU.
+/// Events this host counts without a PMU (cpu-migrations only in detailed mode).
 pub const HOST_EVENTS: &[&str] = &[
     event::TASK_CLOCK,
     event::CONTEXT_SWITCHES,
@@ -54,6 +54,7 @@ pub struct Host {
     prev_cpu: BTreeMap<CpuId, (u64, u64)>,
     started: Instant,
     stop: Option<&'static AtomicBool>,
+    detailed: bool,
 }
 
 impl Host {
@@ -73,6 +74,7 @@ impl Host {
             prev_cpu: BTreeMap::new(),
             started: Instant::now(),
             stop: None,
+            detailed: false,
         };
         h.prev = h.snapshot_threads();
         h.prev_cpu = read_proc_stat_cpus();
@@ -118,7 +120,7 @@ impl Host {
         let mut out = BTreeMap::new();
         for pid in self.target_pids() {
             for tid in self.proc_.threads(pid) {
-                if let Some(t) = self.proc_.thread_times(pid, tid) {
+                if let Some(t) = self.read_times(pid, tid) {
                     out.insert(tid, t);
                 }
             }
@@ -153,6 +155,22 @@ impl Host {
             }
         }
         Ok(effective)
+    }
+
+    /// Detailed (`sched`, with migrations) or cheap (`schedstat`) per-thread counters.
+    fn read_times(&self, pid: u32, tid: u32) -> Option<ThreadTimes> {
+        if self.detailed {
+            self.proc_.thread_times(pid, tid)
+        } else {
+            self.proc_.thread_times_fast(pid, tid)
+        }
+    }
+
+    /// Read migrations too (`/proc/.../sched`, a longer file per thread) — for `top`; the agent
+    /// keeps the cheap path.
+    pub fn set_detailed(&mut self, detailed: bool) {
+        self.detailed = detailed;
+        self.prev = self.snapshot_threads();
     }
 
     fn process_affinity(&self, pid: u32) -> Option<CpuSet> {
@@ -224,7 +242,7 @@ impl Machine for Host {
                 continue;
             };
             let (mut run_ns, mut cs, mut mig, mut have_mig) = (0u64, 0u64, 0u64, true);
-            let mut runnable = false;
+            let runnable = st.state == 'R';
             for tid in self.proc_.threads(pid) {
                 let Some(t) = self.proc_.thread_times(pid, tid) else {
                     continue;
@@ -238,13 +256,6 @@ impl Machine for Host {
                     }
                 }
                 // A thread first seen now contributes from the next interval on.
-                if self
-                    .proc_
-                    .thread_stat(pid, tid)
-                    .is_some_and(|s| s.state == 'R')
-                {
-                    runnable = true;
-                }
                 now.insert(tid, t);
             }
             let mut sample = Sample::new(Some(TaskId(pid as u64)), elapsed_ns);

@@ -17,6 +17,7 @@ pub mod agent;
 pub mod burn;
 pub mod calibrate;
 pub mod overhead;
+pub mod top;
 
 // [mod: selfmon]
 

@@ -49,6 +49,8 @@ enum Command {
     Calibrate(cmd::calibrate::CalibrateArgs),
     /// Measure the agent's own CPU time per wall second while it watches many threads.
     AgentOverhead(cmd::overhead::OverheadArgs),
+    /// Per-task CPU %, context switches, migrations (IPC/MPKI where a PMU exists), placement.
+    Top(cmd::top::TopArgs),
     // [commands: selfmon]
 
     // [commands: lockprof]
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Command::Burn(args) => cmd::burn::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::AgentOverhead(args) => cmd::overhead::run(args),
+        Command::Top(args) => cmd::top::run(args),
         // [dispatch: selfmon]
 
         // [dispatch: lockprof]

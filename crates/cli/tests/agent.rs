@@ -293,3 +293,34 @@ fn bad_input_is_refused_and_changes_nothing() {
     }
     assert_eq!(cpus_allowed(a.pid()), before);
 }
+
+#[test]
+fn top_once_json_reports_a_busy_loop() {
+    let _g = serial();
+    let a = Busy::spawn();
+    let out = Command::new(BIN)
+        .args([
+            "top",
+            "--once",
+            "--json",
+            "--interval",
+            "300ms",
+            "--targets",
+        ])
+        .arg(format!("pid:{}", a.pid()))
+        .output()
+        .expect("top");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let t = &v["tasks"][0];
+    assert_eq!(t["pid"].as_u64(), Some(a.pid() as u64));
+    let cpu = t["cpu_percent"].as_f64().expect("cpu_percent");
+    assert!(cpu > 20.0 && cpu < 105.0, "busy loop at {cpu} %");
+    assert_eq!(v["unavailable"]["ipc"], "no hardware PMU");
+    let e = run_fails(&["top", "--once", "--sort", "colour"]);
+    assert!(e.contains("colour"), "{e}");
+}

@@ -184,40 +184,62 @@ impl Journal {
         tid: u32,
         target: &CpuSet,
     ) -> Result<(), JournalError> {
-        if !self.data.threads.contains_key(&tid) {
-            let st = self.proc_.thread_stat(pid, tid);
-            let original = match affinity::get(tid) {
-                Ok(s) => s,
-                // Gone already: nothing to journal; the set call will report it.
-                Err(_) => return Ok(()),
-            };
-            self.data.threads.insert(
-                tid,
-                ThreadEntry {
-                    pid,
-                    comm: st.as_ref().map(|s| s.comm.clone()).unwrap_or_default(),
-                    starttime_ticks: st.map(|s| s.starttime_ticks).unwrap_or(0),
-                    original,
-                    applied: None,
-                    pending: None,
-                },
-            );
-        }
-        if let Some(e) = self.data.threads.get_mut(&tid) {
-            e.pending = Some(target.clone());
+        self.before_change_all(pid, &[tid], target)
+    }
+
+    /// [`Journal::before_change`] for several threads of one process, with one write.
+    pub fn before_change_all(
+        &mut self,
+        pid: u32,
+        tids: &[u32],
+        target: &CpuSet,
+    ) -> Result<(), JournalError> {
+        for &tid in tids {
+            if !self.data.threads.contains_key(&tid) {
+                let original = match affinity::get(tid) {
+                    Ok(s) => s,
+                    // Gone already: nothing to journal; the set call will report it.
+                    Err(_) => continue,
+                };
+                let st = self.proc_.thread_stat(pid, tid);
+                self.data.threads.insert(
+                    tid,
+                    ThreadEntry {
+                        pid,
+                        comm: st.as_ref().map(|s| s.comm.clone()).unwrap_or_default(),
+                        starttime_ticks: st.map(|s| s.starttime_ticks).unwrap_or(0),
+                        original,
+                        applied: None,
+                        pending: None,
+                    },
+                );
+            }
+            if let Some(e) = self.data.threads.get_mut(&tid) {
+                e.pending = Some(target.clone());
+            }
         }
         self.save()
     }
 
     /// Record the outcome of a change announced with [`Journal::before_change`].
     pub fn after_change(&mut self, tid: u32, applied: Option<&CpuSet>) -> Result<(), JournalError> {
-        if let Some(e) = self.data.threads.get_mut(&tid) {
-            e.pending = None;
-            if let Some(a) = applied {
-                e.applied = Some(a.clone());
-            }
-            if e.applied.is_none() {
-                self.data.threads.remove(&tid);
+        self.after_change_all(&[(tid, applied.cloned())])
+    }
+
+    /// [`Journal::after_change`] for several threads, with one write.
+    pub fn after_change_all(
+        &mut self,
+        outcomes: &[(u32, Option<CpuSet>)],
+    ) -> Result<(), JournalError> {
+        for (tid, applied) in outcomes {
+            if let Some(e) = self.data.threads.get_mut(tid) {
+                e.pending = None;
+                if let Some(a) = applied {
+                    e.applied = Some(a.clone());
+                }
+                if e.applied.is_none() {
+                    self.data.threads.remove(tid);
+                }
             }
         }
         self.save()

@@ -5,7 +5,7 @@
 
 use crate::affinity::{self, AffinityError};
 use crate::journal::{Journal, JournalError, RestoreReport};
-use crate::procfs::{Proc, ThreadTimes};
+use crate::procfs::{self, Proc, ThreadTimes};
 use crate::sysfs::{self, SysfsError};
 use crate::targets::TargetSpec;
 use counterpoint_core::action::Action;
@@ -55,6 +55,8 @@ pub struct Host {
     started: Instant,
     stop: Option<&'static AtomicBool>,
     detailed: bool,
+    /// Open `schedstat` files by thread id (closed when the thread is no longer seen).
+    open_stats: BTreeMap<u32, std::fs::File>,
 }
 
 impl Host {
@@ -75,6 +77,7 @@ impl Host {
             started: Instant::now(),
             stop: None,
             detailed: false,
+            open_stats: BTreeMap::new(),
         };
         h.prev = h.snapshot_threads();
         h.prev_cpu = read_proc_stat_cpus();
@@ -116,7 +119,7 @@ impl Host {
         }
     }
 
-    fn snapshot_threads(&self) -> BTreeMap<u32, ThreadTimes> {
+    fn snapshot_threads(&mut self) -> BTreeMap<u32, ThreadTimes> {
         let mut out = BTreeMap::new();
         for pid in self.target_pids() {
             for tid in self.proc_.threads(pid) {
@@ -143,26 +146,58 @@ impl Host {
             .into());
         }
         let journal = self.journal.as_mut().ok_or(HostError::NoJournal)?;
-        for tid in self.proc_.threads(pid) {
-            journal.before_change(pid, tid, &effective)?;
+        let tids = self.proc_.threads(pid);
+        // One journal write before any thread changes, one after all of them.
+        journal.before_change_all(pid, &tids, &effective)?;
+        let mut outcomes = Vec::with_capacity(tids.len());
+        let mut failure = None;
+        for &tid in &tids {
             match affinity::set(tid, &effective, &self.online) {
-                Ok(s) => journal.after_change(tid, Some(&s))?,
-                Err(AffinityError::Gone { .. }) => journal.after_change(tid, None)?,
+                Ok(s) => outcomes.push((tid, Some(s))),
+                Err(AffinityError::Gone { .. }) => outcomes.push((tid, None)),
                 Err(e) => {
-                    journal.after_change(tid, None)?;
-                    return Err(e.into());
+                    outcomes.push((tid, None));
+                    failure = Some(e);
+                    break;
                 }
             }
+        }
+        // Threads after a failure were not touched: clear their pending marks too.
+        for &tid in tids.iter().skip(outcomes.len()) {
+            outcomes.push((tid, None));
+        }
+        journal.after_change_all(&outcomes)?;
+        if let Some(e) = failure {
+            return Err(e.into());
         }
         Ok(effective)
     }
 
-    /// Detailed (`sched`, with migrations) or cheap (`schedstat`) per-thread counters.
-    fn read_times(&self, pid: u32, tid: u32) -> Option<ThreadTimes> {
+    /// Detailed (`sched`, with migrations) or cheap (`schedstat`, kept open and re-read with
+    /// one `pread` per interval) per-thread counters.
+    fn read_times(&mut self, pid: u32, tid: u32) -> Option<ThreadTimes> {
         if self.detailed {
-            self.proc_.thread_times(pid, tid)
-        } else {
-            self.proc_.thread_times_fast(pid, tid)
+            return self.proc_.thread_times(pid, tid);
+        }
+        if !self.open_stats.contains_key(&tid) {
+            match self.proc_.open_schedstat(pid, tid) {
+                Some(f) => {
+                    self.open_stats.insert(tid, f);
+                }
+                // Out of descriptors or gone: the one-shot path.
+                None => return self.proc_.thread_times_fast(pid, tid),
+            }
+        }
+        match self
+            .open_stats
+            .get(&tid)
+            .and_then(procfs::read_schedstat_at)
+        {
+            Some(t) => Some(t),
+            None => {
+                self.open_stats.remove(&tid);
+                self.proc_.thread_times_fast(pid, tid)
+            }
         }
     }
 
@@ -244,7 +279,7 @@ impl Machine for Host {
             let (mut run_ns, mut cs, mut mig, mut have_mig) = (0u64, 0u64, 0u64, true);
             let runnable = st.state == 'R';
             for tid in self.proc_.threads(pid) {
-                let Some(t) = self.proc_.thread_times(pid, tid) else {
+                let Some(t) = self.read_times(pid, tid) else {
                     continue;
                 };
                 if let Some(p) = self.prev.get(&tid) {
@@ -274,6 +309,8 @@ impl Machine for Host {
                 finished: false,
             });
         }
+        // Threads not seen this interval have exited: close their files.
+        self.open_stats.retain(|tid, _| now.contains_key(tid));
         self.prev = now;
         let cpu_now = read_proc_stat_cpus();
         let cpus = self

@@ -142,13 +142,18 @@ impl Proc {
             .filter_map(|x| x.parse().ok())
             .collect();
         match v.as_slice() {
-            [run, _, count, ..] if *run > 0 => Some(ThreadTimes {
+            [run, _, count, ..] if *run > 0 || v.iter().any(|&x| x > 0) => Some(ThreadTimes {
                 runtime_ns: *run,
                 switches: *count,
                 migrations: None,
             }),
             _ => self.thread_times(pid, tid),
         }
+    }
+
+    /// Open a thread's `schedstat` for repeated reads with [`read_schedstat_at`].
+    pub fn open_schedstat(&self, pid: u32, tid: u32) -> Option<fs::File> {
+        fs::File::open(self.thread_dir(pid, tid).join("schedstat")).ok()
     }
 
     /// Scheduler counters of one thread: `/proc/PID/task/TID/sched` where the kernel has it
@@ -182,6 +187,29 @@ fn clock_ticks() -> u64 {
         t as u64
     } else {
         100
+    }
+}
+
+/// Re-read an open `schedstat` file (seek to 0, one read: procfs regenerates it), the agent's
+/// cheap per-interval path. `None` when the thread is gone or the read fails. A zero runtime is
+/// a valid reading (a thread whose time has not been accounted yet).
+pub fn read_schedstat_at(mut f: &fs::File) -> Option<ThreadTimes> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut buf = [0u8; 128];
+    f.seek(SeekFrom::Start(0)).ok()?;
+    let n = f.read(&mut buf).ok()?;
+    let text = std::str::from_utf8(buf.get(..n)?).ok()?;
+    let v: Vec<u64> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    match v.as_slice() {
+        [run, _, count, ..] => Some(ThreadTimes {
+            runtime_ns: *run,
+            switches: *count,
+            migrations: None,
+        }),
+        _ => None,
     }
 }
 

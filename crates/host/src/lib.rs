@@ -4,6 +4,7 @@
 //! is journaled atomically before it is made, so a normal exit, a signal, or the next start after
 //! a crash restores what the task had, unless the task changed its own affinity since.
 
+pub mod actuate;
 pub mod affinity;
 pub mod journal;
 pub mod machine;

@@ -324,3 +324,50 @@ fn top_once_json_reports_a_busy_loop() {
     let e = run_fails(&["top", "--once", "--sort", "colour"]);
     assert!(e.contains("colour"), "{e}");
 }
+
+#[test]
+fn sim_source_runs_the_same_loop() {
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/masa-testcase1.toml"
+    );
+    if !Path::new(scenario).exists() {
+        return;
+    }
+    let out = Command::new(BIN)
+        .args([
+            "agent",
+            "--policy",
+            "spread",
+            "--interval",
+            "20ms",
+            "--max-intervals",
+            "3",
+        ])
+        .args(["--log-json", "--source"])
+        .arg(format!("sim:{scenario}"))
+        .output()
+        .expect("agent sim");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let decisions = err
+        .lines()
+        .filter(|l| l.contains("\"event\":\"decision\""))
+        .count();
+    // Four shells on 2 packages x 2 HT: spread gives each its own CPU.
+    assert_eq!(decisions, 4, "{err}");
+    let e = run_fails(&[
+        "agent",
+        "--policy",
+        "spread",
+        "--source",
+        "sim:/no/such.toml",
+    ]);
+    assert!(e.contains("/no/such.toml"), "{e}");
+    let e = run_fails(&["agent", "--policy", "spread", "--source", "cloud"]);
+    assert!(e.contains("cloud"), "{e}");
+}

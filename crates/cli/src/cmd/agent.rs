@@ -46,6 +46,14 @@ pub struct AgentArgs {
     /// `spread` only: CPUs used (task-clock / wall time) from which a task counts as hungry.
     #[arg(long)]
     hungry_cpus: Option<f64>,
+    /// Where to run: `host` (this machine) or `sim:SCENARIO` (a scenario TOML file run by the
+    /// simulator in real time: one simulated interval per wall interval; nothing on the host
+    /// changes and no journal is used).
+    #[arg(long, default_value = "host")]
+    source: String,
+    /// Simulator seed for `--source sim:...`.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
     /// Stop after this many intervals (then restore), for scripted runs.
     #[arg(long)]
     max_intervals: Option<u64>,
@@ -161,7 +169,8 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         .into_iter()
         .filter(|e| !HOST_EVENTS.contains(e))
         .collect();
-    if !missing.is_empty() {
+    // The simulator counts every event; only the live host lacks a PMU.
+    if !missing.is_empty() && !args.source.starts_with("sim:") {
         bail!(
             "policy {policy_name:?} needs events this host cannot count (no hardware PMU): {}; \
              available: {}",
@@ -171,6 +180,36 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     }
     let interval_ns = parse_interval(&args.interval)?;
     let targets = TargetSpec::parse(&args.targets)?;
+
+    if let Some(path) = args.source.strip_prefix("sim:") {
+        let catalog = counterpoint_sim::Catalog::builtin();
+        let scenario = counterpoint_sim::Scenario::from_file(std::path::Path::new(path), &catalog)
+            .with_context(|| format!("--source {}", args.source))?;
+        let mut sim = counterpoint_sim::Simulation::new(&scenario, args.seed)
+            .with_context(|| format!("--source {}", args.source))?;
+        install_signal_handlers()?;
+        log.event(
+            "start",
+            json!({"policy": policy.name(), "interval_ns": interval_ns, "source": args.source,
+                   "seed": args.seed, "dry_run": args.dry_run}),
+        );
+        run_loop(
+            &mut sim,
+            policy.as_mut(),
+            interval_ns,
+            &args,
+            &log,
+            true,
+            |_| false,
+        )?;
+        log.event("stopped", json!({"signal": SIGNAL.load(Ordering::SeqCst)}));
+        return Ok(ExitCode::SUCCESS);
+    } else if args.source != "host" {
+        bail!(
+            "--source {:?}: expected host or sim:SCENARIO.toml",
+            args.source
+        );
+    }
 
     let journal = if args.dry_run {
         None
@@ -202,7 +241,16 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         }),
     );
 
-    let result = run_loop(&mut host, policy.as_mut(), interval_ns, &args, &log);
+    let result = run_loop(
+        &mut host,
+        policy.as_mut(),
+        interval_ns,
+        &args,
+        &log,
+        false,
+        // A task that exited or refused mid-action does not stop the agent; journal errors do.
+        |e| matches!(e, counterpoint_host::HostError::Affinity(_)),
+    );
     let restore = host.restore();
     let sig = SIGNAL.load(Ordering::SeqCst);
     match &restore {
@@ -214,12 +262,16 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_loop(
-    host: &mut Host,
+/// Observe → decide → act on any `Machine`. `real_time` sleeps one interval of wall time after
+/// each (simulated) interval; `transient` says which apply errors are logged and skipped.
+fn run_loop<M: Machine>(
+    host: &mut M,
     policy: &mut dyn Policy,
     interval_ns: u64,
     args: &AgentArgs,
     log: &Log,
+    real_time: bool,
+    transient: impl Fn(&M::Error) -> bool,
 ) -> Result<()> {
     let mut last_change: BTreeMap<TaskId, u64> = BTreeMap::new();
     let mut epoch: u64 = 0;
@@ -228,17 +280,29 @@ fn run_loop(
             break;
         }
         let obs = host.advance(interval_ns)?;
+        if real_time {
+            let t0 = std::time::Instant::now();
+            let want = std::time::Duration::from_nanos(interval_ns);
+            while t0.elapsed() < want && !STOP.load(Ordering::SeqCst) {
+                std::thread::sleep((want - t0.elapsed()).min(std::time::Duration::from_millis(50)));
+            }
+        }
         if STOP.load(Ordering::SeqCst) {
+            break;
+        }
+        if !obs.tasks.is_empty() && obs.tasks.iter().all(|t| t.finished) {
+            log.event("all_finished", json!({"epoch": epoch + 1}));
             break;
         }
         epoch += 1;
         let topology = host.topology().clone();
+        let online = topology.online_cpus();
         let actions = policy.decide(&topology, &obs);
         for action in actions {
             let tasks = action.tasks();
             // Already where the policy wants it: nothing to do.
             if let Action::SetAffinity { task, cpus } = &action {
-                let want = cpus.intersection(host.online());
+                let want = cpus.intersection(&online);
                 if obs.task(*task).is_some_and(|t| t.affinity == want) {
                     continue;
                 }
@@ -273,8 +337,7 @@ fn run_loop(
                         last_change.insert(t, epoch);
                     }
                 }
-                Err(counterpoint_host::HostError::Affinity(e)) => {
-                    // A task that exited or refused mid-action does not stop the agent.
+                Err(e) if transient(&e) => {
                     log.event(
                         "action_failed",
                         json!({"epoch": epoch, "action": desc, "error": e.to_string()}),

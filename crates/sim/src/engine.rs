@@ -192,6 +192,8 @@ pub struct Simulation {
     l0_cycles: f64,
     peak_bytes_per_cycle: f64,
     next_balance_ns: u64,
+    /// Earliest start time of a task that has not arrived (`u64::MAX` when none).
+    next_arrival_ns: u64,
     dirty: bool,
     obs_start_ns: u64,
     obs_ticks: u64,
@@ -414,6 +416,7 @@ impl Simulation {
             l0_cycles,
             peak_bytes_per_cycle: spec.peak_bandwidth_gb_per_s * 1e9 / freq_hz,
             next_balance_ns: 0,
+            next_arrival_ns: 0,
             dirty: true,
             obs_start_ns: 0,
             obs_ticks: 0,
@@ -1045,12 +1048,22 @@ impl Simulation {
     }
 
     fn arrivals(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
+        if self.now_ns < self.next_arrival_ns {
+            return;
+        }
+        let mut next = u64::MAX;
         for t in 0..self.tasks.len() {
-            if self.tasks[t].state == State::NotArrived && self.tasks[t].start_ns <= self.now_ns {
+            if self.tasks[t].state != State::NotArrived {
+                continue;
+            }
+            if self.tasks[t].start_ns <= self.now_ns {
                 let c = self.place(t as u32);
                 self.enqueue(t as u32, c, pick.as_deref_mut());
+            } else {
+                next = next.min(self.tasks[t].start_ns);
             }
         }
+        self.next_arrival_ns = next;
     }
 
     /// An idle CPU pulls a queued task from the busiest CPU that has one it may run.
@@ -1127,6 +1140,41 @@ impl Simulation {
             self.tick(pick.as_deref_mut());
         }
         self.observe()
+    }
+
+    /// Advance by `interval_ns` without building an [`Observation`]; read the interval with
+    /// [`Self::take_interval`]. What `run` uses when no epoch-level policy needs observations.
+    pub fn advance_quiet(&mut self, interval_ns: u64, mut pick: Option<&mut (dyn PickNext + '_)>) {
+        let ticks = interval_ns.div_ceil(self.tick_ns).max(1);
+        for _ in 0..ticks {
+            self.tick(pick.as_deref_mut());
+        }
+    }
+
+    /// Counter deltas of every task since the last observation (into `deltas`, indexed by task)
+    /// and mean bus utilizations (into `bus`); resets the interval as [`Machine::advance`]'s
+    /// observation does. Returns the interval length.
+    pub fn take_interval(&mut self, deltas: &mut Vec<Counters>, bus: &mut Vec<f64>) -> u64 {
+        deltas.clear();
+        for t in &mut self.tasks {
+            deltas.push(diff(&t.c, &t.obs_base));
+            t.obs_base = t.c;
+        }
+        for c in &mut self.cpus {
+            c.busy_ns_obs = 0;
+            c.cycles_obs = 0.0;
+            c.instr_obs = 0.0;
+        }
+        let ticks = self.obs_ticks.max(1) as f64;
+        bus.clear();
+        for b in &mut self.buses {
+            bus.push(b.rho_obs_sum / ticks);
+            b.rho_obs_sum = 0.0;
+        }
+        let interval = self.now_ns - self.obs_start_ns;
+        self.obs_start_ns = self.now_ns;
+        self.obs_ticks = 0;
+        interval
     }
 
     /// Build the observation since the last one and reset the interval accumulators.

@@ -166,3 +166,43 @@ fn same_seed_same_json() {
     let b = serde_json::to_string(&run(&sc, 9, None, None, 50_000_000).unwrap()).unwrap();
     assert_eq!(a, b);
 }
+
+/// A policy that never acts: with it, `run` builds full observations; without, it reads counter
+/// deltas directly. Both must give the same series and NP.
+struct Passive;
+impl counterpoint_core::Policy for Passive {
+    fn name(&self) -> &str {
+        "passive"
+    }
+    fn required_events(&self) -> Vec<&'static str> {
+        vec![]
+    }
+    fn decide(
+        &mut self,
+        _: &counterpoint_core::Topology,
+        obs: &counterpoint_core::Observation,
+    ) -> Vec<Action> {
+        assert!(!obs.tasks.is_empty());
+        vec![]
+    }
+}
+
+#[test]
+fn observed_and_quiet_paths_agree() {
+    let sc = Scenario::builder(&cat(), "masa-2x2ht")
+        .unwrap()
+        .duration_ms(300)
+        .task("INT", None)
+        .unwrap()
+        .task("L2C", None)
+        .unwrap()
+        .task("FP", None)
+        .unwrap()
+        .build();
+    let a = run(&sc, 4, None, None, 50_000_000).unwrap();
+    let mut p = Passive;
+    let b = run(&sc, 4, Some(&mut p), None, 50_000_000).unwrap();
+    assert_eq!(a.series, b.series);
+    assert_eq!(a.tasks, b.tasks);
+    assert_eq!(b.policy, "passive");
+}

@@ -70,8 +70,14 @@ proptest! {
             for u in &obs.memory_utilization {
                 prop_assert!(*u >= 0.0 && *u < 1.0, "utilization {u}");
             }
-            for u in sim.bus_utilization() {
+            // Each bus sits on its queueing curve: rho = 1 - L0/L, or at the cap when saturated.
+            let l0 = sim.unloaded_latency_cycles();
+            for (u, l) in sim.bus_utilization().into_iter().zip(sim.bus_latency_cycles()) {
                 prop_assert!((0.0..1.0).contains(&u));
+                prop_assert!(l >= l0 * (1.0 - 1e-12));
+                let on_curve = (u - (1.0 - l0 / l)).abs() < 1e-6;
+                let capped = (u - m.rho_cap).abs() < 1e-9 && l >= l0 / (1.0 - m.rho_cap) * (1.0 - 1e-9);
+                prop_assert!(on_curve || capped || u == 0.0, "rho {u} latency {l} (L0 {l0})");
             }
             // Shares of the running tasks of each domain add up to the domain's capacity.
             let shares = sim.cache_shares();

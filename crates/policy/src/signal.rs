@@ -1,0 +1,132 @@
+//! Per-task signals the policies read from an [`Observation`]: IPC, bus utilization, LLC miss
+//! rate, CPU use. Each comes from a `core::metric` formula or a plain event rate, so a policy
+//! computes the same number on the live host and in the simulator.
+
+use counterpoint_core::event;
+use counterpoint_core::metric;
+use counterpoint_core::observation::TaskObservation;
+use counterpoint_core::sample::Sample;
+
+/// Seconds the task was on a CPU during the interval (task-clock), if counted.
+pub fn cpu_seconds(sample: &Sample) -> Option<f64> {
+    sample.get(event::TASK_CLOCK).map(|ns| ns / 1e9)
+}
+
+/// CPUs used over the interval (task-clock over wall time); 0 when nothing was counted.
+pub fn cpu_utilization(sample: &Sample) -> f64 {
+    metric::cpu_utilization().eval_sample(sample).unwrap_or(0.0)
+}
+
+/// Events per second of wall time over the interval.
+pub fn wall_rate(sample: &Sample, event_name: &str) -> Option<f64> {
+    let secs = sample.interval_ns as f64 / 1e9;
+    if secs <= 0.0 {
+        return None;
+    }
+    sample.get(event_name).map(|n| n / secs)
+}
+
+/// Events per second of the task's own CPU time: what the task demands while it runs. Falls
+/// back to wall time when task-clock is missing.
+pub fn running_rate(sample: &Sample, event_name: &str) -> Option<f64> {
+    let n = sample.get(event_name)?;
+    match cpu_seconds(sample) {
+        Some(s) if s > 0.0 => Some(n / s),
+        Some(_) => None,
+        None => wall_rate(sample, event_name),
+    }
+}
+
+/// Instructions per cycle over the interval.
+pub fn ipc(sample: &Sample) -> Option<f64> {
+    metric::ipc().eval_sample(sample)
+}
+
+/// LLC misses per thousand instructions.
+pub fn llc_mpki(sample: &Sample) -> Option<f64> {
+    metric::llc_mpki().eval_sample(sample)
+}
+
+/// Memory-bus transactions per second of running time (Zhang's bus utilization up to the
+/// bus's constant peak, which does not change a ranking). Where the source has no
+/// `mem-transactions` event, LLC misses (one line transfer each) stand in for it.
+pub fn bus_rate(sample: &Sample) -> Option<f64> {
+    running_rate(sample, event::MEM_TRANSACTIONS)
+        .or_else(|| running_rate(sample, event::CACHE_MISSES))
+}
+
+/// Whether a task is a live candidate for placement (not finished).
+pub fn is_live(t: &TaskObservation) -> bool {
+    !t.finished
+}
+
+/// Whether the task ran at all during the interval.
+pub fn ran(t: &TaskObservation) -> bool {
+    cpu_seconds(&t.sample).is_some_and(|s| s > 0.0)
+        || t.sample.get(event::INSTRUCTIONS).is_some_and(|n| n > 0.0)
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! Hand-built observations for the policies' unit tests.
+    use counterpoint_core::cpuset::{CpuId, CpuSet};
+    use counterpoint_core::event;
+    use counterpoint_core::observation::{CpuObservation, Observation, TaskObservation};
+    use counterpoint_core::sample::{CounterValue, Sample};
+    use counterpoint_core::task::TaskId;
+    use counterpoint_core::topology::{SymmetricSpec, Topology};
+
+    pub const INTERVAL_NS: u64 = 1_000_000_000;
+
+    pub fn topo(packages: u32, cores: u32, threads: u32) -> Topology {
+        Topology::symmetric(&SymmetricSpec {
+            packages,
+            cores_per_package: cores,
+            threads_per_core: threads,
+            ..Default::default()
+        })
+        .expect("valid shape")
+    }
+
+    /// A task that ran the whole interval on `cpu` with the given events (counts).
+    pub fn task(id: u64, cpu: CpuId, all: &CpuSet, events: &[(&str, f64)]) -> TaskObservation {
+        let mut s = Sample::new(Some(TaskId(id)), INTERVAL_NS);
+        s.set(
+            event::TASK_CLOCK,
+            CounterValue::exact(INTERVAL_NS, INTERVAL_NS),
+        );
+        for (e, v) in events {
+            s.set(e, CounterValue::exact(*v as u64, INTERVAL_NS));
+        }
+        TaskObservation {
+            id: TaskId(id),
+            name: format!("t{id}"),
+            affinity: all.clone(),
+            cpu: Some(cpu),
+            sample: s,
+            runnable: true,
+            finished: false,
+        }
+    }
+
+    pub fn observation(topology: &Topology, mut tasks: Vec<TaskObservation>) -> Observation {
+        tasks.sort_by_key(|t| t.id);
+        let cpus = topology
+            .online_cpus()
+            .iter()
+            .map(|c| CpuObservation {
+                cpu: c,
+                running: tasks.iter().find(|t| t.cpu == Some(c)).map(|t| t.id),
+                busy_fraction: 1.0,
+                sample: Sample::new(None, INTERVAL_NS),
+            })
+            .collect();
+        Observation {
+            time_ns: INTERVAL_NS,
+            interval_ns: INTERVAL_NS,
+            tasks,
+            cpus,
+            memory_utilization: vec![],
+        }
+    }
+}

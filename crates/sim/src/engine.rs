@@ -803,7 +803,13 @@ impl Simulation {
             t.c.llc_references += refs;
             t.c.llc_misses += misses;
             t.c.mem_transactions += misses;
-            t.c.task_clock_ns += tick_ns;
+            // A task that finished part-way through the tick ran only for that part.
+            let used_ns = if used_cycles < cyc {
+                (used_cycles / cyc * tick_ns as f64).round() as u64
+            } else {
+                tick_ns
+            };
+            t.c.task_clock_ns += used_ns;
             // Warm-up: misses bring lines in until the task holds its share (or all it can use).
             let p = &self.profs[t.prof as usize];
             let target = share.min(p.saturation_bytes);
@@ -821,7 +827,7 @@ impl Simulation {
             }
             self.scratch_dom_running[self.cpus[c].domain as usize] += t.occ;
             let cpu = &mut self.cpus[c];
-            cpu.busy_ns_obs += tick_ns;
+            cpu.busy_ns_obs += used_ns;
             cpu.cycles_obs += used_cycles;
             cpu.instr_obs += tick_instr;
         }

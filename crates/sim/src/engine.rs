@@ -1247,7 +1247,6 @@ impl Simulation {
             s.set(event::CPU_CLOCK, ev(d.task_clock_ns as f64));
             s.set(event::CONTEXT_SWITCHES, ev(d.context_switches as f64));
             s.set(event::CPU_MIGRATIONS, ev(d.migrations as f64));
-            s.set(event::PAGE_FAULTS, ev(0.0));
             tasks.push(TaskObservation {
                 id: TaskId(i as u64),
                 name: t.name.clone(),

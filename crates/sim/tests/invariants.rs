@@ -181,4 +181,27 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn same_scenario_and_seed_give_identical_json(
+        m in arb_machine(),
+        progs in prop::collection::vec((0usize..8, prop::option::of(0u32..16)), 1..8),
+        server in any::<bool>(),
+        jitter in any::<bool>(),
+        seed in 0u64..1000,
+    ) {
+        let mut sc = scenario(&m, &progs, 120);
+        if server {
+            sc = Scenario { tasks: sc.tasks, ..scenario(&m, &[], 120) };
+            let cat = catalog_with(&m);
+            sc.tasks.push(Scenario::builder(&cat, &m.name).unwrap().task("tpch", None).unwrap().build().tasks.remove(0));
+        }
+        if jitter {
+            sc.sched.timeslice_jitter = 0.2;
+            sc.sched.timeslice_ms = 10.0;
+        }
+        let a = serde_json::to_string(&run(&sc, seed, None, None, 30_000_000).unwrap()).unwrap();
+        let b = serde_json::to_string(&run(&sc, seed, None, None, 30_000_000).unwrap()).unwrap();
+        prop_assert_eq!(a, b);
+    }
 }

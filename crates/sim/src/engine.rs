@@ -22,8 +22,8 @@ const NONE: u32 = u32::MAX;
 const FIXED_POINT_MAX_ITERS: usize = 100;
 /// Converged when no CPI moves by more than this, relatively.
 const FIXED_POINT_TOL: f64 = 1e-11;
-/// Bisection steps for a bus's latency.
-const BUS_ITERS: usize = 40;
+/// Cap on Newton steps for a bus's latency (it converges in a handful).
+const BUS_ITERS: usize = 60;
 
 /// A profile with derived constants for the hot path.
 #[derive(Clone, Debug)]
@@ -192,7 +192,11 @@ pub struct Simulation {
     l0_cycles: f64,
     peak_bytes_per_cycle: f64,
     next_balance_ns: u64,
+    /// Earliest start time of a task that has not arrived (`u64::MAX` when none).
+    next_arrival_ns: u64,
     dirty: bool,
+    /// Buses whose running set or rates changed since their last solve.
+    dirty_bus: Vec<bool>,
     obs_start_ns: u64,
     obs_ticks: u64,
     // Scratch for the solver (kept to avoid per-tick allocation).
@@ -414,7 +418,9 @@ impl Simulation {
             l0_cycles,
             peak_bytes_per_cycle: spec.peak_bandwidth_gb_per_s * 1e9 / freq_hz,
             next_balance_ns: 0,
+            next_arrival_ns: 0,
             dirty: true,
+            dirty_bus: vec![true; nbus],
             obs_start_ns: 0,
             obs_ticks: 0,
             spec,
@@ -462,6 +468,14 @@ impl Simulation {
     pub fn bus_utilization(&self) -> Vec<f64> {
         self.buses.iter().map(|b| b.rho).collect()
     }
+    /// Current loaded memory latency of each bus, in cycles.
+    pub fn bus_latency_cycles(&self) -> Vec<f64> {
+        self.buses.iter().map(|b| b.latency_cycles).collect()
+    }
+    /// Unloaded memory latency in cycles.
+    pub fn unloaded_latency_cycles(&self) -> f64 {
+        self.l0_cycles
+    }
     /// LLC bytes held by each task in its current domain (0 when it holds none).
     pub fn cache_occupancy(&self) -> Vec<f64> {
         (0..self.tasks.len())
@@ -501,23 +515,27 @@ impl Simulation {
 
     // ---------------------------------------------------------------- contention model
 
-    /// Solve the contention fixed point for the running set.
-    fn solve(&mut self) {
-        let ncpu = self.cpus.len();
+    /// Solve the contention fixed point for the running set of bus `b` (LLC domains and SMT
+    /// cores never span buses, so buses are independent components).
+    fn solve(&mut self, b: usize) {
+        let nb = self.buses[b].cpus.len();
         let width = self.spec.smt.issue_width;
         let issue_pen = self.spec.smt.issue_penalty;
         let same_pen = self.spec.smt.same_unit_penalty;
         let fpw = self.spec.smt.fp_unit_weight;
         // Initial guesses: solo-like IPC from the last rates, equal cache shares.
-        for d in 0..self.domains.len() {
-            self.scratch_dom_running[d] = 0.0;
+        for k in 0..nb {
+            let c = self.buses[b].cpus[k] as usize;
+            self.scratch_dom_running[self.cpus[c].domain as usize] = 0.0;
         }
-        for c in 0..ncpu {
+        for k in 0..nb {
+            let c = self.buses[b].cpus[k] as usize;
             if self.cpus[c].current != NONE {
                 self.scratch_dom_running[self.cpus[c].domain as usize] += 1.0;
             }
         }
-        for c in 0..ncpu {
+        for k in 0..nb {
+            let c = self.buses[b].cpus[k] as usize;
             let cur = self.cpus[c].current;
             if cur == NONE {
                 self.cpus[c].ipc = 0.0;
@@ -533,7 +551,8 @@ impl Simulation {
         for _ in 0..FIXED_POINT_MAX_ITERS {
             let mut moved = 0.0f64;
             // 1. SMT-inflated core CPI and miss ratio at the current share.
-            for c in 0..ncpu {
+            for k in 0..nb {
+                let c = self.buses[b].cpus[k] as usize;
                 let cur = self.cpus[c].current;
                 if cur == NONE {
                     continue;
@@ -556,14 +575,14 @@ impl Simulation {
                 self.cpus[c].miss = p.curve.miss_ratio(held);
             }
             // 2. Each bus: the latency at which demand and queueing agree.
-            for b in 0..self.buses.len() {
-                self.solve_bus(b);
-            }
+            self.solve_bus(b);
             // 3. CPI, IPC and the access-frequency shares of each domain.
-            for d in 0..self.domains.len() {
-                self.scratch_dom_access[d] = 0.0;
+            for k in 0..nb {
+                let c = self.buses[b].cpus[k] as usize;
+                self.scratch_dom_access[self.cpus[c].domain as usize] = 0.0;
             }
-            for c in 0..ncpu {
+            for k in 0..nb {
+                let c = self.buses[b].cpus[k] as usize;
                 let cur = self.cpus[c].current;
                 if cur == NONE {
                     continue;
@@ -576,7 +595,8 @@ impl Simulation {
                 self.cpus[c].ipc = 1.0 / cpi;
                 self.scratch_dom_access[self.cpus[c].domain as usize] += p.api / cpi;
             }
-            for c in 0..ncpu {
+            for k in 0..nb {
+                let c = self.buses[b].cpus[k] as usize;
                 let cur = self.cpus[c].current;
                 if cur == NONE {
                     continue;
@@ -598,7 +618,8 @@ impl Simulation {
             }
         }
         // Final miss ratios at the final shares, consistent with the CPIs used to retire.
-        for c in 0..ncpu {
+        for k in 0..nb {
+            let c = self.buses[b].cpus[k] as usize;
             let cur = self.cpus[c].current;
             if cur == NONE {
                 continue;
@@ -607,10 +628,9 @@ impl Simulation {
             let p = &self.profs[t.prof as usize];
             self.cpus[c].miss = p.curve.miss_ratio(self.cpus[c].share.min(t.occ));
         }
-        for b in 0..self.buses.len() {
-            self.solve_bus(b);
-        }
-        for c in 0..ncpu {
+        self.solve_bus(b);
+        for k in 0..nb {
+            let c = self.buses[b].cpus[k] as usize;
             let cur = self.cpus[c].current;
             if cur == NONE {
                 continue;
@@ -623,10 +643,12 @@ impl Simulation {
         }
     }
 
-    /// Bus demand in bytes per cycle at memory latency `lat` (cycles).
-    fn bus_demand(&self, b: usize, lat: f64) -> f64 {
+    /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
+    /// `lat`.
+    #[inline]
+    fn bus_demand(&self, b: usize, lat: f64) -> (f64, f64) {
         let line = self.spec.line_bytes as f64;
-        let mut sum = 0.0;
+        let (mut sum, mut deriv) = (0.0, 0.0);
         for &c in &self.buses[b].cpus {
             let cpu = &self.cpus[c as usize];
             if cpu.current == NONE {
@@ -635,55 +657,68 @@ impl Simulation {
             let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
             let mpi = p.api * cpu.miss;
             if mpi > 0.0 {
-                sum += line * mpi / (self.scratch_cc[c as usize] + mpi * lat / p.mlp);
+                let q = mpi / p.mlp;
+                let den = self.scratch_cc[c as usize] + q * lat;
+                let d = line * mpi / den;
+                sum += d;
+                deriv -= d * q / den;
             }
         }
-        sum
+        (sum, deriv)
     }
 
-    /// Find the latency where demand meets the queueing curve `rho = 1 - L0/L` (capped).
+    /// Find the latency where demand meets the queueing curve `rho = 1 - L0/L` (capped at
+    /// `rho_cap`, beyond which latency grows just enough to hold demand at the cap).
+    ///
+    /// Both equations are convex and decreasing in the latency, so Newton's method converges
+    /// monotonically once left of the root; each step is one pass over the bus's CPUs.
     fn solve_bus(&mut self, b: usize) {
         let l0 = self.l0_cycles;
         let cap = self.spec.rho_cap;
         let peak = self.peak_bytes_per_cycle;
         let l_cap = l0 / (1.0 - cap);
-        let d0 = self.bus_demand(b, l0);
+        let (d0, _) = self.bus_demand(b, l0);
         if d0 <= 0.0 {
             self.buses[b].latency_cycles = l0;
             self.buses[b].rho = 0.0;
             return;
         }
-        let (mut lo, mut hi);
-        if self.bus_demand(b, l_cap) > cap * peak {
-            // Saturated: latency grows until demand is held at the cap.
-            lo = l_cap;
-            hi = l_cap * 2.0;
-            while self.bus_demand(b, hi) > cap * peak && hi < 1e12 {
-                hi *= 2.0;
+        let (dc, _) = self.bus_demand(b, l_cap);
+        let saturated = dc > cap * peak;
+        // g(L) = demand(L) - peak * rho(L); start left of the root.
+        let g = |sim: &Self, l: f64| -> (f64, f64) {
+            let (d, dd) = sim.bus_demand(b, l);
+            if saturated {
+                (d - cap * peak, dd)
+            } else {
+                (d - peak * (1.0 - l0 / l), dd - peak * l0 / (l * l))
             }
-            for _ in 0..BUS_ITERS {
-                let mid = 0.5 * (lo + hi);
-                if self.bus_demand(b, mid) > cap * peak {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
+        };
+        let (lo, hi) = if saturated {
+            (l_cap, f64::INFINITY)
         } else {
-            lo = l0;
-            hi = l_cap;
-            for _ in 0..BUS_ITERS {
-                let mid = 0.5 * (lo + hi);
-                if self.bus_demand(b, mid) > peak * (1.0 - l0 / mid) {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
+            (l0, l_cap)
+        };
+        let prev = self.buses[b].latency_cycles;
+        let mut l = if prev > lo && prev < hi && g(self, prev).0 >= 0.0 {
+            prev
+        } else {
+            lo
+        };
+        for _ in 0..BUS_ITERS {
+            let (v, dv) = g(self, l);
+            if dv >= 0.0 || v <= 0.0 {
+                break;
             }
+            let next = (l - v / dv).clamp(lo, hi);
+            if (next - l).abs() <= 1e-13 * l {
+                l = next;
+                break;
+            }
+            l = next;
         }
-        let lat = 0.5 * (lo + hi);
-        self.buses[b].latency_cycles = lat;
-        self.buses[b].rho = (self.bus_demand(b, lat) / peak).min(cap);
+        self.buses[b].latency_cycles = l;
+        self.buses[b].rho = (self.bus_demand(b, l).0 / peak).min(cap);
     }
 
     // ---------------------------------------------------------------- time
@@ -691,7 +726,12 @@ impl Simulation {
     /// Advance one tick.
     fn tick(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
         if self.dirty {
-            self.solve();
+            for b in 0..self.buses.len() {
+                if self.dirty_bus[b] {
+                    self.solve(b);
+                    self.dirty_bus[b] = false;
+                }
+            }
             self.dirty = false;
         }
         let line = self.spec.line_bytes as f64;
@@ -707,6 +747,7 @@ impl Simulation {
                 continue;
             }
             let (cpi, miss, share) = (self.cpus[c].cpi, self.cpus[c].miss, self.cpus[c].share);
+            let bus = self.cpus[c].bus as usize;
             let t = &mut self.tasks[cur as usize];
             let mut instr = cyc / cpi;
             let mut tick_instr = 0.0;
@@ -735,6 +776,7 @@ impl Simulation {
                             t.c.completions += 1;
                         }
                         self.dirty = true;
+                        self.dirty_bus[bus] = true;
                     }
                     Next::Done => {
                         t.c.completions += 1;
@@ -761,7 +803,13 @@ impl Simulation {
             t.c.llc_references += refs;
             t.c.llc_misses += misses;
             t.c.mem_transactions += misses;
-            t.c.task_clock_ns += tick_ns;
+            // A task that finished part-way through the tick ran only for that part.
+            let used_ns = if used_cycles < cyc {
+                (used_cycles / cyc * tick_ns as f64).round() as u64
+            } else {
+                tick_ns
+            };
+            t.c.task_clock_ns += used_ns;
             // Warm-up: misses bring lines in until the task holds its share (or all it can use).
             let p = &self.profs[t.prof as usize];
             let target = share.min(p.saturation_bytes);
@@ -772,13 +820,14 @@ impl Simulation {
                 let m_now = p.curve.miss_ratio(share.min(t.occ));
                 if t.occ >= target || (m_now - miss).abs() > 0.005 * miss {
                     self.dirty = true;
+                    self.dirty_bus[bus] = true;
                 }
             } else if t.occ > share {
                 t.occ = share;
             }
             self.scratch_dom_running[self.cpus[c].domain as usize] += t.occ;
             let cpu = &mut self.cpus[c];
-            cpu.busy_ns_obs += tick_ns;
+            cpu.busy_ns_obs += used_ns;
             cpu.cycles_obs += used_cycles;
             cpu.instr_obs += tick_instr;
         }
@@ -856,6 +905,7 @@ impl Simulation {
         }
         self.cpus[c].current = NONE;
         self.dirty = true;
+        self.dirty_bus[self.cpus[c].bus as usize] = true;
         let now = self.now_ns;
         let task = &mut self.tasks[t as usize];
         if involuntary {
@@ -925,6 +975,7 @@ impl Simulation {
         self.cpus[c].current = t;
         self.cpus[c].slice_end_ns = now + slice;
         self.dirty = true;
+        self.dirty_bus[self.cpus[c].bus as usize] = true;
     }
 
     /// CPU `c` is free: run the next queued task (the pick-next hook chooses if present).
@@ -1045,12 +1096,22 @@ impl Simulation {
     }
 
     fn arrivals(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
+        if self.now_ns < self.next_arrival_ns {
+            return;
+        }
+        let mut next = u64::MAX;
         for t in 0..self.tasks.len() {
-            if self.tasks[t].state == State::NotArrived && self.tasks[t].start_ns <= self.now_ns {
+            if self.tasks[t].state != State::NotArrived {
+                continue;
+            }
+            if self.tasks[t].start_ns <= self.now_ns {
                 let c = self.place(t as u32);
                 self.enqueue(t as u32, c, pick.as_deref_mut());
+            } else {
+                next = next.min(self.tasks[t].start_ns);
             }
         }
+        self.next_arrival_ns = next;
     }
 
     /// An idle CPU pulls a queued task from the busiest CPU that has one it may run.
@@ -1129,6 +1190,41 @@ impl Simulation {
         self.observe()
     }
 
+    /// Advance by `interval_ns` without building an [`Observation`]; read the interval with
+    /// [`Self::take_interval`]. What `run` uses when no epoch-level policy needs observations.
+    pub fn advance_quiet(&mut self, interval_ns: u64, mut pick: Option<&mut (dyn PickNext + '_)>) {
+        let ticks = interval_ns.div_ceil(self.tick_ns).max(1);
+        for _ in 0..ticks {
+            self.tick(pick.as_deref_mut());
+        }
+    }
+
+    /// Counter deltas of every task since the last observation (into `deltas`, indexed by task)
+    /// and mean bus utilizations (into `bus`); resets the interval as [`Machine::advance`]'s
+    /// observation does. Returns the interval length.
+    pub fn take_interval(&mut self, deltas: &mut Vec<Counters>, bus: &mut Vec<f64>) -> u64 {
+        deltas.clear();
+        for t in &mut self.tasks {
+            deltas.push(diff(&t.c, &t.obs_base));
+            t.obs_base = t.c;
+        }
+        for c in &mut self.cpus {
+            c.busy_ns_obs = 0;
+            c.cycles_obs = 0.0;
+            c.instr_obs = 0.0;
+        }
+        let ticks = self.obs_ticks.max(1) as f64;
+        bus.clear();
+        for b in &mut self.buses {
+            bus.push(b.rho_obs_sum / ticks);
+            b.rho_obs_sum = 0.0;
+        }
+        let interval = self.now_ns - self.obs_start_ns;
+        self.obs_start_ns = self.now_ns;
+        self.obs_ticks = 0;
+        interval
+    }
+
     /// Build the observation since the last one and reset the interval accumulators.
     fn observe(&mut self) -> Observation {
         let now = self.now_ns;
@@ -1151,7 +1247,6 @@ impl Simulation {
             s.set(event::CPU_CLOCK, ev(d.task_clock_ns as f64));
             s.set(event::CONTEXT_SWITCHES, ev(d.context_switches as f64));
             s.set(event::CPU_MIGRATIONS, ev(d.migrations as f64));
-            s.set(event::PAGE_FAULTS, ev(0.0));
             tasks.push(TaskObservation {
                 id: TaskId(i as u64),
                 name: t.name.clone(),

@@ -13,6 +13,7 @@
 //! through the same [`counterpoint_core::Machine`] trait as the live host. Everything is a pure
 //! function of the scenario and the seed.
 
+pub mod bench;
 pub mod catalog;
 pub mod engine;
 pub mod run;

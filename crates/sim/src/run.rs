@@ -5,11 +5,11 @@
 //! until it has retired the same number of instructions. Solo runs are shared between tasks
 //! with the same workload (and, for servers, the same request stream).
 
-use crate::engine::Simulation;
+use crate::engine::{Counters, Simulation};
 use crate::scenario::{Scenario, Workload};
 use crate::SimError;
 use counterpoint_core::stats::{system_metrics, SystemMetrics};
-use counterpoint_core::{event, Machine, Observation, PickNext, Policy};
+use counterpoint_core::{event, Machine, PickNext, Policy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -120,19 +120,35 @@ pub fn run_with_progress<'p, 'k>(
         ..Default::default()
     };
     let mut bus_sum: Vec<f64> = Vec::new();
-    let mut epochs = 0u64;
+    let mut deltas = Vec::with_capacity(n);
+    let mut bus = Vec::new();
     while sim.now_ns() < total_ns && !sim.all_done() {
         let step = epoch_ns.min(total_ns - sim.now_ns());
-        let obs = sim.advance_with(step, pick.as_deref_mut());
-        record(&mut series, &obs);
+        // Observations (allocating per task and event) only when a policy reads them; the
+        // series come from the same counter deltas either way.
+        let obs = match policy.as_deref_mut() {
+            Some(_) => {
+                let obs = sim.advance_with(step, pick.as_deref_mut());
+                deltas.clear();
+                deltas.extend(obs.tasks.iter().map(|t| counters_of(&t.sample)));
+                bus.clone_from(&obs.memory_utilization);
+                Some(obs)
+            }
+            None => {
+                sim.advance_quiet(step, pick.as_deref_mut());
+                sim.take_interval(&mut deltas, &mut bus);
+                None
+            }
+        };
+        record(&mut series, sim.now_ns(), &deltas, &bus);
         if bus_sum.is_empty() {
-            bus_sum = vec![0.0; obs.memory_utilization.len()];
+            bus_sum = vec![0.0; bus.len()];
         }
-        for (s, u) in bus_sum.iter_mut().zip(&obs.memory_utilization) {
-            *s += u * obs.interval_ns as f64;
+        let interval = step.div_ceil(sim.tick_ns()) * sim.tick_ns();
+        for (s, u) in bus_sum.iter_mut().zip(&bus) {
+            *s += u * interval as f64;
         }
-        epochs += 1;
-        if let Some(p) = policy.as_deref_mut() {
+        if let (Some(p), Some(obs)) = (policy.as_deref_mut(), obs) {
             let topo = sim.topology().clone();
             for a in p.decide(&topo, &obs) {
                 sim.apply(&a)?;
@@ -140,7 +156,6 @@ pub fn run_with_progress<'p, 'k>(
         }
         progress(sim.now_ns(), total_ns);
     }
-    let _ = epochs;
     let duration_ns = sim.now_ns();
     // Solo references, one per distinct workload (servers: per task, their streams differ).
     let mut solo_cache: BTreeMap<String, SoloCurve> = BTreeMap::new();
@@ -236,28 +251,41 @@ pub fn run_with_progress<'p, 'k>(
     })
 }
 
-fn record(series: &mut Series, obs: &Observation) {
-    series.time_ns.push(obs.time_ns);
-    if series.bus_utilization.is_empty() {
-        series.bus_utilization = vec![Vec::new(); obs.memory_utilization.len()];
+/// Counters of an observation's sample, rounded as the sample carries them.
+fn counters_of(s: &counterpoint_core::Sample) -> Counters {
+    let g = |e: &str| s.values.get(e).map_or(0, |v| v.raw);
+    Counters {
+        cycles: g(event::CYCLES) as f64,
+        instructions: g(event::INSTRUCTIONS) as f64,
+        llc_references: g(event::CACHE_REFERENCES) as f64,
+        llc_misses: g(event::CACHE_MISSES) as f64,
+        mem_transactions: g(event::MEM_TRANSACTIONS) as f64,
+        fp_ops: g(event::FP_OPS) as f64,
+        task_clock_ns: g(event::TASK_CLOCK),
+        context_switches: g(event::CONTEXT_SWITCHES),
+        migrations: g(event::CPU_MIGRATIONS),
+        completions: 0,
     }
-    for (s, u) in series
-        .bus_utilization
-        .iter_mut()
-        .zip(&obs.memory_utilization)
-    {
+}
+
+fn record(series: &mut Series, time_ns: u64, deltas: &[Counters], bus: &[f64]) {
+    series.time_ns.push(time_ns);
+    if series.bus_utilization.is_empty() {
+        series.bus_utilization = vec![Vec::new(); bus.len()];
+    }
+    for (s, u) in series.bus_utilization.iter_mut().zip(bus) {
         s.push(*u);
     }
-    for t in &obs.tasks {
-        let ts = &mut series.tasks[t.id.0 as usize];
-        let g = |e: &str| t.sample.values.get(e).map_or(0, |v| v.raw);
-        let (instr, cyc) = (g(event::INSTRUCTIONS), g(event::CYCLES));
+    // Rounded as an observation's counters are, so both paths give the same series.
+    let r = |v: f64| v.round().max(0.0) as u64;
+    for (ts, d) in series.tasks.iter_mut().zip(deltas) {
+        let (instr, cyc) = (r(d.instructions), r(d.cycles));
         ts.instructions.push(instr);
         ts.cycles.push(cyc);
-        ts.llc_misses.push(g(event::CACHE_MISSES));
-        ts.mem_transactions.push(g(event::MEM_TRANSACTIONS));
-        ts.fp_ops.push(g(event::FP_OPS));
-        ts.task_clock_ns.push(g(event::TASK_CLOCK));
+        ts.llc_misses.push(r(d.llc_misses));
+        ts.mem_transactions.push(r(d.mem_transactions));
+        ts.fp_ops.push(r(d.fp_ops));
+        ts.task_clock_ns.push(d.task_clock_ns);
         ts.ipc.push(if cyc > 0 {
             instr as f64 / cyc as f64
         } else {

@@ -393,3 +393,85 @@ impl SchedParams {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_law_is_clamped_and_decreasing() {
+        let c = MissCurve::PowerLaw {
+            m_ref: 0.4,
+            c_ref_bytes: 1024.0 * 1024.0,
+            alpha: 0.5,
+            m_min: 0.05,
+        };
+        assert_eq!(c.miss_ratio(0.0), 1.0);
+        assert!((c.miss_ratio(1024.0 * 1024.0) - 0.4).abs() < 1e-12);
+        assert!((c.miss_ratio(4.0 * 1024.0 * 1024.0) - 0.2).abs() < 1e-12);
+        assert_eq!(c.miss_ratio(1e12), 0.05);
+        assert_eq!(c.miss_ratio(1.0), 1.0);
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn stack_distance_table_interpolates() {
+        let c = MissCurve::Table {
+            points: vec![(1000.0, 0.5), (3000.0, 0.1)],
+        };
+        assert!((c.miss_ratio(0.0) - 1.0).abs() < 1e-12);
+        assert!((c.miss_ratio(500.0) - 0.75).abs() < 1e-12);
+        assert!((c.miss_ratio(2000.0) - 0.3).abs() < 1e-12);
+        assert_eq!(c.miss_ratio(1e9), 0.1);
+        assert!(c.validate().is_ok());
+        let bad = MissCurve::Table {
+            points: vec![(1000.0, 0.1), (3000.0, 0.5)],
+        };
+        assert!(bad.validate().unwrap_err().contains("must not increase"));
+        let bad = MissCurve::Table { points: vec![] };
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn profile_and_machine_validation_name_the_field() {
+        let mut p = Profile {
+            cpi_core: 1.0,
+            llc_apki: 1.0,
+            miss_curve: MissCurve::Table {
+                points: vec![(1.0, 0.5)],
+            },
+            mlp: 0.5,
+            fp_fraction: 0.0,
+            code_pages: 0,
+        };
+        assert!(p.validate().unwrap_err().contains("mlp"));
+        p.mlp = 1.0;
+        p.fp_fraction = 1.5;
+        assert!(p.validate().unwrap_err().contains("fp_fraction"));
+        let m = MachineSpec {
+            name: "m".into(),
+            packages: 1,
+            cores_per_package: 3,
+            threads_per_core: 1,
+            llc_domains_per_package: 2,
+            llc_bytes: 1 << 20,
+            line_bytes: 64,
+            freq_ghz: 2.0,
+            mem_latency_ns: 100.0,
+            memory: MemoryKind::SharedBus,
+            peak_bandwidth_gb_per_s: 1.0,
+            rho_cap: 0.95,
+            smt: SmtSpec::default(),
+        };
+        assert!(m
+            .validate()
+            .unwrap_err()
+            .contains("llc_domains_per_package"));
+        let m = MachineSpec {
+            llc_domains_per_package: 1,
+            rho_cap: 1.0,
+            ..m
+        };
+        assert!(m.validate().unwrap_err().contains("rho_cap"));
+    }
+}

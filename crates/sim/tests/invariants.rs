@@ -70,8 +70,14 @@ proptest! {
             for u in &obs.memory_utilization {
                 prop_assert!(*u >= 0.0 && *u < 1.0, "utilization {u}");
             }
-            for u in sim.bus_utilization() {
+            // Each bus sits on its queueing curve: rho = 1 - L0/L, or at the cap when saturated.
+            let l0 = sim.unloaded_latency_cycles();
+            for (u, l) in sim.bus_utilization().into_iter().zip(sim.bus_latency_cycles()) {
                 prop_assert!((0.0..1.0).contains(&u));
+                prop_assert!(l >= l0 * (1.0 - 1e-12));
+                let on_curve = (u - (1.0 - l0 / l)).abs() < 1e-6;
+                let capped = (u - m.rho_cap).abs() < 1e-9 && l >= l0 / (1.0 - m.rho_cap) * (1.0 - 1e-9);
+                prop_assert!(on_curve || capped || u == 0.0, "rho {u} latency {l} (L0 {l0})");
             }
             // Shares of the running tasks of each domain add up to the domain's capacity.
             let shares = sim.cache_shares();
@@ -174,5 +180,28 @@ proptest! {
                 prop_assert!(np > 0.0);
             }
         }
+    }
+
+    #[test]
+    fn same_scenario_and_seed_give_identical_json(
+        m in arb_machine(),
+        progs in prop::collection::vec((0usize..8, prop::option::of(0u32..16)), 1..8),
+        server in any::<bool>(),
+        jitter in any::<bool>(),
+        seed in 0u64..1000,
+    ) {
+        let mut sc = scenario(&m, &progs, 120);
+        if server {
+            sc = Scenario { tasks: sc.tasks, ..scenario(&m, &[], 120) };
+            let cat = catalog_with(&m);
+            sc.tasks.push(Scenario::builder(&cat, &m.name).unwrap().task("tpch", None).unwrap().build().tasks.remove(0));
+        }
+        if jitter {
+            sc.sched.timeslice_jitter = 0.2;
+            sc.sched.timeslice_ms = 10.0;
+        }
+        let a = serde_json::to_string(&run(&sc, seed, None, None, 30_000_000).unwrap()).unwrap();
+        let b = serde_json::to_string(&run(&sc, seed, None, None, 30_000_000).unwrap()).unwrap();
+        prop_assert_eq!(a, b);
     }
 }

@@ -17,7 +17,8 @@ enum BenchWhat {
     // [bench: counters]
 
     // [bench: sim]
-
+    /// Simulator speed: simulated core-ticks per wall second (64 cores, 256 tasks).
+    Sim(super::simulate::SimBenchArgs),
     // [bench: selfmon]
 
     // [bench: lockprof]
@@ -28,7 +29,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         // [bench-dispatch: counters]
 
         // [bench-dispatch: sim]
-
+        BenchWhat::Sim(args) => super::simulate::bench(args),
         // [bench-dispatch: selfmon]
 
         // [bench-dispatch: lockprof]

@@ -237,3 +237,94 @@ fn csv_field(s: &str) -> String {
         s.to_string()
     }
 }
+
+/// `counterpoint bench sim`: simulated core-ticks per wall second of the tick engine, one thread.
+#[derive(clap::Args)]
+pub struct SimBenchArgs {
+    /// Scenario to time (default: scenarios/bench-64.toml, 64 cores and 256 tasks).
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// Repetitions; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Also measure how the cost grows with cores (8, 64, 512 at 4 tasks per core) and with
+    /// tasks (64 cores with 64 to 4096 tasks).
+    #[arg(long)]
+    scaling: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn median_point(sc: &Scenario, repeat: usize) -> Result<counterpoint_sim::bench::BenchPoint> {
+    let mut pts = Vec::new();
+    for _ in 0..repeat.max(1) {
+        pts.push(counterpoint_sim::bench::measure(sc)?);
+    }
+    pts.sort_by(|a, b| a.core_ticks_per_s.total_cmp(&b.core_ticks_per_s));
+    Ok(pts.swap_remove(pts.len() / 2))
+}
+
+pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
+    let catalog = Catalog::builtin();
+    let path = args
+        .scenario
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("scenarios/bench-64.toml"));
+    let main_sc = Scenario::from_file(&path, &catalog).with_context(|| {
+        format!(
+            "loading the bench scenario {} (run from the repository root or pass --scenario)",
+            path.display()
+        )
+    })?;
+    let main = median_point(&main_sc, args.repeat)?;
+    let mut scaling = Vec::new();
+    if args.scaling {
+        // Same simulated time per point, so the figures are comparable.
+        for (machine, tasks) in [
+            ("bench-8", 32),
+            ("bench-64", 256),
+            ("bench-512", 2048),
+            ("bench-64", 64),
+            ("bench-64", 1024),
+            ("bench-64", 4096),
+        ] {
+            let sc = counterpoint_sim::bench::mix(&catalog, machine, tasks, 10_000)?;
+            scaling.push(median_point(&sc, args.repeat.min(3))?);
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "scenario": path.display().to_string(),
+                "median_of": args.repeat.max(1),
+                "result": main,
+                "scaling": scaling,
+            }))?
+        );
+    } else {
+        println!(
+            "{}: {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall)",
+            path.display(),
+            main.cpus,
+            main.tasks,
+            main.simulated_ms,
+            main.core_ticks_per_s / 1e6,
+            args.repeat.max(1),
+            main.wall_s
+        );
+        for p in &scaling {
+            println!(
+                "  {:>10} {:>5} CPUs {:>5} tasks: {:>7.1} M core-ticks/s ({:.3} s wall for {} ms)",
+                p.machine,
+                p.cpus,
+                p.tasks,
+                p.core_ticks_per_s / 1e6,
+                p.wall_s,
+                p.simulated_ms
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

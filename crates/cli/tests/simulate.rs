@@ -1,0 +1,122 @@
+//! `counterpoint simulate` end to end: table, JSON, output directory, bad input, and the
+//! `bench sim` report.
+
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_counterpoint"))
+}
+
+const SCENARIO: &str = r#"name = "tiny"
+machine = "zhang-smp"
+duration_ms = 300
+seed = 2
+
+[[task]]
+program = "gzip"
+cpus = "0"
+
+[[task]]
+program = "swim"
+cpus = "1"
+"#;
+
+#[test]
+fn table_json_and_out_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.toml");
+    std::fs::write(&path, SCENARIO).unwrap();
+    let out = bin().arg("simulate").arg(&path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("normalized performance"), "{text}");
+    assert!(text.contains("swim"));
+
+    let out = bin()
+        .args(["simulate", "--json", "--seed", "5"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["seed"], 5);
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 2);
+    let np = v["tasks"][1]["np"].as_f64().unwrap();
+    assert!(np > 0.0 && np <= 1.0);
+
+    let outdir = dir.path().join("out");
+    let out = bin()
+        .arg("simulate")
+        .arg(&path)
+        .arg("--out")
+        .arg(&outdir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    for f in [
+        "result.json",
+        "series.csv",
+        "bus.csv",
+        "np.svg",
+        "bus.svg",
+        "ipc.svg",
+    ] {
+        let meta = std::fs::metadata(outdir.join(f)).unwrap();
+        assert!(meta.len() > 0, "{f} empty");
+    }
+    let csv = std::fs::read_to_string(outdir.join("series.csv")).unwrap();
+    // Header + 2 tasks x 3 epochs.
+    assert_eq!(csv.lines().count(), 7, "{csv}");
+    assert!(std::fs::read_to_string(outdir.join("np.svg"))
+        .unwrap()
+        .contains("<svg"));
+}
+
+#[test]
+fn bad_scenario_and_policy_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, SCENARIO.replace("seed = 2", "seed = 2\nspeed = 3")).unwrap();
+    let out = bin().arg("simulate").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("bad.toml:5:1: speed: unknown field `speed`"),
+        "{err}"
+    );
+
+    std::fs::write(&path, SCENARIO).unwrap();
+    let out = bin()
+        .args(["simulate", "--policy", "no-such-policy"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("no-such-policy"));
+}
+
+#[test]
+fn bench_sim_reports_a_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.toml");
+    std::fs::write(&path, SCENARIO).unwrap();
+    let out = bin()
+        .args(["bench", "sim", "--json", "--repeat", "1", "--scenario"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["result"]["core_ticks"], 600);
+    assert!(v["result"]["core_ticks_per_s"].as_f64().unwrap() > 0.0);
+}

@@ -14,3 +14,4 @@ pub mod metrics;
 // [mod: selfmon]
 
 // [mod: lockprof]
+pub mod lockprof;

@@ -21,6 +21,8 @@ enum BenchWhat {
     // [bench: selfmon]
 
     // [bench: lockprof]
+    /// Lock+unlock cost with and without the lock profiler; slowdown of a lock-heavy program.
+    Lockprof(super::lockprof::BenchLockprofArgs),
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -32,5 +34,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         // [bench-dispatch: selfmon]
 
         // [bench-dispatch: lockprof]
+        BenchWhat::Lockprof(a) => super::lockprof::bench(a),
     }
 }

@@ -598,3 +598,115 @@ mod tests {
         assert!(aggregate(&json!({"entries": [{"lock": "0x1"}]})).is_err());
     }
 }
+
+/// `counterpoint bench lockprof`: lock+unlock cost with and without the profiler, and the
+/// slowdown of a lock-heavy program, both measured in the same run (alternating rounds).
+#[derive(Args)]
+pub struct BenchLockprofArgs {
+    /// Rounds of each measurement (medians are reported).
+    #[arg(long, default_value_t = 7)]
+    rounds: usize,
+    /// Lock+unlock pairs per timed repetition in the pair benchmark.
+    #[arg(long, default_value_t = 2_000_000)]
+    pairs: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+const BENCH_PAIR_C: &str = include_str!("../../../lockprof/tests/c/bench_pair.c");
+const MUTEX_GRID_C: &str = include_str!("../../../lockprof/tests/c/mutex_grid.c");
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    let lib = find_library()?;
+    let dir = tempfile::tempdir().context("creating a build directory")?;
+    let build = |name: &str, src: &str| -> Result<PathBuf> {
+        let c = dir.path().join(format!("{name}.c"));
+        std::fs::write(&c, src)?;
+        let bin = dir.path().join(name);
+        let st = Command::new("cc")
+            .args(["-O2", "-pthread", "-o"])
+            .arg(&bin)
+            .arg(&c)
+            .status()
+            .context("running cc (is a C compiler installed?)")?;
+        if !st.success() {
+            bail!("cc failed to build the {name} benchmark");
+        }
+        Ok(bin)
+    };
+    let pair = build("bench_pair", BENCH_PAIR_C)?;
+    let grid = build("mutex_grid", MUTEX_GRID_C)?;
+    let run = |bin: &Path, a: &[String], preload: bool| -> Result<(String, f64)> {
+        let mut cmd = Command::new(bin);
+        cmd.args(a).env_remove("LD_PRELOAD");
+        if preload {
+            cmd.env("LD_PRELOAD", &lib)
+                .env("COUNTERPOINT_LOCKPROF_OUT", dir.path());
+        }
+        let t0 = std::time::Instant::now();
+        let out = cmd
+            .output()
+            .with_context(|| format!("running {}", bin.display()))?;
+        let wall = t0.elapsed().as_secs_f64();
+        if !out.status.success() {
+            bail!(
+                "{} failed: {}",
+                bin.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok((String::from_utf8_lossy(&out.stdout).into_owned(), wall))
+    };
+    let (mut base, mut prof, mut gbase, mut gprof) = (vec![], vec![], vec![], vec![]);
+    let grid_args: Vec<String> = ["2", "500000", "1"].iter().map(|s| s.to_string()).collect();
+    for _ in 0..args.rounds {
+        for preload in [false, true] {
+            let (o, _) = run(&pair, &[args.pairs.to_string()], preload)?;
+            let ns: f64 = o
+                .trim()
+                .parse()
+                .with_context(|| format!("bench_pair printed {o:?}"))?;
+            if preload {
+                prof.push(ns)
+            } else {
+                base.push(ns)
+            }
+            let (_, wall) = run(&grid, &grid_args, preload)?;
+            if preload {
+                gprof.push(wall)
+            } else {
+                gbase.push(wall)
+            }
+        }
+    }
+    let (b, p) = (median(&mut base), median(&mut prof));
+    let (gb, gp) = (median(&mut gbase), median(&mut gprof));
+    let v = json!({
+        "rounds": args.rounds,
+        "pairs_per_repetition": args.pairs,
+        "lock_unlock_ns": {"without": b, "with": p, "added": p - b},
+        "lock_heavy": {
+            "program": "mutex_grid 2 threads x 500000 iterations, 1 mutex",
+            "wall_s": {"without": gb, "with": gp},
+            "slowdown": gp / gb,
+        },
+        "library": lib.display().to_string(),
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("lock+unlock (uncontended, median of {} rounds): {b:.1} ns without, {p:.1} ns with the profiler, +{:.1} ns", args.rounds, p - b);
+        println!("lock-heavy mutex_grid 2x500000 on 1 mutex: {gb:.3} s without, {gp:.3} s with, slowdown x{:.2}", gp / gb);
+        println!("library: {}", lib.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

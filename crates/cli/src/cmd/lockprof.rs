@@ -252,6 +252,13 @@ impl Stats {
         self.hold_max_ns = self.hold_max_ns.max(f("hold_max_ns")?);
         Ok(())
     }
+    fn hold_cell(&self, v: u64) -> String {
+        if self.hold_count == 0 {
+            "-".to_string()
+        } else {
+            fmt_ns(v)
+        }
+    }
     fn hold_mean_ns(&self) -> u64 {
         self.hold_total_ns.checked_div(self.hold_count).unwrap_or(0)
     }
@@ -383,7 +390,9 @@ pub fn symbolize(agg: &[LockAgg]) -> BTreeMap<String, String> {
             let (Some(func), Some(loc)) = (lines.get(2 * i), lines.get(2 * i + 1)) else {
                 break;
             };
-            if *func != "??" {
+            // Without debug information addr2line names the nearest *exported* symbol, which
+            // for internal functions is wrong: keep object+offset then.
+            if *func != "??" && !loc.starts_with("??") {
                 let loc = loc.rsplit('/').next().unwrap_or(loc);
                 names.insert(addr.clone(), format!("{func} ({loc})"));
             }
@@ -498,8 +507,8 @@ fn table(
                     t.contentions,
                     fmt_ns(t.wait_total_ns),
                     fmt_ns(t.wait_max_ns),
-                    fmt_ns(t.hold_mean_ns()),
-                    fmt_ns(t.hold_max_ns),
+                    t.hold_cell(t.hold_mean_ns()),
+                    t.hold_cell(t.hold_max_ns),
                     a.kind,
                     a.lock,
                     caller,
@@ -523,8 +532,8 @@ fn table(
                     st.contentions,
                     fmt_ns(st.wait_total_ns),
                     fmt_ns(st.wait_max_ns),
-                    fmt_ns(st.hold_mean_ns()),
-                    fmt_ns(st.hold_max_ns),
+                    st.hold_cell(st.hold_mean_ns()),
+                    st.hold_cell(st.hold_max_ns),
                     "",
                     "",
                     caller

@@ -205,26 +205,176 @@ impl Slot {
     /// Find or create the entry for (lock, site, kind); `None` when the table is full.
     #[inline(always)]
     fn entry(&self, lock: usize, site: usize, kind: u64) -> Option<usize> {
-        let key = (lock as u64) ^ (site as u64).rotate_left(21) ^ kind;
-        let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize % ENTRIES_PER_THREAD;
-        for _ in 0..ENTRIES_PER_THREAD {
-            let e = &self.entries[i];
-            let l = e.lock.load(Relaxed);
-            if l == lock && e.site.load(Relaxed) == site && e.kind.load(Relaxed) == kind {
-                return Some(i);
-            }
-            if l == 0 {
-                // Publish key fields before `lock` so a concurrent flush sees a whole key.
-                e.site.store(site, Relaxed);
-                e.kind.store(kind, Relaxed);
-                e.lock.store(lock, core::sync::atomic::Ordering::Release);
-                return Some(i);
-            }
-            i = (i + 1) % ENTRIES_PER_THREAD;
-        }
-        None
+        find_entry(&self.entries, lock, site, kind)
     }
 }
+
+/// Open-addressing lookup/insert in an entry table (only its owner inserts).
+#[inline(always)]
+fn find_entry(entries: &[Entry], lock: usize, site: usize, kind: u64) -> Option<usize> {
+    let n = entries.len();
+    let key = (lock as u64) ^ (site as u64).rotate_left(21) ^ kind;
+    let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % n;
+    for _ in 0..n {
+        let e = &entries[i];
+        let l = e.lock.load(Relaxed);
+        if l == lock && e.site.load(Relaxed) == site && e.kind.load(Relaxed) == kind {
+            return Some(i);
+        }
+        if l == 0 {
+            // Publish key fields before `lock` so a concurrent flush sees a whole key.
+            e.site.store(site, Relaxed);
+            e.kind.store(kind, Relaxed);
+            e.lock.store(lock, core::sync::atomic::Ordering::Release);
+            return Some(i);
+        }
+        i = (i + 1) % n;
+    }
+    None
+}
+
+/// Entries merged from exited threads.
+pub const RETIRED_ENTRIES: usize = 8192;
+/// Per-thread summaries kept for exited threads (later ones are counted, not listed).
+pub const RETIRED_THREADS: usize = 4096;
+
+/// LiMiT split of one exited thread, in TSC ticks.
+pub struct ThreadSummary {
+    pub tid: AtomicU64,
+    pub total: AtomicU64,
+    pub locking: AtomicU64,
+    pub unlocking: AtomicU64,
+    pub held: AtomicU64,
+    pub lock_calls: AtomicU64,
+    pub overflow_events: AtomicU64,
+    pub unmatched_unlocks: AtomicU64,
+}
+
+/// Accounting of exited threads, merged at thread exit under `busy` (not on the fast path).
+pub struct Retired {
+    pub busy: AtomicBool,
+    pub entries: [Entry; RETIRED_ENTRIES],
+    pub threads: [ThreadSummary; RETIRED_THREADS],
+    pub nthreads: AtomicUsize,
+    pub threads_unlisted: AtomicU64,
+    pub overflow_events: AtomicU64,
+}
+
+pub static RETIRED: Retired = Retired {
+    busy: AtomicBool::new(false),
+    entries: [const { Entry::new() }; RETIRED_ENTRIES],
+    threads: [const {
+        ThreadSummary {
+            tid: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            locking: AtomicU64::new(0),
+            unlocking: AtomicU64::new(0),
+            held: AtomicU64::new(0),
+            lock_calls: AtomicU64::new(0),
+            overflow_events: AtomicU64::new(0),
+            unmatched_unlocks: AtomicU64::new(0),
+        }
+    }; RETIRED_THREADS],
+    nthreads: AtomicUsize::new(0),
+    threads_unlisted: AtomicU64::new(0),
+    overflow_events: AtomicU64::new(0),
+};
+
+/// Take the retire lock; with `bounded` (signal handler) give up after a while instead of
+/// risking a deadlock with the interrupted holder.
+pub(crate) fn retired_lock(bounded: bool) -> bool {
+    let mut spins = 0u32;
+    while RETIRED
+        .busy
+        .compare_exchange_weak(false, true, core::sync::atomic::Ordering::Acquire, Relaxed)
+        .is_err()
+    {
+        spins += 1;
+        if bounded && spins > 1_000_000 {
+            return false;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+    true
+}
+
+pub(crate) fn retired_unlock() {
+    RETIRED
+        .busy
+        .store(false, core::sync::atomic::Ordering::Release);
+}
+
+/// Thread exit (pthread key destructor): merge this thread's slot into `RETIRED` and free the
+/// slot for a later thread.
+extern "C" fn thread_exit(arg: *mut c_void) {
+    let s = arg as *const Slot;
+    if s.is_null() {
+        return;
+    }
+    // SAFETY: the value set in claim_slot, a pointer into SLOTS.
+    let s = unsafe { &*s };
+    MY_SLOT.with(|c| c.set(core::ptr::null()));
+    let now = rdtsc();
+    retired_lock(false);
+    if !report::FLUSHED.load(Relaxed) {
+        for e in s.entries.iter() {
+            let lock = e.lock.load(Relaxed);
+            if lock == 0 {
+                continue;
+            }
+            match find_entry(
+                &RETIRED.entries,
+                lock,
+                e.site.load(Relaxed),
+                e.kind.load(Relaxed),
+            ) {
+                Some(i) => {
+                    let r = &RETIRED.entries[i];
+                    bump(&r.acquisitions, e.acquisitions.load(Relaxed));
+                    bump(&r.contentions, e.contentions.load(Relaxed));
+                    bump(&r.wait_total, e.wait_total.load(Relaxed));
+                    raise_max(&r.wait_max, e.wait_max.load(Relaxed));
+                    bump(&r.hold_count, e.hold_count.load(Relaxed));
+                    bump(&r.hold_total, e.hold_total.load(Relaxed));
+                    raise_max(&r.hold_max, e.hold_max.load(Relaxed));
+                }
+                None => bump(&RETIRED.overflow_events, e.acquisitions.load(Relaxed)),
+            }
+        }
+        let n = RETIRED.nthreads.load(Relaxed);
+        if n < RETIRED_THREADS {
+            let t = &RETIRED.threads[n];
+            t.tid.store(s.tid.load(Relaxed), Relaxed);
+            t.total
+                .store(now.wrapping_sub(s.start_tsc.load(Relaxed)), Relaxed);
+            t.locking.store(s.locking.load(Relaxed), Relaxed);
+            t.unlocking.store(s.unlocking.load(Relaxed), Relaxed);
+            t.held.store(
+                s.held
+                    .load(Relaxed)
+                    .saturating_sub(s.nested_calls.load(Relaxed)),
+                Relaxed,
+            );
+            t.lock_calls.store(s.lock_calls.load(Relaxed), Relaxed);
+            t.overflow_events
+                .store(s.overflow_events.load(Relaxed), Relaxed);
+            t.unmatched_unlocks
+                .store(s.unmatched_unlocks.load(Relaxed), Relaxed);
+            RETIRED.nthreads.store(n + 1, Relaxed);
+        } else {
+            bump(&RETIRED.threads_unlisted, 1);
+        }
+        s.reset_counters();
+        // SAFETY: the owning thread is exiting; nobody else touches `private`.
+        unsafe { (*s.private.get()).depth = 0 };
+        s.in_use.store(false, core::sync::atomic::Ordering::Release);
+    }
+    retired_unlock();
+}
+
+/// Key whose destructor runs `thread_exit`; u32::MAX until created.
+static EXIT_KEY: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(u32::MAX);
 
 pub static SLOTS: [Slot; MAX_THREADS] = [const { Slot::new() }; MAX_THREADS];
 /// Threads that found no free slot.
@@ -264,6 +414,12 @@ fn claim_slot() -> Option<&'static Slot> {
             s.tid.store(tid, Relaxed);
             s.start_tsc.store(rdtsc(), Relaxed);
             MY_SLOT.with(|c| c.set(s as *const Slot));
+            let key = EXIT_KEY.load(Relaxed);
+            if key != u32::MAX {
+                // A non-null value makes the destructor run at thread exit.
+                // SAFETY: key from pthread_key_create; setspecific of a low key does not allocate.
+                unsafe { libc::pthread_setspecific(key, s as *const Slot as *const c_void) };
+            }
             return Some(s);
         }
     }
@@ -776,6 +932,14 @@ extern "C" fn atfork_child() {
             s.in_use.store(false, Relaxed);
         }
     }
+    for e in RETIRED.entries.iter() {
+        e.clear();
+    }
+    RETIRED.nthreads.store(0, Relaxed);
+    RETIRED.threads_unlisted.store(0, Relaxed);
+    RETIRED.overflow_events.store(0, Relaxed);
+    // Another parent thread may have held it at fork time; it does not exist here.
+    RETIRED.busy.store(false, Relaxed);
     INIT_TSC.store(rdtsc(), Relaxed);
     INIT_MONO_NS.store(mono_ns(), Relaxed);
     if !mine.is_null() {
@@ -813,6 +977,10 @@ extern "C" fn init() {
     report::init_path();
     // SAFETY: registering plain extern "C" handlers.
     unsafe {
+        let mut key: libc::pthread_key_t = 0;
+        if libc::pthread_key_create(&mut key, Some(thread_exit)) == 0 {
+            EXIT_KEY.store(key, Relaxed);
+        }
         libc::pthread_atfork(None, None, Some(atfork_child));
         libc::atexit(at_exit);
         for sig in [

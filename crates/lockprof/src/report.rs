@@ -1,7 +1,7 @@
 //! Writing the report: JSON through `write(2)` from a stack buffer, with no allocation, so that
 //! the same code runs from `atexit` and from a fatal-signal handler.
 
-use crate::{kind_name, INIT_MONO_NS, INIT_TSC, SLOTS, THREADS_UNTRACKED};
+use crate::{kind_name, Entry, INIT_MONO_NS, INIT_TSC, RETIRED, SLOTS, THREADS_UNTRACKED};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -158,7 +158,12 @@ pub(crate) fn flush(signal: Option<i32>) {
         buf: [0; 8192],
         len: 0,
     };
+    // Exclude thread-exit merges while writing, so no thread is counted twice or missed.
+    let locked = crate::retired_lock(signal.is_some());
     let _ = write_report(&mut w, signal, pid, elapsed_ns, tsc_per_ns, &ns);
+    if locked {
+        crate::retired_unlock();
+    }
     w.flush();
     // SAFETY: our fd.
     unsafe { libc::close(fd) };
@@ -196,8 +201,10 @@ fn write_report(
     }
     write!(
         w,
-        "\"elapsed_ns\":{elapsed_ns},\"tsc_per_ns\":{tsc_per_ns:.6},\"pmu\":\"none: no hardware PMU on this machine, no counter deltas inside critical sections\",\"threads_untracked\":{},",
-        THREADS_UNTRACKED.load(Relaxed)
+        "\"elapsed_ns\":{elapsed_ns},\"tsc_per_ns\":{tsc_per_ns:.6},\"pmu\":\"none: no hardware PMU on this machine, no counter deltas inside critical sections\",\"threads_untracked\":{},\"exited_threads_unlisted\":{},\"exited_overflow_acquisitions\":{},",
+        THREADS_UNTRACKED.load(Relaxed),
+        RETIRED.threads_unlisted.load(Relaxed),
+        RETIRED.overflow_events.load(Relaxed)
     )?;
     w.write_str("\"threads\":[")?;
     let mut first = true;
@@ -219,7 +226,7 @@ fn write_report(
         first = false;
         write!(
             w,
-            "{{\"tid\":{},\"total_ns\":{},\"free_ns\":{},\"locking_ns\":{},\"held_ns\":{},\"unlocking_ns\":{},\"lock_calls\":{},\"overflow_events\":{},\"unmatched_unlocks\":{}}}",
+            "{{\"tid\":{},\"exited\":false,\"total_ns\":{},\"free_ns\":{},\"locking_ns\":{},\"held_ns\":{},\"unlocking_ns\":{},\"lock_calls\":{},\"overflow_events\":{},\"unmatched_unlocks\":{}}}",
             s.tid.load(Relaxed),
             ns(total),
             ns(free),
@@ -231,42 +238,86 @@ fn write_report(
             s.unmatched_unlocks.load(Relaxed)
         )?;
     }
+    for t in RETIRED.threads[..RETIRED.nthreads.load(Relaxed)].iter() {
+        let total = t.total.load(Relaxed);
+        let (locking, unlocking, held) = (
+            t.locking.load(Relaxed),
+            t.unlocking.load(Relaxed),
+            t.held.load(Relaxed),
+        );
+        if !first {
+            w.write_char(',')?;
+        }
+        first = false;
+        write!(
+            w,
+            "{{\"tid\":{},\"exited\":true,\"total_ns\":{},\"free_ns\":{},\"locking_ns\":{},\"held_ns\":{},\"unlocking_ns\":{},\"lock_calls\":{},\"overflow_events\":{},\"unmatched_unlocks\":{}}}",
+            t.tid.load(Relaxed),
+            ns(total),
+            ns(total.saturating_sub(locking + unlocking + held)),
+            ns(locking),
+            ns(held),
+            ns(unlocking),
+            t.lock_calls.load(Relaxed),
+            t.overflow_events.load(Relaxed),
+            t.unmatched_unlocks.load(Relaxed)
+        )?;
+    }
     w.write_str("],\"entries\":[")?;
     let mut first = true;
+    for e in RETIRED.entries.iter() {
+        write_entry(w, e, None, signal, ns, &mut first)?;
+    }
     for s in SLOTS.iter() {
         if !s.in_use.load(Relaxed) {
             continue;
         }
         let tid = s.tid.load(Relaxed);
         for e in s.entries.iter() {
-            let lock = e.lock.load(core::sync::atomic::Ordering::Acquire);
-            if lock == 0 {
-                continue;
-            }
-            let site = e.site.load(Relaxed);
-            if !first {
-                w.write_char(',')?;
-            }
-            first = false;
-            write!(
-                w,
-                "{{\"tid\":{tid},\"lock\":\"{lock:#x}\",\"site\":\"{site:#x}\",\"kind\":\"{}\",\"acquisitions\":{},\"contentions\":{},\"wait_total_ns\":{},\"wait_max_ns\":{},\"hold_count\":{},\"hold_total_ns\":{},\"hold_max_ns\":{}",
-                kind_name(e.kind.load(Relaxed)),
-                e.acquisitions.load(Relaxed),
-                e.contentions.load(Relaxed),
-                ns(e.wait_total.load(Relaxed)),
-                ns(e.wait_max.load(Relaxed)),
-                e.hold_count.load(Relaxed),
-                ns(e.hold_total.load(Relaxed)),
-                ns(e.hold_max.load(Relaxed)),
-            )?;
-            if signal.is_none() {
-                symbol(w, site)?;
-            }
-            w.write_char('}')?;
+            write_entry(w, e, Some(tid), signal, ns, &mut first)?;
         }
     }
     w.write_str("]}\n")
+}
+
+/// One entry; `tid` is `None` for entries merged from exited threads.
+fn write_entry(
+    w: &mut FdWriter,
+    e: &Entry,
+    tid: Option<u64>,
+    signal: Option<i32>,
+    ns: &dyn Fn(u64) -> u64,
+    first: &mut bool,
+) -> core::fmt::Result {
+    let lock = e.lock.load(core::sync::atomic::Ordering::Acquire);
+    if lock == 0 {
+        return Ok(());
+    }
+    let site = e.site.load(Relaxed);
+    if !*first {
+        w.write_char(',')?;
+    }
+    *first = false;
+    match tid {
+        Some(t) => write!(w, "{{\"tid\":{t},")?,
+        None => w.write_str("{\"tid\":null,")?,
+    }
+    write!(
+        w,
+        "\"lock\":\"{lock:#x}\",\"site\":\"{site:#x}\",\"kind\":\"{}\",\"acquisitions\":{},\"contentions\":{},\"wait_total_ns\":{},\"wait_max_ns\":{},\"hold_count\":{},\"hold_total_ns\":{},\"hold_max_ns\":{}",
+        kind_name(e.kind.load(Relaxed)),
+        e.acquisitions.load(Relaxed),
+        e.contentions.load(Relaxed),
+        ns(e.wait_total.load(Relaxed)),
+        ns(e.wait_max.load(Relaxed)),
+        e.hold_count.load(Relaxed),
+        ns(e.hold_total.load(Relaxed)),
+        ns(e.hold_max.load(Relaxed)),
+    )?;
+    if signal.is_none() {
+        symbol(w, site)?;
+    }
+    w.write_char('}')
 }
 
 /// Symbolize a call site with `dladdr`: the dynamic symbol (if any), the object and the offset

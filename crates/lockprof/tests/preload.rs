@@ -180,3 +180,29 @@ fn crash_still_writes_profile() {
     let e = &r.report["entries"][0];
     assert_eq!(e["acquisitions"], 1000);
 }
+
+#[test]
+fn exited_threads_are_merged_and_slots_reused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("thread_churn", tmp.path());
+    // More threads than slots: only works if exiting threads give their slot back.
+    let threads = counterpoint_lockprof_max_threads() + 88;
+    let r = run(&bin, &[&threads.to_string(), "10"], tmp.path());
+    assert_eq!(r.code, Some(0));
+    let addr = r.stdout.split_whitespace().nth(1).unwrap().to_string();
+    let es = entries(&r.report, &addr, "mutex");
+    assert_eq!(sum(&es, "acquisitions"), threads as u64 * 10);
+    assert_eq!(r.report["threads_untracked"], 0);
+    let exited = r.report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["exited"] == true)
+        .count();
+    assert_eq!(exited, threads);
+}
+
+fn counterpoint_lockprof_max_threads() -> usize {
+    // Mirrors counterpoint_lockprof::MAX_THREADS without linking the interposing rlib here.
+    512
+}

@@ -206,3 +206,45 @@ fn counterpoint_lockprof_max_threads() -> usize {
     // Mirrors counterpoint_lockprof::MAX_THREADS without linking the interposing rlib here.
     512
 }
+
+#[test]
+fn fork_gives_the_child_its_own_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("fork_child", tmp.path());
+    let out = Command::new(&bin)
+        .env("LD_PRELOAD", lib_path())
+        .env("COUNTERPOINT_LOCKPROF_OUT", tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<&str> = stdout.split_whitespace().collect();
+    let (addr, child) = (f[1], f[3]);
+    let read = |pid: &str| -> Value {
+        let p = tmp.path().join(format!("lockprof.{pid}.json"));
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let parent = read(&out_pid(&stdout, tmp.path(), child));
+    let child_r = read(child);
+    assert_eq!(sum(&entries(&parent, addr, "mutex"), "acquisitions"), 101);
+    // The child's report holds only the child's work, the held-across-fork lock matched.
+    assert_eq!(sum(&entries(&child_r, addr, "mutex"), "acquisitions"), 7);
+    assert_eq!(child_r["threads"][0]["unmatched_unlocks"], 0);
+    assert_eq!(parent["threads"][0]["unmatched_unlocks"], 0);
+}
+
+/// The parent's pid: the report file that is not the child's.
+fn out_pid(_stdout: &str, dir: &Path, child: &str) -> String {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("lockprof.") && *n != format!("lockprof.{child}.json"))
+        .map(|n| {
+            n.trim_start_matches("lockprof.")
+                .trim_end_matches(".json")
+                .to_string()
+        })
+        .next()
+        .unwrap()
+}

@@ -213,8 +213,11 @@ impl Slot {
 #[inline(always)]
 fn find_entry(entries: &[Entry], lock: usize, site: usize, kind: u64) -> Option<usize> {
     let n = entries.len();
+    // Table sizes are powers of two: a mask instead of a division on the fast path.
+    debug_assert!(n.is_power_of_two());
+    let mask = n - 1;
     let key = (lock as u64) ^ (site as u64).rotate_left(21) ^ kind;
-    let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % n;
+    let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask;
     for _ in 0..n {
         let e = &entries[i];
         let l = e.lock.load(Relaxed);
@@ -228,7 +231,7 @@ fn find_entry(entries: &[Entry], lock: usize, site: usize, kind: u64) -> Option<
             e.lock.store(lock, core::sync::atomic::Ordering::Release);
             return Some(i);
         }
-        i = (i + 1) % n;
+        i = (i + 1) & mask;
     }
     None
 }

@@ -22,3 +22,4 @@ pub mod top;
 // [mod: selfmon]
 
 // [mod: lockprof]
+pub mod lockprof;

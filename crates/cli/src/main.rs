@@ -54,6 +54,8 @@ enum Command {
     // [commands: selfmon]
 
     // [commands: lockprof]
+    /// Run a program with the pthread lock profiler preloaded and print a lockstat-style report.
+    Lockprof(cmd::lockprof::LockprofArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +78,7 @@ fn main() -> ExitCode {
         // [dispatch: selfmon]
 
         // [dispatch: lockprof]
+        Command::Lockprof(args) => cmd::lockprof::run(args),
     };
     match result {
         Ok(code) => code,

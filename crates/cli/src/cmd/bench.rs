@@ -22,6 +22,8 @@ enum BenchWhat {
     // [bench: selfmon]
 
     // [bench: lockprof]
+    /// Lock+unlock cost with and without the lock profiler; slowdown of a lock-heavy program.
+    Lockprof(super::lockprof::BenchLockprofArgs),
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -33,5 +35,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         // [bench-dispatch: selfmon]
 
         // [bench-dispatch: lockprof]
+        BenchWhat::Lockprof(a) => super::lockprof::bench(a),
     }
 }

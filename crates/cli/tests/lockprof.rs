@@ -1,0 +1,212 @@
+//! End-to-end tests of `counterpoint lockprof`: the C programs of the lockprof crate and Debian
+//! multithreaded programs under the profiler, and its error cases.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn counterpoint() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_counterpoint"))
+}
+
+/// The preload library next to the binary; built on demand (`cargo test -p counterpoint` alone
+/// does not build the cdylib).
+fn ensure_lib() {
+    let lib = counterpoint()
+        .parent()
+        .unwrap()
+        .join("libcounterpoint_lockprof.so");
+    if !lib.exists() {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-p", "counterpoint-lockprof"]);
+        if counterpoint().parent().unwrap().ends_with("release") {
+            cmd.arg("--release");
+        }
+        assert!(cmd.status().unwrap().success());
+    }
+    assert!(lib.exists());
+}
+
+fn compile(name: &str, dir: &Path, extra: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../lockprof/tests/c")
+        .join(format!("{name}.c"));
+    let bin = dir.join(name);
+    let st = Command::new("cc")
+        .args(["-O1", "-pthread"])
+        .args(extra)
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    bin
+}
+
+fn lockprof(args: &[&str], stdin: Option<&Path>) -> Output {
+    ensure_lib();
+    let mut cmd = Command::new(counterpoint());
+    cmd.arg("lockprof").args(args);
+    if let Some(p) = stdin {
+        cmd.stdin(Stdio::from(std::fs::File::open(p).unwrap()));
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn table_for_mutex_grid_with_symbolized_caller() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("mutex_grid", tmp.path(), &["-g"]);
+    let out = lockprof(&["--", bin.to_str().unwrap(), "3", "1000", "2"], None);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("total 3000"), "{text}");
+    assert!(text.contains("3000 acquisitions"), "{text}");
+    assert!(text.contains("worker (mutex_grid.c:"), "{text}");
+    assert!(text.contains("LiMiT split"));
+}
+
+#[test]
+fn json_keeps_program_stdout_out_of_the_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("rwlock_cond", tmp.path(), &[]);
+    let out = lockprof(
+        &["--json", "--", bin.to_str().unwrap(), "1", "1", "500"],
+        None,
+    );
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is pure JSON");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("value 500 consumed 500"));
+    let locks = v["locks"].as_array().unwrap();
+    let read = locks.iter().find(|l| l["kind"] == "rwlock-read").unwrap();
+    assert_eq!(read["acquisitions"], 500);
+    assert!(read["hold_ns"]["mean"].is_u64());
+    assert!(read["wait_ns"]["max"].is_u64());
+    assert!(read["contentions"].is_u64());
+}
+
+#[test]
+fn missing_program_is_a_clear_error() {
+    let out = lockprof(&["--", "/nonexistent/prog"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("program not found: /nonexistent/prog"));
+    let out = lockprof(&["--", "no-such-program-xyz"], None);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not in $PATH"));
+}
+
+#[test]
+fn static_program_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("crash", tmp.path(), &["-static"]);
+    let out = lockprof(&["--", bin.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("statically linked") && err.contains("impossible"),
+        "{err}"
+    );
+}
+
+#[test]
+fn crashing_program_still_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("crash", tmp.path(), &[]);
+    let out = lockprof(&["--json", "--", bin.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(128 + 11));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("killed by SIGSEGV"));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["complete"], false);
+    assert_eq!(v["locks"][0]["acquisitions"], 1000);
+}
+
+#[test]
+fn exit_code_is_propagated() {
+    // dash leaves with _exit: no profile, but the status still comes through.
+    let out = lockprof(&["--", "sh", "-c", "exit 7"], None);
+    assert_eq!(out.status.code(), Some(7));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no lock profile"));
+    let out = lockprof(&["--", "sqlite3", ":memory:", ".exit 3"], None);
+    assert_eq!(out.status.code(), Some(3));
+}
+
+/// Debian programs: compressed output byte-identical to an unprofiled run, plausible report.
+#[test]
+fn xz_and_pigz_output_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    let data: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8 & 0x3f)
+        .collect();
+    std::fs::write(&input, data).unwrap();
+    let mut progs: Vec<(&str, Vec<&str>)> = vec![("xz", vec!["-T0", "-1", "-c"])];
+    if Path::new("/usr/bin/pigz").exists() {
+        progs.push(("pigz", vec!["-p", "2", "-b", "128", "-c"]));
+    } else {
+        eprintln!("pigz not installed (scripts/setup.d/lockprof.sh installs it); testing xz only");
+    }
+    for (prog, args) in progs {
+        let plain = Command::new(prog)
+            .args(&args)
+            .stdin(Stdio::from(std::fs::File::open(&input).unwrap()))
+            .output()
+            .unwrap();
+        assert!(plain.status.success());
+        let mut a = vec![
+            "-o",
+            tmp.path()
+                .join("r.json")
+                .to_str()
+                .unwrap()
+                .to_string()
+                .leak() as &str,
+            "--json",
+            "--",
+            prog,
+        ];
+        a.extend(args.iter());
+        let out = lockprof(&a, Some(&input));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stdout == plain.stdout,
+            "{prog}: output differs under the profiler"
+        );
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(tmp.path().join("r.json")).unwrap())
+                .unwrap();
+        let acq: u64 = v["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["acquisitions"].as_u64().unwrap())
+            .sum();
+        assert!(acq > 0, "{prog}: no lock acquisitions recorded");
+        assert!(
+            v["threads"].as_array().unwrap().len() >= 2,
+            "{prog}: worker threads"
+        );
+    }
+}
+
+#[test]
+fn sqlite3_output_identical() {
+    let sql = "create table t(a,b); with recursive c(x) as (select 1 union all select x+1 from c \
+               where x<2000) insert into t select x, x*x from c; select count(*), sum(b) from t;";
+    let plain = Command::new("sqlite3")
+        .args([":memory:", sql])
+        .output()
+        .unwrap();
+    assert!(plain.status.success());
+    let out = lockprof(&["--", "sqlite3", ":memory:", sql], None);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with(&*String::from_utf8_lossy(&plain.stdout)),
+        "{text}"
+    );
+    assert!(text.contains("acquisitions"));
+}

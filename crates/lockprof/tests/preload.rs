@@ -1,0 +1,250 @@
+//! Runs the C programs in `tests/c/` under the preloaded library and checks the report against
+//! what the programs are known to do.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn lib_path() -> PathBuf {
+    // Integration tests live in target/<profile>/deps; the cdylib is in target/<profile>.
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let lib = dir.join("libcounterpoint_lockprof.so");
+    assert!(lib.exists(), "{} not built", lib.display());
+    lib
+}
+
+fn compile(name: &str, out: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let bin = out.join(name);
+    let st = Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc failed for {name}");
+    bin
+}
+
+struct Run {
+    stdout: String,
+    code: Option<i32>,
+    report: Value,
+}
+
+fn run(bin: &Path, args: &[&str], dir: &Path) -> Run {
+    let out = Command::new(bin)
+        .args(args)
+        .env("LD_PRELOAD", lib_path())
+        .env("COUNTERPOINT_LOCKPROF_OUT", dir)
+        .output()
+        .expect("run program");
+    let pid_file = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("lockprof.")
+        })
+        .expect("report written");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&pid_file).unwrap()).unwrap();
+    std::fs::remove_file(pid_file).unwrap();
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        code: out.status.code(),
+        report,
+    }
+}
+
+fn entries<'a>(r: &'a Value, lock: &str, kind: &str) -> Vec<&'a Value> {
+    r["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["lock"] == lock && e["kind"] == kind)
+        .collect()
+}
+
+fn sum(es: &[&Value], field: &str) -> u64 {
+    es.iter().map(|e| e[field].as_u64().unwrap()).sum()
+}
+
+#[test]
+fn mutex_grid_counts_are_exact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("mutex_grid", tmp.path());
+    let (n, m, k) = (4u64, 2000u64, 3u64);
+    let r = run(
+        &bin,
+        &[&n.to_string(), &m.to_string(), &k.to_string()],
+        tmp.path(),
+    );
+    assert_eq!(r.code, Some(0));
+    assert!(r.stdout.contains(&format!("total {}", n * m)));
+    let mut total = 0;
+    for line in r.stdout.lines().filter(|l| l.starts_with("lock ")) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (addr, count) = (f[2], f[3].parse::<u64>().unwrap());
+        let es = entries(&r.report, addr, "mutex");
+        assert_eq!(sum(&es, "acquisitions"), count, "lock {addr}");
+        assert_eq!(sum(&es, "hold_count"), count, "lock {addr}");
+        assert!(sum(&es, "contentions") <= count);
+        total += count;
+    }
+    assert_eq!(total, n * m);
+    let threads = r.report["threads"].as_array().unwrap();
+    assert_eq!(threads.len() as u64, n, "one slot per locking thread");
+    for t in threads {
+        assert_eq!(t["lock_calls"], m);
+        assert_eq!(t["unmatched_unlocks"], 0);
+        let parts: u64 = ["free_ns", "locking_ns", "held_ns", "unlocking_ns"]
+            .iter()
+            .map(|f| t[*f].as_u64().unwrap())
+            .sum();
+        let total = t["total_ns"].as_u64().unwrap();
+        assert!(
+            parts <= total + total / 100 + 1000,
+            "split exceeds total: {t}"
+        );
+    }
+}
+
+#[test]
+fn programmed_hold_time_within_ten_percent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("hold_time", tmp.path());
+    let r = run(&bin, &["2", "40", "200"], tmp.path());
+    assert_eq!(r.code, Some(0));
+    let addr = r.stdout.split_whitespace().nth(1).unwrap().to_string();
+    let es = entries(&r.report, &addr, "mutex");
+    assert_eq!(sum(&es, "acquisitions"), 80);
+    let measured_ns: f64 = r.stdout.split_whitespace().nth(3).unwrap().parse().unwrap();
+    let mean_ns = sum(&es, "hold_total_ns") as f64 / sum(&es, "hold_count") as f64;
+    // Against the program's own clock (a preempted spinner lengthens both alike) ...
+    let program_mean_ns = measured_ns / 80.0;
+    assert!(
+        (mean_ns - program_mean_ns).abs() <= 0.1 * program_mean_ns,
+        "mean hold {mean_ns} ns, program measured {program_mean_ns} ns"
+    );
+    // ... and against the programmed hold, allowing for preemption only upwards.
+    assert!(
+        mean_ns >= 0.9 * 200_000.0,
+        "mean hold {mean_ns} ns, programmed 200000 ns"
+    );
+    // Two threads spinning 200 us under one lock must have waited for each other.
+    assert!(sum(&es, "contentions") > 0);
+    assert!(sum(&es, "wait_total_ns") > 0);
+}
+
+#[test]
+fn rwlocks_and_condition_variables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("rwlock_cond", tmp.path());
+    let (readers, writers, m) = (2u64, 2u64, 1000u64);
+    let r = run(&bin, &["2", "2", "1000"], tmp.path());
+    assert_eq!(r.code, Some(0));
+    let f: Vec<&str> = r.stdout.split_whitespace().collect();
+    let (rw, qm, qc) = (f[1], f[3], f[5]);
+    assert_eq!(
+        sum(&entries(&r.report, rw, "rwlock-read"), "acquisitions"),
+        readers * m
+    );
+    assert_eq!(
+        sum(&entries(&r.report, rw, "rwlock-write"), "acquisitions"),
+        writers * m
+    );
+    let waits = sum(&entries(&r.report, qc, "cond-wait"), "acquisitions");
+    // The consumer locks once per outer iteration and waits at most once per item.
+    let qm_acq = sum(&entries(&r.report, qm, "mutex"), "acquisitions");
+    assert!(qm_acq > m && qm_acq <= 2 * m, "{qm_acq}");
+    assert!(waits <= m);
+    for t in r.report["threads"].as_array().unwrap() {
+        assert_eq!(t["unmatched_unlocks"], 0, "{t}");
+    }
+}
+
+#[test]
+fn crash_still_writes_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("crash", tmp.path());
+    let r = run(&bin, &[], tmp.path());
+    assert_eq!(r.code, None, "killed by a signal");
+    assert_eq!(r.report["complete"], false);
+    assert_eq!(r.report["signal"], 11);
+    let e = &r.report["entries"][0];
+    assert_eq!(e["acquisitions"], 1000);
+}
+
+#[test]
+fn exited_threads_are_merged_and_slots_reused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("thread_churn", tmp.path());
+    // More threads than slots: only works if exiting threads give their slot back.
+    let threads = counterpoint_lockprof_max_threads() + 88;
+    let r = run(&bin, &[&threads.to_string(), "10"], tmp.path());
+    assert_eq!(r.code, Some(0));
+    let addr = r.stdout.split_whitespace().nth(1).unwrap().to_string();
+    let es = entries(&r.report, &addr, "mutex");
+    assert_eq!(sum(&es, "acquisitions"), threads as u64 * 10);
+    assert_eq!(r.report["threads_untracked"], 0);
+    let exited = r.report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["exited"] == true)
+        .count();
+    assert_eq!(exited, threads);
+}
+
+fn counterpoint_lockprof_max_threads() -> usize {
+    // Mirrors counterpoint_lockprof::MAX_THREADS without linking the interposing rlib here.
+    512
+}
+
+#[test]
+fn fork_gives_the_child_its_own_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("fork_child", tmp.path());
+    let out = Command::new(&bin)
+        .env("LD_PRELOAD", lib_path())
+        .env("COUNTERPOINT_LOCKPROF_OUT", tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<&str> = stdout.split_whitespace().collect();
+    let (addr, child) = (f[1], f[3]);
+    let read = |pid: &str| -> Value {
+        let p = tmp.path().join(format!("lockprof.{pid}.json"));
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let parent = read(&out_pid(&stdout, tmp.path(), child));
+    let child_r = read(child);
+    assert_eq!(sum(&entries(&parent, addr, "mutex"), "acquisitions"), 101);
+    // The child's report holds only the child's work, the held-across-fork lock matched.
+    assert_eq!(sum(&entries(&child_r, addr, "mutex"), "acquisitions"), 7);
+    assert_eq!(child_r["threads"][0]["unmatched_unlocks"], 0);
+    assert_eq!(parent["threads"][0]["unmatched_unlocks"], 0);
+}
+
+/// The parent's pid: the report file that is not the child's.
+fn out_pid(_stdout: &str, dir: &Path, child: &str) -> String {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("lockprof.") && *n != format!("lockprof.{child}.json"))
+        .map(|n| {
+            n.trim_start_matches("lockprof.")
+                .trim_end_matches(".json")
+                .to_string()
+        })
+        .next()
+        .unwrap()
+}

@@ -1,0 +1,12 @@
+#!/bin/sh
+# lockprof: Debian multithreaded programs run under the profiler by the tests (xz, sqlite3 are
+# normally present; pigz is not). Idempotent.
+set -e
+missing=""
+for p in pigz xz-utils sqlite3 binutils; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y $missing
+fi

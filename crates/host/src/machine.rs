@@ -57,6 +57,9 @@ pub struct Host {
     detailed: bool,
     /// Open `schedstat` files by thread id (closed when the thread is no longer seen).
     open_stats: BTreeMap<u32, std::fs::File>,
+    /// When the counters in `prev` were read: deltas cover the time since then, which is longer
+    /// than the wait in `advance` by whatever the caller did in between.
+    prev_read: Instant,
 }
 
 impl Host {
@@ -78,6 +81,7 @@ impl Host {
             stop: None,
             detailed: false,
             open_stats: BTreeMap::new(),
+            prev_read: Instant::now(),
         };
         h.prev = h.snapshot_threads();
         h.prev_cpu = read_proc_stat_cpus();
@@ -87,6 +91,11 @@ impl Host {
     /// A flag that cuts the wait in [`Machine::advance`] short (set from a signal handler).
     pub fn set_stop_flag(&mut self, flag: &'static AtomicBool) {
         self.stop = Some(flag);
+    }
+
+    /// The events this host puts in every task's sample (no hardware events without a PMU).
+    pub fn counted_events(&self) -> Vec<&'static str> {
+        HOST_EVENTS.to_vec()
     }
 
     pub fn online(&self) -> &CpuSet {
@@ -205,6 +214,7 @@ impl Host {
     /// keeps the cheap path.
     pub fn set_detailed(&mut self, detailed: bool) {
         self.detailed = detailed;
+        self.prev_read = Instant::now();
         self.prev = self.snapshot_threads();
     }
 
@@ -266,7 +276,9 @@ impl Machine for Host {
             }
             std::thread::sleep((want - begin.elapsed()).min(Duration::from_millis(50)));
         }
-        let elapsed_ns = begin.elapsed().as_nanos() as u64;
+        let read_at = Instant::now();
+        let elapsed_ns = read_at.duration_since(self.prev_read).as_nanos() as u64;
+        self.prev_read = read_at;
         let mut now = BTreeMap::new();
         let mut tasks = Vec::new();
         for pid in self.target_pids() {

@@ -1,0 +1,200 @@
+//! `counterpoint top` on a real busy process: plain text over a pipe, JSON lines, and the live
+//! ratatui view driven through tmux (skipped where tmux is missing).
+
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
+
+/// A busy shell loop, killed when dropped.
+struct Busy(Child);
+
+impl Busy {
+    fn spawn() -> Self {
+        Busy(
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("spawn sh"),
+        )
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn text_over_a_pipe_is_plain_tables() {
+    let a = Busy::spawn();
+    // stdout is a pipe here, so no live view even without --once.
+    let out = Command::new(BIN)
+        .args(["top", "--interval", "200ms", "--count", "2", "--targets"])
+        .arg(format!("pid:{}", a.pid()))
+        .output()
+        .expect("top");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains('\x1b'), "escape codes over a pipe: {text:?}");
+    assert!(
+        text.contains("interval 1:") && text.contains("interval 2:"),
+        "{text}"
+    );
+    assert!(!text.contains("interval 3:"), "{text}");
+    let row = text
+        .lines()
+        .rev()
+        .find(|l| l.split_whitespace().next() == Some(&a.pid().to_string()))
+        .unwrap_or_else(|| panic!("no row for {}: {text}", a.pid()));
+    // PID COMM CPU% CS/s MIG/s, then the three hardware columns.
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    let cpu: f64 = cols[2].parse().expect("CPU%");
+    assert!(cpu > 20.0 && cpu < 105.0, "busy loop at {cpu} %: {row}");
+    assert!(cols[4].parse::<f64>().is_ok(), "migrations/s: {row}");
+    assert_eq!(row.matches("n/a (no PMU)").count(), 3, "{row}");
+    assert!(text.contains("runs:"), "placement per CPU missing: {text}");
+}
+
+#[test]
+fn json_lines_one_per_interval_sorted_as_asked() {
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let out = Command::new(BIN)
+        .args(["top", "--json", "--count", "2", "--interval", "200ms"])
+        .args(["--sort", "pid", "--reverse", "--targets"])
+        .arg(format!("pid:{},{}", a.pid(), b.pid()))
+        .output()
+        .expect("top");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let docs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON document per line"))
+        .collect();
+    assert_eq!(docs.len(), 2, "{text}");
+    for d in &docs {
+        let pids: Vec<u64> = d["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .filter_map(|t| t["pid"].as_u64())
+            .collect();
+        let hi = a.pid().max(b.pid()) as u64;
+        let lo = a.pid().min(b.pid()) as u64;
+        assert_eq!(pids, [hi, lo], "{d}");
+        assert_eq!(d["tasks"][0]["ipc"], serde_json::Value::Null);
+        assert_eq!(d["tasks"][0]["counted_fraction"].as_f64(), Some(1.0));
+        assert_eq!(d["pmu"], false);
+    }
+}
+
+/// A tmux session, killed when dropped.
+struct Tmux(String);
+
+impl Tmux {
+    fn capture(&self) -> String {
+        Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.0])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default()
+    }
+    fn keys(&self, keys: &[&str]) {
+        let _ = Command::new("tmux")
+            .args(["send-keys", "-t", &self.0])
+            .args(keys)
+            .status();
+    }
+    fn wait_for(&self, what: &str) -> String {
+        let t0 = Instant::now();
+        loop {
+            let screen = self.capture();
+            if screen.contains(what) || t0.elapsed() > Duration::from_secs(15) {
+                return screen;
+            }
+            sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn live_view_sorts_with_keys_and_restores_the_terminal() {
+    let have_tmux = Command::new("tmux")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have_tmux {
+        eprintln!("skipped: tmux not installed");
+        return;
+    }
+    let a = Busy::spawn();
+    let name = format!("cp-top-test-{}", std::process::id());
+    // After top exits, print its status and the terminal mode so restoration can be checked.
+    let script = format!(
+        "{BIN} top --interval 300ms --targets pid:{}; echo EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 30",
+        a.pid()
+    );
+    let ok = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "150",
+            "-y",
+            "30",
+            &script,
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipped: tmux cannot start a session here");
+        return;
+    }
+    let t = Tmux(name);
+    let screen = t.wait_for("CPU%▼");
+    assert!(screen.contains("CPU%▼"), "no live view: {screen}");
+    let screen = t.wait_for(&a.pid().to_string());
+    assert!(screen.contains("n/a (no PMU)"), "{screen}");
+    assert!(screen.contains("placement per CPU"), "{screen}");
+    assert!(screen.contains("q/Esc quit"), "{screen}");
+    // `s` moves the sort to the next column (CS/s), `r` reverses it.
+    t.keys(&["s"]);
+    let screen = t.wait_for("CS/s▼");
+    assert!(screen.contains("CS/s▼"), "{screen}");
+    t.keys(&["r"]);
+    let screen = t.wait_for("CS/s▲");
+    assert!(screen.contains("(reversed)"), "{screen}");
+    t.keys(&["?"]);
+    let screen = t.wait_for("reverse the sort order");
+    assert!(screen.contains(" help "), "{screen}");
+    t.keys(&["q"]);
+    let screen = t.wait_for("icanon");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    // Raw mode is off again (`icanon`, not `-icanon`) and the main screen is back.
+    assert!(
+        screen.lines().any(|l| l.trim() == "icanon"),
+        "terminal left in raw mode: {screen}"
+    );
+    assert!(!screen.contains("placement per CPU"), "{screen}");
+}

@@ -371,3 +371,66 @@ fn sim_source_runs_the_same_loop() {
     let e = run_fails(&["agent", "--policy", "spread", "--source", "cloud"]);
     assert!(e.contains("cloud"), "{e}");
 }
+
+#[test]
+fn decisions_are_logged_as_structured_events() {
+    let _g = serial();
+    if !two_cpus() {
+        return;
+    }
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
+    let targets = format!("pid:{},{}", a.pid(), b.pid());
+    let run = |json: bool| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["agent", "--policy", "spread", "--dry-run", "--interval"])
+            .args(["200ms", "--max-intervals", "2", "--targets", &targets]);
+        if json {
+            cmd.arg("--log-json");
+        }
+        let out = cmd.output().expect("agent");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = run(true);
+    let events: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(events[0]["event"], "start", "{err}");
+    let decisions: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["event"] == "decision").collect();
+    assert!(!decisions.is_empty(), "no decision logged: {err}");
+    for d in &decisions {
+        let task = d["task"].as_u64().expect("task");
+        assert!(task == a.pid() as u64 || task == b.pid() as u64, "{d}");
+        assert_eq!(d["policy"], "spread", "{d}");
+        assert_eq!(d["dry_run"], true, "{d}");
+        assert_eq!(d["applied"], false, "{d}");
+        assert_eq!(d["from"].as_str(), Some(online().as_str()), "{d}");
+        let to = d["to"].as_str().expect("to");
+        assert!(!to.is_empty() && to != online(), "{d}");
+        assert!(matches!(d["interval"].as_u64(), Some(1 | 2)), "{d}");
+        assert!(
+            d["reason"].as_str().is_some_and(|r| r.contains("spread")),
+            "{d}"
+        );
+    }
+    // The default format is one human-readable line per event, same fields.
+    let err = run(false);
+    let line = err
+        .lines()
+        .find(|l| l.contains("event=\"decision\""))
+        .unwrap_or_else(|| panic!("no decision line: {err}"));
+    assert!(serde_json::from_str::<serde_json::Value>(line).is_err());
+    assert!(
+        line.contains("dry_run=true") && line.contains("to="),
+        "{line}"
+    );
+    // Dry run: nothing changed.
+    assert_eq!((cpus_allowed(a.pid()), cpus_allowed(b.pid())), before);
+}

@@ -6,7 +6,9 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use counterpoint_core::action::Action;
+use counterpoint_core::cpuset::CpuSet;
 use counterpoint_core::machine::{Machine, Policy};
+use counterpoint_core::observation::Observation;
 use counterpoint_core::task::TaskId;
 use counterpoint_host::journal::RestoreReport;
 use counterpoint_host::machine::HOST_EVENTS;
@@ -16,6 +18,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use tracing::{debug, error, info, warn};
 
 #[derive(Args)]
 pub struct AgentArgs {
@@ -101,52 +104,104 @@ pub fn parse_interval(s: &str) -> Result<u64> {
     Ok(ns as u64)
 }
 
-struct Log {
-    json: bool,
+/// Decisions and lifecycle events go through `tracing`: a human-readable line per event on
+/// stderr, or with `--log-json` one JSON object per line whose fields are flattened to the top
+/// level (`event`, `interval`, `policy`, `task`, `from`, `to`, `reason`, `dry_run`, ...).
+/// `COUNTERPOINT_LOG` (an `EnvFilter` directive, default `info`) selects the verbosity.
+fn init_logging(json: bool) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("COUNTERPOINT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_target(false);
+    // A second call (tests in one process) finds a subscriber already set: keep it.
+    let _ = if json {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .try_init()
+    } else {
+        builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init()
+    };
 }
 
-impl Log {
-    fn event(&self, kind: &str, fields: serde_json::Value) {
-        if self.json {
-            let mut obj = json!({ "ts_ms": now_ms(), "event": kind });
-            if let (Some(o), Some(f)) = (obj.as_object_mut(), fields.as_object()) {
-                for (k, v) in f {
-                    o.insert(k.clone(), v.clone());
-                }
-            }
-            eprintln!("{obj}");
-        } else {
-            eprintln!("counterpoint agent: {kind} {fields}");
-        }
-    }
-}
-
-fn now_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0)
-}
-
-fn report_json(r: &RestoreReport) -> serde_json::Value {
-    json!({
+/// Log a restore report: counts as fields, the per-thread detail as one JSON string.
+fn log_restore(event: &str, signal: i32, r: &RestoreReport) {
+    let detail = json!({
         "restored": r.restored.iter().map(|(t, s)| json!({"tid": t, "cpus": s.to_list()})).collect::<Vec<_>>(),
         "left_alone": r.left_alone.iter().map(|(t, s)| json!({"tid": t, "cpus": s.to_list()})).collect::<Vec<_>>(),
         "gone": r.gone,
         "failed": r.failed.iter().map(|(t, e)| json!({"tid": t, "error": e})).collect::<Vec<_>>(),
-    })
+    });
+    info!(
+        event,
+        signal,
+        restored = r.restored.len(),
+        left_alone = r.left_alone.len(),
+        gone = r.gone.len(),
+        failed = r.failed.len(),
+        detail = %detail,
+        "affinities restored from the journal"
+    );
+}
+
+/// One task's move within an action, for the decision log.
+struct Move {
+    task: u64,
+    from: String,
+    to: String,
+    /// Share of one CPU the task used in the interval, when observed.
+    cpus_used: Option<f64>,
+}
+
+fn moves(action: &Action, obs: &Observation, online: &CpuSet) -> Vec<Move> {
+    let seen = |t: TaskId| obs.task(t);
+    let used = |t: TaskId| {
+        seen(t).and_then(|o| {
+            o.sample
+                .get(counterpoint_core::event::TASK_CLOCK)
+                .map(|ns| ns / obs.interval_ns.max(1) as f64)
+        })
+    };
+    let aff = |t: TaskId| seen(t).map(|o| o.affinity.to_list()).unwrap_or_default();
+    match action {
+        Action::SetAffinity { task, cpus } => vec![Move {
+            task: task.0,
+            from: aff(*task),
+            to: cpus.intersection(online).to_list(),
+            cpus_used: used(*task),
+        }],
+        Action::Swap { a, b } => vec![
+            Move {
+                task: a.0,
+                from: aff(*a),
+                to: aff(*b),
+                cpus_used: used(*a),
+            },
+            Move {
+                task: b.0,
+                from: aff(*b),
+                to: aff(*a),
+                cpus_used: used(*b),
+            },
+        ],
+    }
 }
 
 pub fn run(args: AgentArgs) -> Result<ExitCode> {
-    let log = Log {
-        json: args.log_json,
-    };
+    init_logging(args.log_json);
     let online = counterpoint_host::affinity::online_cpus();
 
     if args.restore_only {
         let mut j = Journal::open(&args.journal)?;
         let r = j.restore_all(&online)?;
-        log.event("restored", report_json(&r));
+        log_restore("restored", 0, &r);
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -188,21 +243,23 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         let mut sim = counterpoint_sim::Simulation::new(&scenario, args.seed)
             .with_context(|| format!("--source {}", args.source))?;
         install_signal_handlers()?;
-        log.event(
-            "start",
-            json!({"policy": policy.name(), "interval_ns": interval_ns, "source": args.source,
-                   "seed": args.seed, "dry_run": args.dry_run}),
-        );
-        run_loop(
-            &mut sim,
-            policy.as_mut(),
+        info!(
+            event = "start",
+            policy = policy.name(),
             interval_ns,
-            &args,
-            &log,
-            true,
-            |_| false,
-        )?;
-        log.event("stopped", json!({"signal": SIGNAL.load(Ordering::SeqCst)}));
+            source = %args.source,
+            seed = args.seed,
+            dry_run = args.dry_run,
+            "agent started on the simulator"
+        );
+        run_loop(&mut sim, policy.as_mut(), interval_ns, &args, true, |_| {
+            false
+        })?;
+        info!(
+            event = "stopped",
+            signal = SIGNAL.load(Ordering::SeqCst),
+            "agent stopped"
+        );
         return Ok(ExitCode::SUCCESS);
     } else if args.source != "host" {
         bail!(
@@ -218,10 +275,11 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         if j.has_entries() {
             // A previous agent died without restoring: put its tasks back first.
             let r = j.restore_all(&online)?;
-            log.event(
-                "recovered",
-                json!({"journal": args.journal.display().to_string(), "report": report_json(&r)}),
+            warn!(
+                journal = %args.journal.display(),
+                "a previous agent left changes in its journal; restoring them first"
             );
+            log_restore("recovered", 0, &r);
         }
         Some(j)
     };
@@ -232,13 +290,16 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     }
     install_signal_handlers()?;
     host.set_stop_flag(&STOP);
-    log.event(
-        "start",
-        json!({
-            "policy": policy.name(), "interval_ns": interval_ns, "dry_run": args.dry_run,
-            "targets": args.targets, "journal": args.journal.display().to_string(),
-            "online": online.to_list(), "pid": std::process::id(),
-        }),
+    info!(
+        event = "start",
+        policy = policy.name(),
+        interval_ns,
+        dry_run = args.dry_run,
+        targets = %args.targets,
+        journal = %args.journal.display(),
+        online = %online.to_list(),
+        pid = std::process::id(),
+        "agent started"
     );
 
     let result = run_loop(
@@ -246,7 +307,6 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         policy.as_mut(),
         interval_ns,
         &args,
-        &log,
         false,
         // A task that exited or refused mid-action does not stop the agent; journal errors do.
         |e| matches!(e, counterpoint_host::HostError::Affinity(_)),
@@ -254,8 +314,8 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let restore = host.restore();
     let sig = SIGNAL.load(Ordering::SeqCst);
     match &restore {
-        Ok(r) => log.event("restored", json!({"signal": sig, "report": report_json(r)})),
-        Err(e) => log.event("restore_failed", json!({"error": e.to_string()})),
+        Ok(r) => log_restore("restored", sig, r),
+        Err(e) => error!(event = "restore_failed", error = %e, "restoring affinities failed"),
     }
     result?;
     restore?;
@@ -269,7 +329,6 @@ fn run_loop<M: Machine>(
     policy: &mut dyn Policy,
     interval_ns: u64,
     args: &AgentArgs,
-    log: &Log,
     real_time: bool,
     transient: impl Fn(&M::Error) -> bool,
 ) -> Result<()> {
@@ -291,57 +350,88 @@ fn run_loop<M: Machine>(
             break;
         }
         if !obs.tasks.is_empty() && obs.tasks.iter().all(|t| t.finished) {
-            log.event("all_finished", json!({"epoch": epoch + 1}));
+            info!(
+                event = "all_finished",
+                interval = epoch + 1,
+                "every task finished"
+            );
             break;
         }
         epoch += 1;
         let topology = host.topology().clone();
         let online = topology.online_cpus();
         let actions = policy.decide(&topology, &obs);
+        let policy_name = policy.name().to_string();
         for action in actions {
             let tasks = action.tasks();
             // Already where the policy wants it: nothing to do.
             if let Action::SetAffinity { task, cpus } = &action {
                 let want = cpus.intersection(&online);
                 if obs.task(*task).is_some_and(|t| t.affinity == want) {
+                    debug!(event = "unchanged", interval = epoch, task = task.0, cpus = %want.to_list(),
+                           "task already has the affinity the policy wants");
                     continue;
                 }
             }
-            let held = tasks.iter().find(|t| {
+            let kind = match &action {
+                Action::SetAffinity { .. } => "set_affinity",
+                Action::Swap { .. } => "swap",
+            };
+            let held = tasks.iter().find_map(|t| {
                 last_change
                     .get(t)
-                    .is_some_and(|&e| epoch - e < args.min_residency as u64)
+                    .filter(|&&e| epoch - e < args.min_residency as u64)
+                    .map(|&e| (*t, e))
             });
-            let desc = serde_json::to_value(&action).unwrap_or_default();
-            if let Some(t) = held {
-                log.event(
-                    "held",
-                    json!({"epoch": epoch, "action": desc, "task": t.0, "reason": "minimum residency"}),
-                );
-                continue;
-            }
-            if args.dry_run {
-                log.event(
-                    "decision",
-                    json!({"epoch": epoch, "action": desc, "applied": false}),
-                );
-                continue;
-            }
-            match host.apply(&action) {
-                Ok(()) => {
-                    log.event(
-                        "decision",
-                        json!({"epoch": epoch, "action": desc, "applied": true}),
+            if let Some((t, since)) = held {
+                for m in moves(&action, &obs, &online) {
+                    info!(
+                        event = "held", interval = epoch, policy = %policy_name, action = kind,
+                        task = m.task, from = %m.from, to = %m.to, dry_run = args.dry_run,
+                        reason = %format!(
+                            "minimum residency: task {} was moved at interval {since}, {} interval(s) required",
+                            t.0, args.min_residency
+                        ),
+                        "decision held back"
                     );
-                    for t in tasks {
-                        last_change.insert(t, epoch);
+                }
+                continue;
+            }
+            let result = if args.dry_run {
+                Ok(())
+            } else {
+                host.apply(&action)
+            };
+            match result {
+                Ok(()) => {
+                    for m in moves(&action, &obs, &online) {
+                        let reason = match m.cpus_used {
+                            Some(u) => format!(
+                                "{policy_name} placement; task used {u:.2} CPUs in the interval"
+                            ),
+                            None => format!("{policy_name} placement"),
+                        };
+                        info!(
+                            event = "decision", interval = epoch, policy = %policy_name, action = kind,
+                            task = m.task, from = %m.from, to = %m.to, reason = %reason,
+                            dry_run = args.dry_run, applied = !args.dry_run,
+                            "{}", if args.dry_run { "would move task (dry run)" } else { "moved task" }
+                        );
+                    }
+                    if !args.dry_run {
+                        for t in tasks {
+                            last_change.insert(t, epoch);
+                        }
                     }
                 }
                 Err(e) if transient(&e) => {
-                    log.event(
-                        "action_failed",
-                        json!({"epoch": epoch, "action": desc, "error": e.to_string()}),
-                    );
+                    for m in moves(&action, &obs, &online) {
+                        warn!(
+                            event = "action_failed", interval = epoch, policy = %policy_name, action = kind,
+                            task = m.task, from = %m.from, to = %m.to, dry_run = args.dry_run,
+                            reason = %e, "action failed; the agent goes on"
+                        );
+                    }
                 }
                 Err(e) => return Err(e.into()),
             }

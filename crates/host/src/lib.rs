@@ -8,6 +8,7 @@ pub mod actuate;
 pub mod affinity;
 pub mod journal;
 pub mod machine;
+pub mod perf;
 pub mod probe;
 pub mod procfs;
 pub mod sysfs;

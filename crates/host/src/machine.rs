@@ -1,10 +1,13 @@
-//! [`Host`]: the live machine behind the `Machine` trait. Observation reads per-thread scheduler
-//! counters from `/proc` (task-clock as on-CPU ns, context switches, migrations; exact, so every
-//! counted fraction is 1) and sums them per process; actions set the affinity of every thread of
-//! a process, journaled first.
+//! [`Host`]: the live machine behind the `Machine` trait. Observation reads per-thread counters
+//! and sums them per process: a perf_event group per thread (`task-clock`, `context-switches`,
+//! `cpu-migrations`, plus the hardware events where a PMU has them) opened when the thread is
+//! first seen and closed when it is gone, or, where perf_event_open fails, the kernel's scheduler
+//! accounting in `/proc` (exact, counted fraction 1). Actions set the affinity of every thread
+//! of a process, journaled first.
 
 use crate::affinity::{self, AffinityError};
 use crate::journal::{Journal, JournalError, RestoreReport};
+use crate::perf::{self, PerfEvent, ThreadGroup, HARDWARE_GROUP, SOFTWARE_GROUP};
 use crate::procfs::{self, Proc, ThreadTimes};
 use crate::sysfs::{self, SysfsError};
 use crate::targets::TargetSpec;
@@ -16,11 +19,12 @@ use counterpoint_core::observation::{CpuObservation, Observation, TaskObservatio
 use counterpoint_core::sample::{CounterValue, Sample};
 use counterpoint_core::task::{TaskId, TaskInfo};
 use counterpoint_core::topology::Topology;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Events this host counts without a PMU (cpu-migrations only in detailed mode).
+/// Events every live host counts, PMU or not (by perf_event, or from `/proc` when
+/// perf_event_open is refused; cpu-migrations from `/proc` only in detailed mode).
 pub const HOST_EVENTS: &[&str] = &[
     event::TASK_CLOCK,
     event::CONTEXT_SWITCHES,
@@ -50,13 +54,20 @@ pub struct Host {
     targets: TargetSpec,
     self_pid: u32,
     journal: Option<Journal>,
-    prev: BTreeMap<u32, ThreadTimes>,
+    prev: BTreeMap<u32, Reading>,
     prev_cpu: BTreeMap<CpuId, (u64, u64)>,
     started: Instant,
     stop: Option<&'static AtomicBool>,
     detailed: bool,
-    /// Open `schedstat` files by thread id (closed when the thread is no longer seen).
-    open_stats: BTreeMap<u32, std::fs::File>,
+    /// Where each thread's counters come from, by thread id (closed when it is no longer seen).
+    sources: BTreeMap<u32, ThreadSource>,
+    /// Whether new threads get perf_event groups (false when the probe failed, or after an
+    /// error that says perf_event cannot work here at all).
+    use_perf: bool,
+    /// Why perf_event is not used, if it is not.
+    perf_off_reason: Option<String>,
+    /// The hardware events that opened in the probe (none without a PMU).
+    hw_group: Vec<(&'static str, PerfEvent)>,
     /// When the counters in `prev` were read: deltas cover the time since then, which is longer
     /// than the wait in `advance` by whatever the caller did in between.
     prev_read: Instant,
@@ -68,6 +79,9 @@ impl Host {
     pub fn new(targets: TargetSpec, journal: Option<Journal>) -> Result<Self, HostError> {
         let topology = sysfs::host_topology()?;
         let online = topology.online_cpus();
+        let avail = perf::availability();
+        // One descriptor per event per thread: allow as many as the hard limit does.
+        let _ = perf::raise_fd_limit();
         let mut h = Self {
             proc_: Proc::default(),
             topology,
@@ -80,9 +94,24 @@ impl Host {
             started: Instant::now(),
             stop: None,
             detailed: false,
-            open_stats: BTreeMap::new(),
+            sources: BTreeMap::new(),
             prev_read: Instant::now(),
+            use_perf: false,
+            perf_off_reason: None,
+            hw_group: Vec::new(),
         };
+        match &avail.software {
+            Ok(()) => {
+                h.use_perf = true;
+                let hw = avail.hardware_events();
+                h.hw_group = HARDWARE_GROUP
+                    .iter()
+                    .filter(|(n, _)| hw.contains(n))
+                    .copied()
+                    .collect();
+            }
+            Err(e) => h.perf_off_reason = Some(e.clone()),
+        }
         h.prev = h.snapshot_threads();
         h.prev_cpu = read_proc_stat_cpus();
         Ok(h)
@@ -93,9 +122,31 @@ impl Host {
         self.stop = Some(flag);
     }
 
-    /// The events this host puts in every task's sample (no hardware events without a PMU).
+    /// The events this host puts in its samples: the software ones always (cpu-migrations when
+    /// perf_event or detailed mode gives them), hardware ones only where they opened.
     pub fn counted_events(&self) -> Vec<&'static str> {
-        HOST_EVENTS.to_vec()
+        let mut v = vec![event::TASK_CLOCK, event::CONTEXT_SWITCHES];
+        if self.use_perf || self.detailed {
+            v.push(event::CPU_MIGRATIONS);
+        }
+        if self.use_perf {
+            v.extend(self.hw_group.iter().map(|(n, _)| *n));
+        }
+        v
+    }
+
+    /// How the threads being watched are counted now.
+    pub fn counter_sources(&self) -> CounterSources {
+        let perf_threads = self
+            .sources
+            .values()
+            .filter(|s| matches!(s, ThreadSource::Perf { .. }))
+            .count();
+        CounterSources {
+            perf_threads,
+            proc_threads: self.sources.len() - perf_threads,
+            perf_off_reason: self.perf_off_reason.clone(),
+        }
     }
 
     pub fn online(&self) -> &CpuSet {
@@ -128,11 +179,11 @@ impl Host {
         }
     }
 
-    fn snapshot_threads(&mut self) -> BTreeMap<u32, ThreadTimes> {
+    fn snapshot_threads(&mut self) -> BTreeMap<u32, Reading> {
         let mut out = BTreeMap::new();
         for pid in self.target_pids() {
             for tid in self.proc_.threads(pid) {
-                if let Some(t) = self.read_times(pid, tid) {
+                if let Some(t) = self.read_thread(pid, tid) {
                     out.insert(tid, t);
                 }
             }
@@ -182,44 +233,222 @@ impl Host {
         Ok(effective)
     }
 
-    /// Detailed (`sched`, with migrations) or cheap (`schedstat`, kept open and re-read with
-    /// one `pread` per interval) per-thread counters.
-    fn read_times(&mut self, pid: u32, tid: u32) -> Option<ThreadTimes> {
-        if self.detailed {
-            return self.proc_.thread_times(pid, tid);
-        }
-        if !self.open_stats.contains_key(&tid) {
-            match self.proc_.open_schedstat(pid, tid) {
-                Some(f) => {
-                    self.open_stats.insert(tid, f);
+    /// A source for a thread seen for the first time: a perf_event group where it opens, else
+    /// `/proc` (the `sched` file in detailed mode, else an open `schedstat`).
+    fn open_source(&mut self, pid: u32, tid: u32) -> ThreadSource {
+        if self.use_perf {
+            match ThreadGroup::open(tid, &SOFTWARE_GROUP) {
+                Ok(sw) => {
+                    let hw = if self.hw_group.is_empty() {
+                        None
+                    } else {
+                        // A thread whose hardware group does not open lacks those events; its
+                        // process then reports none of them rather than a partial sum.
+                        ThreadGroup::open(tid, &self.hw_group).ok()
+                    };
+                    return ThreadSource::Perf { sw, hw };
                 }
-                // Out of descriptors or gone: the one-shot path.
-                None => return self.proc_.thread_times_fast(pid, tid),
+                Err(e) if e.is_global() => {
+                    self.use_perf = false;
+                    self.perf_off_reason = Some(e.to_string());
+                }
+                // Gone, out of descriptors, or not permitted for this task: /proc for it.
+                Err(_) => {}
             }
         }
-        match self
-            .open_stats
-            .get(&tid)
-            .and_then(procfs::read_schedstat_at)
-        {
-            Some(t) => Some(t),
-            None => {
-                self.open_stats.remove(&tid);
-                self.proc_.thread_times_fast(pid, tid)
-            }
+        if self.detailed {
+            return ThreadSource::Proc;
+        }
+        match self.proc_.open_schedstat(pid, tid) {
+            Some(f) => ThreadSource::Schedstat(f),
+            None => ThreadSource::Proc,
         }
     }
 
-    /// Read migrations too (`/proc/.../sched`, a longer file per thread) — for `top`; the agent
-    /// keeps the cheap path.
+    /// One thread's cumulative counters, `None` when it is gone. A thread whose source fails
+    /// loses its previous reading too, so no delta is taken across two different sources.
+    fn read_thread(&mut self, pid: u32, tid: u32) -> Option<Reading> {
+        if !self.sources.contains_key(&tid) {
+            let src = self.open_source(pid, tid);
+            self.sources.insert(tid, src);
+        }
+        let detailed = self.detailed;
+        let got = match self.sources.get_mut(&tid)? {
+            ThreadSource::Perf { sw, hw } => match sw.read() {
+                Ok(r) => {
+                    let mut out = group_reading(&r);
+                    if let Some(Ok(h)) = hw.as_mut().map(ThreadGroup::read) {
+                        out.extend(group_reading(&h));
+                    }
+                    Some(out)
+                }
+                Err(_) => None,
+            },
+            ThreadSource::Schedstat(f) => procfs::read_schedstat_at(f).map(times_reading),
+            ThreadSource::Proc => {
+                let t = if detailed {
+                    self.proc_.thread_times(pid, tid)
+                } else {
+                    self.proc_.thread_times_fast(pid, tid)
+                };
+                return t.map(times_reading);
+            }
+        };
+        if got.is_none() {
+            self.sources.remove(&tid);
+            self.prev.remove(&tid);
+        }
+        got
+    }
+
+    /// Where perf_event is refused, read migrations too from `/proc` (`sched`, a longer file per
+    /// thread) — for `top`; the agent keeps the cheap `schedstat` path.
     pub fn set_detailed(&mut self, detailed: bool) {
         self.detailed = detailed;
+        // Threads already on a /proc source switch to the new one.
+        self.sources
+            .retain(|_, s| matches!(s, ThreadSource::Perf { .. }));
         self.prev_read = Instant::now();
         self.prev = self.snapshot_threads();
     }
 
     fn process_affinity(&self, pid: u32) -> Option<CpuSet> {
         affinity::get(pid).ok()
+    }
+}
+
+/// How the watched threads are counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CounterSources {
+    /// Threads with a perf_event group.
+    pub perf_threads: usize,
+    /// Threads read from `/proc`.
+    pub proc_threads: usize,
+    /// Why new threads are not given perf_event groups, when they are not.
+    pub perf_off_reason: Option<String>,
+}
+
+/// Where one thread's counters come from.
+enum ThreadSource {
+    /// perf_event groups: software always, hardware where the probe opened any.
+    Perf {
+        sw: ThreadGroup,
+        hw: Option<ThreadGroup>,
+    },
+    /// `/proc/PID/task/TID/schedstat`, kept open.
+    Schedstat(std::fs::File),
+    /// `/proc` files read each time (detailed mode, or no descriptor to keep).
+    Proc,
+}
+
+/// A cumulative count with its group's enabled/running time (both 0 for exact `/proc` values).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Cumulative {
+    count: u64,
+    enabled_ns: u64,
+    running_ns: u64,
+}
+
+impl Cumulative {
+    /// The per-process value over an interval of `interval_ns`: exact unless some group ran for
+    /// less than it was enabled, in which case the counted fraction is carried over to the
+    /// interval so `scaled()` extrapolates the count.
+    fn value(&self, interval_ns: u64) -> CounterValue {
+        if self.enabled_ns == 0 || self.running_ns >= self.enabled_ns {
+            return CounterValue::exact(self.count, interval_ns);
+        }
+        let frac = self.running_ns as f64 / self.enabled_ns as f64;
+        CounterValue {
+            raw: self.count,
+            time_enabled_ns: interval_ns,
+            time_running_ns: (interval_ns as f64 * frac) as u64,
+        }
+    }
+}
+
+/// One thread's cumulative counters by event.
+type Reading = Vec<(&'static str, Cumulative)>;
+
+fn group_reading(r: &perf::GroupReading) -> Reading {
+    r.counts
+        .iter()
+        .map(|(n, c)| {
+            (
+                *n,
+                Cumulative {
+                    count: *c,
+                    enabled_ns: r.time_enabled_ns,
+                    running_ns: r.time_running_ns,
+                },
+            )
+        })
+        .collect()
+}
+
+fn times_reading(t: ThreadTimes) -> Reading {
+    let exact = |count| Cumulative {
+        count,
+        ..Default::default()
+    };
+    let mut v = vec![
+        (event::TASK_CLOCK, exact(t.runtime_ns)),
+        (event::CONTEXT_SWITCHES, exact(t.switches)),
+    ];
+    if let Some(m) = t.migrations {
+        v.push((event::CPU_MIGRATIONS, exact(m)));
+    }
+    v
+}
+
+/// One process's counter deltas summed over its threads.
+#[derive(Default)]
+struct ProcessSums {
+    /// Per event: the summed deltas and how many threads contributed to them.
+    acc: BTreeMap<&'static str, (Cumulative, usize)>,
+    /// Threads that contributed deltas.
+    threads: usize,
+    /// Events a contributing thread had in only one of its two readings.
+    lacking: BTreeSet<&'static str>,
+}
+
+impl ProcessSums {
+    /// Add one thread's deltas `now - prev`.
+    fn add(&mut self, prev: &Reading, now: &Reading) {
+        self.threads += 1;
+        for (name, c) in now {
+            match prev.iter().find(|(n, _)| n == name) {
+                Some((_, p)) => {
+                    let (a, k) = self.acc.entry(name).or_default();
+                    a.count += c.count.saturating_sub(p.count);
+                    a.enabled_ns += c.enabled_ns.saturating_sub(p.enabled_ns);
+                    a.running_ns += c.running_ns.saturating_sub(p.running_ns);
+                    *k += 1;
+                }
+                None => {
+                    self.lacking.insert(name);
+                }
+            }
+        }
+        for (name, _) in prev {
+            if !now.iter().any(|(n, _)| n == name) {
+                self.lacking.insert(name);
+            }
+        }
+    }
+
+    /// Events every contributing thread counted, as values over the interval: an event some
+    /// thread did not count is left out rather than reported as a partial sum.
+    fn values(&self, interval_ns: u64) -> Vec<(&'static str, CounterValue)> {
+        self.acc
+            .iter()
+            .filter(|(n, (_, k))| *k == self.threads && !self.lacking.contains(*n))
+            .map(|(n, (c, _))| (*n, c.value(interval_ns)))
+            .collect()
+    }
+
+    /// Whether `name` is known to be incomplete (so not even a zero may be reported for it).
+    fn incomplete(&self, name: &str) -> bool {
+        self.lacking.contains(name) || self.acc.get(name).is_some_and(|(_, k)| *k != self.threads)
     }
 }
 
@@ -288,28 +517,27 @@ impl Machine for Host {
             let Some(aff) = self.process_affinity(pid) else {
                 continue;
             };
-            let (mut run_ns, mut cs, mut mig, mut have_mig) = (0u64, 0u64, 0u64, true);
             let runnable = st.state == 'R';
+            let mut sums = ProcessSums::default();
             for tid in self.proc_.threads(pid) {
-                let Some(t) = self.read_times(pid, tid) else {
+                let Some(r) = self.read_thread(pid, tid) else {
                     continue;
                 };
-                if let Some(p) = self.prev.get(&tid) {
-                    run_ns += t.runtime_ns.saturating_sub(p.runtime_ns);
-                    cs += t.switches.saturating_sub(p.switches);
-                    match (t.migrations, p.migrations) {
-                        (Some(a), Some(b)) => mig += a.saturating_sub(b),
-                        _ => have_mig = false,
-                    }
-                }
                 // A thread first seen now contributes from the next interval on.
-                now.insert(tid, t);
+                if let Some(p) = self.prev.get(&tid) {
+                    sums.add(p, &r);
+                }
+                now.insert(tid, r);
             }
             let mut sample = Sample::new(Some(TaskId(pid as u64)), elapsed_ns);
-            sample.set(event::TASK_CLOCK, CounterValue::exact(run_ns, elapsed_ns));
-            sample.set(event::CONTEXT_SWITCHES, CounterValue::exact(cs, elapsed_ns));
-            if have_mig {
-                sample.set(event::CPU_MIGRATIONS, CounterValue::exact(mig, elapsed_ns));
+            // CPU time and switches are always known (zero for a process without deltas yet).
+            for name in [event::TASK_CLOCK, event::CONTEXT_SWITCHES] {
+                if !sums.incomplete(name) {
+                    sample.set(name, CounterValue::exact(0, elapsed_ns));
+                }
+            }
+            for (name, v) in sums.values(elapsed_ns) {
+                sample.set(name, v);
             }
             tasks.push(TaskObservation {
                 id: TaskId(pid as u64),
@@ -321,8 +549,8 @@ impl Machine for Host {
                 finished: false,
             });
         }
-        // Threads not seen this interval have exited: close their files.
-        self.open_stats.retain(|tid, _| now.contains_key(tid));
+        // Threads not seen this interval have exited: close their counters.
+        self.sources.retain(|tid, _| now.contains_key(tid));
         self.prev = now;
         let cpu_now = read_proc_stat_cpus();
         let cpus = self
@@ -369,5 +597,70 @@ impl Machine for Host {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod counting_tests {
+    use super::*;
+
+    fn c(count: u64, enabled_ns: u64, running_ns: u64) -> Cumulative {
+        Cumulative {
+            count,
+            enabled_ns,
+            running_ns,
+        }
+    }
+
+    #[test]
+    fn multiplexed_sums_carry_their_counted_fraction() {
+        let mut sums = ProcessSums::default();
+        // Two threads of one process; the hardware group ran half the time it was enabled.
+        let prev1: Reading = vec![
+            (event::TASK_CLOCK, c(100, 0, 0)),
+            (event::CYCLES, c(1_000, 10, 5)),
+        ];
+        let now1: Reading = vec![
+            (event::TASK_CLOCK, c(600, 0, 0)),
+            (event::CYCLES, c(3_000, 110, 55)),
+        ];
+        let prev2: Reading = vec![(event::TASK_CLOCK, c(0, 0, 0)), (event::CYCLES, c(0, 0, 0))];
+        let now2: Reading = vec![
+            (event::TASK_CLOCK, c(500, 0, 0)),
+            (event::CYCLES, c(1_000, 100, 50)),
+        ];
+        sums.add(&prev1, &now1);
+        sums.add(&prev2, &now2);
+        let v: BTreeMap<_, _> = sums.values(1_000).into_iter().collect();
+        assert_eq!(v[event::TASK_CLOCK], CounterValue::exact(1_000, 1_000));
+        let cycles = v[event::CYCLES];
+        assert_eq!(cycles.raw, 3_000);
+        assert!((cycles.counted_fraction() - 0.5).abs() < 1e-9);
+        assert_eq!(cycles.scaled(), Some(6_000.0));
+    }
+
+    #[test]
+    fn an_event_missing_on_one_thread_is_left_out() {
+        let with: Reading = vec![
+            (event::TASK_CLOCK, c(1, 0, 0)),
+            (event::CPU_MIGRATIONS, c(1, 0, 0)),
+        ];
+        let without: Reading = vec![(event::TASK_CLOCK, c(5, 0, 0))];
+        // One thread on perf (migrations), one on /proc schedstat (none).
+        let mut sums = ProcessSums::default();
+        sums.add(&with, &with);
+        sums.add(&without, &without);
+        let names: Vec<_> = sums.values(10).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, [event::TASK_CLOCK]);
+        assert!(sums.incomplete(event::CPU_MIGRATIONS));
+        assert!(!sums.incomplete(event::TASK_CLOCK));
+        // A source change between readings (migrations before, not now) also drops it.
+        let mut sums = ProcessSums::default();
+        sums.add(&with, &without);
+        assert!(sums.incomplete(event::CPU_MIGRATIONS));
+        assert!(sums
+            .values(10)
+            .iter()
+            .all(|(n, _)| *n != event::CPU_MIGRATIONS));
     }
 }

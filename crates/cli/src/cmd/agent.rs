@@ -11,7 +11,6 @@ use counterpoint_core::machine::{Machine, Policy};
 use counterpoint_core::observation::Observation;
 use counterpoint_core::task::TaskId;
 use counterpoint_host::journal::RestoreReport;
-use counterpoint_host::machine::HOST_EVENTS;
 use counterpoint_host::{Host, Journal, TargetSpec};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -219,18 +218,37 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         }
         policy = Box::new(counterpoint_policy::Spread::new(h));
     }
+    // Hardware events are probed once (perf_event_open on this thread); what does not open is
+    // missing, and a policy that needs it does not start.
+    let avail = counterpoint_host::perf::availability();
+    let countable = avail.countable_events();
     let missing: Vec<&str> = policy
         .required_events()
         .into_iter()
-        .filter(|e| !HOST_EVENTS.contains(e))
+        .filter(|e| !countable.contains(e))
         .collect();
     // The simulator counts every event; only the live host lacks a PMU.
     if !missing.is_empty() && !args.source.starts_with("sim:") {
+        let why: Vec<String> = avail
+            .missing_hardware()
+            .iter()
+            .map(|(n, r)| format!("{n}: {r}"))
+            .collect();
+        let pmu = if avail.hardware_events().is_empty() {
+            " (no hardware PMU)"
+        } else {
+            ""
+        };
         bail!(
-            "policy {policy_name:?} needs events this host cannot count (no hardware PMU): {}; \
-             available: {}",
+            "policy {policy_name:?} needs events this host cannot count{pmu}: {}; \
+             available: {}{}",
             missing.join(", "),
-            HOST_EVENTS.join(", ")
+            countable.join(", "),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!("; perf_event_open: {}", why.join("; "))
+            }
         );
     }
     let interval_ns = parse_interval(&args.interval)?;
@@ -290,6 +308,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     }
     install_signal_handlers()?;
     host.set_stop_flag(&STOP);
+    let src = host.counter_sources();
     info!(
         event = "start",
         policy = policy.name(),
@@ -299,6 +318,10 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         journal = %args.journal.display(),
         online = %online.to_list(),
         pid = std::process::id(),
+        events = %host.counted_events().join(","),
+        perf_threads = src.perf_threads,
+        proc_threads = src.proc_threads,
+        perf_off = src.perf_off_reason.as_deref().unwrap_or(""),
         "agent started"
     );
 

@@ -13,6 +13,7 @@ use counterpoint_core::event;
 use counterpoint_core::machine::Machine;
 use counterpoint_core::metric;
 use counterpoint_core::observation::Observation;
+use counterpoint_host::machine::CounterSources;
 use counterpoint_host::{Host, TargetSpec};
 use serde_json::json;
 use std::cmp::Ordering as CmpOrdering;
@@ -158,12 +159,14 @@ struct Snapshot {
     cpus: Vec<CpuLine>,
     /// Whether hardware events were counted (IPC etc. available).
     pmu: bool,
+    /// perf_event or /proc, per thread.
+    sources: CounterSources,
 }
 
 /// Running above this share of a CPU in the interval counts as "running on" its last CPU.
 const RUNNING_PCT: f64 = 1.0;
 
-fn snapshot(obs: &Observation, online: &CpuSet, pmu: bool) -> Snapshot {
+fn snapshot(obs: &Observation, online: &CpuSet, pmu: bool, sources: CounterSources) -> Snapshot {
     let secs = (obs.interval_ns as f64 / 1e9).max(1e-9);
     let (ipc, mpki, bw) = (metric::ipc(), metric::llc_mpki(), metric::mem_bandwidth());
     let rows: Vec<Row> = obs
@@ -211,7 +214,19 @@ fn snapshot(obs: &Observation, online: &CpuSet, pmu: bool) -> Snapshot {
         rows,
         cpus,
         pmu,
+        sources,
     }
+}
+
+fn sources_text(c: &CounterSources) -> String {
+    let mut t = format!(
+        "counters: perf_event on {} threads, /proc on {}",
+        c.perf_threads, c.proc_threads
+    );
+    if let Some(r) = &c.perf_off_reason {
+        t.push_str(&format!(" (perf_event off: {r})"));
+    }
+    t
 }
 
 /// `None` sorts last whatever the direction.
@@ -308,6 +323,7 @@ fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool, n: u64) {
             task_list(&c.pinned)
         );
     }
+    println!("{}", sources_text(&s.sources));
     if !s.pmu {
         println!("IPC / LLC MPKI / bandwidth: {NO_PMU}: this host has no hardware PMU");
     }
@@ -339,6 +355,11 @@ fn json_doc(s: &Snapshot, rows: usize, key: SortKey, reverse: bool) -> serde_jso
         "sort": key.name(),
         "reverse": reverse,
         "pmu": s.pmu,
+        "counter_source": {
+            "perf_threads": s.sources.perf_threads,
+            "proc_threads": s.sources.proc_threads,
+            "perf_off": s.sources.perf_off_reason,
+        },
         "tasks": s.rows.iter().take(rows).map(|r| json!({
             "pid": r.pid, "comm": r.name, "cpu_percent": r.cpu_pct,
             "context_switches_per_s": r.cs_per_s, "migrations_per_s": r.mig_per_s,
@@ -383,7 +404,7 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
     loop {
         let obs = host.advance(interval_ns)?;
         n += 1;
-        let mut s = snapshot(&obs, &online, pmu);
+        let mut s = snapshot(&obs, &online, pmu, host.counter_sources());
         sort_rows(&mut s.rows, key, args.reverse);
         if args.json {
             println!("{}", json_doc(&s, args.rows, key, args.reverse));
@@ -444,7 +465,7 @@ fn run_live(host: Host, interval_ns: u64, key: SortKey, reverse: bool) -> Result
         while !LIVE_STOP.load(Ordering::SeqCst) {
             let msg = host
                 .advance(interval_ns)
-                .map(|obs| snapshot(&obs, &online, pmu))
+                .map(|obs| snapshot(&obs, &online, pmu, host.counter_sources()))
                 .map_err(|e| e.to_string());
             let failed = msg.is_err();
             if tx.send(msg).is_err() || failed {
@@ -681,7 +702,8 @@ fn draw(f: &mut ratatui::Frame, view: &View) {
         Paragraph::new(cpu_text).block(
             Block::new()
                 .borders(Borders::TOP)
-                .title(" placement per CPU (target tasks last run there with > 1 % CPU) "),
+                .title(" placement per CPU (target tasks last run there with > 1 % CPU) ")
+                .title_bottom(format!(" {} ", sources_text(&s.sources))),
         ),
         cpus_a,
     );

@@ -1,0 +1,156 @@
+//! The live host's per-thread counters on real processes: perf_event groups opened when a
+//! thread appears and closed when it exits, counted fraction in the sample; and the `/proc`
+//! fallback when perf_event_open is refused (an unprivileged user under perf_event_paranoid=2).
+
+use counterpoint_core::event;
+use counterpoint_core::machine::Machine;
+use counterpoint_host::{Host, TargetSpec};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
+
+/// Child processes killed when dropped.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A process holding `n` sleeping threads (plus its main thread) until killed.
+fn hold_threads(n: u32) -> Kill {
+    let mut c = Command::new(BIN)
+        .args(["agent-overhead", "--hold-threads", &n.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn helper");
+    let mut line = String::new();
+    BufReader::new(c.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready line");
+    assert_eq!(line.trim(), "ready");
+    Kill(c)
+}
+
+fn busy() -> Kill {
+    Kill(
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("spawn sh"),
+    )
+}
+
+/// perf_event descriptors this test process holds.
+fn perf_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn perf_groups_follow_threads_and_report_counted_fraction() {
+    if counterpoint_host::perf::availability().software.is_err() {
+        eprintln!("skipped: perf_event_open refused here; the /proc path is tested below");
+        return;
+    }
+    let (b, h) = (busy(), hold_threads(3));
+    let targets = TargetSpec::parse(&format!("pid:{},{}", b.0.id(), h.0.id())).expect("targets");
+    let fds_before = perf_fds();
+    let mut host = Host::new(targets, None).expect("host");
+    // 1 + 4 threads, three software events each, each a descriptor.
+    let src = host.counter_sources();
+    assert_eq!((src.perf_threads, src.proc_threads), (5, 0), "{src:?}");
+    assert_eq!(perf_fds() - fds_before, 15);
+    let obs = host.advance(300_000_000).expect("advance");
+    let t = obs
+        .tasks
+        .iter()
+        .find(|t| t.id.0 == b.0.id() as u64)
+        .expect("busy task");
+    let run = t.sample.values[event::TASK_CLOCK];
+    // A busy loop on one of two CPUs: most of the interval, never much more than all of it.
+    let share = run.raw as f64 / obs.interval_ns as f64;
+    assert!(share > 0.2 && share < 1.05, "task-clock share {share}");
+    assert_eq!(run.counted_fraction(), 1.0);
+    assert!(t.sample.values.contains_key(event::CPU_MIGRATIONS));
+    assert!(
+        !t.sample.values.contains_key(event::INSTRUCTIONS)
+            || host.counted_events().contains(&event::INSTRUCTIONS)
+    );
+    let held = obs
+        .tasks
+        .iter()
+        .find(|t| t.id.0 == h.0.id() as u64)
+        .expect("helper task");
+    assert!(held
+        .sample
+        .get(event::TASK_CLOCK)
+        .is_some_and(|ns| ns < 0.1 * obs.interval_ns as f64));
+    // The helper exits: its four groups are closed at the next interval.
+    drop(h);
+    host.advance(50_000_000).expect("advance");
+    assert_eq!(host.counter_sources().perf_threads, 1);
+    assert_eq!(perf_fds() - fds_before, 3);
+    drop(host);
+    assert_eq!(perf_fds(), fds_before);
+}
+
+#[test]
+fn without_perf_event_the_proc_counters_are_used() {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to run as nobody");
+        return;
+    }
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(2);
+    let b = busy();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+        .args([
+            "top",
+            "--once",
+            "--json",
+            "--interval",
+            "300ms",
+            "--targets",
+        ])
+        .arg(format!("pid:{}", b.0.id()))
+        .output()
+        .expect("setpriv");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    if paranoid >= 2 {
+        // Kernel-mode counting of another user's (root's) task is refused at this level.
+        assert_eq!(v["counter_source"]["perf_threads"], 0, "{v}");
+        assert!(
+            v["counter_source"]["perf_off"]
+                .as_str()
+                .is_some_and(|s| s.contains("perf_event_open")),
+            "{v}"
+        );
+    }
+    let t = &v["tasks"][0];
+    let cpu = t["cpu_percent"].as_f64().expect("cpu_percent");
+    assert!(cpu > 20.0 && cpu < 105.0, "busy loop at {cpu} %");
+    assert_eq!(t["counted_fraction"].as_f64(), Some(1.0));
+}

@@ -1,0 +1,339 @@
+//! Per-thread counters through `perf_event_open` (the `perf-event2` crate): one group per thread
+//! (`task-clock` leading `context-switches` and `cpu-migrations`, software events every kernel
+//! has), opened when the thread is first seen and closed when it is gone, read with one `read`
+//! per interval that also returns the group's `time_enabled` / `time_running`. Hardware events
+//! (`cycles`, `instructions`, `cache-misses`) are probed once per process: where the kernel
+//! refuses them (no PMU, as on this host) they are never opened again and policies that need
+//! them are refused by name; where they open, each thread gets a second group for them, so they
+//! are scaled by their own group's schedule when multiplexed.
+
+use counterpoint_core::event;
+use perf_event::events::{Hardware, Software};
+use perf_event::{Builder, Counter, ReadFormat};
+use std::io;
+use std::sync::OnceLock;
+
+/// A perf event this module can open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerfEvent {
+    Software(Software),
+    Hardware(Hardware),
+}
+
+/// The software group: always countable (perf or, failing that, `/proc`).
+pub const SOFTWARE_GROUP: [(&str, PerfEvent); 3] = [
+    (event::TASK_CLOCK, PerfEvent::Software(Software::TASK_CLOCK)),
+    (
+        event::CONTEXT_SWITCHES,
+        PerfEvent::Software(Software::CONTEXT_SWITCHES),
+    ),
+    (
+        event::CPU_MIGRATIONS,
+        PerfEvent::Software(Software::CPU_MIGRATIONS),
+    ),
+];
+
+/// The hardware events tried once; the ones IPC, LLC MPKI and bandwidth are made of.
+pub const HARDWARE_GROUP: [(&str, PerfEvent); 3] = [
+    (event::CYCLES, PerfEvent::Hardware(Hardware::CPU_CYCLES)),
+    (
+        event::INSTRUCTIONS,
+        PerfEvent::Hardware(Hardware::INSTRUCTIONS),
+    ),
+    (
+        event::CACHE_MISSES,
+        PerfEvent::Hardware(Hardware::CACHE_MISSES),
+    ),
+];
+
+/// perf_event failures, naming the thread and the event.
+#[derive(Debug, thiserror::Error)]
+pub enum PerfError {
+    #[error("perf_event_open({event}) for thread {tid}: {source}")]
+    Open {
+        tid: u32,
+        event: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("reading the perf_event group of thread {tid}: {source}")]
+    Read {
+        tid: u32,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl PerfError {
+    /// Whether no thread at all can be expected to open (no perf_event support in the kernel,
+    /// or the event unknown to it), as opposed to one thread's trouble (gone, out of
+    /// descriptors, not permitted for this task's owner).
+    pub fn is_global(&self) -> bool {
+        let PerfError::Open { source, .. } = self else {
+            return false;
+        };
+        matches!(
+            source.raw_os_error(),
+            Some(libc::ENOSYS | libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV)
+        )
+    }
+}
+
+fn builder(ev: PerfEvent) -> Builder<'static> {
+    match ev {
+        PerfEvent::Software(s) => Builder::new(s),
+        PerfEvent::Hardware(h) => Builder::new(h),
+    }
+}
+
+/// One thread's perf group.
+pub struct ThreadGroup {
+    tid: u32,
+    leader: Counter,
+    members: Vec<Counter>,
+    names: Vec<&'static str>,
+}
+
+/// Cumulative values of one group since it was opened.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupReading {
+    pub counts: Vec<(&'static str, u64)>,
+    pub time_enabled_ns: u64,
+    pub time_running_ns: u64,
+}
+
+impl ThreadGroup {
+    /// Open `events` as one group on thread `tid` (any CPU), counting user and kernel mode
+    /// (context switches and migrations happen in the kernel), enabled at once.
+    pub fn open(tid: u32, events: &[(&'static str, PerfEvent)]) -> Result<Self, PerfError> {
+        let Some(((lead_name, lead_ev), rest)) = events.split_first() else {
+            return Err(PerfError::Open {
+                tid,
+                event: "(none)",
+                source: io::Error::new(io::ErrorKind::InvalidInput, "empty event group"),
+            });
+        };
+        let open_err =
+            |event: &'static str| move |source: io::Error| PerfError::Open { tid, event, source };
+        let mut leader = builder(*lead_ev)
+            .observe_pid(tid as libc::pid_t)
+            .any_cpu()
+            .include_kernel()
+            .read_format(
+                ReadFormat::GROUP | ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING,
+            )
+            .build()
+            .map_err(open_err(lead_name))?;
+        let mut members = Vec::with_capacity(rest.len());
+        for (name, ev) in rest {
+            let c = builder(*ev)
+                .observe_pid(tid as libc::pid_t)
+                .any_cpu()
+                .include_kernel()
+                .build_with_group(&mut leader)
+                .map_err(open_err(name))?;
+            members.push(c);
+        }
+        leader.enable_group().map_err(open_err(lead_name))?;
+        Ok(Self {
+            tid,
+            leader,
+            members,
+            names: events.iter().map(|(n, _)| *n).collect(),
+        })
+    }
+
+    /// One `read` of the whole group.
+    pub fn read(&mut self) -> Result<GroupReading, PerfError> {
+        let tid = self.tid;
+        let data = self
+            .leader
+            .read_group()
+            .map_err(|source| PerfError::Read { tid, source })?;
+        let missing = || PerfError::Read {
+            tid,
+            source: io::Error::new(io::ErrorKind::InvalidData, "a member is missing"),
+        };
+        let mut counts = Vec::with_capacity(self.names.len());
+        let lead = data.get(&self.leader).ok_or_else(missing)?;
+        counts.push((self.names[0], lead.value()));
+        for (c, name) in self.members.iter().zip(&self.names[1..]) {
+            counts.push((*name, data.get(c).ok_or_else(missing)?.value()));
+        }
+        Ok(GroupReading {
+            counts,
+            time_enabled_ns: data.time_enabled().map_or(0, |d| d.as_nanos() as u64),
+            time_running_ns: data.time_running().map_or(0, |d| d.as_nanos() as u64),
+        })
+    }
+}
+
+/// What perf_event can count on this host, found once per process by opening each event on the
+/// calling thread and closing it again.
+#[derive(Clone, Debug)]
+pub struct Availability {
+    /// `Err(reason)` when the software group cannot be opened (then `/proc` is used).
+    pub software: Result<(), String>,
+    /// Each hardware event and whether it opened (`Err(reason)` otherwise).
+    pub hardware: Vec<(&'static str, Result<(), String>)>,
+}
+
+impl Availability {
+    /// Hardware events that opened.
+    pub fn hardware_events(&self) -> Vec<&'static str> {
+        self.hardware
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// Hardware events that did not open, with the kernel's reason.
+    pub fn missing_hardware(&self) -> Vec<(&'static str, String)> {
+        self.hardware
+            .iter()
+            .filter_map(|(n, r)| r.as_ref().err().map(|e| (*n, e.clone())))
+            .collect()
+    }
+
+    /// Every event a live host can put in its samples: the software group (by perf_event or
+    /// `/proc`) and whichever hardware events opened.
+    pub fn countable_events(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = SOFTWARE_GROUP.iter().map(|(n, _)| *n).collect();
+        v.extend(self.hardware_events());
+        v
+    }
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// Probe once (cached): the software group, then each hardware event on its own.
+pub fn availability() -> &'static Availability {
+    static AVAIL: OnceLock<Availability> = OnceLock::new();
+    AVAIL.get_or_init(|| {
+        let tid = gettid();
+        let software = ThreadGroup::open(tid, &SOFTWARE_GROUP)
+            .map(drop)
+            .map_err(|e| e.to_string());
+        let hardware = HARDWARE_GROUP
+            .iter()
+            .map(|(name, ev)| {
+                let r = ThreadGroup::open(tid, &[(*name, *ev)])
+                    .map(drop)
+                    .map_err(|e| match e {
+                        PerfError::Open { source, .. } => describe_open_error(&source),
+                        other => other.to_string(),
+                    });
+                (*name, r)
+            })
+            .collect();
+        Availability { software, hardware }
+    })
+}
+
+/// The kernel's answer for an event that does not open, in words (ENOENT/EOPNOTSUPP are what a
+/// machine without that PMU event gives).
+fn describe_open_error(e: &io::Error) -> String {
+    let Some(code) = e.raw_os_error() else {
+        return e.to_string();
+    };
+    let errno = nix::errno::Errno::from_raw(code);
+    match code {
+        libc::ENOENT | libc::EOPNOTSUPP => format!("not supported here ({errno})"),
+        libc::EACCES | libc::EPERM => {
+            format!("not permitted, see /proc/sys/kernel/perf_event_paranoid ({errno})")
+        }
+        _ => errno.to_string(),
+    }
+}
+
+/// Raise the soft limit on open files to the hard limit: every watched thread holds one
+/// descriptor per event. Returns the new soft limit.
+pub fn raise_fd_limit() -> io::Result<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read a plain struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if rl.rlim_cur < rl.rlim_max {
+        rl.rlim_cur = rl.rlim_max;
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(rl.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spin_ms(ms: u64) {
+        let t0 = std::time::Instant::now();
+        let mut x = 0u64;
+        while t0.elapsed().as_millis() < ms as u128 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+    }
+
+    #[test]
+    fn own_thread_counts_task_clock_and_switches() {
+        let Ok(mut g) = ThreadGroup::open(gettid(), &SOFTWARE_GROUP) else {
+            // perf_event refused here (paranoid without privileges): the /proc path is used.
+            eprintln!("skipped: perf_event_open refused");
+            return;
+        };
+        let a = g.read().expect("read");
+        spin_ms(30);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let b = g.read().expect("read");
+        let get = |r: &GroupReading, n: &str| {
+            r.counts
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| *v)
+                .expect(n)
+        };
+        let run_ns = get(&b, event::TASK_CLOCK) - get(&a, event::TASK_CLOCK);
+        // 30 ms of spinning, on a loaded machine maybe less of it on a CPU, never more than wall.
+        assert!(run_ns > 5_000_000 && run_ns < 1_000_000_000, "{run_ns}");
+        // The sleep is a voluntary switch.
+        assert!(get(&b, event::CONTEXT_SWITCHES) > get(&a, event::CONTEXT_SWITCHES));
+        // Software events are never multiplexed.
+        assert_eq!(b.time_enabled_ns, b.time_running_ns);
+        assert!(b.time_enabled_ns > a.time_enabled_ns);
+    }
+
+    #[test]
+    fn a_gone_thread_does_not_open() {
+        // Thread ids above pid_max do not exist.
+        let e = ThreadGroup::open(u32::MAX / 2, &SOFTWARE_GROUP)
+            .err()
+            .expect("no such thread");
+        assert!(e.to_string().contains("task-clock"), "{e}");
+    }
+
+    #[test]
+    fn availability_names_every_hardware_event() {
+        let a = availability();
+        let names: Vec<_> = a.hardware.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [event::CYCLES, event::INSTRUCTIONS, event::CACHE_MISSES]
+        );
+        let countable = a.countable_events();
+        assert!(countable.contains(&event::TASK_CLOCK));
+        // Every hardware event is either countable or missing with a reason, never both.
+        for (n, r) in &a.hardware {
+            assert_eq!(countable.contains(n), r.is_ok());
+        }
+    }
+}

@@ -19,7 +19,7 @@ use counterpoint_core::observation::{CpuObservation, Observation, TaskObservatio
 use counterpoint_core::sample::{CounterValue, Sample};
 use counterpoint_core::task::{TaskId, TaskInfo};
 use counterpoint_core::topology::Topology;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -276,9 +276,12 @@ impl Host {
         let got = match self.sources.get_mut(&tid)? {
             ThreadSource::Perf { sw, hw } => match sw.read() {
                 Ok(r) => {
-                    let mut out = group_reading(&r);
-                    if let Some(Ok(h)) = hw.as_mut().map(ThreadGroup::read) {
-                        out.extend(group_reading(&h));
+                    let mut out = Reading::default();
+                    out.add_group(sw.names(), &r);
+                    if let Some(h) = hw.as_mut() {
+                        if let Ok(hr) = h.read() {
+                            out.add_group(h.names(), &hr);
+                        }
                     }
                     Some(out)
                 }
@@ -366,23 +369,53 @@ impl Cumulative {
     }
 }
 
-/// One thread's cumulative counters by event.
-type Reading = Vec<(&'static str, Cumulative)>;
+/// The events a thread reading can hold, each in a fixed slot (so a reading is a small `Copy`
+/// value: the agent keeps one per watched thread and replaces it every interval).
+const SLOTS: [&str; 6] = [
+    event::TASK_CLOCK,
+    event::CONTEXT_SWITCHES,
+    event::CPU_MIGRATIONS,
+    event::CYCLES,
+    event::INSTRUCTIONS,
+    event::CACHE_MISSES,
+];
 
-fn group_reading(r: &perf::GroupReading) -> Reading {
-    r.counts
-        .iter()
-        .map(|(n, c)| {
-            (
-                *n,
+fn slot(name: &str) -> Option<usize> {
+    SLOTS.iter().position(|s| *s == name)
+}
+
+/// One thread's cumulative counters, by slot (`None`: not counted for this thread).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Reading([Option<Cumulative>; SLOTS.len()]);
+
+impl Reading {
+    fn set(&mut self, name: &str, c: Cumulative) {
+        if let Some(i) = slot(name) {
+            self.0[i] = Some(c);
+        }
+    }
+
+    fn add_group(&mut self, names: &[&'static str], r: &perf::GroupReading) {
+        for (name, count) in names.iter().zip(&r.values[..r.len]) {
+            self.set(
+                name,
                 Cumulative {
-                    count: *c,
+                    count: *count,
                     enabled_ns: r.time_enabled_ns,
                     running_ns: r.time_running_ns,
                 },
-            )
-        })
-        .collect()
+            );
+        }
+    }
+
+    #[cfg(test)]
+    fn of(pairs: &[(&str, Cumulative)]) -> Self {
+        let mut r = Self::default();
+        for (n, c) in pairs {
+            r.set(n, *c);
+        }
+        r
+    }
 }
 
 fn times_reading(t: ThreadTimes) -> Reading {
@@ -390,48 +423,41 @@ fn times_reading(t: ThreadTimes) -> Reading {
         count,
         ..Default::default()
     };
-    let mut v = vec![
-        (event::TASK_CLOCK, exact(t.runtime_ns)),
-        (event::CONTEXT_SWITCHES, exact(t.switches)),
-    ];
+    let mut r = Reading::default();
+    r.set(event::TASK_CLOCK, exact(t.runtime_ns));
+    r.set(event::CONTEXT_SWITCHES, exact(t.switches));
     if let Some(m) = t.migrations {
-        v.push((event::CPU_MIGRATIONS, exact(m)));
+        r.set(event::CPU_MIGRATIONS, exact(m));
     }
-    v
+    r
 }
 
 /// One process's counter deltas summed over its threads.
 #[derive(Default)]
 struct ProcessSums {
-    /// Per event: the summed deltas and how many threads contributed to them.
-    acc: BTreeMap<&'static str, (Cumulative, usize)>,
+    /// Per slot: the summed deltas and how many threads contributed to them.
+    acc: [(Cumulative, usize); SLOTS.len()],
     /// Threads that contributed deltas.
     threads: usize,
-    /// Events a contributing thread had in only one of its two readings.
-    lacking: BTreeSet<&'static str>,
+    /// Slots a contributing thread had in only one of its two readings.
+    lacking: [bool; SLOTS.len()],
 }
 
 impl ProcessSums {
     /// Add one thread's deltas `now - prev`.
     fn add(&mut self, prev: &Reading, now: &Reading) {
         self.threads += 1;
-        for (name, c) in now {
-            match prev.iter().find(|(n, _)| n == name) {
-                Some((_, p)) => {
-                    let (a, k) = self.acc.entry(name).or_default();
+        for i in 0..SLOTS.len() {
+            match (prev.0[i], now.0[i]) {
+                (Some(p), Some(c)) => {
+                    let (a, k) = &mut self.acc[i];
                     a.count += c.count.saturating_sub(p.count);
                     a.enabled_ns += c.enabled_ns.saturating_sub(p.enabled_ns);
                     a.running_ns += c.running_ns.saturating_sub(p.running_ns);
                     *k += 1;
                 }
-                None => {
-                    self.lacking.insert(name);
-                }
-            }
-        }
-        for (name, _) in prev {
-            if !now.iter().any(|(n, _)| n == name) {
-                self.lacking.insert(name);
+                (None, None) => {}
+                _ => self.lacking[i] = true,
             }
         }
     }
@@ -439,16 +465,21 @@ impl ProcessSums {
     /// Events every contributing thread counted, as values over the interval: an event some
     /// thread did not count is left out rather than reported as a partial sum.
     fn values(&self, interval_ns: u64) -> Vec<(&'static str, CounterValue)> {
-        self.acc
-            .iter()
-            .filter(|(n, (_, k))| *k == self.threads && !self.lacking.contains(*n))
-            .map(|(n, (c, _))| (*n, c.value(interval_ns)))
+        (0..SLOTS.len())
+            .filter(|&i| {
+                let k = self.acc[i].1;
+                k > 0 && k == self.threads && !self.lacking[i]
+            })
+            .map(|i| (SLOTS[i], self.acc[i].0.value(interval_ns)))
             .collect()
     }
 
     /// Whether `name` is known to be incomplete (so not even a zero may be reported for it).
     fn incomplete(&self, name: &str) -> bool {
-        self.lacking.contains(name) || self.acc.get(name).is_some_and(|(_, k)| *k != self.threads)
+        slot(name).is_some_and(|i| {
+            let k = self.acc[i].1;
+            self.lacking[i] || (k > 0 && k != self.threads)
+        })
     }
 }
 
@@ -616,19 +647,19 @@ mod counting_tests {
     fn multiplexed_sums_carry_their_counted_fraction() {
         let mut sums = ProcessSums::default();
         // Two threads of one process; the hardware group ran half the time it was enabled.
-        let prev1: Reading = vec![
+        let prev1 = Reading::of(&[
             (event::TASK_CLOCK, c(100, 0, 0)),
             (event::CYCLES, c(1_000, 10, 5)),
-        ];
-        let now1: Reading = vec![
+        ]);
+        let now1 = Reading::of(&[
             (event::TASK_CLOCK, c(600, 0, 0)),
             (event::CYCLES, c(3_000, 110, 55)),
-        ];
-        let prev2: Reading = vec![(event::TASK_CLOCK, c(0, 0, 0)), (event::CYCLES, c(0, 0, 0))];
-        let now2: Reading = vec![
+        ]);
+        let prev2 = Reading::of(&[(event::TASK_CLOCK, c(0, 0, 0)), (event::CYCLES, c(0, 0, 0))]);
+        let now2 = Reading::of(&[
             (event::TASK_CLOCK, c(500, 0, 0)),
             (event::CYCLES, c(1_000, 100, 50)),
-        ];
+        ]);
         sums.add(&prev1, &now1);
         sums.add(&prev2, &now2);
         let v: BTreeMap<_, _> = sums.values(1_000).into_iter().collect();
@@ -641,11 +672,11 @@ mod counting_tests {
 
     #[test]
     fn an_event_missing_on_one_thread_is_left_out() {
-        let with: Reading = vec![
+        let with = Reading::of(&[
             (event::TASK_CLOCK, c(1, 0, 0)),
             (event::CPU_MIGRATIONS, c(1, 0, 0)),
-        ];
-        let without: Reading = vec![(event::TASK_CLOCK, c(5, 0, 0))];
+        ]);
+        let without = Reading::of(&[(event::TASK_CLOCK, c(5, 0, 0))]);
         // One thread on perf (migrations), one on /proc schedstat (none).
         let mut sums = ProcessSums::default();
         sums.add(&with, &with);

@@ -86,25 +86,33 @@ fn builder(ev: PerfEvent) -> Builder<'static> {
     }
 }
 
+/// Most events in one group.
+pub const MAX_GROUP: usize = 8;
+
 /// One thread's perf group.
 pub struct ThreadGroup {
     tid: u32,
     leader: Counter,
     members: Vec<Counter>,
     names: Vec<&'static str>,
+    /// Kernel ids of leader and members, in `names` order (how a group read names its values).
+    ids: Vec<u64>,
 }
 
-/// Cumulative values of one group since it was opened.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Cumulative values of one group since it was opened, in the order of [`ThreadGroup::names`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupReading {
-    pub counts: Vec<(&'static str, u64)>,
+    pub values: [u64; MAX_GROUP],
+    pub len: usize,
     pub time_enabled_ns: u64,
     pub time_running_ns: u64,
 }
 
 impl ThreadGroup {
-    /// Open `events` as one group on thread `tid` (any CPU), counting user and kernel mode
-    /// (context switches and migrations happen in the kernel), enabled at once.
+    /// Open `events` (at most [`MAX_GROUP`]) as one group on thread `tid` (any CPU), counting
+    /// user and kernel mode (context switches and migrations happen in the kernel). Every
+    /// event is created enabled, so no enabling `ioctl` is needed; the first read after
+    /// opening is the baseline.
     pub fn open(tid: u32, events: &[(&'static str, PerfEvent)]) -> Result<Self, PerfError> {
         let Some(((lead_name, lead_ev), rest)) = events.split_first() else {
             return Err(PerfError::Open {
@@ -113,12 +121,20 @@ impl ThreadGroup {
                 source: io::Error::new(io::ErrorKind::InvalidInput, "empty event group"),
             });
         };
+        if events.len() > MAX_GROUP {
+            return Err(PerfError::Open {
+                tid,
+                event: lead_name,
+                source: io::Error::new(io::ErrorKind::InvalidInput, "too many events in a group"),
+            });
+        }
         let open_err =
             |event: &'static str| move |source: io::Error| PerfError::Open { tid, event, source };
         let mut leader = builder(*lead_ev)
             .observe_pid(tid as libc::pid_t)
             .any_cpu()
             .include_kernel()
+            .enabled(true)
             .read_format(
                 ReadFormat::GROUP | ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING,
             )
@@ -130,41 +146,89 @@ impl ThreadGroup {
                 .observe_pid(tid as libc::pid_t)
                 .any_cpu()
                 .include_kernel()
+                .enabled(true)
                 .build_with_group(&mut leader)
                 .map_err(open_err(name))?;
             members.push(c);
         }
-        leader.enable_group().map_err(open_err(lead_name))?;
+        let ids = std::iter::once(leader.id())
+            .chain(members.iter().map(Counter::id))
+            .collect();
         Ok(Self {
             tid,
             leader,
             members,
             names: events.iter().map(|(n, _)| *n).collect(),
+            ids,
         })
     }
 
-    /// One `read` of the whole group.
+    /// Event names, in the order of [`GroupReading::values`].
+    pub fn names(&self) -> &[&'static str] {
+        &self.names
+    }
+
+    /// One `read(2)` of the whole group into a stack buffer: `nr, time_enabled, time_running`,
+    /// then `(value, id)` per event (the kernel's `PERF_FORMAT_GROUP | PERF_FORMAT_ID` layout).
+    /// Done here rather than through `Counter::read_group`, which allocates and parses per
+    /// call: the agent reads every watched thread every interval.
     pub fn read(&mut self) -> Result<GroupReading, PerfError> {
+        use std::os::fd::AsRawFd;
         let tid = self.tid;
-        let data = self
-            .leader
-            .read_group()
-            .map_err(|source| PerfError::Read { tid, source })?;
-        let missing = || PerfError::Read {
+        let bad = |what: &str| PerfError::Read {
             tid,
-            source: io::Error::new(io::ErrorKind::InvalidData, "a member is missing"),
+            source: io::Error::new(io::ErrorKind::InvalidData, what.to_string()),
         };
-        let mut counts = Vec::with_capacity(self.names.len());
-        let lead = data.get(&self.leader).ok_or_else(missing)?;
-        counts.push((self.names[0], lead.value()));
-        for (c, name) in self.members.iter().zip(&self.names[1..]) {
-            counts.push((*name, data.get(c).ok_or_else(missing)?.value()));
+        let mut buf = [0u64; 3 + 2 * MAX_GROUP];
+        // SAFETY: reading into a buffer we own, of the length we pass.
+        let n = unsafe {
+            libc::read(
+                self.leader.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                std::mem::size_of_val(&buf),
+            )
+        };
+        if n < 0 {
+            return Err(PerfError::Read {
+                tid,
+                source: io::Error::last_os_error(),
+            });
         }
-        Ok(GroupReading {
-            counts,
-            time_enabled_ns: data.time_enabled().map_or(0, |d| d.as_nanos() as u64),
-            time_running_ns: data.time_running().map_or(0, |d| d.as_nanos() as u64),
-        })
+        let words = n as usize / 8;
+        let nr = buf[0] as usize;
+        if words < 3 || nr != self.ids.len() || words < 3 + 2 * nr {
+            return Err(bad("short or unexpected group read"));
+        }
+        let mut r = GroupReading {
+            len: nr,
+            time_enabled_ns: buf[1],
+            time_running_ns: buf[2],
+            ..Default::default()
+        };
+        let mut seen = 0usize;
+        for pair in buf[3..3 + 2 * nr].chunks_exact(2) {
+            let i = self
+                .ids
+                .iter()
+                .position(|&id| id == pair[1])
+                .ok_or_else(|| bad("unknown event id in group read"))?;
+            r.values[i] = pair[0];
+            seen |= 1 << i;
+        }
+        if seen != (1 << nr) - 1 {
+            return Err(bad("an event is missing from the group read"));
+        }
+        Ok(r)
+    }
+
+    /// How many events the group holds.
+    pub fn len(&self) -> usize {
+        1 + self.members.len()
+    }
+
+    /// Never: a group has a leader.
+    pub fn is_empty(&self) -> bool {
+        false
     }
 }
 
@@ -295,12 +359,18 @@ mod tests {
         spin_ms(30);
         std::thread::sleep(std::time::Duration::from_millis(5));
         let b = g.read().expect("read");
+        assert_eq!(
+            g.names(),
+            [
+                event::TASK_CLOCK,
+                event::CONTEXT_SWITCHES,
+                event::CPU_MIGRATIONS
+            ]
+        );
+        assert_eq!((a.len, g.len()), (3, 3));
         let get = |r: &GroupReading, n: &str| {
-            r.counts
-                .iter()
-                .find(|(k, _)| *k == n)
-                .map(|(_, v)| *v)
-                .expect(n)
+            let i = g.names().iter().position(|k| *k == n).expect(n);
+            r.values[i]
         };
         let run_ns = get(&b, event::TASK_CLOCK) - get(&a, event::TASK_CLOCK);
         // 30 ms of spinning, on a loaded machine maybe less of it on a CPU, never more than wall.

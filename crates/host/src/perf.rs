@@ -1,4 +1,4 @@
-//! Per-thread counters through `perf_event_open` (the `perf-event2` crate): one group per thread
+//! Per-thread counters through `perf_event_open` (events and attributes from the `perf-event2` crate): one group per thread
 //! (`task-clock` leading `context-switches` and `cpu-migrations`, software events every kernel
 //! has), opened when the thread is first seen and closed when it is gone, read with one `read`
 //! per interval that also returns the group's `time_enabled` / `time_running`. Hardware events
@@ -9,8 +9,9 @@
 
 use counterpoint_core::event;
 use perf_event::events::{Hardware, Software};
-use perf_event::{Builder, Counter, ReadFormat};
+use perf_event::{Builder, ReadFormat};
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 /// A perf event this module can open.
@@ -89,14 +90,11 @@ fn builder(ev: PerfEvent) -> Builder<'static> {
 /// Most events in one group.
 pub const MAX_GROUP: usize = 8;
 
-/// One thread's perf group.
+/// One thread's perf group: the leader's descriptor first, then the members'.
 pub struct ThreadGroup {
     tid: u32,
-    leader: Counter,
-    members: Vec<Counter>,
+    fds: Vec<OwnedFd>,
     names: Vec<&'static str>,
-    /// Kernel ids of leader and members, in `names` order (how a group read names its values).
-    ids: Vec<u64>,
 }
 
 /// Cumulative values of one group since it was opened, in the order of [`ThreadGroup::names`].
@@ -108,13 +106,43 @@ pub struct GroupReading {
     pub time_running_ns: u64,
 }
 
+/// `perf_event_open(2)` on the attributes the crate's [`Builder`] made.
+fn open_fd(builder: &mut Builder<'_>, tid: u32, group_fd: libc::c_int) -> io::Result<OwnedFd> {
+    let attrs: *mut _ = builder.attrs_mut();
+    // SAFETY: `attrs` points to a complete perf_event_attr whose `size` field the Builder set
+    // to the struct's size; the kernel reads at most that much and may write `size` back (E2BIG).
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attrs,
+            tid as libc::pid_t,
+            -1 as libc::c_int,
+            group_fd,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor the kernel just returned, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// `PERF_FLAG_FD_CLOEXEC` from `linux/perf_event.h`.
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+
 impl ThreadGroup {
     /// Open `events` (at most [`MAX_GROUP`]) as one group on thread `tid` (any CPU), counting
     /// user and kernel mode (context switches and migrations happen in the kernel). Every
     /// event is created enabled, so no enabling `ioctl` is needed; the first read after
     /// opening is the baseline.
+    ///
+    /// The attributes come from `perf-event2`'s [`Builder`]; the system call is made here
+    /// because `Builder::build` also issues a `PERF_EVENT_IOC_ID` ioctl per counter, which this
+    /// group read (values in creation order, no ids) does not need: opening and closing are
+    /// the agent's largest one-time cost with hundreds of threads, one kernel cross-call each.
     pub fn open(tid: u32, events: &[(&'static str, PerfEvent)]) -> Result<Self, PerfError> {
-        let Some(((lead_name, lead_ev), rest)) = events.split_first() else {
+        let Some((lead_name, _)) = events.first() else {
             return Err(PerfError::Open {
                 tid,
                 event: "(none)",
@@ -128,38 +156,32 @@ impl ThreadGroup {
                 source: io::Error::new(io::ErrorKind::InvalidInput, "too many events in a group"),
             });
         }
-        let open_err =
-            |event: &'static str| move |source: io::Error| PerfError::Open { tid, event, source };
-        let mut leader = builder(*lead_ev)
-            .observe_pid(tid as libc::pid_t)
-            .any_cpu()
-            .include_kernel()
-            .enabled(true)
-            .read_format(
-                ReadFormat::GROUP | ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING,
-            )
-            .build()
-            .map_err(open_err(lead_name))?;
-        let mut members = Vec::with_capacity(rest.len());
-        for (name, ev) in rest {
-            let c = builder(*ev)
-                .observe_pid(tid as libc::pid_t)
-                .any_cpu()
-                .include_kernel()
-                .enabled(true)
-                .build_with_group(&mut leader)
-                .map_err(open_err(name))?;
-            members.push(c);
+        let mut fds: Vec<OwnedFd> = Vec::with_capacity(events.len());
+        for (i, (name, ev)) in events.iter().enumerate() {
+            let mut b = builder(*ev);
+            b.include_kernel().enabled(true);
+            if i == 0 {
+                b.read_format(
+                    ReadFormat::GROUP
+                        | ReadFormat::TOTAL_TIME_ENABLED
+                        | ReadFormat::TOTAL_TIME_RUNNING,
+                );
+                // `read_format` adds PERF_FORMAT_ID to groups; values come in creation order
+                // without it.
+                b.attrs_mut().read_format &= !ReadFormat::ID.bits();
+            }
+            let group_fd = fds.first().map_or(-1, |f| f.as_raw_fd());
+            let fd = open_fd(&mut b, tid, group_fd).map_err(|source| PerfError::Open {
+                tid,
+                event: name,
+                source,
+            })?;
+            fds.push(fd);
         }
-        let ids = std::iter::once(leader.id())
-            .chain(members.iter().map(Counter::id))
-            .collect();
         Ok(Self {
             tid,
-            leader,
-            members,
+            fds,
             names: events.iter().map(|(n, _)| *n).collect(),
-            ids,
         })
     }
 
@@ -169,21 +191,20 @@ impl ThreadGroup {
     }
 
     /// One `read(2)` of the whole group into a stack buffer: `nr, time_enabled, time_running`,
-    /// then `(value, id)` per event (the kernel's `PERF_FORMAT_GROUP | PERF_FORMAT_ID` layout).
-    /// Done here rather than through `Counter::read_group`, which allocates and parses per
-    /// call: the agent reads every watched thread every interval.
+    /// then one value per event in creation order (the kernel's `PERF_FORMAT_GROUP` layout).
     pub fn read(&mut self) -> Result<GroupReading, PerfError> {
-        use std::os::fd::AsRawFd;
         let tid = self.tid;
-        let bad = |what: &str| PerfError::Read {
-            tid,
-            source: io::Error::new(io::ErrorKind::InvalidData, what.to_string()),
+        let mut buf = [0u64; 3 + MAX_GROUP];
+        let Some(leader) = self.fds.first() else {
+            return Err(PerfError::Read {
+                tid,
+                source: io::Error::new(io::ErrorKind::InvalidInput, "empty group"),
+            });
         };
-        let mut buf = [0u64; 3 + 2 * MAX_GROUP];
         // SAFETY: reading into a buffer we own, of the length we pass.
         let n = unsafe {
             libc::read(
-                self.leader.as_raw_fd(),
+                leader.as_raw_fd(),
                 buf.as_mut_ptr().cast(),
                 std::mem::size_of_val(&buf),
             )
@@ -196,8 +217,17 @@ impl ThreadGroup {
         }
         let words = n as usize / 8;
         let nr = buf[0] as usize;
-        if words < 3 || nr != self.ids.len() || words < 3 + 2 * nr {
-            return Err(bad("short or unexpected group read"));
+        if words < 3 || nr != self.fds.len() || words < 3 + nr {
+            return Err(PerfError::Read {
+                tid,
+                source: io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "group read of {n} bytes, {nr} values for {} events",
+                        self.fds.len()
+                    ),
+                ),
+            });
         }
         let mut r = GroupReading {
             len: nr,
@@ -205,30 +235,18 @@ impl ThreadGroup {
             time_running_ns: buf[2],
             ..Default::default()
         };
-        let mut seen = 0usize;
-        for pair in buf[3..3 + 2 * nr].chunks_exact(2) {
-            let i = self
-                .ids
-                .iter()
-                .position(|&id| id == pair[1])
-                .ok_or_else(|| bad("unknown event id in group read"))?;
-            r.values[i] = pair[0];
-            seen |= 1 << i;
-        }
-        if seen != (1 << nr) - 1 {
-            return Err(bad("an event is missing from the group read"));
-        }
+        r.values[..nr].copy_from_slice(&buf[3..3 + nr]);
         Ok(r)
     }
 
     /// How many events the group holds.
     pub fn len(&self) -> usize {
-        1 + self.members.len()
+        self.fds.len()
     }
 
     /// Never: a group has a leader.
     pub fn is_empty(&self) -> bool {
-        false
+        self.fds.is_empty()
     }
 }
 

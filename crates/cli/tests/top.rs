@@ -135,8 +135,9 @@ impl Drop for Tmux {
     }
 }
 
-#[test]
-fn live_view_sorts_with_keys_and_restores_the_terminal() {
+/// `top` on `pid` in a detached 150x30 tmux session; after it exits the pane shows its exit
+/// status and the terminal mode (`icanon` = raw mode off). `None` where tmux is unusable.
+fn live_top(pid: u32, tag: &str) -> Option<Tmux> {
     let have_tmux = Command::new("tmux")
         .arg("-V")
         .stdout(Stdio::null())
@@ -144,14 +145,11 @@ fn live_view_sorts_with_keys_and_restores_the_terminal() {
         .is_ok_and(|s| s.success());
     if !have_tmux {
         eprintln!("skipped: tmux not installed");
-        return;
+        return None;
     }
-    let a = Busy::spawn();
-    let name = format!("cp-top-test-{}", std::process::id());
-    // After top exits, print its status and the terminal mode so restoration can be checked.
+    let name = format!("cp-top-{tag}-{}", std::process::id());
     let script = format!(
-        "{BIN} top --interval 300ms --targets pid:{}; echo EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 30",
-        a.pid()
+        "{BIN} top --interval 300ms --targets pid:{pid}; echo EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon'; sleep 30"
     );
     let ok = Command::new("tmux")
         .args([
@@ -169,9 +167,54 @@ fn live_view_sorts_with_keys_and_restores_the_terminal() {
         .is_ok_and(|s| s.success());
     if !ok {
         eprintln!("skipped: tmux cannot start a session here");
-        return;
+        return None;
     }
-    let t = Tmux(name);
+    Some(Tmux(name))
+}
+
+/// The pid of the `counterpoint` process running in the session's pane.
+fn top_pid(t: &Tmux) -> Option<u32> {
+    let out = Command::new("tmux")
+        .args(["list-panes", "-t", &t.0, "-F", "#{pane_pid}"])
+        .output()
+        .ok()?;
+    let shell: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+    std::fs::read_dir("/proc").ok()?.find_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest = stat.get(stat.rfind(')')? + 2..)?;
+        let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
+        (ppid == shell).then_some(pid)
+    })
+}
+
+#[test]
+fn live_view_restores_the_terminal_on_sigterm() {
+    let a = Busy::spawn();
+    let Some(t) = live_top(a.pid(), "term") else {
+        return;
+    };
+    let screen = t.wait_for("CPU%▼");
+    assert!(screen.contains("CPU%▼"), "no live view: {screen}");
+    let pid = top_pid(&t).expect("top's pid");
+    // SAFETY: kill(2) on the process we started in the session.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    let screen = t.wait_for("icanon");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(
+        screen.lines().any(|l| l.trim() == "icanon"),
+        "terminal left in raw mode: {screen}"
+    );
+}
+
+#[test]
+fn live_view_sorts_with_keys_and_restores_the_terminal() {
+    let a = Busy::spawn();
+    let Some(t) = live_top(a.pid(), "keys") else {
+        return;
+    };
     let screen = t.wait_for("CPU%▼");
     assert!(screen.contains("CPU%▼"), "no live view: {screen}");
     let screen = t.wait_for(&a.pid().to_string());

@@ -421,6 +421,8 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
 // The live view.
 
 static LIVE_STOP: AtomicBool = AtomicBool::new(false);
+/// Set by the main thread once the terminal is restored.
+static LIVE_DONE: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop_signal(_sig: libc::c_int) {
     LIVE_STOP.store(true, Ordering::SeqCst);
@@ -448,8 +450,10 @@ struct View {
 fn run_live(host: Host, interval_ns: u64, key: SortKey, reverse: bool) -> Result<ExitCode> {
     use ratatui::crossterm::event::{self as ev, Event, KeyCode, KeyEventKind, KeyModifiers};
 
-    // SIGTERM/SIGHUP end the view through the normal path, so the terminal is restored.
-    for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+    // SIGTERM/SIGINT end the view through the normal path, so the terminal is restored.
+    // SIGHUP keeps its default (exit): the terminal is gone, there is nothing to restore, and
+    // crossterm spins reading a hung-up tty, so the normal path would never run.
+    for sig in [libc::SIGTERM, libc::SIGINT] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe {
             libc::signal(sig, on_stop_signal as *const () as libc::sighandler_t);
@@ -469,8 +473,19 @@ fn run_live(host: Host, interval_ns: u64, key: SortKey, reverse: bool) -> Result
                 .map_err(|e| e.to_string());
             let failed = msg.is_err();
             if tx.send(msg).is_err() || failed {
-                break;
+                return;
             }
+        }
+        // Asked to stop (a key or a signal): the main thread restores the terminal within
+        // ~100 ms. If it is stuck (blocked in terminal input), restore it from here and exit.
+        let t0 = std::time::Instant::now();
+        while !LIVE_DONE.load(Ordering::SeqCst) {
+            if t0.elapsed() > Duration::from_secs(2) {
+                ratatui::restore();
+                eprintln!("counterpoint top: stopped (the terminal did not answer)");
+                std::process::exit(1);
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     });
 
@@ -556,6 +571,7 @@ fn run_live(host: Host, interval_ns: u64, key: SortKey, reverse: bool) -> Result
     drop(rx);
     drop(terminal);
     drop(guard);
+    LIVE_DONE.store(true, Ordering::SeqCst);
     // The sampler sees the flag within 50 ms (the wait in `advance` is cut short).
     let _ = sampler.join();
     result.map(|()| ExitCode::SUCCESS)
@@ -588,7 +604,7 @@ fn draw(f: &mut ratatui::Frame, view: &View) {
         return;
     };
 
-    let total_cpu: f64 = s.rows.iter().map(|r| r.cpu_pct).sum();
+    let total_cpu = s.rows.iter().fold(0.0, |a, r| a + r.cpu_pct);
     let pmu_note = if s.pmu {
         "hardware PMU: IPC, MPKI, bandwidth counted".to_string()
     } else {

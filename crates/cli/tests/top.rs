@@ -60,7 +60,7 @@ fn text_over_a_pipe_is_plain_tables() {
     // PID COMM CPU% CS/s MIG/s, then the three hardware columns.
     let cols: Vec<&str> = row.split_whitespace().collect();
     let cpu: f64 = cols[2].parse().expect("CPU%");
-    assert!(cpu > 20.0 && cpu < 105.0, "busy loop at {cpu} %: {row}");
+    assert!(cpu > 5.0 && cpu < 105.0, "busy loop at {cpu} %: {row}");
     assert!(cols[4].parse::<f64>().is_ok(), "migrations/s: {row}");
     assert_eq!(row.matches("n/a (no PMU)").count(), 3, "{row}");
     assert!(text.contains("runs:"), "placement per CPU missing: {text}");

@@ -7,8 +7,10 @@
 //! and reported as not supported with the reason, never invented. Reads are one `read(2)` into a
 //! stack buffer: the layer adds no allocation to the hot path.
 
+pub mod count;
 pub mod pmu;
 pub mod spec;
 
+pub use count::{CountError, CounterSet, EventReading, Target};
 pub use pmu::{Pmu, PmuError, PmuTree};
 pub use spec::{parse_event_list, EventList, EventSpec, SpecError};

@@ -40,29 +40,16 @@ pub enum CountError {
     },
     #[error("no such process: {pid}")]
     NoSuchProcess { pid: i32 },
-    #[error("cannot list threads of process {pid} in /proc/{pid}/task: {source}")]
-    Threads {
-        pid: i32,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot open '{event}': {source}")]
-    Open {
-        event: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot run '{program}': {source}")]
-    Exec {
-        program: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{what}: {source}")]
+    #[error("cannot list threads of process {pid} in /proc/{pid}/task: {error}")]
+    Threads { pid: i32, error: io::Error },
+    #[error("cannot open '{event}': {error}")]
+    Open { event: String, error: io::Error },
+    #[error("cannot run '{program}': {error}")]
+    Exec { program: String, error: io::Error },
+    #[error("{what}: {error}")]
     Os {
         what: &'static str,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     #[error("empty command")]
     EmptyCommand,
@@ -88,11 +75,11 @@ impl Target {
     /// As [`Target::process`] with the procfs root as a parameter (tests).
     pub fn process_in(proc_root: &Path, pid: i32) -> Result<Target, CountError> {
         let dir = proc_root.join(pid.to_string()).join("task");
-        let rd = std::fs::read_dir(&dir).map_err(|source| {
-            if source.kind() == io::ErrorKind::NotFound {
+        let rd = std::fs::read_dir(&dir).map_err(|error| {
+            if error.kind() == io::ErrorKind::NotFound {
                 CountError::NoSuchProcess { pid }
             } else {
-                CountError::Threads { pid, source }
+                CountError::Threads { pid, error }
             }
         })?;
         let mut tids: Vec<i32> = rd
@@ -174,7 +161,7 @@ pub fn classify_open_error(
         }
         _ => OpenFailure::Fatal(CountError::Open {
             event: spec.name.clone(),
-            source: err,
+            error: err,
         }),
     }
 }
@@ -400,9 +387,9 @@ impl CounterSet {
     /// Start counting now (threads and CPUs; a child starts at its `exec`).
     pub fn enable(&mut self) -> Result<(), CountError> {
         for c in self.counters.iter_mut().flatten() {
-            c.enable().map_err(|source| CountError::Os {
+            c.enable().map_err(|error| CountError::Os {
                 what: "enabling a counter",
-                source,
+                error,
             })?;
         }
         Ok(())
@@ -411,9 +398,9 @@ impl CounterSet {
     /// Stop counting (values stay readable).
     pub fn disable(&mut self) -> Result<(), CountError> {
         for c in self.counters.iter_mut().flatten() {
-            c.disable().map_err(|source| CountError::Os {
+            c.disable().map_err(|error| CountError::Os {
                 what: "disabling a counter",
-                source,
+                error,
             })?;
         }
         Ok(())
@@ -436,9 +423,9 @@ impl CounterSet {
                 Status::Counting => {
                     let mut sum = CounterValue::default();
                     for c in &self.counters[i] {
-                        let v = read_fd(c.as_raw_fd()).map_err(|source| CountError::Os {
+                        let v = read_fd(c.as_raw_fd()).map_err(|error| CountError::Os {
                             what: "reading a counter",
-                            source,
+                            error,
                         })?;
                         sum.raw = sum.raw.wrapping_add(v.raw);
                         sum.time_enabled_ns += v.time_enabled_ns;
@@ -489,7 +476,7 @@ fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd), CountError> {
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(CountError::Os {
             what: "creating a pipe",
-            source: io::Error::last_os_error(),
+            error: io::Error::last_os_error(),
         });
     }
     // SAFETY: pipe2 returned two fresh fds we now own.
@@ -504,7 +491,7 @@ pub fn spawn_stopped(argv: &[String]) -> Result<StoppedChild, CountError> {
         .map(|a| {
             CString::new(a.as_bytes()).map_err(|_| CountError::Exec {
                 program: program.clone(),
-                source: io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"),
+                error: io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"),
             })
         })
         .collect::<Result<_, _>>()?;
@@ -518,7 +505,7 @@ pub fn spawn_stopped(argv: &[String]) -> Result<StoppedChild, CountError> {
     if pid < 0 {
         return Err(CountError::Os {
             what: "fork",
-            source: io::Error::last_os_error(),
+            error: io::Error::last_os_error(),
         });
     }
     if pid == 0 {
@@ -574,7 +561,7 @@ impl StoppedChild {
             let _ = child.wait();
             return Err(CountError::Exec {
                 program: self.program.clone(),
-                source: io::Error::from_raw_os_error(e),
+                error: io::Error::from_raw_os_error(e),
             });
         }
         Ok(child)
@@ -630,7 +617,7 @@ impl RunningChild {
                 }
                 return Err(CountError::Os {
                     what: "waitpid",
-                    source: e,
+                    error: e,
                 });
             }
             if r == 0 {

@@ -17,11 +17,10 @@ use thiserror::Error;
 pub enum PmuError {
     #[error("unknown PMU '{pmu}' (PMUs present: {})", .available.join(", "))]
     UnknownPmu { pmu: String, available: Vec<String> },
-    #[error("cannot read {}: {source}", .path.display())]
+    #[error("cannot read {}: {error}", .path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: malformed content '{content}': {reason}", .path.display())]
     Malformed {
@@ -347,9 +346,9 @@ impl PmuTree {
 fn read_trim(path: &Path) -> Result<String, PmuError> {
     fs::read_to_string(path)
         .map(|s| s.trim().to_string())
-        .map_err(|source| PmuError::Io {
+        .map_err(|error| PmuError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })
 }
 

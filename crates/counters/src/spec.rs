@@ -37,7 +37,7 @@ pub enum SpecError {
         term: String,
         value: String,
     },
-    #[error("{0}")]
+    #[error(transparent)]
     Pmu(#[from] PmuError),
 }
 

@@ -242,3 +242,37 @@ fn fixture_pmu_tree_errors() {
         "too wide",
     );
 }
+
+#[test]
+fn bench_read_reports_all_paths() {
+    let o = Command::new(BIN)
+        .args([
+            "bench",
+            "read",
+            "--json",
+            "--rounds",
+            "3",
+            "--iterations",
+            "2000",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in [
+        "ours_ns",
+        "raw_read_ns",
+        "ours_over_raw",
+        "group3_ns",
+        "perf_event2_read_full_ns",
+    ] {
+        assert!(v[k].as_f64().unwrap() > 0.0, "{k}: {v}");
+    }
+    if !has_hw_pmu() {
+        assert_eq!(v["user_space"]["available"], false);
+        assert!(v["user_space"]["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("no hardware PMU"));
+    }
+}

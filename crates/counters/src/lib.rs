@@ -9,6 +9,7 @@
 
 pub mod count;
 pub mod pmu;
+pub mod readbench;
 pub mod spec;
 
 pub use count::{CountError, CounterSet, EventReading, Target};

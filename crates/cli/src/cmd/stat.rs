@@ -485,3 +485,63 @@ fn print_counts(
     }
     Ok(())
 }
+
+/// `counterpoint bench read`.
+#[derive(Args)]
+pub struct BenchReadArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Timed rounds (median reported).
+    #[arg(long, default_value_t = 21)]
+    rounds: usize,
+    /// Reads per round and path.
+    #[arg(long, default_value_t = 100_000)]
+    iterations: usize,
+}
+
+/// ns per read: our layer vs raw read(2) on the same fd, perf-event2's read, a group of three,
+/// and the user-space path (here: none).
+pub fn bench_read(args: BenchReadArgs) -> Result<ExitCode> {
+    if args.rounds == 0 || args.iterations == 0 {
+        bail!("--rounds and --iterations must be positive");
+    }
+    let b = counterpoint_counters::readbench::measure(args.rounds, args.iterations)
+        .context("opening task-clock counters on this thread")?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&b)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "counter read cost, task-clock on this thread (median of {} rounds x {} reads)",
+        b.rounds, b.iterations_per_round
+    );
+    println!(
+        "  our layer (one read(2), stack buffer)  {:>8.1} ns",
+        b.ours_ns
+    );
+    println!(
+        "  raw read(2), same fd                   {:>8.1} ns",
+        b.raw_read_ns
+    );
+    println!(
+        "  ours / raw (median per round)          {:>8.3}x",
+        b.ours_over_raw
+    );
+    println!(
+        "  perf-event2 Counter::read_full         {:>8.1} ns",
+        b.perf_event2_read_full_ns
+    );
+    println!(
+        "  group of three, one read(2)            {:>8.1} ns",
+        b.group3_ns
+    );
+    println!("  user-space read (rdpmc): {}", b.user_space.explanation);
+    if let Some(cap) = b.user_space.software_cap_user_rdpmc {
+        println!(
+            "    task-clock mmap page: cap_user_rdpmc = {}",
+            u8::from(cap)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

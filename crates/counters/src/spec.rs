@@ -417,7 +417,7 @@ fn parse_event(item: &str, tree: &PmuTree) -> Result<Vec<EventSpec>, SpecError> 
             apply_modifiers(&mut e, mods, item)?;
         }
         e.name = item.to_string();
-        return Ok(vec![e]);
+        return Ok(hybrid_expand(e, tree));
     }
     if let Some(rest) = rest {
         // Tracepoint `sys:name[:mods]`.
@@ -445,6 +445,36 @@ fn parse_event(item: &str, tree: &PmuTree) -> Result<Vec<EventSpec>, SpecError> 
         out.push(parse_pmu_event(&spelled, slash, tree)?);
     }
     Ok(out)
+}
+
+/// Core PMUs of a hybrid machine (`cpu_core`, `cpu_atom`, ...), each with its CPUs.
+fn hybrid_core_pmus(tree: &PmuTree) -> Vec<Pmu> {
+    tree.list()
+        .into_iter()
+        .filter(|n| matches!(n.as_str(), "cpu_core" | "cpu_atom" | "cpu_lowpower"))
+        .filter_map(|n| tree.pmu(&n).ok())
+        .collect()
+}
+
+/// On a hybrid machine a generic hardware or cache event is one event per core PMU, selected by
+/// the PMU type in bits 32-63 of `config` (the kernel's extended hardware type), as perf does.
+fn hybrid_expand(e: EventSpec, tree: &PmuTree) -> Vec<EventSpec> {
+    if !matches!(e.type_, TYPE_HARDWARE | TYPE_HW_CACHE) {
+        return vec![e];
+    }
+    let pmus = hybrid_core_pmus(tree);
+    if pmus.is_empty() {
+        return vec![e];
+    }
+    pmus.into_iter()
+        .map(|p| {
+            let mut x = e.clone();
+            x.config |= u64::from(p.type_) << 32;
+            x.name = format!("{}/{}/", p.name, e.name);
+            x.cpus = p.cpus.clone();
+            x
+        })
+        .collect()
 }
 
 fn unknown(name: &str, tree: &PmuTree) -> SpecError {

@@ -204,3 +204,24 @@ fn tracepoint_from_tracefs_fixture() {
     assert_eq!((e.type_, e.config), (2, 314));
     assert!(parse_event_list("sched:no_such_tp", &t).is_err());
 }
+
+#[test]
+fn hybrid_generic_hardware_event_is_one_per_core_pmu() {
+    let t = tree("hybrid");
+    let l = parse_event_list("cycles:u,LLC-load-misses,task-clock", &t).unwrap();
+    let v: Vec<_> = l.events().collect();
+    assert_eq!(v.len(), 5);
+    assert_eq!(v[0].name, "cpu_atom/cycles:u/");
+    assert_eq!((v[0].type_, v[0].config), (0, 10 << 32));
+    assert!(v[0].exclude_kernel);
+    assert_eq!(v[1].name, "cpu_core/cycles:u/");
+    assert_eq!(v[1].config, 4 << 32);
+    assert_eq!(v[1].cpus.as_ref().unwrap().to_list(), "0-7");
+    assert_eq!(v[1].canonical, "cycles");
+    assert_eq!((v[2].type_, v[2].config), (3, 2 | (1 << 16) | (10 << 32)));
+    // Software events are not per PMU.
+    assert_eq!(v[4].name, "task-clock");
+    // On a non-hybrid machine nothing is expanded.
+    let l = parse_event_list("cycles", &tree("intel")).unwrap();
+    assert_eq!(l.events().next().unwrap().config, 0);
+}

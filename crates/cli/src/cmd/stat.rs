@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use counterpoint_core::cpuset::CpuSet;
 use counterpoint_core::metric::{self, Metric};
-use counterpoint_core::sample::Sample;
+use counterpoint_core::sample::{CounterValue, Sample};
 use counterpoint_counters::count::{spawn_stopped, EventReading, RunningChild, Status};
 use counterpoint_counters::spec::EventList;
 use counterpoint_counters::{parse_event_list, CounterSet, PmuTree, Target};
@@ -300,7 +300,16 @@ fn line_metrics(readings: &[EventReading], span: Duration) -> Vec<Vec<LineMetric
     let mut sample = Sample::new(None, span.as_nanos() as u64);
     for r in readings {
         if let Some(v) = r.value {
-            sample.set(&r.spec.canonical, v);
+            // Hybrid machines count one generic event per core PMU: metrics use their sum.
+            let sum = match sample.values.get(&r.spec.canonical) {
+                Some(prev) => CounterValue {
+                    raw: prev.raw.wrapping_add(v.raw),
+                    time_enabled_ns: prev.time_enabled_ns + v.time_enabled_ns,
+                    time_running_ns: prev.time_running_ns + v.time_running_ns,
+                },
+                None => v,
+            };
+            sample.set(&r.spec.canonical, sum);
         }
     }
     let secs = span.as_secs_f64();

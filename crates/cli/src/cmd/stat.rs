@@ -447,14 +447,11 @@ fn print_counts(
     // Human format, after perf's.
     let ts = interval_ts.map(|t| format!("{:>15.9} ", t.as_secs_f64()));
     if ts.is_none() {
-        let what = if args.command.is_empty() {
-            match (&args.pid, &args.cpus, args.all_cpus) {
-                (Some(p), _, _) => format!("process id '{p}'"),
-                (_, Some(c), _) => format!("CPU(s) {c}"),
-                _ => "system wide".into(),
-            }
-        } else {
-            format!("'{}'", args.command.join(" "))
+        let what = match (&args.pid, &args.cpus, args.all_cpus) {
+            (Some(p), _, _) => format!("process id '{p}'"),
+            (_, Some(c), _) => format!("CPU(s) {c}"),
+            (_, _, true) => "system wide".into(),
+            _ => format!("'{}'", args.command.join(" ")),
         };
         writeln!(out, "\n Performance counter stats for {what}:\n")?;
     }

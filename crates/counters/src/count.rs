@@ -9,7 +9,8 @@
 //!   at `exec` and covers every thread and process it creates;
 //! - threads: every thread in `/proc/PID/task` at start, each with `inherit`, so threads and
 //!   processes those threads create later are counted too (the kernel folds inherited counts into
-//!   the parent counter); a thread that already existed but is missed by the scan is not;
+//!   the parent counter); threads created during setup are picked up by rescanning
+//!   ([`CounterSet::add_threads`]) until a rescan finds none;
 //! - CPUs: one counter per CPU for every task on it (`-a`, `-C`).
 //!
 //! An event the kernel refuses with ENOENT/EOPNOTSUPP/ENODEV/EINVAL is kept as not supported with
@@ -382,6 +383,39 @@ impl CounterSet {
             status,
             counters,
         })
+    }
+
+    /// Open the same events on more threads (found by a rescan of `/proc/PID/task`), enable
+    /// them and fold them into this set. Threads that exited meanwhile are skipped. `list` must
+    /// be the list this set was opened with.
+    pub fn add_threads(
+        &mut self,
+        list: &EventList,
+        tids: &[i32],
+        tree: &PmuTree,
+    ) -> Result<usize, CountError> {
+        let mut added = 0;
+        for &tid in tids {
+            let mut more = match CounterSet::open(list, &Target::Threads(vec![tid]), tree) {
+                Ok(m) => m,
+                Err(CountError::NoSuchProcess { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            if more.specs.len() != self.specs.len() {
+                return Err(CountError::Os {
+                    what: "adding threads with a different event list",
+                    error: io::Error::from(io::ErrorKind::InvalidInput),
+                });
+            }
+            more.enable()?;
+            for (i, cs) in more.counters.into_iter().enumerate() {
+                if self.status[i] == Status::Counting {
+                    self.counters[i].extend(cs);
+                }
+            }
+            added += 1;
+        }
+        Ok(added)
     }
 
     /// Start counting now (threads and CPUs; a child starts at its `exec`).

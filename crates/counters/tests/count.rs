@@ -95,3 +95,29 @@ fn per_cpu_counts_and_raw_read_matches_layout() {
     let direct = read_fd(set.first_fd(0).unwrap()).unwrap();
     assert!(direct.raw >= v.raw);
 }
+
+#[test]
+fn added_threads_are_counted() {
+    let mut idle = std::process::Command::new("sleep")
+        .arg("5")
+        .spawn()
+        .unwrap();
+    let mut busy = std::process::Command::new("sh")
+        .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+        .spawn()
+        .unwrap();
+    let tree = PmuTree::default();
+    let list = parse_event_list("task-clock", &tree).unwrap();
+    let mut set = CounterSet::open(&list, &Target::Threads(vec![idle.id() as i32]), &tree).unwrap();
+    set.enable().unwrap();
+    let added = set
+        .add_threads(&list, &[busy.id() as i32, i32::MAX], &tree)
+        .unwrap();
+    assert_eq!(added, 1, "the missing tid is skipped");
+    busy.wait().unwrap();
+    let ns = set.read_all().unwrap()[0].value.unwrap().raw;
+    idle.kill().ok();
+    idle.wait().ok();
+    // The shell loop runs for well over 20 ms of CPU; the sleeping process for ~0.
+    assert!(ns > 20_000_000, "task-clock {ns} ns");
+}

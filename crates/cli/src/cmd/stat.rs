@@ -194,6 +194,9 @@ pub fn run(args: StatArgs) -> Result<ExitCode> {
         ignore_sigint();
     } else {
         set.enable()?;
+        if let (Some(pids), Target::Threads(first)) = (&args.pid, &target) {
+            follow_setup_threads(&mut set, &list, &tree, pids, first)?;
+        }
         if workload_only {
             // With -p/-a/-C the command only times the measurement.
             let s = spawn_stopped(&args.command)?;
@@ -263,6 +266,37 @@ pub fn run(args: StatArgs) -> Result<ExitCode> {
         Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
         None => ExitCode::SUCCESS,
     })
+}
+
+/// Threads created while the counters were being opened, by threads not yet watched, escape
+/// inheritance: rescan `/proc/PID/task` and add them until a rescan finds nothing new. Once a
+/// rescan is clean every live thread is watched or inherits from a watched one.
+fn follow_setup_threads(
+    set: &mut CounterSet,
+    list: &EventList,
+    tree: &PmuTree,
+    pids: &str,
+    first: &[i32],
+) -> Result<()> {
+    let mut known: std::collections::BTreeSet<i32> = first.iter().copied().collect();
+    for _ in 0..100 {
+        let mut new = Vec::new();
+        for part in pids.split(',').map(str::trim) {
+            let Ok(pid) = part.parse::<i32>() else {
+                continue;
+            };
+            // The process may have exited; its counts so far are kept.
+            if let Ok(Target::Threads(tids)) = Target::process(pid) {
+                new.extend(tids.into_iter().filter(|t| !known.contains(t)));
+            }
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        known.extend(new.iter().copied());
+        set.add_threads(list, &new, tree)?;
+    }
+    Ok(())
 }
 
 fn deltas(cur: &[EventReading], prev: Option<&[EventReading]>) -> Vec<EventReading> {

@@ -585,3 +585,91 @@ pub fn bench_read(args: BenchReadArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: StatArgs,
+    }
+
+    fn reading(list: &str, raw: u64, enabled: u64, running: u64) -> EventReading {
+        let spec = parse_event_list(list, &PmuTree::new("/nonexistent"))
+            .unwrap()
+            .groups[0]
+            .members[0]
+            .clone();
+        EventReading {
+            spec,
+            value: Some(CounterValue {
+                raw,
+                time_enabled_ns: enabled,
+                time_running_ns: running,
+            }),
+            status: Status::Counting,
+        }
+    }
+
+    fn render(args: &[&str], readings: &[EventReading]) -> String {
+        let w = Wrap::parse_from(std::iter::once("stat").chain(args.iter().copied()));
+        let fmt = Format {
+            sep: w.args.separator.clone(),
+            json: w.args.json,
+        };
+        let mut out = Vec::new();
+        print_counts(
+            &mut out,
+            &fmt,
+            readings,
+            Duration::from_secs(1),
+            None,
+            &w.args,
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn multiplexed_counts_are_scaled_with_percentage() {
+        let r = [reading("page-faults", 1000, 400, 100)];
+        let csv = render(&["-x,", "--", "true"], &r);
+        assert_eq!(csv.trim(), "4000,,page-faults,100,25.00,4.000,K/sec");
+        let human = render(&["--", "true"], &r);
+        let line = human.lines().find(|l| l.contains("page-faults")).unwrap();
+        assert!(line.starts_with("              4000"), "{line}");
+        assert!(line.ends_with("(25.00%)"), "{line}");
+    }
+
+    #[test]
+    fn never_running_counter_is_not_counted() {
+        let r = [reading("cs", 0, 400, 0)];
+        let csv = render(&["-x,", "--", "true"], &r);
+        assert!(csv.starts_with("<not counted>,,cs,0,0.00,"), "{csv}");
+    }
+
+    #[test]
+    fn ipc_and_mpki_on_their_event_lines() {
+        let r = [
+            reading("cycles", 2000, 10, 10),
+            reading("instructions", 3000, 10, 10),
+            reading("cache-misses", 6, 10, 10),
+        ];
+        let csv = render(&["-x,", "--", "true"], &r);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines[0], "2000,,cycles,10,100.00,0.667,cycles per insn");
+        assert_eq!(
+            lines[1],
+            "3000,,instructions,10,100.00,1.500,insn per cycle"
+        );
+        assert_eq!(
+            lines[2],
+            "6,,cache-misses,10,100.00,2.000,LLC misses per 1k insn"
+        );
+        // A second metric on the same event: an extra row, first five columns empty.
+        assert_eq!(lines[3], ",,,,,384.000,bytes/s memory (LLC misses x 64 B)");
+    }
+}

@@ -325,6 +325,13 @@ impl PmuTree {
         out
     }
 
+    /// Whether tracefs (with its `events/` directory) is visible under the root.
+    pub fn has_tracefs(&self) -> bool {
+        ["kernel/tracing/events", "kernel/debug/tracing/events"]
+            .iter()
+            .any(|d| self.root.join(d).is_dir())
+    }
+
     /// Tracepoint id of `sys:name` from tracefs under the same root.
     pub fn tracepoint_id(&self, sys: &str, name: &str) -> Option<u64> {
         if sys.contains('/') || name.contains('/') || sys.starts_with('.') || name.starts_with('.')

@@ -25,6 +25,8 @@ pub enum SpecError {
         name: String,
         suggestions: Vec<String>,
     },
+    #[error("unknown event '{name}': tracepoints need tracefs, and {root}/kernel/tracing/events is not there (mount -t tracefs nodev {root}/kernel/tracing)")]
+    NoTracefs { name: String, root: String },
     #[error("malformed group in '{list}': {reason}")]
     MalformedGroup { list: String, reason: String },
     #[error("malformed event list '{list}': {reason}")]
@@ -430,6 +432,12 @@ fn parse_event(item: &str, tree: &PmuTree) -> Result<Vec<EventSpec>, SpecError> 
             let mut e = EventSpec::new(item, &canonical, Source::Tracepoint, TYPE_TRACEPOINT, id);
             apply_modifiers(&mut e, mods, item)?;
             return Ok(vec![e]);
+        }
+        if generic(base).is_none() && !tree.has_tracefs() {
+            return Err(SpecError::NoTracefs {
+                name: item.to_string(),
+                root: tree.root().display().to_string(),
+            });
         }
         return Err(unknown(item, tree));
     }

@@ -225,3 +225,16 @@ fn hybrid_generic_hardware_event_is_one_per_core_pmu() {
     let l = parse_event_list("cycles", &tree("intel")).unwrap();
     assert_eq!(l.events().next().unwrap().config, 0);
 }
+
+#[test]
+fn tracepoint_without_tracefs_says_so() {
+    let t = tree("intel");
+    let err = parse_event_list("sched:sched_switch", &t).unwrap_err();
+    assert!(matches!(err, SpecError::NoTracefs { .. }), "{err}");
+    assert!(err.to_string().contains("tracefs"), "{err}");
+    // With tracefs present, an unknown tracepoint is an unknown event.
+    assert!(matches!(
+        parse_event_list("sched:nope", &tree("vm")),
+        Err(SpecError::UnknownEvent { .. })
+    ));
+}

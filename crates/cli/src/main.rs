@@ -32,6 +32,8 @@ enum Command {
     /// Measure Counterpoint's own costs: counter reads, simulator speed, self-monitoring.
     Bench(cmd::bench::BenchArgs),
     // [commands: counters]
+    /// Count events for a command, processes or CPUs (perf stat compatible, -x and --json).
+    Stat(cmd::stat::StatArgs),
 
     // [commands: sim]
     /// Run a scenario on the simulated machine: per-task NP, system metrics, time series.
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Metrics(args) => cmd::metrics::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         // [dispatch: counters]
+        Command::Stat(args) => cmd::stat::run(args),
 
         // [dispatch: sim]
         Command::Simulate(args) => cmd::simulate::run(args),

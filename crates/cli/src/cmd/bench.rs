@@ -15,6 +15,8 @@ pub struct BenchArgs {
 #[derive(Subcommand)]
 enum BenchWhat {
     // [bench: counters]
+    /// ns per counter read: our layer vs raw read(2), a group of three, user-space path.
+    Read(super::stat::BenchReadArgs),
 
     // [bench: sim]
     /// Simulator speed: simulated core-ticks per wall second (64 cores, 256 tasks).
@@ -29,6 +31,7 @@ enum BenchWhat {
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     match args.what {
         // [bench-dispatch: counters]
+        BenchWhat::Read(a) => super::stat::bench_read(a),
 
         // [bench-dispatch: sim]
         BenchWhat::Sim(args) => super::simulate::bench(args),

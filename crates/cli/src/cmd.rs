@@ -18,6 +18,7 @@ pub mod burn;
 pub mod calibrate;
 pub mod overhead;
 pub mod top;
+pub mod topology;
 
 // [mod: selfmon]
 

@@ -218,3 +218,44 @@ fn missing_root_is_an_error() {
     let e = read_sysfs(&fixture("no-such-machine")).expect_err("missing");
     assert!(e.to_string().contains("no-such-machine"), "{e}");
 }
+
+/// Every file under `dir`, relative, with its contents.
+fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<PathBuf, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).expect("prefix").to_path_buf();
+                out.insert(rel, std::fs::read_to_string(&p).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn synthetic_fixtures_match_their_generator() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let status = std::process::Command::new("python3")
+        .arg(data.join("gen_sysfs.py"))
+        .arg("--out")
+        .arg(tmp.path())
+        .status();
+    let Ok(status) = status else {
+        eprintln!("python3 not available: generator check skipped");
+        return;
+    };
+    assert!(status.success(), "gen_sysfs.py failed");
+    for name in ["xeon-2s-smt", "amd-epyc-ccx", "intel-hybrid", "broken"] {
+        assert_eq!(
+            tree(&tmp.path().join(name)),
+            tree(&fixture(name)),
+            "{name}: committed fixture differs from gen_sysfs.py output"
+        );
+    }
+}

@@ -2,6 +2,7 @@
 """Generate the fixture sysfs trees under tests/data/sysfs/ (only the files the reader reads).
 
     python3 gen_sysfs.py                 # regenerate the synthetic trees
+    python3 gen_sysfs.py --out DIR       # write them under DIR instead (reproducibility check)
     python3 gen_sysfs.py --capture /sys vm-2cpu   # copy this machine's real files into sysfs/vm-2cpu
 
 Each tree's root stands for /sys. The synthetic trees follow the kernel's conventions: an
@@ -37,12 +38,16 @@ def write(path, text):
         f.write(text + "\n")
 
 
+def set_out(path):
+    global OUT
+    OUT = path
+
+
 class Machine:
     """cpus: id -> dict(package, die, core); caches: list of (level, type, size, cpus, id)."""
 
     def __init__(self, name):
         self.name = name
-        self.root = os.path.join(OUT, name)
         self.cpus = {}
         self.caches = []
         self.nodes = {}  # id -> (cpus, mem_kb)
@@ -61,6 +66,7 @@ class Machine:
         self.caches.append((level, ctype, size, sorted(cpus), cid, ways))
 
     def emit(self):
+        self.root = os.path.join(OUT, self.name)
         shutil.rmtree(self.root, ignore_errors=True)
         base = os.path.join(self.root, "devices/system/cpu")
         ids = sorted(self.cpus)
@@ -239,7 +245,9 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--capture":
         capture(sys.argv[2], sys.argv[3])
         return
-    if len(sys.argv) != 1:
+    if len(sys.argv) == 3 and sys.argv[1] == "--out":
+        set_out(sys.argv[2])
+    elif len(sys.argv) != 1:
         sys.exit(__doc__)
     for m in [xeon_2s_smt(), amd_epyc_ccx(), intel_hybrid(), broken()]:
         m.emit()

@@ -19,6 +19,7 @@ pub mod burn;
 pub mod calibrate;
 pub mod overhead;
 pub mod top;
+pub mod topology;
 
 // [mod: selfmon]
 

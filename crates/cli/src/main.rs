@@ -43,6 +43,8 @@ enum Command {
     /// masa-placement, masa-testcases, di-vs-oracle, all).
     Experiment(cmd::experiment::ExperimentArgs),
     // [commands: host]
+    /// The machine's topology from sysfs: packages, cores, threads, caches, NUMA nodes, kinds.
+    Topology(cmd::topology::TopologyArgs),
     /// Observe, decide, act on this host with a placement policy; always restores affinities.
     Agent(cmd::agent::AgentArgs),
     /// Run a MASA probe program: int, fp, l2 (cache-resident) or mem (streaming).
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
         // [dispatch: policy]
         Command::Experiment(args) => cmd::experiment::run(args),
         // [dispatch: host]
+        Command::Topology(args) => cmd::topology::run(args),
         Command::Agent(args) => cmd::agent::run(args),
         Command::Burn(args) => cmd::burn::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),

@@ -1,137 +1,423 @@
-//! The host's topology from sysfs (`/sys/devices/system/cpu`): online CPUs, package and core
-//! ids, cache instances. (The `counters` crate carries the fuller reader; this one keeps the
-//! host crate independent of it until that lands.)
+//! The host's topology from sysfs: packages, cores and SMT siblings, cache instances per level,
+//! NUMA nodes, online/offline/present/possible CPUs and hybrid core kinds.
+//!
+//! Everything is read relative to a root that stands for `/sys`, so the same code reads the live
+//! machine and the fixture trees under `tests/data/sysfs/`. Missing files are tolerated (an
+//! offline CPU has no `topology/` or `cache/` directory; a kernel without NUMA has no `node/`
+//! directory): the field stays unknown and a warning says what was missing. A file that exists
+//! but cannot be parsed is an error naming the file, because a guess would be silently wrong.
 
-use counterpoint_core::cpuset::CpuSet;
+use counterpoint_core::cpuset::{CpuId, CpuSet};
 use counterpoint_core::topology::{CacheDomain, CacheKind, Cpu, CpuKind, NumaNode, Topology};
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// Why the topology could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
     #[error("{path}: {reason}")]
     Bad { path: String, reason: String },
+    #[error("{path}: not a sysfs CPU directory ({reason})")]
+    NoCpuDir { path: String, reason: String },
     #[error("topology: {0}")]
     Topology(#[from] counterpoint_core::topology::TopologyError),
 }
 
-fn read_trim(p: &Path) -> Option<String> {
-    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+fn bad(p: &Path, reason: impl Into<String>) -> SysfsError {
+    SysfsError::Bad {
+        path: p.display().to_string(),
+        reason: reason.into(),
+    }
 }
 
-fn read_list(p: &Path) -> Result<CpuSet, SysfsError> {
-    let text = read_trim(p).ok_or_else(|| SysfsError::Bad {
-        path: p.display().to_string(),
-        reason: "cannot read".into(),
-    })?;
-    CpuSet::parse_list(&text).map_err(|e| SysfsError::Bad {
-        path: p.display().to_string(),
+/// The trimmed contents of a file; `Ok(None)` when it does not exist.
+fn read_opt(p: &Path) -> Result<Option<String>, SysfsError> {
+    match fs::read_to_string(p) {
+        Ok(s) => Ok(Some(s.trim().to_string())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(bad(p, e.to_string())),
+    }
+}
+
+fn read_list_opt(p: &Path) -> Result<Option<CpuSet>, SysfsError> {
+    match read_opt(p)? {
+        None => Ok(None),
+        Some(text) => CpuSet::parse_list(&text)
+            .map(Some)
+            .map_err(|e| bad(p, e.to_string())),
+    }
+}
+
+fn read_num_opt<T: std::str::FromStr>(p: &Path) -> Result<Option<T>, SysfsError> {
+    match read_opt(p)? {
+        None => Ok(None),
+        Some(text) => text
+            .parse()
+            .map(Some)
+            .map_err(|_| bad(p, format!("expected a number, found {text:?}"))),
+    }
+}
+
+/// Parse a sysfs cache size (`48K`, `1280K`, `32M`, or plain bytes) into bytes.
+pub fn parse_size_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// A topology as read from sysfs, with the CPU state sets the core [`Topology`] does not keep
+/// and what was missing on the way.
+#[derive(Clone, Debug, Serialize)]
+pub struct SysfsTopology {
+    #[serde(flatten)]
+    pub topology: Topology,
+    /// `cpu/possible`: CPUs the kernel could ever bring up.
+    pub possible: CpuSet,
+    /// `cpu/present`: CPUs physically there; [`Topology::cpus`] lists exactly these.
+    pub present: CpuSet,
+    /// `cpu/online`.
+    pub online: CpuSet,
+    /// Present but not online.
+    pub offline: CpuSet,
+    /// Files that were missing or inconsistent and what default was used instead.
+    pub warnings: Vec<String>,
+}
+
+/// Where the CPU directory lives under a root that stands for `/sys`.
+pub fn cpu_dir(root: &Path) -> PathBuf {
+    root.join("devices/system/cpu")
+}
+
+/// Read the topology under `root`, which stands for `/sys`.
+pub fn read_topology(root: &Path) -> Result<Topology, SysfsError> {
+    read_sysfs(root).map(|s| s.topology)
+}
+
+/// CPUs that have a `cpuN` directory.
+fn cpu_dirs(cpu_root: &Path) -> Result<CpuSet, SysfsError> {
+    let entries = fs::read_dir(cpu_root).map_err(|e| SysfsError::NoCpuDir {
+        path: cpu_root.display().to_string(),
         reason: e.to_string(),
+    })?;
+    let mut set = CpuSet::new();
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name();
+        if let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("cpu"))
+            .and_then(|n| n.parse::<CpuId>().ok())
+        {
+            set.insert(id);
+        }
+    }
+    Ok(set)
+}
+
+/// Read the topology and the CPU state sets under `root`, which stands for `/sys`.
+pub fn read_sysfs(root: &Path) -> Result<SysfsTopology, SysfsError> {
+    let cpu_root = cpu_dir(root);
+    let dirs = cpu_dirs(&cpu_root)?;
+    let mut warnings = Vec::new();
+    let possible = read_list_opt(&cpu_root.join("possible"))?;
+    let present = read_list_opt(&cpu_root.join("present"))?;
+    // Prefer `present`; fall back to `possible`, then to the cpuN directories themselves.
+    let present = match (present, &possible) {
+        (Some(p), _) => p,
+        (None, Some(p)) => {
+            warnings.push("cpu/present missing: using cpu/possible".to_string());
+            p.clone()
+        }
+        (None, None) => {
+            warnings.push(
+                "cpu/present and cpu/possible missing: using the cpuN directories".to_string(),
+            );
+            dirs.clone()
+        }
+    };
+    if present.is_empty() {
+        return Err(SysfsError::NoCpuDir {
+            path: cpu_root.display().to_string(),
+            reason: "no CPUs listed".into(),
+        });
+    }
+    let possible = possible.unwrap_or_else(|| present.clone());
+    let online = match read_list_opt(&cpu_root.join("online"))? {
+        Some(o) => o.intersection(&present),
+        None => {
+            // Per-CPU `online` files say 0 or 1; the boot CPU often has none and is online.
+            warnings.push("cpu/online missing: using cpuN/online files".to_string());
+            let mut o = CpuSet::new();
+            for id in present.iter() {
+                let f = cpu_root.join(format!("cpu{id}/online"));
+                if read_num_opt::<u8>(&f)?.unwrap_or(1) == 1 {
+                    o.insert(id);
+                }
+            }
+            o
+        }
+    };
+    let offline = present.difference(&online);
+
+    let kinds = read_kinds(root, &mut warnings)?;
+
+    let mut cpus = Vec::new();
+    let mut caches: Vec<CacheDomain> = Vec::new();
+    // Siblings as the kernel lists them, to cross-check the (package, die, core) grouping.
+    let mut sibling_lists: BTreeMap<CpuId, CpuSet> = BTreeMap::new();
+    for id in present.iter() {
+        let dir = cpu_root.join(format!("cpu{id}"));
+        let is_online = online.contains(id);
+        let topo = dir.join("topology");
+        let mut cpu = Cpu {
+            id,
+            online: is_online,
+            package: None,
+            die: None,
+            core: None,
+            numa_node: None,
+            kind: kinds.get(&id).copied().unwrap_or_default(),
+        };
+        if topo.is_dir() {
+            cpu.package = read_num_opt(&topo.join("physical_package_id"))?;
+            cpu.die = read_num_opt(&topo.join("die_id"))?;
+            cpu.core = read_num_opt(&topo.join("core_id"))?;
+            let siblings = match read_list_opt(&topo.join("core_cpus_list"))? {
+                Some(s) => Some(s),
+                None => read_list_opt(&topo.join("thread_siblings_list"))?,
+            };
+            if let Some(s) = siblings {
+                if cpu.core.is_none() {
+                    // No core id: name the core after its first sibling so siblings still
+                    // group together.
+                    if let Some(first) = s.first() {
+                        cpu.core = Some(first);
+                        warnings.push(format!(
+                            "cpu{id}/topology/core_id missing: core named after sibling list {}",
+                            s.to_list()
+                        ));
+                    }
+                }
+                sibling_lists.insert(id, s.intersection(&online));
+            }
+            if cpu.package.is_none() {
+                warnings.push(format!(
+                    "cpu{id}/topology/physical_package_id missing: package unknown"
+                ));
+            }
+        } else if is_online {
+            warnings.push(format!(
+                "cpu{id}: online but no topology/ directory: package and core unknown"
+            ));
+        }
+        cpus.push(cpu);
+        if is_online {
+            read_caches(&dir, id, &present, &mut caches, &mut warnings)?;
+        }
+    }
+
+    let nodes = read_nodes(root, &present, &mut cpus, &mut warnings)?;
+    let topology = Topology::new(cpus, caches, nodes)?;
+    for (cpu, listed) in &sibling_lists {
+        let grouped = topology.smt_siblings(*cpu);
+        if topology.cpu(*cpu).is_some_and(|c| c.online) && !listed.is_empty() && grouped != *listed
+        {
+            warnings.push(format!(
+                "cpu{cpu}: core_cpus_list {} disagrees with core ids ({})",
+                listed.to_list(),
+                grouped.to_list()
+            ));
+        }
+    }
+    Ok(SysfsTopology {
+        topology,
+        possible,
+        present,
+        online,
+        offline,
+        warnings,
     })
 }
 
-fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last()? {
-        'K' => (&s[..s.len() - 1], 1024),
-        'M' => (&s[..s.len() - 1], 1024 * 1024),
-        'G' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().ok().map(|n| n * mult)
+/// Hybrid kinds from the `cpu_core` / `cpu_atom` PMUs' `cpus` files.
+fn read_kinds(
+    root: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<BTreeMap<CpuId, CpuKind>, SysfsError> {
+    let mut kinds = BTreeMap::new();
+    for (pmu, kind) in [
+        ("cpu_core", CpuKind::Performance),
+        ("cpu_atom", CpuKind::Efficiency),
+    ] {
+        let dir = root.join("devices").join(pmu);
+        if let Some(set) = read_list_opt(&dir.join("cpus"))? {
+            for id in set.iter() {
+                kinds.insert(id, kind);
+            }
+        } else if dir.is_dir() {
+            warnings.push(format!("devices/{pmu}/cpus missing: kinds unknown"));
+        }
+    }
+    Ok(kinds)
 }
 
-/// Read the topology under `root` (normally `/sys/devices/system/cpu`).
-pub fn read_topology(root: &Path) -> Result<Topology, SysfsError> {
-    let possible =
-        read_list(&root.join("possible")).or_else(|_| read_list(&root.join("present")))?;
-    let online = read_list(&root.join("online"))?;
-    let mut cpus = Vec::new();
-    let mut caches: Vec<CacheDomain> = Vec::new();
-    for id in possible.iter() {
-        let dir = root.join(format!("cpu{id}"));
-        let is_online = online.contains(id);
-        let num = |f: &str| read_trim(&dir.join("topology").join(f)).and_then(|s| s.parse().ok());
-        cpus.push(Cpu {
-            id,
-            online: is_online,
-            package: num("physical_package_id"),
-            die: num("die_id"),
-            core: num("core_id"),
-            numa_node: None,
-            kind: CpuKind::Uniform,
-        });
-        if !is_online {
-            continue;
+fn read_caches(
+    dir: &Path,
+    id: CpuId,
+    present: &CpuSet,
+    caches: &mut Vec<CacheDomain>,
+    warnings: &mut Vec<String>,
+) -> Result<(), SysfsError> {
+    let cache_dir = dir.join("cache");
+    let entries = match fs::read_dir(&cache_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            warnings.push(format!("cpu{id}: no cache/ directory: caches unknown"));
+            return Ok(());
         }
-        let Ok(entries) = fs::read_dir(dir.join("cache")) else {
+        Err(e) => return Err(bad(&cache_dir, e.to_string())),
+    };
+    let mut indexes: Vec<(u32, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n = e
+                .file_name()
+                .to_str()?
+                .strip_prefix("index")?
+                .parse()
+                .ok()?;
+            Some((n, e.path()))
+        })
+        .collect();
+    indexes.sort();
+    for (_, d) in indexes {
+        let Some(level) = read_num_opt::<u8>(&d.join("level"))? else {
+            warnings.push(format!("{}: no level: index skipped", d.display()));
             continue;
         };
-        for e in entries.filter_map(|e| e.ok()) {
-            let d = e.path();
-            if !e.file_name().to_string_lossy().starts_with("index") {
-                continue;
+        let kind = match read_opt(&d.join("type"))?.as_deref() {
+            Some("Data") => CacheKind::Data,
+            Some("Instruction") => CacheKind::Instruction,
+            Some("Unified") | None => CacheKind::Unified,
+            Some(other) => {
+                return Err(bad(
+                    &d.join("type"),
+                    format!("unknown cache type {other:?}"),
+                ))
             }
-            let Some(level) = read_trim(&d.join("level")).and_then(|s| s.parse().ok()) else {
-                continue;
-            };
-            let kind = match read_trim(&d.join("type")).as_deref() {
-                Some("Data") => CacheKind::Data,
-                Some("Instruction") => CacheKind::Instruction,
-                _ => CacheKind::Unified,
-            };
-            let shared: CpuSet = read_list(&d.join("shared_cpu_list"))
-                .unwrap_or_else(|_| CpuSet::single(id))
-                .intersection(&possible);
-            let dom = CacheDomain {
-                level,
-                kind,
-                id: read_trim(&d.join("id")).and_then(|s| s.parse().ok()),
-                size_bytes: read_trim(&d.join("size")).and_then(|s| parse_size(&s)),
-                line_bytes: read_trim(&d.join("coherency_line_size")).and_then(|s| s.parse().ok()),
-                ways: read_trim(&d.join("ways_of_associativity")).and_then(|s| s.parse().ok()),
-                cpus: shared,
-            };
-            if !caches
-                .iter()
-                .any(|c| c.level == dom.level && c.kind == dom.kind && c.cpus == dom.cpus)
-            {
-                caches.push(dom);
+        };
+        let size_path = d.join("size");
+        let size_bytes = match read_opt(&size_path)? {
+            None => None,
+            Some(s) => Some(
+                parse_size_bytes(&s)
+                    .ok_or_else(|| bad(&size_path, format!("bad cache size {s:?}")))?,
+            ),
+        };
+        let cpus = match read_list_opt(&d.join("shared_cpu_list"))? {
+            Some(s) => {
+                let mut s = s.intersection(present);
+                s.insert(id);
+                s
             }
+            None => {
+                warnings.push(format!(
+                    "{}: no shared_cpu_list: treated as private",
+                    d.display()
+                ));
+                CpuSet::single(id)
+            }
+        };
+        let dom = CacheDomain {
+            level,
+            kind,
+            id: read_num_opt(&d.join("id"))?,
+            size_bytes,
+            line_bytes: read_num_opt(&d.join("coherency_line_size"))?,
+            ways: read_num_opt(&d.join("ways_of_associativity"))?,
+            cpus,
+        };
+        // One domain per (level, kind, sharing set): every sharer reports the same instance.
+        if !caches
+            .iter()
+            .any(|c| c.level == dom.level && c.kind == dom.kind && c.cpus == dom.cpus)
+        {
+            caches.push(dom);
         }
     }
+    Ok(())
+}
+
+fn read_nodes(
+    root: &Path,
+    present: &CpuSet,
+    cpus: &mut [Cpu],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<NumaNode>, SysfsError> {
+    let node_root = root.join("devices/system/node");
+    let entries = match fs::read_dir(&node_root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            warnings.push("devices/system/node missing: NUMA nodes unknown".to_string());
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(bad(&node_root, e.to_string())),
+    };
     let mut nodes = Vec::new();
-    if let Some(node_root) = root.parent().map(|p| p.join("node")) {
-        if let Ok(entries) = fs::read_dir(&node_root) {
-            for e in entries.filter_map(|e| e.ok()) {
-                let name = e.file_name().to_string_lossy().to_string();
-                let Some(n) = name
-                    .strip_prefix("node")
-                    .and_then(|s| s.parse::<u32>().ok())
-                else {
-                    continue;
-                };
-                if let Ok(list) = read_list(&e.path().join("cpulist")) {
-                    let list = list.intersection(&possible);
-                    for c in cpus.iter_mut().filter(|c| list.contains(c.id)) {
-                        c.numa_node = Some(n);
-                    }
-                    nodes.push(NumaNode {
-                        id: n,
-                        cpus: list,
-                        memory_bytes: None,
-                    });
-                }
-            }
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name();
+        let Some(n) = name
+            .to_str()
+            .and_then(|s| s.strip_prefix("node"))
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Some(list) = read_list_opt(&e.path().join("cpulist"))? else {
+            warnings.push(format!("node{n}/cpulist missing: node skipped"));
+            continue;
+        };
+        let list = list.intersection(present);
+        for c in cpus.iter_mut().filter(|c| list.contains(c.id)) {
+            c.numa_node = Some(n);
+        }
+        nodes.push(NumaNode {
+            id: n,
+            cpus: list,
+            memory_bytes: read_node_memory(&e.path().join("meminfo"))?,
+        });
+    }
+    Ok(nodes)
+}
+
+/// `MemTotal` from a node's `meminfo` (`Node 0 MemTotal:   24683656 kB`).
+fn read_node_memory(p: &Path) -> Result<Option<u64>, SysfsError> {
+    let Some(text) = read_opt(p)? else {
+        return Ok(None);
+    };
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        if words.nth(2) == Some("MemTotal:") {
+            let kb: u64 = words
+                .next()
+                .and_then(|w| w.parse().ok())
+                .ok_or_else(|| bad(p, format!("bad MemTotal line {line:?}")))?;
+            return Ok(kb.checked_mul(1024));
         }
     }
-    Ok(Topology::new(cpus, caches, nodes)?)
+    Ok(None)
 }
 
 /// The topology of this machine.
 pub fn host_topology() -> Result<Topology, SysfsError> {
-    read_topology(Path::new("/sys/devices/system/cpu"))
+    read_topology(Path::new("/sys"))
 }
 
 /// Online CPUs of a topology as a set.
@@ -151,9 +437,20 @@ mod tests {
     }
 
     #[test]
+    fn sizes() {
+        assert_eq!(parse_size_bytes("48K"), Some(48 << 10));
+        assert_eq!(parse_size_bytes("491520K"), Some(491520 << 10));
+        assert_eq!(parse_size_bytes("32M"), Some(32 << 20));
+        assert_eq!(parse_size_bytes("4096"), Some(4096));
+        assert_eq!(parse_size_bytes("K"), None);
+        assert_eq!(parse_size_bytes("12Q"), None);
+    }
+
+    #[test]
     fn reads_a_fixture_with_an_offline_cpu() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let r = dir.path();
+        let r = dir.path().join("devices/system/cpu");
+        fs::create_dir_all(&r).expect("mkdir");
         fs::write(r.join("possible"), "0-2\n").expect("w");
         fs::write(r.join("online"), "0-1\n").expect("w");
         for c in 0..3 {
@@ -172,12 +469,35 @@ mod tests {
             )
             .expect("w");
         }
-        let t = read_topology(r).expect("fixture");
+        let s = read_sysfs(dir.path()).expect("fixture");
+        let t = &s.topology;
         assert_eq!(t.online_cpus().to_list(), "0-1");
         assert_eq!(t.all_cpus().to_list(), "0-2");
+        assert_eq!(s.offline.to_list(), "2");
         let l2 = t.cache_domains(2);
         assert_eq!(l2.len(), 1, "offline CPU's cache skipped");
         assert_eq!(l2[0].size_bytes, Some(1024 * 1024));
         assert_eq!(t.smt_siblings(0).to_list(), "0-1");
+    }
+
+    #[test]
+    fn malformed_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path().join("devices/system/cpu");
+        fs::create_dir_all(r.join("cpu0/topology")).expect("mkdir");
+        fs::write(r.join("present"), "0\n").expect("w");
+        fs::write(r.join("online"), "0\n").expect("w");
+        fs::write(r.join("cpu0/topology/core_id"), "zero\n").expect("w");
+        let e = read_sysfs(dir.path()).expect_err("bad core_id").to_string();
+        assert!(e.contains("cpu0/topology/core_id"), "{e}");
+    }
+
+    #[test]
+    fn missing_root_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = read_sysfs(&dir.path().join("nope"))
+            .expect_err("no root")
+            .to_string();
+        assert!(e.contains("not a sysfs CPU directory"), "{e}");
     }
 }

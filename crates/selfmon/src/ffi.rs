@@ -95,7 +95,9 @@ fn write_to(path: Option<&str>, text: &str, default_stderr: bool) -> Result<c_in
         None => std::io::stdout().write_all(text.as_bytes()),
     };
     res.map_err(|source| SelfmonError::Write {
-        path: path.unwrap_or(if default_stderr { "stderr" } else { "stdout" }).into(),
+        path: path
+            .unwrap_or(if default_stderr { "stderr" } else { "stdout" })
+            .into(),
         source,
     })?;
     Ok(0)
@@ -144,7 +146,9 @@ pub unsafe extern "C" fn cp_report_at_exit(json_path: *const c_char) -> c_int {
     guarded(|| {
         let path = opt_str(json_path)?.map(str::to_string);
         let first = {
-            let mut g = AT_EXIT_JSON.lock().map_err(|_| SelfmonError::BadHandle(-1))?;
+            let mut g = AT_EXIT_JSON
+                .lock()
+                .map_err(|_| SelfmonError::BadHandle(-1))?;
             let first = g.is_none();
             *g = Some(path);
             first

@@ -306,7 +306,11 @@ mod tests {
         assert_eq!(sign_extend(0x7fff_ffff_ffff, 48), 0x7fff_ffff_ffff);
         assert_eq!(sign_extend(0xffff_ffff_ffff, 48), -1);
         assert_eq!(sign_extend(0x8000_0000, 32), -(1i64 << 31));
-        assert_eq!(sign_extend(0x1_0000_0005, 32), 5, "bits above the width are ignored");
+        assert_eq!(
+            sign_extend(0x1_0000_0005, 32),
+            5,
+            "bits above the width are ignored"
+        );
         assert_eq!(sign_extend(u64::MAX, 64), -1);
         assert_eq!(sign_extend(7, 0), 7, "width 0 is treated as 64");
     }

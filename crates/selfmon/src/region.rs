@@ -280,17 +280,15 @@ pub fn report() -> Report {
         }
         threads += 1;
         for (name, s) in t.names.iter().zip(&t.stats) {
-            let r = merged
-                .entry(name.clone())
-                .or_insert_with(|| RegionReport {
-                    name: name.clone(),
-                    entries: 0,
-                    threads: 0,
-                    total_ns: 0,
-                    mean_ns: 0.0,
-                    max_ns: 0,
-                    counts: events.iter().map(|e| (e.clone(), 0)).collect(),
-                });
+            let r = merged.entry(name.clone()).or_insert_with(|| RegionReport {
+                name: name.clone(),
+                entries: 0,
+                threads: 0,
+                total_ns: 0,
+                mean_ns: 0.0,
+                max_ns: 0,
+                counts: events.iter().map(|e| (e.clone(), 0)).collect(),
+            });
             r.entries += s.entries;
             r.threads += 1;
             r.total_ns = r.total_ns.saturating_add(s.total_ns);

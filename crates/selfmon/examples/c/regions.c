@@ -1,0 +1,45 @@
+/* Two threads, each running ITER outer regions with one inner region inside, then the JSON
+ * report to argv[1]. Build: cc regions.c -I include -L <target/debug> -lcounterpoint_selfmon */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "counterpoint.h"
+
+#define ITER 1000
+
+static volatile unsigned long sink;
+
+static void *work(void *arg) {
+    (void)arg;
+    for (int i = 0; i < ITER; i++) {
+        int outer = cp_region_begin("outer");
+        if (outer < 0) { fprintf(stderr, "begin: %s\n", cp_last_error()); exit(1); }
+        for (int j = 0; j < 1000; j++) sink += (unsigned long)j * i;
+        int inner = cp_region_begin("inner");
+        for (int j = 0; j < 1000; j++) sink ^= (unsigned long)j + i;
+        if (cp_region_end(inner) != 0 || cp_region_end(outer) != 0) {
+            fprintf(stderr, "end: %s\n", cp_last_error());
+            exit(1);
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: %s REPORT.json\n", argv[0]); return 2; }
+    if (cp_init("task-clock,page-faults") != 0) {
+        fprintf(stderr, "cp_init: %s\n", cp_last_error());
+        return 1;
+    }
+    if (cp_init("bogus-event") == 0) { fprintf(stderr, "bad init accepted\n"); return 1; }
+    fprintf(stderr, "expected error: %s\n", cp_last_error());
+    if (cp_region_end(42) == 0) { fprintf(stderr, "bad handle accepted\n"); return 1; }
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++) pthread_create(&t[k], NULL, work, NULL);
+    for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
+    if (cp_report(NULL) != 0 || cp_report_json(argv[1]) != 0) {
+        fprintf(stderr, "report: %s\n", cp_last_error());
+        return 1;
+    }
+    return 0;
+}

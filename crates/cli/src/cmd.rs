@@ -22,6 +22,7 @@ pub mod top;
 pub mod topology;
 
 // [mod: selfmon]
+pub mod bench_selfmon;
 
 // [mod: lockprof]
 pub mod lockprof;

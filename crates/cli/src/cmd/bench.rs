@@ -22,6 +22,8 @@ enum BenchWhat {
     /// Simulator speed: simulated core-ticks per wall second (64 cores, 256 tasks).
     Sim(super::simulate::SimBenchArgs),
     // [bench: selfmon]
+    /// Self-monitoring costs: region begin/end, counter read (user space or read(2)), synthetic page.
+    Selfmon(super::bench_selfmon::BenchSelfmonArgs),
 
     // [bench: lockprof]
     /// Lock+unlock cost with and without the lock profiler; slowdown of a lock-heavy program.
@@ -36,6 +38,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         // [bench-dispatch: sim]
         BenchWhat::Sim(args) => super::simulate::bench(args),
         // [bench-dispatch: selfmon]
+        BenchWhat::Selfmon(a) => super::bench_selfmon::bench(a),
 
         // [bench-dispatch: lockprof]
         BenchWhat::Lockprof(a) => super::lockprof::bench(a),

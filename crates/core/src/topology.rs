@@ -1,6 +1,6 @@
 //! Machine topology: packages, cores, hardware threads, cache domains and NUMA nodes.
 //!
-//! The same structure describes a live host (read from sysfs by the `counters` crate) and a
+//! The same structure describes a live host (read from sysfs by `counterpoint-host`) and a
 //! simulated machine (built from a scenario by `sim`). CPUs are hardware threads; a "core" is the
 //! set of SMT siblings; a cache domain is one cache instance and the CPUs that share it.
 

@@ -3,9 +3,12 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{Busy, Kill};
 
 const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
 
@@ -14,39 +17,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A busy shell loop, killed when dropped.
-struct Busy(Child);
-
-impl Busy {
-    fn spawn() -> Self {
-        Busy(
-            Command::new("sh")
-                .args(["-c", "while :; do :; done"])
-                .spawn()
-                .expect("spawn sh"),
-        )
-    }
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn cpus_allowed(pid: u32) -> String {
@@ -76,7 +46,7 @@ fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
-fn start_agent(policy: &str, targets: &str, journal: &Path) -> Agent {
+fn start_agent(policy: &str, targets: &str, journal: &Path) -> Kill {
     let mut cmd = Command::new(BIN);
     cmd.args([
         "agent",
@@ -92,7 +62,7 @@ fn start_agent(policy: &str, targets: &str, journal: &Path) -> Agent {
         // one, below spread's default hunger threshold of half a CPU.
         cmd.args(["--hungry-cpus", "0.05"]);
     }
-    Agent(
+    Kill(
         cmd.args(["--targets", targets, "--journal"])
             .arg(journal)
             .stderr(Stdio::null())

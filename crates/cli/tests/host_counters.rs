@@ -7,19 +7,12 @@ use counterpoint_core::machine::Machine;
 use counterpoint_host::{Host, TargetSpec};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+mod common;
+use common::{Busy, Kill};
 
 const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
-
-/// Child processes killed when dropped.
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// A process holding `n` sleeping threads (plus its main thread) until killed.
 fn hold_threads(n: u32) -> Kill {
@@ -35,15 +28,6 @@ fn hold_threads(n: u32) -> Kill {
         .expect("ready line");
     assert_eq!(line.trim(), "ready");
     Kill(c)
-}
-
-fn busy() -> Kill {
-    Kill(
-        Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .spawn()
-            .expect("spawn sh"),
-    )
 }
 
 /// perf_event descriptors this test process holds.
@@ -66,7 +50,7 @@ fn perf_groups_follow_threads_and_report_counted_fraction() {
         eprintln!("skipped: perf_event_open refused here; the /proc path is tested below");
         return;
     }
-    let (b, h) = (busy(), hold_threads(3));
+    let (b, h) = (Busy::spawn(), hold_threads(3));
     let targets = TargetSpec::parse(&format!("pid:{},{}", b.0.id(), h.0.id())).expect("targets");
     let fds_before = perf_fds();
     let mut host = Host::new(targets, None).expect("host");
@@ -119,7 +103,7 @@ fn without_perf_event_the_proc_counters_are_used() {
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok())
         .unwrap_or(2);
-    let b = busy();
+    let b = Busy::spawn();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
         .args([

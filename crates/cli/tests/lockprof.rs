@@ -1,30 +1,14 @@
 //! End-to-end tests of `counterpoint lockprof`: the C programs of the lockprof crate and Debian
 //! multithreaded programs under the profiler, and its error cases.
 
+mod common;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn counterpoint() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_counterpoint"))
-}
-
-/// The preload library next to the binary; built on demand (`cargo test -p counterpoint` alone
-/// does not build the cdylib).
-fn ensure_lib() {
-    let lib = counterpoint()
-        .parent()
-        .unwrap()
-        .join("libcounterpoint_lockprof.so");
-    if !lib.exists() {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", "counterpoint-lockprof"]);
-        if counterpoint().parent().unwrap().ends_with("release") {
-            cmd.arg("--release");
-        }
-        assert!(cmd.status().unwrap().success());
-    }
-    assert!(lib.exists());
 }
 
 fn compile(name: &str, dir: &Path, extra: &[&str]) -> PathBuf {
@@ -45,7 +29,7 @@ fn compile(name: &str, dir: &Path, extra: &[&str]) -> PathBuf {
 }
 
 fn lockprof(args: &[&str], stdin: Option<&Path>) -> Output {
-    ensure_lib();
+    common::ensure_lockprof_lib();
     let mut cmd = Command::new(counterpoint());
     cmd.arg("lockprof").args(args);
     if let Some(p) = stdin {

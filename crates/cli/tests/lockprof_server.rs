@@ -2,6 +2,8 @@
 //! loopback, driven by a bounded number of concurrent requests. Every response must be the
 //! file served, and the report must show the server's threads and locks.
 
+mod common;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -11,21 +13,6 @@ use std::time::Duration;
 
 fn counterpoint() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_counterpoint"))
-}
-
-fn ensure_lib() {
-    let dir = counterpoint()
-        .parent()
-        .map(Path::to_path_buf)
-        .expect("bin dir");
-    if !dir.join("libcounterpoint_lockprof.so").exists() {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", "counterpoint-lockprof"]);
-        if dir.ends_with("release") {
-            cmd.arg("--release");
-        }
-        assert!(cmd.status().expect("cargo").success());
-    }
 }
 
 fn get(port: u16) -> String {
@@ -45,7 +32,7 @@ fn threaded_http_server_under_load() {
         eprintln!("skipped: /usr/bin/python3 missing");
         return;
     }
-    ensure_lib();
+    common::ensure_lockprof_lib();
     let tmp = tempfile::tempdir().expect("tempdir");
     let content = "counterpoint lockprof server test\n".repeat(50);
     std::fs::write(tmp.path().join("page.txt"), &content).expect("write page");

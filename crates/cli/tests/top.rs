@@ -1,35 +1,14 @@
 //! `counterpoint top` on a real busy process: plain text over a pipe, JSON lines, and the live
 //! ratatui view driven through tmux (skipped where tmux is missing).
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::Busy;
+
 const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
-
-/// A busy shell loop, killed when dropped.
-struct Busy(Child);
-
-impl Busy {
-    fn spawn() -> Self {
-        Busy(
-            Command::new("sh")
-                .args(["-c", "while :; do :; done"])
-                .spawn()
-                .expect("spawn sh"),
-        )
-    }
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn text_over_a_pipe_is_plain_tables() {

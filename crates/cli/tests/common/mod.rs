@@ -1,0 +1,58 @@
+//! Helpers shared by the CLI integration tests (each test file uses a subset).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+/// A child process killed and reaped when dropped, so a failing test leaves nothing running.
+pub struct Kill(pub Child);
+
+impl Kill {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A busy shell loop, killed when dropped.
+pub struct Busy;
+
+impl Busy {
+    pub fn spawn() -> Kill {
+        Kill(
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("spawn sh"),
+        )
+    }
+}
+
+/// The directory of the `counterpoint` binary under test.
+pub fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_counterpoint"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf()
+}
+
+/// The preload library next to the binary, built on demand (`cargo test -p counterpoint` alone
+/// does not build the cdylib).
+pub fn ensure_lockprof_lib() {
+    let dir = bin_dir();
+    if !dir.join("libcounterpoint_lockprof.so").exists() {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-p", "counterpoint-lockprof"]);
+        if dir.ends_with("release") {
+            cmd.arg("--release");
+        }
+        assert!(cmd.status().expect("cargo").success());
+    }
+    assert!(dir.join("libcounterpoint_lockprof.so").exists());
+}

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Why the report could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {}", path.display())]
     Io {
         path: PathBuf,
         source: std::io::Error,

@@ -71,7 +71,7 @@ pub struct Scenario {
 
 /// Why a scenario could not be loaded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{file}:{line}:{column}: {path}: {message}")]
+#[error("{}", self.render())]
 pub struct ScenarioError {
     pub file: String,
     pub line: usize,
@@ -79,6 +79,21 @@ pub struct ScenarioError {
     /// Field path, e.g. `task[2].cpus` (`<document>` when unknown).
     pub path: String,
     pub message: String,
+}
+
+impl ScenarioError {
+    /// `file:line:column: field: message`; without a position (an unreadable file) just
+    /// `file: message`.
+    fn render(&self) -> String {
+        if self.line == 0 {
+            format!("{}: {}", self.file, self.message)
+        } else {
+            format!(
+                "{}:{}:{}: {}: {}",
+                self.file, self.line, self.column, self.path, self.message
+            )
+        }
+    }
 }
 
 /// The TOML form of a task.

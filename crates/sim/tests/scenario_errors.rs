@@ -131,3 +131,14 @@ fn unreadable_file() {
     let e = Scenario::from_file(Path::new("/nonexistent/x.toml"), &Catalog::builtin()).unwrap_err();
     assert!(e.message.contains("cannot read"), "{e}");
 }
+
+#[test]
+fn unreadable_file_names_the_file_without_a_position() {
+    let e = Scenario::from_file(Path::new("/nonexistent/x.toml"), &Catalog::builtin())
+        .expect_err("missing file");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("/nonexistent/x.toml: cannot read:"),
+        "{msg}"
+    );
+}

@@ -43,6 +43,8 @@ pub enum CountError {
     NoSuchProcess { pid: i32 },
     #[error("cannot list threads of process {pid} in /proc/{pid}/task: {error}")]
     Threads { pid: i32, error: io::Error },
+    #[error("cannot open '{event}': out of file descriptors (one per event and thread or CPU; the limit is {limit}, raise it with `ulimit -n`)")]
+    TooManyFiles { event: String, limit: String },
     #[error("cannot open '{event}': {error}")]
     Open { event: String, error: io::Error },
     #[error("cannot run '{program}': {error}")]
@@ -113,6 +115,16 @@ pub fn read_paranoid() -> Option<i32> {
         .and_then(|s| s.trim().parse().ok())
 }
 
+/// The soft limit on open descriptors, if known.
+pub fn fd_limit() -> Option<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes a plain struct we own.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0).then_some(rl.rlim_cur)
+}
+
 /// What an open failure means for one event.
 #[derive(Debug)]
 pub enum OpenFailure {
@@ -160,6 +172,10 @@ pub fn classify_open_error(
         libc::EINVAL => {
             OpenFailure::NotSupported("the kernel rejected the event's attributes (EINVAL)".into())
         }
+        libc::EMFILE | libc::ENFILE => OpenFailure::Fatal(CountError::TooManyFiles {
+            event: spec.name.clone(),
+            limit: fd_limit().map_or_else(|| "unknown".into(), |l| l.to_string()),
+        }),
         _ => OpenFailure::Fatal(CountError::Open {
             event: spec.name.clone(),
             error: err,
@@ -265,8 +281,32 @@ pub fn builder_for(spec: &EventSpec) -> Builder<'static> {
     b
 }
 
+/// The list as `perf` retries it when the kernel refuses kernel-mode counting to an
+/// unprivileged user (`perf_event_paranoid` >= 2): every event that counts user mode and did not
+/// already exclude the kernel becomes user-only (`:u`). `None` when nothing would change.
+pub fn user_only(list: &EventList) -> Option<EventList> {
+    let mut out = list.clone();
+    let mut changed = false;
+    for g in &mut out.groups {
+        for e in &mut g.members {
+            if e.exclude_user || e.exclude_kernel || e.type_ == crate::spec::TYPE_TRACEPOINT {
+                continue;
+            }
+            e.exclude_kernel = true;
+            e.exclude_hv = true;
+            if !e.name.contains(':') {
+                e.name.push_str(":u");
+            }
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
 /// Open counters for an event list on a target.
 pub struct CounterSet {
+    /// The list actually opened (after a user-only fallback, the `:u` one).
+    list: EventList,
     specs: Vec<EventSpec>,
     status: Vec<Status>,
     /// Per event, one counter per target instance (thread or CPU) that opened.
@@ -274,8 +314,25 @@ pub struct CounterSet {
 }
 
 impl CounterSet {
-    /// Open every event on the target. Unsupported events are kept with their reason.
+    /// Open every event on the target. Unsupported events are kept with their reason. Where the
+    /// kernel refuses permission, the list is retried user-only as `perf` does ([`user_only`]);
+    /// the readings' names then carry `:u`.
     pub fn open(
+        list: &EventList,
+        target: &Target,
+        tree: &PmuTree,
+    ) -> Result<CounterSet, CountError> {
+        match Self::open_exact(list, target, tree) {
+            Err(CountError::Permission { .. }) if user_only(list).is_some() => {
+                let u = user_only(list).unwrap_or_else(|| list.clone());
+                Self::open_exact(&u, target, tree)
+            }
+            other => other,
+        }
+    }
+
+    /// As [`CounterSet::open`] without the user-only retry.
+    pub fn open_exact(
         list: &EventList,
         target: &Target,
         tree: &PmuTree,
@@ -379,6 +436,7 @@ impl CounterSet {
             }
         }
         Ok(CounterSet {
+            list: list.clone(),
             specs,
             status,
             counters,
@@ -386,21 +444,16 @@ impl CounterSet {
     }
 
     /// Open the same events on more threads (found by a rescan of `/proc/PID/task`), enable
-    /// them and fold them into this set. Threads that exited meanwhile are skipped. `list` must
-    /// be the list this set was opened with.
-    pub fn add_threads(
-        &mut self,
-        list: &EventList,
-        tids: &[i32],
-        tree: &PmuTree,
-    ) -> Result<usize, CountError> {
+    /// them and fold them into this set. Threads that exited meanwhile are skipped.
+    pub fn add_threads(&mut self, tids: &[i32], tree: &PmuTree) -> Result<usize, CountError> {
         let mut added = 0;
         for &tid in tids {
-            let mut more = match CounterSet::open(list, &Target::Threads(vec![tid]), tree) {
-                Ok(m) => m,
-                Err(CountError::NoSuchProcess { .. }) => continue,
-                Err(e) => return Err(e),
-            };
+            let mut more =
+                match CounterSet::open_exact(&self.list, &Target::Threads(vec![tid]), tree) {
+                    Ok(m) => m,
+                    Err(CountError::NoSuchProcess { .. }) => continue,
+                    Err(e) => return Err(e),
+                };
             if more.specs.len() != self.specs.len() {
                 return Err(CountError::Os {
                     what: "adding threads with a different event list",
@@ -544,6 +597,16 @@ pub fn spawn_stopped(argv: &[String]) -> Result<StoppedChild, CountError> {
     }
     if pid == 0 {
         unsafe {
+            // The parent's ends: holding the start pipe's write end here would keep this read
+            // from ever seeing EOF when the parent gives up before starting us.
+            libc::close(go_w.as_raw_fd());
+            libc::close(err_r.as_raw_fd());
+            // The command gets the signal state a shell would give it: SIGPIPE default (Rust
+            // and `stat` ignore it; `yes | head` must end `yes` by SIGPIPE) and nothing blocked.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             let mut b = 0u8;
             let n = libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
             if n == 1 {
@@ -605,11 +668,18 @@ impl StoppedChild {
 impl Drop for StoppedChild {
     fn drop(&mut self) {
         if self.go.is_some() {
-            // Never started: closing the pipe makes the child exit; reap it.
+            // Never started (counters failed to open): kill and reap it so nothing is left
+            // behind and nobody waits on a child that will never run.
             self.go = None;
-            let mut st = 0;
-            // SAFETY: waiting for our own child.
-            unsafe { libc::waitpid(self.pid, &mut st, 0) };
+            // SAFETY: signalling and waiting for our own child, which is not reaped yet.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                let mut st = 0;
+                while libc::waitpid(self.pid, &mut st, 0) < 0
+                    && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+                {
+                }
+            }
         }
     }
 }
@@ -622,6 +692,22 @@ pub struct RunningChild {
 impl RunningChild {
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Stop the command: SIGTERM, up to `grace` for it to end, then SIGKILL; always reaped.
+    pub fn terminate(&self, grace: std::time::Duration) -> Result<ChildExit, CountError> {
+        // SAFETY: signalling our own child, not reaped yet (so the pid cannot be reused).
+        unsafe { libc::kill(self.pid, libc::SIGTERM) };
+        let until = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < until {
+            if let Some(e) = self.try_wait()? {
+                return Ok(e);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        self.wait()
     }
 
     /// Block until the child ends.

@@ -77,19 +77,13 @@ impl Target {
 
     /// As [`Target::process`] with the procfs root as a parameter (tests).
     pub fn process_in(proc_root: &Path, pid: i32) -> Result<Target, CountError> {
-        let dir = proc_root.join(pid.to_string()).join("task");
-        let rd = std::fs::read_dir(&dir).map_err(|error| {
+        let tids = crate::tasks::thread_ids(proc_root, pid).map_err(|error| {
             if error.kind() == io::ErrorKind::NotFound {
                 CountError::NoSuchProcess { pid }
             } else {
                 CountError::Threads { pid, error }
             }
         })?;
-        let mut tids: Vec<i32> = rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
-            .collect();
-        tids.sort_unstable();
         if tids.is_empty() {
             return Err(CountError::NoSuchProcess { pid });
         }
@@ -218,12 +212,8 @@ impl EventReading {
 #[inline]
 pub fn read_fd(fd: RawFd) -> io::Result<CounterValue> {
     let mut buf = [0u64; 3];
-    // SAFETY: buf is 24 writable bytes owned by this frame.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if n as usize != std::mem::size_of_val(&buf) {
+    let n = crate::sys::read_words(fd, &mut buf)?;
+    if n != std::mem::size_of_val(&buf) {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             format!("short counter read: {n} bytes"),
@@ -243,13 +233,9 @@ pub fn read_fd(fd: RawFd) -> io::Result<CounterValue> {
 pub fn read_group_fd(fd: RawFd, out: &mut [CounterValue]) -> io::Result<usize> {
     const MAX: usize = 16;
     let mut buf = [0u64; 3 + MAX];
-    // SAFETY: buf is writable and owned by this frame; the kernel writes at most its length.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let n = crate::sys::read_words(fd, &mut buf)?;
     let nr = (buf[0] as usize).min(MAX).min(out.len());
-    if (n as usize) < (3 + nr) * 8 {
+    if n < (3 + nr) * 8 {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             format!("short group read: {n} bytes"),
@@ -301,6 +287,23 @@ pub fn user_only(list: &EventList) -> Option<EventList> {
         }
     }
     changed.then_some(out)
+}
+
+/// Record why member `i` of a group of `len` did not open; a leader's reason covers the members.
+fn note_not_supported(reasons: &mut [Option<String>], i: usize, len: usize, name: &str, r: String) {
+    if i == 0 && len > 1 {
+        for (j, slot) in reasons.iter_mut().enumerate() {
+            if slot.is_none() {
+                *slot = Some(if j == 0 {
+                    r.clone()
+                } else {
+                    format!("group leader '{name}' not supported: {r}")
+                });
+            }
+        }
+    } else if reasons[i].is_none() {
+        reasons[i] = Some(r);
+    }
 }
 
 /// Open counters for an event list on a target.
@@ -366,6 +369,12 @@ impl CounterSet {
                             continue;
                         }
                     }
+                    if let Some(r) = &spec.unavailable {
+                        // Known before any open (no vendor event for an abstract name).
+                        let r = r.clone();
+                        note_not_supported(&mut reasons, i, group.members.len(), &spec.name, r);
+                        continue;
+                    }
                     let mut b = builder_for(spec);
                     match pid {
                         Some(p) => b.observe_pid(p),
@@ -401,24 +410,13 @@ impl CounterSet {
                             }
                             match classify_open_error(e, spec, pid, hw_pmu, paranoid) {
                                 OpenFailure::Fatal(err) => return Err(err),
-                                OpenFailure::NotSupported(r) => {
-                                    if i == 0 && group.members.len() > 1 {
-                                        for (j, slot) in reasons.iter_mut().enumerate() {
-                                            if slot.is_none() {
-                                                *slot = Some(if j == 0 {
-                                                    r.clone()
-                                                } else {
-                                                    format!(
-                                                        "group leader '{}' not supported: {r}",
-                                                        spec.name
-                                                    )
-                                                });
-                                            }
-                                        }
-                                    } else if reasons[i].is_none() {
-                                        reasons[i] = Some(r);
-                                    }
-                                }
+                                OpenFailure::NotSupported(r) => note_not_supported(
+                                    &mut reasons,
+                                    i,
+                                    group.members.len(),
+                                    &spec.name,
+                                    r,
+                                ),
                             }
                         }
                     }

@@ -7,10 +7,14 @@
 //! and reported as not supported with the reason, never invented. Reads are one `read(2)` into a
 //! stack buffer: the layer adds no allocation to the hot path.
 
+pub mod alias;
 pub mod count;
+pub mod group;
 pub mod pmu;
 pub mod readbench;
 pub mod spec;
+pub mod sys;
+pub mod tasks;
 
 pub use count::{CountError, CounterSet, EventReading, Target};
 pub use pmu::{Pmu, PmuError, PmuTree};

@@ -84,6 +84,9 @@ pub struct EventSpec {
     pub unit: Option<String>,
     /// CPUs the event's PMU covers, when it says (hybrid cores, uncore).
     pub cpus: Option<CpuSet>,
+    /// Why this event cannot be counted here, decided before any open (an abstract event with no
+    /// vendor event on this machine); it is reported as not supported with this reason.
+    pub unavailable: Option<String>,
 }
 
 impl EventSpec {
@@ -102,6 +105,7 @@ impl EventSpec {
             scale: 1.0,
             unit: None,
             cpus: None,
+            unavailable: None,
         }
     }
 }
@@ -213,6 +217,7 @@ pub fn known_names() -> Vec<String> {
         .chain(SOFTWARE.iter())
         .map(|(n, _, _)| n.to_string())
         .collect();
+    v.extend(crate::alias::ABSTRACT.iter().map(|n| n.to_string()));
     for (cache, _) in CACHES {
         for (access, op, _) in CACHE_OPS {
             v.push(format!("{cache}-{access}"));
@@ -414,6 +419,9 @@ fn parse_event(item: &str, tree: &PmuTree) -> Result<Vec<EventSpec>, SpecError> 
     let mut parts = item.splitn(2, ':');
     let base = parts.next().unwrap_or("");
     let rest = parts.next();
+    if crate::alias::ABSTRACT.contains(&base) {
+        return abstract_event(item, base, rest, tree).map(|e| vec![e]);
+    }
     if let Some(mut e) = generic(base) {
         if let Some(mods) = rest {
             apply_modifiers(&mut e, mods, item)?;
@@ -466,6 +474,39 @@ fn hybrid_core_pmus(tree: &PmuTree) -> Vec<Pmu> {
 
 /// On a hybrid machine a generic hardware or cache event is one event per core PMU, selected by
 /// the PMU type in bits 32-63 of `config` (the kernel's extended hardware type), as perf does.
+/// An abstract event (`mem-transactions`, `fp-ops`, `llc-misses`) through the alias table: the
+/// vendor event under Counterpoint's name, or an unavailable spec with the reason.
+fn abstract_event(
+    item: &str,
+    base: &str,
+    mods: Option<&str>,
+    tree: &PmuTree,
+) -> Result<EventSpec, SpecError> {
+    let mut e = match crate::alias::resolve(base, tree) {
+        Ok((text, _)) => {
+            let mut v = parse_event(&text, tree)?;
+            if v.len() != 1 {
+                return Err(SpecError::Syntax {
+                    list: item.to_string(),
+                    reason: format!("alias '{text}' did not resolve to one event"),
+                });
+            }
+            v.remove(0)
+        }
+        Err(reason) => {
+            let mut e = EventSpec::new(item, base, Source::Raw, TYPE_RAW, 0);
+            e.unavailable = Some(reason);
+            e
+        }
+    };
+    e.canonical = base.to_string();
+    if let Some(m) = mods {
+        apply_modifiers(&mut e, m, item)?;
+    }
+    e.name = item.to_string();
+    Ok(e)
+}
+
 fn hybrid_expand(e: EventSpec, tree: &PmuTree) -> Vec<EventSpec> {
     if !matches!(e.type_, TYPE_HARDWARE | TYPE_HW_CACHE) {
         return vec![e];

@@ -12,6 +12,8 @@ pub mod count;
 pub mod group;
 pub mod pmu;
 pub mod readbench;
+#[cfg(feature = "scripted")]
+pub mod scripted;
 pub mod spec;
 pub mod sys;
 pub mod tasks;

@@ -27,7 +27,7 @@ const FORMAT_GROUP: u64 = 8;
 /// What the scripted PMU counts.
 #[derive(Clone, Debug)]
 pub struct Script {
-    /// Claimed events: `(name, type, config, config1)`.
+    /// Claimed events: `(canonical name, type, config, config1)`.
     claims: Vec<(String, u32, u64, u64)>,
     /// Per `(thread, event name)`: how much each read adds.
     increments: HashMap<(i32, String), u64>,
@@ -66,11 +66,11 @@ impl Script {
         self
     }
 
-    fn claim(&self, attr: &perf_event_attr) -> Option<String> {
+    fn claim(&self, attr: &perf_event_attr) -> Option<(String, bool)> {
         self.claims
             .iter()
             .find(|(_, t, c, c1)| (*t, *c, *c1) == (attr.type_, attr.config, attr.config1))
-            .map(|(n, ..)| n.clone())
+            .map(|(n, t, ..)| (n.clone(), *t == crate::spec::TYPE_SOFTWARE))
     }
 }
 
@@ -78,6 +78,8 @@ impl Script {
 struct Fd {
     tid: i32,
     event: String,
+    /// Software events are never multiplexed: coverage applies to the others only.
+    software: bool,
     /// The memfd's inode: a recycled descriptor number with another inode is not ours.
     ino: u64,
     group_format: bool,
@@ -157,7 +159,10 @@ pub(crate) fn read(fd: RawFd, buf: &mut [u64]) -> Option<io::Result<usize>> {
             .get(&(f.tid, f.event.clone()))
             .copied()
             .unwrap_or(0);
-        let cov = state.script.coverage.get(&f.tid).copied().unwrap_or(1.0);
+        let cov = match f.software {
+            true => 1.0,
+            false => state.script.coverage.get(&f.tid).copied().unwrap_or(1.0),
+        };
         if let Some(f) = state.fds.get_mut(g) {
             // Counts only accrue while the counter is on the PMU: the increment is what ran.
             f.value += inc;
@@ -218,7 +223,7 @@ impl Hooks for ScriptHooks {
             .lock()
             .ok()
             .and_then(|g| g.as_ref().and_then(|s| s.script.claim(attr)));
-        let Some(event) = claimed else {
+        let Some((event, software)) = claimed else {
             // SAFETY: forwarding the caller's arguments to the real system call.
             return unsafe { RealHooks.perf_event_open(attrs, pid, cpu, group_fd, flags) };
         };
@@ -261,6 +266,7 @@ impl Hooks for ScriptHooks {
             Fd {
                 tid,
                 event,
+                software,
                 ino,
                 group_format: attr.read_format & FORMAT_GROUP != 0,
                 members: Vec::new(),

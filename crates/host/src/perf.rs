@@ -76,6 +76,19 @@ pub fn parse_events(
     Ok((ok, unavailable))
 }
 
+/// The PMU tree events are resolved on: `/sys`, unless [`use_pmu_tree`] chose another first.
+static TREE: OnceLock<PmuTree> = OnceLock::new();
+
+fn tree() -> &'static PmuTree {
+    TREE.get_or_init(PmuTree::default)
+}
+
+/// Resolve events on `tree` instead of `/sys` (tests with a scripted PMU and a fixture tree).
+/// Only before the first use of the hardware events; gives the tree back if too late.
+pub fn use_pmu_tree(t: PmuTree) -> Result<(), PmuTree> {
+    TREE.set(t)
+}
+
 /// The software group, parsed once.
 pub static SOFTWARE_GROUP: LazyLock<Vec<(&'static str, PerfEvent)>> = LazyLock::new(|| {
     // Generic software names parse without any PMU tree.
@@ -87,7 +100,7 @@ pub static SOFTWARE_GROUP: LazyLock<Vec<(&'static str, PerfEvent)>> = LazyLock::
 /// [`HARDWARE_EVENTS`] as this machine's sysfs resolves them (abstract names with no vendor
 /// event here are left out; [`availability`] says why).
 pub static HARDWARE_GROUP: LazyLock<Vec<(&'static str, PerfEvent)>> = LazyLock::new(|| {
-    parse_events(HARDWARE_EVENTS, &PmuTree::default())
+    parse_events(HARDWARE_EVENTS, tree())
         .map(|(ok, _)| ok)
         .unwrap_or_default()
 });
@@ -205,10 +218,10 @@ pub fn probe(tree: &PmuTree) -> Availability {
     Availability { software, hardware }
 }
 
-/// [`probe`] once per process on `/sys` (cached).
+/// [`probe`] once per process on `/sys` (or the tree of [`use_pmu_tree`]), cached.
 pub fn availability() -> &'static Availability {
     static AVAIL: OnceLock<Availability> = OnceLock::new();
-    AVAIL.get_or_init(|| probe(&PmuTree::default()))
+    AVAIL.get_or_init(|| probe(tree()))
 }
 
 /// Raise the soft limit on open files to the hard limit: every watched thread holds one

@@ -54,13 +54,15 @@ fn static_name(canonical: &str) -> &'static str {
 
 /// Events with their canonical names, in list order.
 pub type NamedEvents = Vec<(&'static str, PerfEvent)>;
+/// Events that cannot be counted here, with the reason.
+pub type Unavailable = Vec<(&'static str, String)>;
 
 /// Parse `list` against `tree` into `(name, spec)` pairs; events with no vendor event on this
 /// machine are returned apart, with the reason.
 pub fn parse_events(
     list: &str,
     tree: &PmuTree,
-) -> Result<(NamedEvents, Vec<(&'static str, String)>), String> {
+) -> Result<(NamedEvents, Unavailable), String> {
     let parsed = parse_event_list(list, tree).map_err(|e| e.to_string())?;
     let mut ok = Vec::new();
     let mut unavailable = Vec::new();

@@ -410,9 +410,9 @@ fn closed_pipe() -> std::process::Stdio {
     // SAFETY: fresh descriptors we own; the read end is closed at once.
     unsafe {
         libc::close(fds[0]);
-        std::process::Stdio::from(std::os::fd::OwnedFd::from(
+        std::process::Stdio::from(
             <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[1]),
-        ))
+        )
     }
 }
 

@@ -59,10 +59,7 @@ pub type Unavailable = Vec<(&'static str, String)>;
 
 /// Parse `list` against `tree` into `(name, spec)` pairs; events with no vendor event on this
 /// machine are returned apart, with the reason.
-pub fn parse_events(
-    list: &str,
-    tree: &PmuTree,
-) -> Result<(NamedEvents, Unavailable), String> {
+pub fn parse_events(list: &str, tree: &PmuTree) -> Result<(NamedEvents, Unavailable), String> {
     let parsed = parse_event_list(list, tree).map_err(|e| e.to_string())?;
     let mut ok = Vec::new();
     let mut unavailable = Vec::new();

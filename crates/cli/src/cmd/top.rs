@@ -91,7 +91,7 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::model::Row;
-    use super::render::{fmt_bw, hw_cell, NO_PMU};
+    use super::render::{counted_cell, fmt_bw, hw_cell, NO_PMU};
     use super::*;
     use counterpoint_core::cpuset::CpuSet;
 
@@ -148,5 +148,12 @@ mod tests {
         assert_eq!(hw_cell(None, true, |x| x.to_string()), "-");
         assert_eq!(hw_cell(Some(1.5), true, |x| format!("{x:.2}")), "1.50");
         assert_eq!(fmt_bw(2.5e9), "2.50 GB/s");
+    }
+
+    #[test]
+    fn coverage_is_shown_as_a_percentage() {
+        assert_eq!(counted_cell(1.0), "100");
+        assert_eq!(counted_cell(0.25), "25");
+        assert_eq!(counted_cell(1.5), "100");
     }
 }

@@ -18,6 +18,16 @@ pub(super) fn sources_text(c: &CounterSources) -> String {
 
 pub(super) const NO_PMU: &str = "n/a (no PMU)";
 
+/// Said whenever a shown value was multiplexed: it is scaled, and CNT% says how much was seen.
+pub(super) const MULTIPLEXED_NOTE: &str = "CNT% < 100: hardware counters were multiplexed; \
+     their values are scaled by enabled/running time, CNT% is the share of the interval counted";
+
+/// The share of the interval the task's counters ran (the least of its events), in percent:
+/// 100 unless the kernel multiplexed a hardware group.
+pub(super) fn counted_cell(fraction: f64) -> String {
+    format!("{:.0}", (fraction * 100.0).clamp(0.0, 100.0))
+}
+
 /// A hardware-derived value: the number, "n/a (no PMU)" without a PMU, "-" when a PMU exists but
 /// the event did not count in this interval.
 pub(super) fn hw_cell(v: Option<f64>, pmu: bool, fmt: impl Fn(f64) -> String) -> String {
@@ -73,13 +83,26 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
     if !s.pmu {
         println!("IPC / LLC MPKI / bandwidth: {NO_PMU}: this host has no hardware PMU");
     }
+    if s.rows.iter().take(rows).any(|r| r.counted_fraction < 1.0) {
+        println!("{MULTIPLEXED_NOTE}");
+    }
     println!(
-        "{:>8} {:<16} {:>7} {:>9} {:>8} {:>12} {:>12} {:>12} {:>4} {:<10}",
-        "PID", "COMM", "CPU%", "CS/s", "MIG/s", "IPC", "LLC MPKI", "MEM BW", "CPU", "AFFINITY"
+        "{:>8} {:<16} {:>7} {:>9} {:>8} {:>12} {:>12} {:>12} {:>5} {:>4} {:<10}",
+        "PID",
+        "COMM",
+        "CPU%",
+        "CS/s",
+        "MIG/s",
+        "IPC",
+        "LLC MPKI",
+        "MEM BW",
+        "CNT%",
+        "CPU",
+        "AFFINITY"
     );
     for r in s.rows.iter().take(rows) {
         println!(
-            "{:>8} {:<16} {:>7.1} {:>9.1} {:>8} {:>12} {:>12} {:>12} {:>4} {:<10}",
+            "{:>8} {:<16} {:>7.1} {:>9.1} {:>8} {:>12} {:>12} {:>12} {:>5} {:>4} {:<10}",
             r.pid,
             r.name,
             r.cpu_pct,
@@ -88,6 +111,7 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
             hw_cell(r.ipc, s.pmu, |x| format!("{x:.2}")),
             hw_cell(r.llc_mpki, s.pmu, |x| format!("{x:.2}")),
             hw_cell(r.bw_bytes_per_s, s.pmu, fmt_bw),
+            counted_cell(r.counted_fraction),
             r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into()),
             r.affinity.to_list()
         );
@@ -213,6 +237,7 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
         })
         .collect();
     let bold = Style::new().add_modifier(Modifier::BOLD);
+    head.push(Cell::from(Line::from("CNT%").right_aligned()).style(bold));
     head.push(Cell::from(Line::from("CPU").right_aligned()).style(bold));
     head.push(Cell::from("AFFINITY").style(bold));
     let header = TRow::new(head);
@@ -227,6 +252,7 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
             num(hw_cell(r.ipc, s.pmu, |x| format!("{x:.2}"))),
             num(hw_cell(r.llc_mpki, s.pmu, |x| format!("{x:.2}"))),
             num(hw_cell(r.bw_bytes_per_s, s.pmu, fmt_bw)),
+            num(counted_cell(r.counted_fraction)),
             num(r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into())),
             Cell::from(r.affinity.to_list()),
         ])
@@ -241,6 +267,7 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
         Constraint::Length(hw_w),
         Constraint::Length(hw_w),
         Constraint::Length(hw_w),
+        Constraint::Length(5),
         Constraint::Length(4),
         Constraint::Min(8),
     ];
@@ -282,7 +309,7 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
 
     if view.help {
         let w = 62.min(area.width);
-        let h = 14.min(area.height);
+        let h = 16.min(area.height);
         let popup = Rect::new(
             area.x + (area.width - w) / 2,
             area.y + (area.height - h) / 2,
@@ -301,6 +328,8 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
             Line::from(""),
             Line::from("IPC, LLC MPKI and MEM BW need a hardware PMU;"),
             Line::from(format!("without one they read \"{NO_PMU}\".")),
+            Line::from("CNT% < 100: multiplexed hardware counters,"),
+            Line::from("values scaled by enabled/running time."),
         ];
         f.render_widget(Clear, popup);
         f.render_widget(

@@ -51,7 +51,9 @@ pub enum Micro {
 /// One row: on `micro`, `name` is counted by `event` (perf syntax on the core PMU, which
 /// [`resolve`] puts in front) as a proxy for what `why` says.
 pub struct Alias {
+    /// The microarchitecture family the row is for.
     pub micro: Micro,
+    /// The abstract name ([`MEM_TRANSACTIONS`], [`FP_OPS`], [`LLC_MISSES`]).
     pub name: &'static str,
     /// `event=0x..,umask=0x..` terms for the core PMU.
     pub terms: &'static str,
@@ -137,6 +139,7 @@ pub const ALIASES: &[Alias] = &[
 pub struct MachineId {
     /// The core PMU to put the event on (`cpu`, or `cpu_core` on hybrid Intel).
     pub pmu: String,
+    /// The family of encodings, when the table knows this CPU.
     pub micro: Option<Micro>,
     /// What was read, for messages (`pmu_name haswell`, `AMD family 25 model 0x61`).
     pub seen: String,

@@ -34,26 +34,62 @@ pub const PARANOID_PATH: &str = "/proc/sys/kernel/perf_event_paranoid";
 #[derive(Debug, Error)]
 pub enum CountError {
     #[error("permission denied opening '{event}' ({errno}): {PARANOID_PATH} is {}; run as root or lower it (sysctl kernel.perf_event_paranoid=-1)", .paranoid.map(|p| p.to_string()).unwrap_or_else(|| "unreadable".into()))]
+    /// The kernel refused permission (`EACCES`/`EPERM`).
     Permission {
+        /// The event as written.
         event: String,
+        /// `EACCES` or `EPERM`.
         errno: &'static str,
+        /// `perf_event_paranoid`, if readable.
         paranoid: Option<i32>,
     },
     #[error("no such process: {pid}")]
-    NoSuchProcess { pid: i32 },
+    /// The target process does not exist (or exited).
+    NoSuchProcess {
+        /// The process id asked for.
+        pid: i32,
+    },
     #[error("cannot list threads of process {pid} in /proc/{pid}/task: {error}")]
-    Threads { pid: i32, error: io::Error },
-    #[error("cannot open '{event}': out of file descriptors (one per event and thread or CPU; the limit is {limit}, raise it with `ulimit -n`)")]
-    TooManyFiles { event: String, limit: String },
-    #[error("cannot open '{event}': {error}")]
-    Open { event: String, error: io::Error },
-    #[error("cannot run '{program}': {error}")]
-    Exec { program: String, error: io::Error },
-    #[error("{what}: {error}")]
-    Os {
-        what: &'static str,
+    /// `/proc/PID/task` could not be listed.
+    Threads {
+        /// The process.
+        pid: i32,
+        /// What the listing failed with.
         error: io::Error,
     },
+    #[error("cannot open '{event}': out of file descriptors (one per event and thread or CPU; the limit is {limit}, raise it with `ulimit -n`)")]
+    /// Out of file descriptors (`EMFILE`/`ENFILE`).
+    TooManyFiles {
+        /// The event that did not open.
+        event: String,
+        /// The soft `RLIMIT_NOFILE`, as text (`unknown` if unreadable).
+        limit: String,
+    },
+    #[error("cannot open '{event}': {error}")]
+    /// Any other open failure.
+    Open {
+        /// The event that did not open.
+        event: String,
+        /// The kernel's error.
+        error: io::Error,
+    },
+    #[error("cannot run '{program}': {error}")]
+    /// The command could not be started.
+    Exec {
+        /// The program (first word of the command).
+        program: String,
+        /// Why `exec` failed.
+        error: io::Error,
+    },
+    #[error("{what}: {error}")]
+    /// A system call around counting failed.
+    Os {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        error: io::Error,
+    },
+    /// No command was given.
     #[error("empty command")]
     EmptyCommand,
 }
@@ -180,16 +216,20 @@ pub fn classify_open_error(
 /// State of one event after opening.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Status {
+    /// Opened: the event is being counted.
     Counting,
+    /// Not countable here, with the reason.
     NotSupported(String),
 }
 
 /// One event's reading, summed over the target's instances.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventReading {
+    /// The event.
     pub spec: EventSpec,
     /// `None` when the event is not supported.
     pub value: Option<CounterValue>,
+    /// Whether it was counted.
     pub status: Status,
 }
 
@@ -491,6 +531,7 @@ impl CounterSet {
         Ok(())
     }
 
+    /// The events, in list order.
     pub fn specs(&self) -> &[EventSpec] {
         &self.specs
     }
@@ -541,7 +582,9 @@ pub struct StoppedChild {
 /// How a child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChildExit {
+    /// Exited with this status.
     Code(i32),
+    /// Killed by this signal.
     Signal(i32),
 }
 
@@ -627,6 +670,7 @@ pub fn spawn_stopped(argv: &[String]) -> Result<StoppedChild, CountError> {
 }
 
 impl StoppedChild {
+    /// The child's process id.
     pub fn pid(&self) -> i32 {
         self.pid
     }
@@ -688,6 +732,7 @@ pub struct RunningChild {
 }
 
 impl RunningChild {
+    /// The command's process id.
     pub fn pid(&self) -> i32 {
         self.pid
     }

@@ -16,19 +16,27 @@ pub const MAX_GROUP: usize = 8;
 #[derive(Debug, thiserror::Error)]
 pub enum GroupError {
     #[error("perf_event_open({event}) for thread {tid}: {source}")]
+    /// `perf_event_open` failed for one event.
     Open {
+        /// The thread.
         tid: i32,
+        /// The event, as its spec names it.
         event: String,
+        /// The kernel's error.
         #[source]
         source: io::Error,
     },
     #[error("reading the perf_event group of thread {tid}: {source}")]
+    /// The group read failed (or was short).
     Read {
+        /// The thread.
         tid: i32,
+        /// What the read returned.
         #[source]
         source: io::Error,
     },
     #[error("a group needs 1 to {MAX_GROUP} events, not {0}")]
+    /// An empty group, or more than [`MAX_GROUP`] events.
     Size(usize),
 }
 
@@ -82,11 +90,14 @@ pub fn lacks_pmu(spec: &EventSpec, tree: &PmuTree) -> bool {
 /// Cumulative values of one group since it was opened, in the order it was opened with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupReading {
+    /// Counts in the order the group was opened with (the first `len` are valid).
     pub values: [u64; MAX_GROUP],
+    /// How many events the group holds.
     pub len: usize,
     /// Time the group was enabled, and the part of it on a PMU: `running < enabled` when the
     /// kernel multiplexed the group; values then scale by `enabled / running`.
     pub time_enabled_ns: u64,
+    /// See `time_enabled_ns`.
     pub time_running_ns: u64,
 }
 

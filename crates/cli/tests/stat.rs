@@ -518,3 +518,12 @@ fn empty_separator_and_cpu_list_are_refused() {
         );
     }
 }
+
+#[test]
+fn an_error_with_stderr_closed_ends_quietly() {
+    // Bad input and nowhere to say so: no panic ("failed printing to stderr"), exit 141.
+    let mut cmd = stat_cmd(&["-e", "task-clok", "--", "true"]);
+    cmd.stderr(closed_pipe());
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(141));
+}

@@ -187,7 +187,28 @@ fn target_pids(args: &StatArgs) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// Whether stderr is a pipe nobody reads any more (where an error message would go nowhere,
+/// and printing it would fail).
+fn stderr_gone() -> bool {
+    let mut p = libc::pollfd {
+        fd: libc::STDERR_FILENO,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: polling one descriptor with a zero timeout; `p` is ours.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & libc::POLLERR != 0
+}
+
 pub fn run(args: StatArgs) -> Result<ExitCode> {
+    match run_counting(args) {
+        // An error nobody can read: end as quietly as a closed output does.
+        Err(_) if stderr_gone() => Ok(ExitCode::from(EXIT_SIGPIPE)),
+        other => other,
+    }
+}
+
+fn run_counting(args: StatArgs) -> Result<ExitCode> {
     let tree = PmuTree::new(&args.sysfs_root);
     let list = parse_events(&args.events, &tree)?;
     if let Some(ms) = args.interval_ms {

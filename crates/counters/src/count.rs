@@ -365,13 +365,13 @@ impl CounterSet {
         target: &Target,
         tree: &PmuTree,
     ) -> Result<CounterSet, CountError> {
-        match Self::open_exact(list, target, tree) {
-            Err(CountError::Permission { .. }) if user_only(list).is_some() => {
-                let u = user_only(list).unwrap_or_else(|| list.clone());
-                Self::open_exact(&u, target, tree)
+        let first = Self::open_exact(list, target, tree);
+        if let Err(CountError::Permission { .. }) = &first {
+            if let Some(u) = user_only(list) {
+                return Self::open_exact(&u, target, tree);
             }
-            other => other,
         }
+        first
     }
 
     /// As [`CounterSet::open`] without the user-only retry.
@@ -895,6 +895,23 @@ mod tests {
             Target::process_in(dir.path(), 99),
             Err(CountError::NoSuchProcess { pid: 99 })
         ));
+    }
+
+    #[test]
+    fn user_only_fallback_is_perfs() {
+        let t = PmuTree::new("/nonexistent");
+        let l = parse_event_list("task-clock,cs:k,{cycles,page-faults}", &t).unwrap();
+        let u = user_only(&l).expect("changes");
+        let names: Vec<_> = u.events().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["task-clock:u", "cs:k", "cycles:u", "page-faults:u"]);
+        for e in u.events().filter(|e| e.name != "cs:k") {
+            assert!(e.exclude_kernel, "{e:?}");
+        }
+        let tc = u.events().next().unwrap();
+        assert!(!tc.exclude_user && tc.exclude_hv);
+        // `:k` stays kernel-only (and is refused again); nothing to change then.
+        let k = parse_event_list("cs:k,task-clock:u", &t).unwrap();
+        assert!(user_only(&k).is_none());
     }
 
     #[test]

@@ -5,9 +5,9 @@
 use crate::count::{builder_for, has_hardware_pmu};
 use crate::spec::{EventSpec, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_RAW};
 use crate::PmuTree;
-use perf_event::{Counter, ReadFormat};
+use perf_event::ReadFormat;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Most events in one group (more rarely fit a PMU's counters at once anyway).
 pub const MAX_GROUP: usize = 8;
@@ -112,10 +112,10 @@ impl GroupReading {
     }
 }
 
-/// One thread's group: the leader first, then the members.
+/// One thread's group: the leader's descriptor first, then the members'.
 pub struct ThreadGroup {
     tid: i32,
-    counters: Vec<Counter>,
+    fds: Vec<OwnedFd>,
 }
 
 impl ThreadGroup {
@@ -126,10 +126,12 @@ impl ThreadGroup {
         if specs.is_empty() || specs.len() > MAX_GROUP {
             return Err(GroupError::Size(specs.len()));
         }
-        let mut counters: Vec<Counter> = Vec::with_capacity(specs.len());
+        let mut fds: Vec<OwnedFd> = Vec::with_capacity(specs.len());
         for (i, spec) in specs.iter().enumerate() {
+            // The attributes from perf-event2's Builder; the system call from `sys` (no ID
+            // ioctl per counter).
             let mut b = builder_for(spec);
-            b.observe_pid(tid).any_cpu().enabled(true).inherit(false);
+            b.enabled(true).inherit(false);
             if i == 0 {
                 b.read_format(
                     ReadFormat::GROUP
@@ -140,18 +142,17 @@ impl ThreadGroup {
                 // without it, which is all this read needs.
                 b.attrs_mut().read_format &= !ReadFormat::ID.bits();
             }
-            let opened = match counters.first_mut() {
-                None => b.build(),
-                Some(leader) => b.build_with_group(leader),
-            };
-            let c = opened.map_err(|source| GroupError::Open {
-                tid,
-                event: spec.name.clone(),
-                source,
-            })?;
-            counters.push(c);
+            let group_fd = fds.first().map_or(-1, |f| f.as_raw_fd());
+            let fd = crate::sys::perf_event_open(b.attrs_mut(), tid, -1, group_fd).map_err(
+                |source| GroupError::Open {
+                    tid,
+                    event: spec.name.clone(),
+                    source,
+                },
+            )?;
+            fds.push(fd);
         }
-        Ok(Self { tid, counters })
+        Ok(Self { tid, fds })
     }
 
     /// The thread counted.
@@ -161,31 +162,31 @@ impl ThreadGroup {
 
     /// How many events the group holds.
     pub fn len(&self) -> usize {
-        self.counters.len()
+        self.fds.len()
     }
 
     /// Never: a group has a leader.
     pub fn is_empty(&self) -> bool {
-        self.counters.is_empty()
+        self.fds.is_empty()
     }
 
     /// One `read(2)` of the whole group into a stack buffer.
     pub fn read(&self) -> Result<GroupReading, GroupError> {
         let tid = self.tid;
-        let leader = self.counters.first().ok_or(GroupError::Size(0))?;
+        let leader = self.fds.first().ok_or(GroupError::Size(0))?;
         let mut buf = [0u64; 3 + MAX_GROUP];
         let n = crate::sys::read_words(leader.as_raw_fd(), &mut buf)
             .map_err(|source| GroupError::Read { tid, source })?;
         let words = n / 8;
         let nr = buf[0] as usize;
-        if words < 3 || nr != self.counters.len() || words < 3 + nr {
+        if words < 3 || nr != self.fds.len() || words < 3 + nr {
             return Err(GroupError::Read {
                 tid,
                 source: io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
                         "group read of {n} bytes, {nr} values for {} events",
-                        self.counters.len()
+                        self.fds.len()
                     ),
                 ),
             });

@@ -3,8 +3,9 @@
 //! Names follow `perf list`'s generic spelling so a metric written against them runs unchanged on
 //! a real PMU and on the simulated machine. Two names have no generic perf event and are
 //! Counterpoint's own: [`MEM_TRANSACTIONS`] (memory-bus transactions, Zhang's bus utilization)
-//! and [`FP_OPS`] (floating-point operations retired); on a host they resolve to vendor events
-//! where the `counters` crate knows one, and are otherwise reported as unavailable.
+//! and [`FP_OPS`] (floating-point operations retired), and [`LLC_MISSES`] pins LLC misses to each
+//! vendor's own event; on a host they resolve to vendor events through the `counters` crate's
+//! per-microarchitecture alias table, and are otherwise reported as unavailable with the reason.
 
 pub const CYCLES: &str = "cycles";
 pub const INSTRUCTIONS: &str = "instructions";
@@ -24,6 +25,12 @@ pub const PAGE_FAULTS: &str = "page-faults";
 pub const MEM_TRANSACTIONS: &str = "mem-transactions";
 /// Floating-point operations retired.
 pub const FP_OPS: &str = "fp-ops";
+/// Last-level cache misses by each vendor's own LLC-miss event (the generic `cache-misses`
+/// means this on Intel only).
+pub const LLC_MISSES: &str = "llc-misses";
+
+/// Counterpoint's own names, resolved per microarchitecture by the `counters` crate.
+pub const ABSTRACT_EVENTS: &[&str] = &[MEM_TRANSACTIONS, FP_OPS, LLC_MISSES];
 
 /// Events every Linux kernel counts in software, PMU or not.
 pub const SOFTWARE_EVENTS: &[&str] = &[

@@ -34,24 +34,62 @@ pub const PARANOID_PATH: &str = "/proc/sys/kernel/perf_event_paranoid";
 #[derive(Debug, Error)]
 pub enum CountError {
     #[error("permission denied opening '{event}' ({errno}): {PARANOID_PATH} is {}; run as root or lower it (sysctl kernel.perf_event_paranoid=-1)", .paranoid.map(|p| p.to_string()).unwrap_or_else(|| "unreadable".into()))]
+    /// The kernel refused permission (`EACCES`/`EPERM`).
     Permission {
+        /// The event as written.
         event: String,
+        /// `EACCES` or `EPERM`.
         errno: &'static str,
+        /// `perf_event_paranoid`, if readable.
         paranoid: Option<i32>,
     },
     #[error("no such process: {pid}")]
-    NoSuchProcess { pid: i32 },
+    /// The target process does not exist (or exited).
+    NoSuchProcess {
+        /// The process id asked for.
+        pid: i32,
+    },
     #[error("cannot list threads of process {pid} in /proc/{pid}/task: {error}")]
-    Threads { pid: i32, error: io::Error },
-    #[error("cannot open '{event}': {error}")]
-    Open { event: String, error: io::Error },
-    #[error("cannot run '{program}': {error}")]
-    Exec { program: String, error: io::Error },
-    #[error("{what}: {error}")]
-    Os {
-        what: &'static str,
+    /// `/proc/PID/task` could not be listed.
+    Threads {
+        /// The process.
+        pid: i32,
+        /// What the listing failed with.
         error: io::Error,
     },
+    #[error("cannot open '{event}': out of file descriptors (one per event and thread or CPU; the limit is {limit}, raise it with `ulimit -n`)")]
+    /// Out of file descriptors (`EMFILE`/`ENFILE`).
+    TooManyFiles {
+        /// The event that did not open.
+        event: String,
+        /// The soft `RLIMIT_NOFILE`, as text (`unknown` if unreadable).
+        limit: String,
+    },
+    #[error("cannot open '{event}': {error}")]
+    /// Any other open failure.
+    Open {
+        /// The event that did not open.
+        event: String,
+        /// The kernel's error.
+        error: io::Error,
+    },
+    #[error("cannot run '{program}': {error}")]
+    /// The command could not be started.
+    Exec {
+        /// The program (first word of the command).
+        program: String,
+        /// Why `exec` failed.
+        error: io::Error,
+    },
+    #[error("{what}: {error}")]
+    /// A system call around counting failed.
+    Os {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        error: io::Error,
+    },
+    /// No command was given.
     #[error("empty command")]
     EmptyCommand,
 }
@@ -75,19 +113,13 @@ impl Target {
 
     /// As [`Target::process`] with the procfs root as a parameter (tests).
     pub fn process_in(proc_root: &Path, pid: i32) -> Result<Target, CountError> {
-        let dir = proc_root.join(pid.to_string()).join("task");
-        let rd = std::fs::read_dir(&dir).map_err(|error| {
+        let tids = crate::tasks::thread_ids(proc_root, pid).map_err(|error| {
             if error.kind() == io::ErrorKind::NotFound {
                 CountError::NoSuchProcess { pid }
             } else {
                 CountError::Threads { pid, error }
             }
         })?;
-        let mut tids: Vec<i32> = rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
-            .collect();
-        tids.sort_unstable();
         if tids.is_empty() {
             return Err(CountError::NoSuchProcess { pid });
         }
@@ -111,6 +143,16 @@ pub fn read_paranoid() -> Option<i32> {
     std::fs::read_to_string(PARANOID_PATH)
         .ok()
         .and_then(|s| s.trim().parse().ok())
+}
+
+/// The soft limit on open descriptors, if known.
+pub fn fd_limit() -> Option<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes a plain struct we own.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0).then_some(rl.rlim_cur)
 }
 
 /// What an open failure means for one event.
@@ -160,6 +202,10 @@ pub fn classify_open_error(
         libc::EINVAL => {
             OpenFailure::NotSupported("the kernel rejected the event's attributes (EINVAL)".into())
         }
+        libc::EMFILE | libc::ENFILE => OpenFailure::Fatal(CountError::TooManyFiles {
+            event: spec.name.clone(),
+            limit: fd_limit().map_or_else(|| "unknown".into(), |l| l.to_string()),
+        }),
         _ => OpenFailure::Fatal(CountError::Open {
             event: spec.name.clone(),
             error: err,
@@ -170,16 +216,20 @@ pub fn classify_open_error(
 /// State of one event after opening.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Status {
+    /// Opened: the event is being counted.
     Counting,
+    /// Not countable here, with the reason.
     NotSupported(String),
 }
 
 /// One event's reading, summed over the target's instances.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventReading {
+    /// The event.
     pub spec: EventSpec,
     /// `None` when the event is not supported.
     pub value: Option<CounterValue>,
+    /// Whether it was counted.
     pub status: Status,
 }
 
@@ -202,12 +252,8 @@ impl EventReading {
 #[inline]
 pub fn read_fd(fd: RawFd) -> io::Result<CounterValue> {
     let mut buf = [0u64; 3];
-    // SAFETY: buf is 24 writable bytes owned by this frame.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if n as usize != std::mem::size_of_val(&buf) {
+    let n = crate::sys::read_words(fd, &mut buf)?;
+    if n != std::mem::size_of_val(&buf) {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             format!("short counter read: {n} bytes"),
@@ -227,13 +273,9 @@ pub fn read_fd(fd: RawFd) -> io::Result<CounterValue> {
 pub fn read_group_fd(fd: RawFd, out: &mut [CounterValue]) -> io::Result<usize> {
     const MAX: usize = 16;
     let mut buf = [0u64; 3 + MAX];
-    // SAFETY: buf is writable and owned by this frame; the kernel writes at most its length.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let n = crate::sys::read_words(fd, &mut buf)?;
     let nr = (buf[0] as usize).min(MAX).min(out.len());
-    if (n as usize) < (3 + nr) * 8 {
+    if n < (3 + nr) * 8 {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             format!("short group read: {n} bytes"),
@@ -265,8 +307,49 @@ pub fn builder_for(spec: &EventSpec) -> Builder<'static> {
     b
 }
 
+/// The list as `perf` retries it when the kernel refuses kernel-mode counting to an
+/// unprivileged user (`perf_event_paranoid` >= 2): every event that counts user mode and did not
+/// already exclude the kernel becomes user-only (`:u`). `None` when nothing would change.
+pub fn user_only(list: &EventList) -> Option<EventList> {
+    let mut out = list.clone();
+    let mut changed = false;
+    for g in &mut out.groups {
+        for e in &mut g.members {
+            if e.exclude_user || e.exclude_kernel || e.type_ == crate::spec::TYPE_TRACEPOINT {
+                continue;
+            }
+            e.exclude_kernel = true;
+            e.exclude_hv = true;
+            if !e.name.contains(':') {
+                e.name.push_str(":u");
+            }
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
+/// Record why member `i` of a group of `len` did not open; a leader's reason covers the members.
+fn note_not_supported(reasons: &mut [Option<String>], i: usize, len: usize, name: &str, r: String) {
+    if i == 0 && len > 1 {
+        for (j, slot) in reasons.iter_mut().enumerate() {
+            if slot.is_none() {
+                *slot = Some(if j == 0 {
+                    r.clone()
+                } else {
+                    format!("group leader '{name}' not supported: {r}")
+                });
+            }
+        }
+    } else if reasons[i].is_none() {
+        reasons[i] = Some(r);
+    }
+}
+
 /// Open counters for an event list on a target.
 pub struct CounterSet {
+    /// The list actually opened (after a user-only fallback, the `:u` one).
+    list: EventList,
     specs: Vec<EventSpec>,
     status: Vec<Status>,
     /// Per event, one counter per target instance (thread or CPU) that opened.
@@ -274,8 +357,25 @@ pub struct CounterSet {
 }
 
 impl CounterSet {
-    /// Open every event on the target. Unsupported events are kept with their reason.
+    /// Open every event on the target. Unsupported events are kept with their reason. Where the
+    /// kernel refuses permission, the list is retried user-only as `perf` does ([`user_only`]);
+    /// the readings' names then carry `:u`.
     pub fn open(
+        list: &EventList,
+        target: &Target,
+        tree: &PmuTree,
+    ) -> Result<CounterSet, CountError> {
+        let first = Self::open_exact(list, target, tree);
+        if let Err(CountError::Permission { .. }) = &first {
+            if let Some(u) = user_only(list) {
+                return Self::open_exact(&u, target, tree);
+            }
+        }
+        first
+    }
+
+    /// As [`CounterSet::open`] without the user-only retry.
+    pub fn open_exact(
         list: &EventList,
         target: &Target,
         tree: &PmuTree,
@@ -308,6 +408,12 @@ impl CounterSet {
                         if !cpus.contains(cpu as u32) {
                             continue;
                         }
+                    }
+                    if let Some(r) = &spec.unavailable {
+                        // Known before any open (no vendor event for an abstract name).
+                        let r = r.clone();
+                        note_not_supported(&mut reasons, i, group.members.len(), &spec.name, r);
+                        continue;
                     }
                     let mut b = builder_for(spec);
                     match pid {
@@ -344,24 +450,13 @@ impl CounterSet {
                             }
                             match classify_open_error(e, spec, pid, hw_pmu, paranoid) {
                                 OpenFailure::Fatal(err) => return Err(err),
-                                OpenFailure::NotSupported(r) => {
-                                    if i == 0 && group.members.len() > 1 {
-                                        for (j, slot) in reasons.iter_mut().enumerate() {
-                                            if slot.is_none() {
-                                                *slot = Some(if j == 0 {
-                                                    r.clone()
-                                                } else {
-                                                    format!(
-                                                        "group leader '{}' not supported: {r}",
-                                                        spec.name
-                                                    )
-                                                });
-                                            }
-                                        }
-                                    } else if reasons[i].is_none() {
-                                        reasons[i] = Some(r);
-                                    }
-                                }
+                                OpenFailure::NotSupported(r) => note_not_supported(
+                                    &mut reasons,
+                                    i,
+                                    group.members.len(),
+                                    &spec.name,
+                                    r,
+                                ),
                             }
                         }
                     }
@@ -379,6 +474,7 @@ impl CounterSet {
             }
         }
         Ok(CounterSet {
+            list: list.clone(),
             specs,
             status,
             counters,
@@ -386,21 +482,16 @@ impl CounterSet {
     }
 
     /// Open the same events on more threads (found by a rescan of `/proc/PID/task`), enable
-    /// them and fold them into this set. Threads that exited meanwhile are skipped. `list` must
-    /// be the list this set was opened with.
-    pub fn add_threads(
-        &mut self,
-        list: &EventList,
-        tids: &[i32],
-        tree: &PmuTree,
-    ) -> Result<usize, CountError> {
+    /// them and fold them into this set. Threads that exited meanwhile are skipped.
+    pub fn add_threads(&mut self, tids: &[i32], tree: &PmuTree) -> Result<usize, CountError> {
         let mut added = 0;
         for &tid in tids {
-            let mut more = match CounterSet::open(list, &Target::Threads(vec![tid]), tree) {
-                Ok(m) => m,
-                Err(CountError::NoSuchProcess { .. }) => continue,
-                Err(e) => return Err(e),
-            };
+            let mut more =
+                match CounterSet::open_exact(&self.list, &Target::Threads(vec![tid]), tree) {
+                    Ok(m) => m,
+                    Err(CountError::NoSuchProcess { .. }) => continue,
+                    Err(e) => return Err(e),
+                };
             if more.specs.len() != self.specs.len() {
                 return Err(CountError::Os {
                     what: "adding threads with a different event list",
@@ -440,6 +531,7 @@ impl CounterSet {
         Ok(())
     }
 
+    /// The events, in list order.
     pub fn specs(&self) -> &[EventSpec] {
         &self.specs
     }
@@ -490,7 +582,9 @@ pub struct StoppedChild {
 /// How a child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChildExit {
+    /// Exited with this status.
     Code(i32),
+    /// Killed by this signal.
     Signal(i32),
 }
 
@@ -544,6 +638,16 @@ pub fn spawn_stopped(argv: &[String]) -> Result<StoppedChild, CountError> {
     }
     if pid == 0 {
         unsafe {
+            // The parent's ends: holding the start pipe's write end here would keep this read
+            // from ever seeing EOF when the parent gives up before starting us.
+            libc::close(go_w.as_raw_fd());
+            libc::close(err_r.as_raw_fd());
+            // The command gets the signal state a shell would give it: SIGPIPE default (Rust
+            // and `stat` ignore it; `yes | head` must end `yes` by SIGPIPE) and nothing blocked.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             let mut b = 0u8;
             let n = libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
             if n == 1 {
@@ -566,6 +670,7 @@ pub fn spawn_stopped(argv: &[String]) -> Result<StoppedChild, CountError> {
 }
 
 impl StoppedChild {
+    /// The child's process id.
     pub fn pid(&self) -> i32 {
         self.pid
     }
@@ -605,11 +710,18 @@ impl StoppedChild {
 impl Drop for StoppedChild {
     fn drop(&mut self) {
         if self.go.is_some() {
-            // Never started: closing the pipe makes the child exit; reap it.
+            // Never started (counters failed to open): kill and reap it so nothing is left
+            // behind and nobody waits on a child that will never run.
             self.go = None;
-            let mut st = 0;
-            // SAFETY: waiting for our own child.
-            unsafe { libc::waitpid(self.pid, &mut st, 0) };
+            // SAFETY: signalling and waiting for our own child, which is not reaped yet.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                let mut st = 0;
+                while libc::waitpid(self.pid, &mut st, 0) < 0
+                    && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+                {
+                }
+            }
         }
     }
 }
@@ -620,8 +732,25 @@ pub struct RunningChild {
 }
 
 impl RunningChild {
+    /// The command's process id.
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Stop the command: SIGTERM, up to `grace` for it to end, then SIGKILL; always reaped.
+    pub fn terminate(&self, grace: std::time::Duration) -> Result<ChildExit, CountError> {
+        // SAFETY: signalling our own child, not reaped yet (so the pid cannot be reused).
+        unsafe { libc::kill(self.pid, libc::SIGTERM) };
+        let until = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < until {
+            if let Some(e) = self.try_wait()? {
+                return Ok(e);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        self.wait()
     }
 
     /// Block until the child ends.
@@ -766,6 +895,23 @@ mod tests {
             Target::process_in(dir.path(), 99),
             Err(CountError::NoSuchProcess { pid: 99 })
         ));
+    }
+
+    #[test]
+    fn user_only_fallback_is_perfs() {
+        let t = PmuTree::new("/nonexistent");
+        let l = parse_event_list("task-clock,cs:k,{cycles,page-faults}", &t).unwrap();
+        let u = user_only(&l).expect("changes");
+        let names: Vec<_> = u.events().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["task-clock:u", "cs:k", "cycles:u", "page-faults:u"]);
+        for e in u.events().filter(|e| e.name != "cs:k") {
+            assert!(e.exclude_kernel, "{e:?}");
+        }
+        let tc = u.events().next().unwrap();
+        assert!(!tc.exclude_user && tc.exclude_hv);
+        // `:k` stays kernel-only (and is refused again); nothing to change then.
+        let k = parse_event_list("cs:k,task-clock:u", &t).unwrap();
+        assert!(user_only(&k).is_none());
     }
 
     #[test]

@@ -16,29 +16,51 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum PmuError {
     #[error("unknown PMU '{pmu}' (PMUs present: {})", .available.join(", "))]
-    UnknownPmu { pmu: String, available: Vec<String> },
+    /// No such PMU under `bus/event_source/devices`.
+    UnknownPmu {
+        /// The PMU asked for.
+        pmu: String,
+        /// The PMUs present.
+        available: Vec<String>,
+    },
     #[error("cannot read {}: {error}", .path.display())]
+    /// A sysfs file could not be read.
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         error: std::io::Error,
     },
     #[error("{}: malformed content '{content}': {reason}", .path.display())]
+    /// A sysfs file's content does not parse.
     Malformed {
+        /// The file.
         path: PathBuf,
+        /// What it holds.
         content: String,
+        /// What is wrong with it.
         reason: String,
     },
     #[error("PMU '{pmu}' has no format term '{term}' (terms: {})", .available.join(", "))]
+    /// The PMU has no such `format/` term.
     UnknownTerm {
+        /// The PMU.
         pmu: String,
+        /// The term asked for.
         term: String,
+        /// The terms it has.
         available: Vec<String>,
     },
     #[error("value {value:#x} too wide for term '{term}' of PMU '{pmu}' ({bits} bits)")]
+    /// A term's value does not fit its bit ranges.
     ValueTooWide {
+        /// The PMU.
         pmu: String,
+        /// The term.
         term: String,
+        /// The value given.
         value: u64,
+        /// How many bits the term has.
         bits: u32,
     },
 }
@@ -46,15 +68,20 @@ pub enum PmuError {
 /// Which attribute word a format field lands in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ConfigWord {
+    /// `perf_event_attr.config`.
     Config,
+    /// `perf_event_attr.config1`.
     Config1,
+    /// `perf_event_attr.config2`.
     Config2,
 }
 
 /// One format term: bit ranges (inclusive, low to high significance of the value) in one word.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Format {
+    /// The attribute word the bits are in.
     pub word: ConfigWord,
+    /// Bit ranges `(low, high)`, inclusive, the value's low bits first.
     pub ranges: Vec<(u32, u32)>,
 }
 
@@ -135,16 +162,22 @@ fn parse_bit(s: &str) -> Result<u32, String> {
 /// A named event of a PMU (`events/<name>`), with its scale and unit if given.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventAlias {
+    /// The term list (`event=0x3c,umask=0x01`).
     pub terms: String,
+    /// `.scale`: multiplier from counts to the unit.
     pub scale: Option<f64>,
+    /// `.unit`: the printed unit.
     pub unit: Option<String>,
 }
 
 /// One PMU read from sysfs.
 #[derive(Clone, Debug)]
 pub struct Pmu {
+    /// The directory name (`cpu`, `msr`, `cpu_core`).
     pub name: String,
+    /// `type`: the `perf_event_attr.type` for its events.
     pub type_: u32,
+    /// `format/` terms by name.
     pub formats: BTreeMap<String, Format>,
     /// CPUs the PMU covers (hybrid `cpus`, uncore `cpumask`), when the kernel says.
     pub cpus: Option<CpuSet>,
@@ -235,6 +268,7 @@ impl PmuTree {
         Self { root: root.into() }
     }
 
+    /// The sysfs root the tree reads.
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -17,8 +17,11 @@ use std::time::Instant;
 
 /// Counters on this thread for the read benchmark.
 pub struct ReadFixture {
+    /// `task-clock` alone.
     pub single: Counter,
+    /// The group's leader (`task-clock`).
     pub group: Group,
+    /// The group's members (`cpu-clock`, `page-faults`).
     pub members: Vec<Counter>,
 }
 
@@ -72,7 +75,9 @@ pub fn group3(g: &Group) -> io::Result<usize> {
 /// What the machine offers for reading counters without a system call.
 #[derive(Clone, Debug, Serialize)]
 pub struct UserSpacePath {
+    /// Whether `rdpmc` from the mmap page works here.
     pub available: bool,
+    /// Why (or why not), in words.
     pub explanation: String,
     /// `cap_user_rdpmc` from task-clock's mmap page (always 0 for software events).
     pub software_cap_user_rdpmc: Option<bool>,
@@ -143,14 +148,21 @@ fn mmap_cap_user_rdpmc(c: &Counter) -> Option<bool> {
 /// Median ns per operation of each path.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReadBench {
+    /// Timed rounds.
     pub rounds: usize,
+    /// Reads per round and path.
     pub iterations_per_round: usize,
+    /// This crate's read, ns.
     pub ours_ns: f64,
+    /// A bare `read(2)` of the same fd, ns.
     pub raw_read_ns: f64,
     /// `ours_ns / raw_read_ns` per round, median.
     pub ours_over_raw: f64,
+    /// perf-event2's `Counter::read_full`, ns.
     pub perf_event2_read_full_ns: f64,
+    /// A group of three in one read, ns.
     pub group3_ns: f64,
+    /// The user-space read path.
     pub user_space: UserSpacePath,
 }
 

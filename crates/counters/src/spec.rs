@@ -11,34 +11,71 @@ use crate::pmu::{ConfigWord, Pmu, PmuError, PmuTree};
 use counterpoint_core::cpuset::CpuSet;
 use thiserror::Error;
 
+/// `PERF_TYPE_HARDWARE`: generic hardware events.
 pub const TYPE_HARDWARE: u32 = 0;
+/// `PERF_TYPE_SOFTWARE`: the kernel's software events.
 pub const TYPE_SOFTWARE: u32 = 1;
+/// `PERF_TYPE_TRACEPOINT`.
 pub const TYPE_TRACEPOINT: u32 = 2;
+/// `PERF_TYPE_HW_CACHE`: generic cache events.
 pub const TYPE_HW_CACHE: u32 = 3;
+/// `PERF_TYPE_RAW`: the core PMU's raw encoding.
 pub const TYPE_RAW: u32 = 4;
 
 /// Errors in an event list. Each names the offending piece of the list.
 #[derive(Debug, Error)]
 pub enum SpecError {
     #[error("unknown event '{name}'{}", suggest(.suggestions))]
+    /// No event has this name.
     UnknownEvent {
+        /// The name as written.
         name: String,
+        /// Close names, closest first.
         suggestions: Vec<String>,
     },
     #[error("unknown event '{name}': tracepoints need tracefs, and {root}/kernel/tracing/events is not there (mount -t tracefs nodev {root}/kernel/tracing)")]
-    NoTracefs { name: String, root: String },
+    /// A tracepoint was asked for and tracefs is not mounted.
+    NoTracefs {
+        /// The event as written.
+        name: String,
+        /// The sysfs root looked at.
+        root: String,
+    },
     #[error("malformed group in '{list}': {reason}")]
-    MalformedGroup { list: String, reason: String },
+    /// A `{...}` group does not parse.
+    MalformedGroup {
+        /// The whole list.
+        list: String,
+        /// What is wrong.
+        reason: String,
+    },
     #[error("malformed event list '{list}': {reason}")]
-    Syntax { list: String, reason: String },
+    /// The list does not parse.
+    Syntax {
+        /// The whole list.
+        list: String,
+        /// What is wrong.
+        reason: String,
+    },
     #[error("bad modifier '{modifier}' in '{event}' (allowed: u, k, h, p)")]
-    BadModifier { event: String, modifier: char },
-    #[error("bad value '{value}' for term '{term}' in '{event}' (expected decimal or 0x hex)")]
-    BadValue {
+    /// An unknown `:modifier`.
+    BadModifier {
+        /// The event as written.
         event: String,
+        /// The modifier.
+        modifier: char,
+    },
+    #[error("bad value '{value}' for term '{term}' in '{event}' (expected decimal or 0x hex)")]
+    /// A term's value is not a number.
+    BadValue {
+        /// The event as written.
+        event: String,
+        /// The term.
         term: String,
+        /// The value as written.
         value: String,
     },
+    /// The PMU tree could not resolve the event.
     #[error(transparent)]
     Pmu(#[from] PmuError),
 }
@@ -54,10 +91,15 @@ fn suggest(s: &[String]) -> String {
 /// Where an event comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
+    /// A generic hardware event.
     Hardware,
+    /// A software event.
     Software,
+    /// A generic cache event.
     HwCache,
+    /// A raw `rNNNN` event.
     Raw,
+    /// A tracepoint.
     Tracepoint,
     /// A dynamic PMU from sysfs, by name.
     Pmu(String),
@@ -70,13 +112,21 @@ pub struct EventSpec {
     pub name: String,
     /// Generic spelling used by metrics (`cs` → `context-switches`); the name otherwise.
     pub canonical: String,
+    /// Where it comes from.
     pub source: Source,
+    /// `perf_event_attr.type`.
     pub type_: u32,
+    /// `perf_event_attr.config`.
     pub config: u64,
+    /// `perf_event_attr.config1`.
     pub config1: u64,
+    /// `perf_event_attr.config2`.
     pub config2: u64,
+    /// Do not count user mode.
     pub exclude_user: bool,
+    /// Do not count kernel mode.
     pub exclude_kernel: bool,
+    /// Do not count the hypervisor.
     pub exclude_hv: bool,
     /// Multiplier from counts to the printed unit (`.scale`; 1e-6 for the ns clocks → msec).
     pub scale: f64,
@@ -84,6 +134,9 @@ pub struct EventSpec {
     pub unit: Option<String>,
     /// CPUs the event's PMU covers, when it says (hybrid cores, uncore).
     pub cpus: Option<CpuSet>,
+    /// Why this event cannot be counted here, decided before any open (an abstract event with no
+    /// vendor event on this machine); it is reported as not supported with this reason.
+    pub unavailable: Option<String>,
 }
 
 impl EventSpec {
@@ -102,6 +155,7 @@ impl EventSpec {
             scale: 1.0,
             unit: None,
             cpus: None,
+            unavailable: None,
         }
     }
 }
@@ -109,13 +163,16 @@ impl EventSpec {
 /// A group of events scheduled together (`{a,b}`), or one plain event (`braced == false`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
+    /// The events, the leader first.
     pub members: Vec<EventSpec>,
+    /// Whether it was written in braces (a real group) rather than a lone event.
     pub braced: bool,
 }
 
 /// A parsed `-e` list.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EventList {
+    /// The groups and lone events, in order.
     pub groups: Vec<Group>,
 }
 
@@ -124,9 +181,11 @@ impl EventList {
     pub fn events(&self) -> impl Iterator<Item = &EventSpec> {
         self.groups.iter().flat_map(|g| g.members.iter())
     }
+    /// How many events.
     pub fn len(&self) -> usize {
         self.events().count()
     }
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -213,6 +272,7 @@ pub fn known_names() -> Vec<String> {
         .chain(SOFTWARE.iter())
         .map(|(n, _, _)| n.to_string())
         .collect();
+    v.extend(crate::alias::ABSTRACT.iter().map(|n| n.to_string()));
     for (cache, _) in CACHES {
         for (access, op, _) in CACHE_OPS {
             v.push(format!("{cache}-{access}"));
@@ -411,9 +471,18 @@ fn parse_event(item: &str, tree: &PmuTree) -> Result<Vec<EventSpec>, SpecError> 
     if let Some(slash) = item.find('/') {
         return parse_pmu_event(item, slash, tree).map(|e| vec![e]);
     }
+    if item.ends_with(':') {
+        return Err(SpecError::Syntax {
+            list: item.to_string(),
+            reason: "nothing after ':' (modifiers are u, k, h, p)".into(),
+        });
+    }
     let mut parts = item.splitn(2, ':');
     let base = parts.next().unwrap_or("");
     let rest = parts.next();
+    if crate::alias::ABSTRACT.contains(&base) {
+        return abstract_event(item, base, rest, tree).map(|e| vec![e]);
+    }
     if let Some(mut e) = generic(base) {
         if let Some(mods) = rest {
             apply_modifiers(&mut e, mods, item)?;
@@ -466,6 +535,39 @@ fn hybrid_core_pmus(tree: &PmuTree) -> Vec<Pmu> {
 
 /// On a hybrid machine a generic hardware or cache event is one event per core PMU, selected by
 /// the PMU type in bits 32-63 of `config` (the kernel's extended hardware type), as perf does.
+/// An abstract event (`mem-transactions`, `fp-ops`, `llc-misses`) through the alias table: the
+/// vendor event under Counterpoint's name, or an unavailable spec with the reason.
+fn abstract_event(
+    item: &str,
+    base: &str,
+    mods: Option<&str>,
+    tree: &PmuTree,
+) -> Result<EventSpec, SpecError> {
+    let mut e = match crate::alias::resolve(base, tree) {
+        Ok((text, _)) => {
+            let mut v = parse_event(&text, tree)?;
+            if v.len() != 1 {
+                return Err(SpecError::Syntax {
+                    list: item.to_string(),
+                    reason: format!("alias '{text}' did not resolve to one event"),
+                });
+            }
+            v.remove(0)
+        }
+        Err(reason) => {
+            let mut e = EventSpec::new(item, base, Source::Raw, TYPE_RAW, 0);
+            e.unavailable = Some(reason);
+            e
+        }
+    };
+    e.canonical = base.to_string();
+    if let Some(m) = mods {
+        apply_modifiers(&mut e, m, item)?;
+    }
+    e.name = item.to_string();
+    Ok(e)
+}
+
 fn hybrid_expand(e: EventSpec, tree: &PmuTree) -> Vec<EventSpec> {
     if !matches!(e.type_, TYPE_HARDWARE | TYPE_HW_CACHE) {
         return vec![e];

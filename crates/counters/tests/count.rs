@@ -111,7 +111,7 @@ fn added_threads_are_counted() {
     let mut set = CounterSet::open(&list, &Target::Threads(vec![idle.id() as i32]), &tree).unwrap();
     set.enable().unwrap();
     let added = set
-        .add_threads(&list, &[busy.id() as i32, i32::MAX], &tree)
+        .add_threads(&[busy.id() as i32, i32::MAX], &tree)
         .unwrap();
     assert_eq!(added, 1, "the missing tid is skipped");
     busy.wait().unwrap();

@@ -54,3 +54,58 @@ proptest! {
         prop_assert_eq!(got, names);
     }
 }
+
+fn fixture(name: &str) -> PmuTree {
+    PmuTree::new(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/pmu")
+            .join(name),
+    )
+}
+
+proptest! {
+    #[test]
+    fn parser_is_total_on_any_text(s in "\\PC{0,60}") {
+        for t in ["intel", "amd", "hybrid", "vm"] {
+            let _ = parse_event_list(&s, &fixture(t));
+        }
+    }
+
+    /// Abstract events with modifiers round-trip their names on every fixture: resolved to a
+    /// vendor event where the tree names a known CPU, unavailable with a reason where not.
+    #[test]
+    fn abstract_lists_round_trip(
+        names in proptest::collection::vec(
+            prop::sample::select(vec!["mem-transactions", "fp-ops", "llc-misses", "fp-ops:u", "mem-transactions:k", "task-clock"]),
+            1..6),
+        tree in prop::sample::select(vec!["intel", "amd", "hybrid", "vm"]),
+    ) {
+        let list = names.join(",");
+        let parsed = parse_event_list(&list, &fixture(tree)).unwrap();
+        let got: Vec<&str> = parsed.events().map(|e| e.name.as_str()).collect();
+        prop_assert_eq!(&got, &names);
+        for e in parsed.events() {
+            let base = e.name.split(':').next().unwrap_or("");
+            prop_assert_eq!(e.canonical.as_str(), base);
+            if base != "task-clock" {
+                // Only the PMU-less tree lacks vendor events.
+                prop_assert_eq!(e.unavailable.is_some(), tree == "vm", "{:?}", e);
+            }
+        }
+    }
+}
+
+#[test]
+fn regression_corpus() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/event-list-corpus.txt");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let tree = fixture("intel");
+    let mut n = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (want, list) = line.split_once('\t').unwrap_or((line, ""));
+        let got = parse_event_list(list, &tree);
+        assert_eq!(got.is_ok(), want == "ok", "{list:?}: {got:?}");
+        n += 1;
+    }
+    assert!(n >= 20);
+}

@@ -1,7 +1,7 @@
 //! [`Host`]: the live machine behind the `Machine` trait. Observation reads per-thread counters
 //! and sums them per process: a perf_event group per thread (`task-clock`, `context-switches`,
 //! `cpu-migrations`, plus the hardware events where a PMU has them) opened when the thread is
-//! first seen and closed when it is gone, or, where perf_event_open fails, the kernel's scheduler
+//! first seen and closed when it is gone, or, where perf_event is refused, the kernel's scheduler
 //! accounting in `/proc` (exact, counted fraction 1). Actions set the affinity of every thread
 //! of a process, journaled first.
 
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Events every live host counts, PMU or not (by perf_event, or from `/proc` when
-/// perf_event_open is refused; cpu-migrations from `/proc` only in detailed mode).
+/// perf_event is refused; cpu-migrations from `/proc` only in detailed mode).
 pub const HOST_EVENTS: &[&str] = &[
     event::TASK_CLOCK,
     event::CONTEXT_SWITCHES,
@@ -107,7 +107,7 @@ impl Host {
                 h.hw_group = HARDWARE_GROUP
                     .iter()
                     .filter(|(n, _)| hw.contains(n))
-                    .copied()
+                    .cloned()
                     .collect();
             }
             Err(e) => h.perf_off_reason = Some(e.clone()),
@@ -371,13 +371,15 @@ impl Cumulative {
 
 /// The events a thread reading can hold, each in a fixed slot (so a reading is a small `Copy`
 /// value: the agent keeps one per watched thread and replaces it every interval).
-const SLOTS: [&str; 6] = [
+const SLOTS: [&str; 8] = [
     event::TASK_CLOCK,
     event::CONTEXT_SWITCHES,
     event::CPU_MIGRATIONS,
     event::CYCLES,
     event::INSTRUCTIONS,
     event::CACHE_MISSES,
+    event::MEM_TRANSACTIONS,
+    event::FP_OPS,
 ];
 
 fn slot(name: &str) -> Option<usize> {

@@ -89,7 +89,12 @@ impl Proc {
 
     /// Thread ids of a process, sorted (empty when it has exited).
     pub fn threads(&self, pid: u32) -> Vec<u32> {
-        numeric_entries(&self.pid_dir(pid).join("task")).unwrap_or_default()
+        let Ok(pid) = i32::try_from(pid) else {
+            return Vec::new();
+        };
+        counterpoint_counters::tasks::thread_ids(&self.root, pid)
+            .map(|t| t.into_iter().map(|t| t as u32).collect())
+            .unwrap_or_default()
     }
 
     pub fn stat(&self, pid: u32) -> Option<Stat> {

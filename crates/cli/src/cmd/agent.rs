@@ -218,7 +218,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         }
         policy = Box::new(counterpoint_policy::Spread::new(h));
     }
-    // Hardware events are probed once (perf_event_open on this thread); what does not open is
+    // Hardware events are probed once (opened on this thread); what does not open is
     // missing, and a policy that needs it does not start.
     let avail = counterpoint_host::perf::availability();
     let countable = avail.countable_events();
@@ -247,7 +247,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             if why.is_empty() {
                 String::new()
             } else {
-                format!("; perf_event_open: {}", why.join("; "))
+                format!("; perf_event: {}", why.join("; "))
             }
         );
     }

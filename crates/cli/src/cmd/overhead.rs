@@ -85,9 +85,10 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         out.read_exact(&mut line).context("helper did not start")?;
     }
     let hp = helper.id();
-    let threads = std::fs::read_dir(format!("/proc/{hp}/task"))
-        .map(|d| d.count())
-        .unwrap_or(0);
+    let threads =
+        counterpoint_counters::tasks::thread_ids(std::path::Path::new("/proc"), hp as i32)
+            .map(|t| t.len())
+            .unwrap_or(0);
     let dir = tempfile_dir()?;
     let mut runs = Vec::new();
     for i in 0..args.repeat {

@@ -7,8 +7,8 @@ use clap::Args;
 use counterpoint_core::cpuset::CpuSet;
 use counterpoint_core::metric::{self, Metric};
 use counterpoint_core::sample::{CounterValue, Sample};
-use counterpoint_counters::count::{spawn_stopped, EventReading, RunningChild, Status};
-use counterpoint_counters::spec::EventList;
+use counterpoint_counters::count::{spawn_stopped, ChildExit, EventReading, RunningChild, Status};
+use counterpoint_counters::spec::{EventList, EventSpec};
 use counterpoint_counters::{parse_event_list, CounterSet, PmuTree, Target};
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,13 +46,15 @@ pub struct StatArgs {
     #[arg(short = 'a', long = "all-cpus")]
     all_cpus: bool,
     /// Count every task on these CPUs (kernel list format, e.g. 0-3,6).
-    #[arg(short = 'C', long = "cpu", value_name = "CPUS")]
+    #[arg(short = 'C', long = "cpu", value_name = "CPUS",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     cpus: Option<String>,
     /// Print counts every MS milliseconds (deltas), as `perf stat -I`.
     #[arg(short = 'I', long = "interval-print", value_name = "MS")]
     interval_ms: Option<u64>,
     /// CSV-like output with this separator, in perf stat -x's column layout.
-    #[arg(short = 'x', long = "field-separator", value_name = "SEP")]
+    #[arg(short = 'x', long = "field-separator", value_name = "SEP",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     separator: Option<String>,
     /// Print one JSON object (one per interval with -I).
     #[arg(long, conflicts_with = "separator")]
@@ -150,7 +152,63 @@ fn build_target(args: &StatArgs) -> Result<Option<Target>> {
     Ok(None)
 }
 
+/// Shell status of a process ended by SIGPIPE: what `stat` exits with when its own output is a
+/// closed pipe, as a program with SIGPIPE at its default would.
+const EXIT_SIGPIPE: u8 = 128 + libc::SIGPIPE as u8;
+
+/// How long a command stopped by `stat` (closed output, error) gets between SIGTERM and SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether `err` is a write to a closed pipe.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Whether process `pid` has ended: gone from `/proc`, or a zombie nobody reaped yet.
+fn process_ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name's closing parenthesis.
+        Ok(text) => text
+            .rfind(')')
+            .and_then(|i| text[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+        Err(_) => true,
+    }
+}
+
+/// The processes of `-p`, to stop counting when every one has ended (as perf does).
+fn target_pids(args: &StatArgs) -> Vec<i32> {
+    args.pid
+        .as_deref()
+        .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Whether stderr is a pipe nobody reads any more (where an error message would go nowhere,
+/// and printing it would fail).
+fn stderr_gone() -> bool {
+    let mut p = libc::pollfd {
+        fd: libc::STDERR_FILENO,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: polling one descriptor with a zero timeout; `p` is ours.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & libc::POLLERR != 0
+}
+
 pub fn run(args: StatArgs) -> Result<ExitCode> {
+    match run_counting(args) {
+        // An error nobody can read: end as quietly as a closed output does.
+        Err(_) if stderr_gone() => Ok(ExitCode::from(EXIT_SIGPIPE)),
+        other => other,
+    }
+}
+
+fn run_counting(args: StatArgs) -> Result<ExitCode> {
     let tree = PmuTree::new(&args.sysfs_root);
     let list = parse_events(&args.events, &tree)?;
     if let Some(ms) = args.interval_ms {
@@ -162,7 +220,7 @@ pub fn run(args: StatArgs) -> Result<ExitCode> {
     if explicit.is_none() && args.command.is_empty() {
         bail!("nothing to count: give a command after `--`, or -p PID, -a or -C CPUS");
     }
-    let mut out: Box<dyn Write> = match &args.output {
+    let out: Box<dyn Write> = match &args.output {
         Some(p) => {
             Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
         }
@@ -174,6 +232,7 @@ pub fn run(args: StatArgs) -> Result<ExitCode> {
     };
 
     // Set up the target; a command is forked stopped so counting starts exactly at its exec.
+    // If anything fails before it starts, dropping it kills and reaps it.
     let mut stopped = None;
     let target = match explicit {
         Some(t) => t,
@@ -195,7 +254,7 @@ pub fn run(args: StatArgs) -> Result<ExitCode> {
     } else {
         set.enable()?;
         if let (Some(pids), Target::Threads(first)) = (&args.pid, &target) {
-            follow_setup_threads(&mut set, &list, &tree, pids, first)?;
+            follow_setup_threads(&mut set, &tree, pids, first)?;
         }
         if workload_only {
             // With -p/-a/-C the command only times the measurement.
@@ -206,66 +265,124 @@ pub fn run(args: StatArgs) -> Result<ExitCode> {
             install_stop_handler();
         }
     }
-
-    let mut exit = None;
-    let mut prev: Option<Vec<EventReading>> = None;
-    match args.interval_ms {
-        Some(ms) => {
-            let step = Duration::from_millis(ms);
-            let mut next = start + step;
-            loop {
-                // Wait for the next tick, the child's end or a stop signal.
-                loop {
-                    if let Some(c) = &child {
-                        if let Some(e) = c.try_wait()? {
-                            exit = Some(e);
-                            break;
-                        }
-                    }
-                    if STOP.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let now = Instant::now();
-                    if now >= next {
-                        break;
-                    }
-                    std::thread::sleep((next - now).min(Duration::from_millis(5)));
-                }
-                let now = Instant::now();
-                let cur = set.read_all()?;
-                let delta = deltas(&cur, prev.as_deref());
-                let wall = now.duration_since(start);
-                let span = match &prev {
-                    Some(_) => now.duration_since(next - step).min(step),
-                    None => wall.min(step),
-                };
-                print_counts(&mut out, &fmt, &delta, span, Some(wall), &args)?;
-                prev = Some(cur);
-                if exit.is_some() || STOP.load(Ordering::SeqCst) {
-                    break;
-                }
-                next += step;
+    let mut session = Session {
+        args: &args,
+        fmt,
+        out,
+        set,
+        child,
+        exit: None,
+        start,
+    };
+    match session.count() {
+        Ok(()) => Ok(match session.exit {
+            Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
+            None => ExitCode::SUCCESS,
+        }),
+        Err(err) => {
+            // Never leave the command we started running (or unreaped) behind us.
+            if let (Some(c), None) = (&session.child, session.exit) {
+                let _ = c.terminate(TERM_GRACE);
             }
-        }
-        None => {
-            match &child {
-                Some(c) => exit = Some(c.wait()?),
-                None => {
-                    while !STOP.load(Ordering::SeqCst) {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                }
+            if is_broken_pipe(&err) {
+                // Our output is gone: end quietly, as a program killed by SIGPIPE would.
+                return Ok(ExitCode::from(EXIT_SIGPIPE));
             }
-            let wall = start.elapsed();
-            let r = set.read_all()?;
-            print_counts(&mut out, &fmt, &r, wall, None, &args)?;
+            Err(err)
         }
     }
-    out.flush().ok();
-    Ok(match exit {
-        Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
-        None => ExitCode::SUCCESS,
-    })
+}
+
+/// A measurement under way: the counters, the command started (if any) and where to print.
+struct Session<'a> {
+    args: &'a StatArgs,
+    fmt: Format,
+    out: Box<dyn Write>,
+    set: CounterSet,
+    child: Option<RunningChild>,
+    /// How the command ended, once it has.
+    exit: Option<ChildExit>,
+    start: Instant,
+}
+
+impl Session<'_> {
+    /// Whether to stop waiting: the command ended, a stop signal came, or every `-p` process
+    /// ended.
+    fn poll_end(&mut self, pids: &[i32]) -> Result<bool> {
+        if let Some(c) = &self.child {
+            if let Some(e) = c.try_wait()? {
+                self.exit = Some(e);
+                return Ok(true);
+            }
+        }
+        if STOP.load(Ordering::SeqCst) {
+            return Ok(true);
+        }
+        // With a command, the command sets the duration; otherwise the processes' lives do.
+        Ok(self.child.is_none() && !pids.is_empty() && pids.iter().all(|&p| process_ended(p)))
+    }
+
+    fn count(&mut self) -> Result<()> {
+        let pids = target_pids(self.args);
+        let mut prev: Option<Vec<EventReading>> = None;
+        match self.args.interval_ms {
+            Some(ms) => {
+                let step = Duration::from_millis(ms);
+                let mut next = self.start + step;
+                loop {
+                    // Wait for the next tick, the end of what is counted or a stop signal.
+                    let mut ended = false;
+                    loop {
+                        if self.poll_end(&pids)? {
+                            ended = true;
+                            break;
+                        }
+                        let now = Instant::now();
+                        if now >= next {
+                            break;
+                        }
+                        std::thread::sleep((next - now).min(Duration::from_millis(5)));
+                    }
+                    let now = Instant::now();
+                    let cur = self.set.read_all()?;
+                    let delta = deltas(&cur, prev.as_deref());
+                    let wall = now.duration_since(self.start);
+                    let span = match &prev {
+                        Some(_) => now.duration_since(next - step).min(step),
+                        None => wall.min(step),
+                    };
+                    print_counts(
+                        &mut self.out,
+                        &self.fmt,
+                        &delta,
+                        span,
+                        Some(wall),
+                        self.args,
+                    )?;
+                    prev = Some(cur);
+                    if ended {
+                        break;
+                    }
+                    next += step;
+                }
+            }
+            None => {
+                match &self.child {
+                    Some(c) => self.exit = Some(c.wait()?),
+                    None => {
+                        while !self.poll_end(&pids)? {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                }
+                let wall = self.start.elapsed();
+                let r = self.set.read_all()?;
+                print_counts(&mut self.out, &self.fmt, &r, wall, None, self.args)?;
+            }
+        }
+        self.out.flush()?;
+        Ok(())
+    }
 }
 
 /// Threads created while the counters were being opened, by threads not yet watched, escape
@@ -273,7 +390,6 @@ pub fn run(args: StatArgs) -> Result<ExitCode> {
 /// rescan is clean every live thread is watched or inherits from a watched one.
 fn follow_setup_threads(
     set: &mut CounterSet,
-    list: &EventList,
     tree: &PmuTree,
     pids: &str,
     first: &[i32],
@@ -294,7 +410,7 @@ fn follow_setup_threads(
             return Ok(());
         }
         known.extend(new.iter().copied());
-        set.add_threads(list, &new, tree)?;
+        set.add_threads(&new, tree)?;
     }
     Ok(())
 }
@@ -332,9 +448,20 @@ struct LineMetric {
 /// software counts a per-second rate over wall time.
 fn line_metrics(readings: &[EventReading], span: Duration) -> Vec<Vec<LineMetric>> {
     let mut sample = Sample::new(None, span.as_nanos() as u64);
+    // The same event asked for twice (or with other modifiers) counts the same thing again:
+    // metrics use its first occurrence only.
+    let mut seen: Vec<&EventSpec> = Vec::new();
     for r in readings {
+        if seen
+            .iter()
+            .any(|s| s.canonical == r.spec.canonical && s.type_ == r.spec.type_)
+        {
+            continue;
+        }
+        seen.push(&r.spec);
         if let Some(v) = r.value {
-            // Hybrid machines count one generic event per core PMU: metrics use their sum.
+            // Hybrid machines count one generic event per core PMU (different PMU types, same
+            // canonical name): metrics use their sum.
             let sum = match sample.values.get(&r.spec.canonical) {
                 Some(prev) => CounterValue {
                     raw: prev.raw.wrapping_add(v.raw),
@@ -671,5 +798,23 @@ mod tests {
         );
         // A second metric on the same event: an extra row, first five columns empty.
         assert_eq!(lines[3], ",,,,,384.000,bytes/s memory (LLC misses x 64 B)");
+    }
+
+    #[test]
+    fn duplicate_event_is_not_summed_into_metrics() {
+        // 0.5 s of task-clock over 1 s: 0.5 CPUs, whether asked for once or twice.
+        let one = reading("task-clock", 500_000_000, 10, 10);
+        let ms = line_metrics(&[one.clone(), one], Duration::from_secs(1));
+        assert_eq!(ms[0].len(), 1);
+        assert!((ms[0][0].value - 0.5).abs() < 1e-9, "{}", ms[0][0].value);
+        assert!(ms[1].is_empty());
+        // A user-only copy is not a hybrid sibling (same PMU): not summed either.
+        let u = reading("task-clock:u", 100_000_000, 10, 10);
+        let ms = line_metrics(
+            &[reading("task-clock", 500_000_000, 10, 10), u],
+            Duration::from_secs(1),
+        );
+        assert!((ms[0][0].value - 0.5).abs() < 1e-9, "{}", ms[0][0].value);
+        assert!(ms[1].is_empty());
     }
 }

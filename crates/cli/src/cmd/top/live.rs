@@ -1,0 +1,178 @@
+//! The live terminal view: raw mode and the alternate screen restored on every exit path
+//! (signals, keys, panics), keys to sort and scroll, a sampler thread feeding snapshots.
+
+use super::host_has_pmu;
+use super::model::{snapshot, sort_rows, Snapshot, SortKey};
+use super::render::draw;
+use anyhow::{anyhow, Context, Result};
+use counterpoint_core::machine::Machine;
+use counterpoint_host::Host;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------------------------
+// The live view.
+
+pub(super) static LIVE_STOP: AtomicBool = AtomicBool::new(false);
+/// Set by the main thread once the terminal is restored.
+pub(super) static LIVE_DONE: AtomicBool = AtomicBool::new(false);
+
+pub(super) extern "C" fn on_stop_signal(_sig: libc::c_int) {
+    LIVE_STOP.store(true, Ordering::SeqCst);
+}
+
+/// Puts the terminal back (raw mode off, main screen) however the live view ends.
+pub(super) struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// State of the live view between refreshes.
+pub(super) struct View {
+    pub(super) key: SortKey,
+    pub(super) reverse: bool,
+    pub(super) help: bool,
+    pub(super) selected: usize,
+    pub(super) latest: Option<Snapshot>,
+    pub(super) intervals: u64,
+}
+
+pub(super) fn run_live(
+    host: Host,
+    interval_ns: u64,
+    key: SortKey,
+    reverse: bool,
+) -> Result<ExitCode> {
+    use ratatui::crossterm::event::{self as ev, Event, KeyCode, KeyEventKind, KeyModifiers};
+
+    // SIGTERM/SIGINT end the view through the normal path, so the terminal is restored.
+    // SIGHUP keeps its default (exit): the terminal is gone, there is nothing to restore, and
+    // crossterm spins reading a hung-up tty, so the normal path would never run.
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_stop_signal as *const () as libc::sighandler_t);
+        }
+    }
+    let online = host.online().clone();
+    let pmu = host_has_pmu(&host);
+    // Sampling blocks for an interval: it runs on its own thread so keys stay responsive.
+    let (tx, rx) = mpsc::channel::<Result<Snapshot, String>>();
+    let sampler = std::thread::spawn(move || {
+        let mut host = host;
+        host.set_stop_flag(&LIVE_STOP);
+        while !LIVE_STOP.load(Ordering::SeqCst) {
+            let msg = host
+                .advance(interval_ns)
+                .map(|obs| snapshot(&obs, &online, pmu, host.counter_sources()))
+                .map_err(|e| e.to_string());
+            let failed = msg.is_err();
+            if tx.send(msg).is_err() || failed {
+                return;
+            }
+        }
+        // Asked to stop (a key or a signal): the main thread restores the terminal within
+        // ~100 ms. If it is stuck (blocked in terminal input), restore it from here and exit.
+        let t0 = std::time::Instant::now();
+        while !LIVE_DONE.load(Ordering::SeqCst) {
+            if t0.elapsed() > Duration::from_secs(2) {
+                ratatui::restore();
+                eprintln!("counterpoint top: stopped (the terminal did not answer)");
+                std::process::exit(1);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+
+    let guard = TerminalGuard;
+    let mut terminal = ratatui::try_init().context("cannot set up the terminal")?;
+    let mut view = View {
+        key,
+        reverse,
+        help: false,
+        selected: 0,
+        latest: None,
+        intervals: 0,
+    };
+    let result = (|| -> Result<()> {
+        let mut dirty = true;
+        loop {
+            if LIVE_STOP.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            loop {
+                match rx.try_recv() {
+                    Ok(Ok(s)) => {
+                        view.latest = Some(s);
+                        view.intervals += 1;
+                        dirty = true;
+                    }
+                    Ok(Err(e)) => return Err(anyhow!("sampling failed: {e}")),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        return Err(anyhow!("the sampling thread stopped"))
+                    }
+                }
+            }
+            if dirty {
+                if let Some(s) = view.latest.as_mut() {
+                    sort_rows(&mut s.rows, view.key, view.reverse);
+                    view.selected = view.selected.min(s.rows.len().saturating_sub(1));
+                }
+                terminal
+                    .draw(|f| draw(f, &view))
+                    .context("drawing the view")?;
+                dirty = false;
+            }
+            if !ev::poll(Duration::from_millis(100)).context("reading the terminal")? {
+                continue;
+            }
+            match ev::read().context("reading the terminal")? {
+                Event::Key(k) if k.kind == KeyEventKind::Press => {
+                    dirty = true;
+                    match k.code {
+                        KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
+                        KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                            return Ok(())
+                        }
+                        KeyCode::Char('s') | KeyCode::Right | KeyCode::Tab => {
+                            view.key = view.key.step(1)
+                        }
+                        KeyCode::Char('S') | KeyCode::Left | KeyCode::BackTab => {
+                            view.key = view.key.step(-1)
+                        }
+                        KeyCode::Char('r') => view.reverse = !view.reverse,
+                        KeyCode::Char('?') | KeyCode::Char('h') => view.help = !view.help,
+                        KeyCode::Down | KeyCode::Char('j') => view.selected += 1,
+                        KeyCode::Up | KeyCode::Char('k') => {
+                            view.selected = view.selected.saturating_sub(1)
+                        }
+                        KeyCode::PageDown => view.selected += 10,
+                        KeyCode::PageUp => view.selected = view.selected.saturating_sub(10),
+                        KeyCode::Home => view.selected = 0,
+                        KeyCode::Char(c @ '1'..='8') => {
+                            let i = c as usize - '1' as usize;
+                            view.key = SortKey::ALL[i];
+                        }
+                        _ => dirty = false,
+                    }
+                }
+                Event::Resize(..) => dirty = true,
+                _ => {}
+            }
+        }
+    })();
+    LIVE_STOP.store(true, Ordering::SeqCst);
+    drop(rx);
+    drop(terminal);
+    drop(guard);
+    LIVE_DONE.store(true, Ordering::SeqCst);
+    // The sampler sees the flag within 50 ms (the wait in `advance` is cut short).
+    let _ = sampler.join();
+    result.map(|()| ExitCode::SUCCESS)
+}

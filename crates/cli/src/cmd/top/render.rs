@@ -1,0 +1,348 @@
+//! Rendering a [`Snapshot`]: plain text tables, JSON documents, and the live view's frame.
+
+use super::live::View;
+use super::model::{Snapshot, SortKey};
+use counterpoint_host::machine::CounterSources;
+use serde_json::json;
+
+pub(super) fn sources_text(c: &CounterSources) -> String {
+    let mut t = format!(
+        "counters: perf_event on {} threads, /proc on {}",
+        c.perf_threads, c.proc_threads
+    );
+    if let Some(r) = &c.perf_off_reason {
+        t.push_str(&format!(" (perf_event off: {r})"));
+    }
+    t
+}
+
+pub(super) const NO_PMU: &str = "n/a (no PMU)";
+
+/// Said whenever a shown value was multiplexed: it is scaled, and CNT% says how much was seen.
+pub(super) const MULTIPLEXED_NOTE: &str = "CNT% < 100: hardware counters were multiplexed; \
+     their values are scaled by enabled/running time, CNT% is the share of the interval counted";
+
+/// The share of the interval the task's counters ran (the least of its events), in percent:
+/// 100 unless the kernel multiplexed a hardware group.
+pub(super) fn counted_cell(fraction: f64) -> String {
+    format!("{:.0}", (fraction * 100.0).clamp(0.0, 100.0))
+}
+
+/// A hardware-derived value: the number, "n/a (no PMU)" without a PMU, "-" when a PMU exists but
+/// the event did not count in this interval.
+pub(super) fn hw_cell(v: Option<f64>, pmu: bool, fmt: impl Fn(f64) -> String) -> String {
+    match v {
+        Some(x) => fmt(x),
+        None if !pmu => NO_PMU.to_string(),
+        None => "-".to_string(),
+    }
+}
+
+pub(super) fn fmt_bw(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.2} GB/s", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB/s", b / 1e6)
+    } else {
+        format!("{:.0} kB/s", b / 1e3)
+    }
+}
+
+pub(super) fn opt_num(v: Option<f64>) -> String {
+    v.map(|m| format!("{m:.1}")).unwrap_or_else(|| "-".into())
+}
+
+pub(super) fn task_list(v: &[(u64, String)]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.iter()
+        .map(|(p, n)| format!("{p} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool, n: u64) {
+    println!(
+        "interval {n}: {:.2} s, {} tasks, sorted by {}{}",
+        s.interval_ns as f64 / 1e9,
+        s.rows.len(),
+        key.name(),
+        if reverse { " (reversed)" } else { "" }
+    );
+    for c in &s.cpus {
+        println!(
+            "cpu{}: {:5.1} % busy  runs: {}  pinned here: {}",
+            c.cpu,
+            c.busy_fraction * 100.0,
+            task_list(&c.running),
+            task_list(&c.pinned)
+        );
+    }
+    println!("{}", sources_text(&s.sources));
+    if !s.pmu {
+        println!("IPC / LLC MPKI / bandwidth: {NO_PMU}: this host has no hardware PMU");
+    }
+    if s.rows.iter().take(rows).any(|r| r.counted_fraction < 1.0) {
+        println!("{MULTIPLEXED_NOTE}");
+    }
+    println!(
+        "{:>8} {:<16} {:>7} {:>9} {:>8} {:>12} {:>12} {:>12} {:>5} {:>4} {:<10}",
+        "PID",
+        "COMM",
+        "CPU%",
+        "CS/s",
+        "MIG/s",
+        "IPC",
+        "LLC MPKI",
+        "MEM BW",
+        "CNT%",
+        "CPU",
+        "AFFINITY"
+    );
+    for r in s.rows.iter().take(rows) {
+        println!(
+            "{:>8} {:<16} {:>7.1} {:>9.1} {:>8} {:>12} {:>12} {:>12} {:>5} {:>4} {:<10}",
+            r.pid,
+            r.name,
+            r.cpu_pct,
+            r.cs_per_s,
+            opt_num(r.mig_per_s),
+            hw_cell(r.ipc, s.pmu, |x| format!("{x:.2}")),
+            hw_cell(r.llc_mpki, s.pmu, |x| format!("{x:.2}")),
+            hw_cell(r.bw_bytes_per_s, s.pmu, fmt_bw),
+            counted_cell(r.counted_fraction),
+            r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into()),
+            r.affinity.to_list()
+        );
+    }
+    println!();
+}
+
+pub(super) fn json_doc(
+    s: &Snapshot,
+    rows: usize,
+    key: SortKey,
+    reverse: bool,
+) -> serde_json::Value {
+    let mut doc = json!({
+        "interval_ns": s.interval_ns,
+        "sort": key.name(),
+        "reverse": reverse,
+        "pmu": s.pmu,
+        "counter_source": {
+            "perf_threads": s.sources.perf_threads,
+            "proc_threads": s.sources.proc_threads,
+            "perf_off": s.sources.perf_off_reason,
+        },
+        "tasks": s.rows.iter().take(rows).map(|r| json!({
+            "pid": r.pid, "comm": r.name, "cpu_percent": r.cpu_pct,
+            "context_switches_per_s": r.cs_per_s, "migrations_per_s": r.mig_per_s,
+            "ipc": r.ipc, "llc_mpki": r.llc_mpki, "mem_bandwidth_bytes_per_s": r.bw_bytes_per_s,
+            "counted_fraction": r.counted_fraction,
+            "affinity": r.affinity.to_list(), "last_cpu": r.last_cpu,
+        })).collect::<Vec<_>>(),
+        "cpus": s.cpus.iter().map(|c| json!({
+            "cpu": c.cpu, "busy_fraction": c.busy_fraction,
+            "running_pids": c.running.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            "pinned_pids": c.pinned.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    });
+    if !s.pmu {
+        doc["unavailable"] = json!({
+            "ipc": "no hardware PMU", "llc_mpki": "no hardware PMU", "bandwidth": "no hardware PMU"
+        });
+    }
+    doc
+}
+
+pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
+    use ratatui::layout::{Constraint, Layout, Rect};
+    use ratatui::style::{Color, Modifier, Style};
+    use ratatui::text::{Line, Span};
+    use ratatui::widgets::{
+        Block, Borders, Cell, Clear, Paragraph, Row as TRow, Table, TableState,
+    };
+
+    let area = f.area();
+    let cpu_lines = view.latest.as_ref().map_or(1, |s| s.cpus.len().max(1)) as u16;
+    let [title_a, table_a, cpus_a, footer_a] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(4),
+        Constraint::Length(cpu_lines.min(12) + 2),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+
+    let Some(s) = view.latest.as_ref() else {
+        f.render_widget(
+            Paragraph::new("counterpoint top: measuring the first interval ..."),
+            title_a,
+        );
+        f.render_widget(Paragraph::new(footer_text(view)), footer_a);
+        return;
+    };
+
+    let total_cpu = s.rows.iter().fold(0.0, |a, r| a + r.cpu_pct);
+    let pmu_note = if s.pmu {
+        "hardware PMU: IPC, MPKI, bandwidth counted".to_string()
+    } else {
+        format!("IPC/MPKI/bandwidth {NO_PMU}")
+    };
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(
+                "counterpoint top",
+                Style::new().add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(format!(
+                "  interval {:.2} s (#{})  {} tasks, {:.1} % CPU  {}",
+                s.interval_ns as f64 / 1e9,
+                view.intervals,
+                s.rows.len(),
+                total_cpu,
+                pmu_note
+            )),
+        ])),
+        title_a,
+    );
+
+    let mut head: Vec<Cell> = SortKey::ALL
+        .iter()
+        .map(|k| {
+            let arrow = if *k == view.key {
+                let natural_desc = !matches!(k, SortKey::Pid | SortKey::Comm);
+                if natural_desc != view.reverse {
+                    "▼"
+                } else {
+                    "▲"
+                }
+            } else {
+                ""
+            };
+            let style = if *k == view.key {
+                Style::new()
+                    .add_modifier(Modifier::BOLD | Modifier::REVERSED)
+                    .fg(Color::Yellow)
+            } else {
+                Style::new().add_modifier(Modifier::BOLD)
+            };
+            let text = format!("{}{arrow}", k.header());
+            let line = if *k == SortKey::Comm {
+                Line::from(text)
+            } else {
+                Line::from(text).right_aligned()
+            };
+            Cell::from(line).style(style)
+        })
+        .collect();
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    head.push(Cell::from(Line::from("CNT%").right_aligned()).style(bold));
+    head.push(Cell::from(Line::from("CPU").right_aligned()).style(bold));
+    head.push(Cell::from("AFFINITY").style(bold));
+    let header = TRow::new(head);
+    let rows = s.rows.iter().map(|r| {
+        let num = |t: String| Cell::from(Line::from(t).right_aligned());
+        TRow::new(vec![
+            num(r.pid.to_string()),
+            Cell::from(r.name.clone()),
+            num(format!("{:.1}", r.cpu_pct)),
+            num(format!("{:.1}", r.cs_per_s)),
+            num(opt_num(r.mig_per_s)),
+            num(hw_cell(r.ipc, s.pmu, |x| format!("{x:.2}"))),
+            num(hw_cell(r.llc_mpki, s.pmu, |x| format!("{x:.2}"))),
+            num(hw_cell(r.bw_bytes_per_s, s.pmu, fmt_bw)),
+            num(counted_cell(r.counted_fraction)),
+            num(r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into())),
+            Cell::from(r.affinity.to_list()),
+        ])
+    });
+    let hw_w = if s.pmu { 10 } else { NO_PMU.len() as u16 };
+    let widths = [
+        Constraint::Length(8),
+        Constraint::Length(16),
+        Constraint::Length(7),
+        Constraint::Length(9),
+        Constraint::Length(8),
+        Constraint::Length(hw_w),
+        Constraint::Length(hw_w),
+        Constraint::Length(hw_w),
+        Constraint::Length(5),
+        Constraint::Length(4),
+        Constraint::Min(8),
+    ];
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(Block::new().borders(Borders::TOP).title(" tasks "))
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
+    let mut state = TableState::default().with_selected(Some(view.selected));
+    f.render_stateful_widget(table, table_a, &mut state);
+
+    let cpu_text: Vec<Line> = s
+        .cpus
+        .iter()
+        .map(|c| {
+            Line::from(vec![
+                Span::styled(
+                    format!("cpu{:<3}", c.cpu),
+                    Style::new().add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(format!(
+                    " {:5.1} % busy  runs: {}  pinned here: {}",
+                    c.busy_fraction * 100.0,
+                    task_list(&c.running),
+                    task_list(&c.pinned)
+                )),
+            ])
+        })
+        .collect();
+    f.render_widget(
+        Paragraph::new(cpu_text).block(
+            Block::new()
+                .borders(Borders::TOP)
+                .title(" placement per CPU (target tasks last run there with > 1 % CPU) ")
+                .title_bottom(format!(" {} ", sources_text(&s.sources))),
+        ),
+        cpus_a,
+    );
+    f.render_widget(Paragraph::new(footer_text(view)), footer_a);
+
+    if view.help {
+        let w = 62.min(area.width);
+        let h = 16.min(area.height);
+        let popup = Rect::new(
+            area.x + (area.width - w) / 2,
+            area.y + (area.height - h) / 2,
+            w,
+            h,
+        );
+        let lines = vec![
+            Line::from("s, Tab, →     next sort column"),
+            Line::from("S, Shift-Tab, ← previous sort column"),
+            Line::from("1..8          sort by PID, COMM, CPU%, CS/s, MIG/s,"),
+            Line::from("              IPC, LLC MPKI, MEM BW"),
+            Line::from("r             reverse the sort order"),
+            Line::from("↑ ↓ j k PgUp PgDn Home  move the selection"),
+            Line::from("? h           this help"),
+            Line::from("q Esc Ctrl-C  quit"),
+            Line::from(""),
+            Line::from("IPC, LLC MPKI and MEM BW need a hardware PMU;"),
+            Line::from(format!("without one they read \"{NO_PMU}\".")),
+            Line::from("CNT% < 100: multiplexed hardware counters,"),
+            Line::from("values scaled by enabled/running time."),
+        ];
+        f.render_widget(Clear, popup);
+        f.render_widget(
+            Paragraph::new(lines).block(Block::bordered().title(" help ")),
+            popup,
+        );
+    }
+}
+
+pub(super) fn footer_text(view: &View) -> String {
+    format!(
+        "sort: {} {} | s/S next/prev column  1-8 pick  r reverse  ↑↓ scroll  ? help  q/Esc quit",
+        view.key.header(),
+        if view.reverse { "(reversed)" } else { "" }
+    )
+}

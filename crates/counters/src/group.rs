@@ -1,0 +1,268 @@
+//! One group of counters on one thread, read whole with one `read(2)`: what the live host opens
+//! for every thread it watches. Events are [`EventSpec`]s from the spec parser, so any event
+//! `perf` accepts (generic, raw, `pmu/.../`, resolved aliases) can be asked for.
+
+use crate::count::{builder_for, has_hardware_pmu};
+use crate::spec::{EventSpec, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_RAW};
+use crate::PmuTree;
+use perf_event::ReadFormat;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// Most events in one group (more rarely fit a PMU's counters at once anyway).
+pub const MAX_GROUP: usize = 8;
+
+/// Why a group did not open on a thread.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    #[error("perf_event_open({event}) for thread {tid}: {source}")]
+    /// `perf_event_open` failed for one event.
+    Open {
+        /// The thread.
+        tid: i32,
+        /// The event, as its spec names it.
+        event: String,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    #[error("reading the perf_event group of thread {tid}: {source}")]
+    /// The group read failed (or was short).
+    Read {
+        /// The thread.
+        tid: i32,
+        /// What the read returned.
+        #[source]
+        source: io::Error,
+    },
+    #[error("a group needs 1 to {MAX_GROUP} events, not {0}")]
+    /// An empty group, or more than [`MAX_GROUP`] events.
+    Size(usize),
+}
+
+impl GroupError {
+    /// Whether no thread at all can be expected to open this group (no perf_event in the
+    /// kernel, or an event it does not know), as opposed to one thread's trouble (gone, out of
+    /// descriptors, not permitted for this task's owner).
+    pub fn is_global(&self) -> bool {
+        let GroupError::Open { source, .. } = self else {
+            return matches!(self, GroupError::Size(_));
+        };
+        matches!(
+            source.raw_os_error(),
+            Some(libc::ENOSYS | libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV | libc::EINVAL)
+        )
+    }
+
+    /// The kernel's answer for an event that does not open, in words.
+    pub fn reason(&self) -> String {
+        let GroupError::Open { source, .. } = self else {
+            return self.to_string();
+        };
+        describe_open_error(source, None)
+    }
+}
+
+/// An open failure in words; `spec` and `tree` (when known) let a missing PMU be named.
+pub fn describe_open_error(e: &io::Error, hw_without_pmu: Option<bool>) -> String {
+    let Some(code) = e.raw_os_error() else {
+        return e.to_string();
+    };
+    let errno = nix::errno::Errno::from_raw(code);
+    match code {
+        libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV if hw_without_pmu == Some(true) => {
+            format!("no hardware PMU on this machine ({errno})")
+        }
+        libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV => format!("not supported here ({errno})"),
+        libc::EACCES | libc::EPERM => format!(
+            "not permitted, see {} ({errno})",
+            crate::count::PARANOID_PATH
+        ),
+        _ => errno.to_string(),
+    }
+}
+
+/// Whether `spec` needs a hardware PMU that `tree` does not show.
+pub fn lacks_pmu(spec: &EventSpec, tree: &PmuTree) -> bool {
+    matches!(spec.type_, TYPE_HARDWARE | TYPE_HW_CACHE | TYPE_RAW) && !has_hardware_pmu(tree)
+}
+
+/// Cumulative values of one group since it was opened, in the order it was opened with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupReading {
+    /// Counts in the order the group was opened with (the first `len` are valid).
+    pub values: [u64; MAX_GROUP],
+    /// How many events the group holds.
+    pub len: usize,
+    /// Time the group was enabled, and the part of it on a PMU: `running < enabled` when the
+    /// kernel multiplexed the group; values then scale by `enabled / running`.
+    pub time_enabled_ns: u64,
+    /// See `time_enabled_ns`.
+    pub time_running_ns: u64,
+}
+
+impl GroupReading {
+    /// The fraction of the enabled time the group was counting (1 when never multiplexed).
+    pub fn coverage(&self) -> f64 {
+        if self.time_enabled_ns == 0 {
+            1.0
+        } else {
+            self.time_running_ns as f64 / self.time_enabled_ns as f64
+        }
+    }
+}
+
+/// One thread's group: the leader's descriptor first, then the members'.
+pub struct ThreadGroup {
+    tid: i32,
+    fds: Vec<OwnedFd>,
+}
+
+impl ThreadGroup {
+    /// Open `specs` (1 to [`MAX_GROUP`]) as one group on thread `tid`, any CPU, created enabled
+    /// (the first read is the baseline), not inherited. Each spec keeps its own privilege
+    /// filters; software events count kernel mode too (switches happen there).
+    pub fn open(tid: i32, specs: &[EventSpec]) -> Result<Self, GroupError> {
+        if specs.is_empty() || specs.len() > MAX_GROUP {
+            return Err(GroupError::Size(specs.len()));
+        }
+        let mut fds: Vec<OwnedFd> = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.iter().enumerate() {
+            // The attributes from perf-event2's Builder; the system call from `sys` (no ID
+            // ioctl per counter).
+            let mut b = builder_for(spec);
+            b.enabled(true).inherit(false);
+            if i == 0 {
+                b.read_format(
+                    ReadFormat::GROUP
+                        | ReadFormat::TOTAL_TIME_ENABLED
+                        | ReadFormat::TOTAL_TIME_RUNNING,
+                );
+                // `read_format` adds PERF_FORMAT_ID to groups; values come in creation order
+                // without it, which is all this read needs.
+                b.attrs_mut().read_format &= !ReadFormat::ID.bits();
+            }
+            let group_fd = fds.first().map_or(-1, |f| f.as_raw_fd());
+            let fd = crate::sys::perf_event_open(b.attrs_mut(), tid, -1, group_fd).map_err(
+                |source| GroupError::Open {
+                    tid,
+                    event: spec.name.clone(),
+                    source,
+                },
+            )?;
+            fds.push(fd);
+        }
+        Ok(Self { tid, fds })
+    }
+
+    /// The thread counted.
+    pub fn tid(&self) -> i32 {
+        self.tid
+    }
+
+    /// How many events the group holds.
+    pub fn len(&self) -> usize {
+        self.fds.len()
+    }
+
+    /// Never: a group has a leader.
+    pub fn is_empty(&self) -> bool {
+        self.fds.is_empty()
+    }
+
+    /// One `read(2)` of the whole group into a stack buffer.
+    pub fn read(&self) -> Result<GroupReading, GroupError> {
+        let tid = self.tid;
+        let leader = self.fds.first().ok_or(GroupError::Size(0))?;
+        let mut buf = [0u64; 3 + MAX_GROUP];
+        let n = crate::sys::read_words(leader.as_raw_fd(), &mut buf)
+            .map_err(|source| GroupError::Read { tid, source })?;
+        let words = n / 8;
+        let nr = buf[0] as usize;
+        if words < 3 || nr != self.fds.len() || words < 3 + nr {
+            return Err(GroupError::Read {
+                tid,
+                source: io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "group read of {n} bytes, {nr} values for {} events",
+                        self.fds.len()
+                    ),
+                ),
+            });
+        }
+        let mut r = GroupReading {
+            len: nr,
+            time_enabled_ns: buf[1],
+            time_running_ns: buf[2],
+            ..Default::default()
+        };
+        r.values[..nr].copy_from_slice(&buf[3..3 + nr]);
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_event_list;
+
+    fn specs(list: &str) -> Vec<EventSpec> {
+        parse_event_list(list, &PmuTree::new("/nonexistent"))
+            .unwrap()
+            .events()
+            .cloned()
+            .collect()
+    }
+
+    fn gettid() -> i32 {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    }
+
+    #[test]
+    fn own_thread_group_reads_in_order() {
+        let s = specs("task-clock,context-switches,cpu-migrations");
+        let Ok(g) = ThreadGroup::open(gettid(), &s) else {
+            eprintln!("skipped: perf_event_open refused here");
+            return;
+        };
+        let a = g.read().unwrap();
+        // Yield the CPU many times: each sched_yield with another runnable task, or each
+        // sleep, is a switch; at least one of a hundred sleeps is counted whatever the load.
+        for _ in 0..100 {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        let b = g.read().unwrap();
+        assert_eq!((a.len, b.len, g.len()), (3, 3, 3));
+        // Software events are never multiplexed.
+        assert!(b.values[1] > a.values[1], "{a:?} {b:?}");
+        assert!(b.values[0] > a.values[0]);
+        assert_eq!(b.time_enabled_ns, b.time_running_ns);
+        assert_eq!(b.coverage(), 1.0);
+    }
+
+    #[test]
+    fn gone_thread_and_bad_sizes_are_errors() {
+        let s = specs("task-clock");
+        let e = ThreadGroup::open(i32::MAX, &s)
+            .err()
+            .expect("no such thread");
+        assert!(e.to_string().contains("task-clock"), "{e}");
+        assert!(!e.is_global());
+        assert!(matches!(
+            ThreadGroup::open(gettid(), &[]),
+            Err(GroupError::Size(0))
+        ));
+    }
+
+    #[test]
+    fn coverage_is_running_over_enabled() {
+        let r = GroupReading {
+            time_enabled_ns: 400,
+            time_running_ns: 100,
+            ..Default::default()
+        };
+        assert_eq!(r.coverage(), 0.25);
+    }
+}

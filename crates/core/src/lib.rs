@@ -10,6 +10,7 @@
 
 pub mod action;
 pub mod cpuset;
+pub mod driver;
 pub mod event;
 pub mod machine;
 pub mod metric;
@@ -17,9 +18,12 @@ pub mod observation;
 pub mod sample;
 pub mod stats;
 pub mod task;
+#[cfg(any(test, feature = "testutils"))]
+pub mod testutils;
 pub mod topology;
 
 pub use action::{Action, Placement};
+pub use driver::{Driver, DriverConfig, Observer};
 pub use cpuset::{CpuId, CpuSet, CpuSetParseError};
 pub use machine::{Machine, PickContext, PickNext, Policy, TaskStats};
 pub use metric::{Expr, Metric, MetricValues};

@@ -38,7 +38,7 @@ impl PickNext for LinuxPick {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::{observation, task, topo};
+    use counterpoint_core::testutils::{observation, task, topo};
     use counterpoint_core::machine::TaskStats;
     use counterpoint_core::task::TaskId;
 

@@ -652,7 +652,7 @@ impl Policy for Masa {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::{observation, task, topo, INTERVAL_NS};
+    use counterpoint_core::testutils::{observation, task, topo, INTERVAL_NS};
 
     /// A calibration where both copies of each probe slow down and raise the package load.
     fn calibration() -> Calibration {

@@ -300,7 +300,7 @@ impl Policy for Oracle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::topo;
+    use counterpoint_core::testutils::topo;
 
     /// Cost: heavy tasks sharing a package are penalised (a hand-built contention model).
     fn pkg_cost(weights: Vec<f64>, cpus_per_pkg: u32) -> impl FnMut(&[CpuId]) -> f64 {
@@ -373,7 +373,7 @@ mod tests {
 
     #[test]
     fn oracle_policy_imposes_its_placement_once() {
-        use crate::signal::testutil::{observation, task};
+        use counterpoint_core::testutils::{observation, task};
         let t = topo(1, 2, 1);
         let all = t.online_cpus();
         let r = OracleResult {

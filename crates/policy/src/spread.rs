@@ -181,7 +181,7 @@ impl Policy for Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::{observation, task, topo};
+    use counterpoint_core::testutils::{observation, task, topo};
 
     fn targets(actions: &[Action]) -> BTreeMap<u64, String> {
         actions

@@ -169,7 +169,7 @@ impl MachineTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::topo;
+    use counterpoint_core::testutils::topo;
 
     #[test]
     fn spread_order_visits_packages_then_cores_then_threads() {

@@ -43,10 +43,18 @@ pub enum PairMetric {
 }
 
 impl PairMetric {
+    /// Name of the kernel-level pick-next form.
     pub fn policy_name(self) -> &'static str {
         match self {
             PairMetric::Ipc => "ipc-pair",
             PairMetric::Bus => "bus-pair",
+        }
+    }
+    /// Name of the user-space epoch/affinity form.
+    pub fn affinity_policy_name(self) -> &'static str {
+        match self {
+            PairMetric::Ipc => "ipc-pair-affinity",
+            PairMetric::Bus => "bus-pair-affinity",
         }
     }
     fn of_stats(self, s: &TaskStats) -> f64 {
@@ -381,7 +389,7 @@ impl PairingPolicy {
 
 impl Policy for PairingPolicy {
     fn name(&self) -> &str {
-        self.metric.policy_name()
+        self.metric.affinity_policy_name()
     }
     fn required_events(&self) -> Vec<&'static str> {
         self.metric.events()
@@ -432,7 +440,7 @@ impl Policy for PairingPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::{observation, task, topo};
+    use counterpoint_core::testutils::{observation, task, topo};
 
     fn stats(id: u64, ipc: f64, bus: f64) -> TaskStats {
         TaskStats {

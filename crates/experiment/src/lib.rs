@@ -16,8 +16,6 @@ pub mod report;
 pub mod result;
 pub mod sim_lab;
 pub mod summary;
-#[cfg(test)]
-mod toylab;
 pub mod zhang;
 
 pub use lab::{Lab, LabError};

@@ -22,7 +22,9 @@ pub mod spec;
 
 pub use catalog::Catalog;
 pub use engine::{Counters, Simulation};
-pub use run::{run, run_with, run_with_progress, RunOptions, RunResult, Series, TaskResult, TaskSeries};
+pub use run::{
+    drive, run, run_with, run_with_progress, RunOptions, RunResult, Series, TaskResult, TaskSeries,
+};
 pub use scenario::{Scenario, ScenarioBuilder, ScenarioError, TaskSpec, Workload};
 pub use spec::{
     MachineSpec, MemoryKind, MissCurve, Phase, Profile, Program, RequestClass, SchedParams, Server,

@@ -8,8 +8,8 @@
 use crate::engine::{Counters, Simulation};
 use crate::scenario::{Scenario, Workload};
 use crate::SimError;
-use counterpoint_core::stats::{system_metrics, SystemMetrics};
 use counterpoint_core::driver::{Driver, DriverConfig, DriverError, Observer};
+use counterpoint_core::stats::{system_metrics, SystemMetrics};
 use counterpoint_core::{event, Machine, PickNext, Policy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -215,6 +215,74 @@ impl Machine for Recorded<'_, '_> {
     }
 }
 
+/// The simulation bounded by the scenario's duration, as the driver sees it (no series).
+struct Bounded<'a, 'k> {
+    sim: Simulation,
+    pick: Option<&'a mut (dyn PickNext + 'k)>,
+    total_ns: u64,
+}
+
+impl Machine for Bounded<'_, '_> {
+    type Error = SimError;
+    fn topology(&self) -> &counterpoint_core::Topology {
+        self.sim.topology()
+    }
+    fn tasks(&self) -> Vec<counterpoint_core::TaskInfo> {
+        self.sim.tasks()
+    }
+    fn advance(&mut self, interval_ns: u64) -> Result<counterpoint_core::Observation, SimError> {
+        let step = interval_ns.min(self.total_ns.saturating_sub(self.sim.now_ns()));
+        Ok(self.sim.advance_with(step, self.pick.as_deref_mut()))
+    }
+    fn apply(&mut self, action: &counterpoint_core::Action) -> Result<(), SimError> {
+        self.sim.apply(action)
+    }
+    fn finished(&self) -> bool {
+        self.sim.now_ns() >= self.total_ns || self.sim.all_done()
+    }
+}
+
+/// Drive a scenario's simulation with `policy` (and `pick`) through the [`Driver`] until its
+/// duration is over or every task is done, without time series or solo reference runs; the
+/// caller reads the final counters from the returned simulation. What searches that evaluate
+/// many placements use.
+pub fn drive<'p, 'k>(
+    scenario: &Scenario,
+    seed: u64,
+    policy: &mut (dyn Policy + 'p),
+    pick: Option<&mut (dyn PickNext + 'k)>,
+    options: &RunOptions,
+) -> Result<Simulation, SimError> {
+    if options.epoch_ns == 0 {
+        return Err(SimError::Invalid("epoch must be positive".into()));
+    }
+    let mut machine = Bounded {
+        sim: Simulation::new(scenario, seed)?,
+        pick,
+        total_ns: scenario.duration_ms * 1_000_000,
+    };
+    let config = DriverConfig {
+        min_residency_intervals: options.min_residency_intervals,
+        dry_run: options.dry_run,
+        ..DriverConfig::new(options.epoch_ns)
+    };
+    Driver::new(config)
+        .run(
+            &mut machine,
+            policy,
+            &mut counterpoint_core::driver::NoObserver,
+        )
+        .map_err(driver_error)?;
+    Ok(machine.sim)
+}
+
+fn driver_error(e: DriverError<SimError>) -> SimError {
+    match e {
+        DriverError::Machine(e) => e,
+        DriverError::ZeroInterval => SimError::Invalid("epoch must be positive".into()),
+    }
+}
+
 /// Reports progress after each epoch.
 struct ProgressObserver<'f> {
     progress: &'f mut dyn FnMut(u64, u64),
@@ -276,10 +344,7 @@ pub fn run_with<'p, 'k>(
     };
     Driver::new(config)
         .run(&mut machine, policy, &mut ProgressObserver { progress })
-        .map_err(|e| match e {
-            DriverError::Machine(e) => e,
-            DriverError::ZeroInterval => SimError::Invalid("epoch must be positive".into()),
-        })?;
+        .map_err(driver_error)?;
     let policy_name = policy.name().to_string();
     let Recorded {
         sim,

@@ -250,7 +250,11 @@ impl<'s> Driver<'s> {
             if self.stopped() {
                 break StopReason::Stopped;
             }
-            if self.config.max_intervals.is_some_and(|m| self.interval >= m) {
+            if self
+                .config
+                .max_intervals
+                .is_some_and(|m| self.interval >= m)
+            {
                 break StopReason::MaxIntervals;
             }
             if machine.finished() {
@@ -280,7 +284,9 @@ impl<'s> Driver<'s> {
                 let want = cpus.intersection(&topology.online_cpus());
                 affinity(*task).is_some_and(|a| *a == want)
             }
-            Action::Swap { a, b } => matches!((affinity(*a), affinity(*b)), (Some(x), Some(y)) if x == y),
+            Action::Swap { a, b } => {
+                matches!((affinity(*a), affinity(*b)), (Some(x), Some(y)) if x == y)
+            }
         };
         if unchanged {
             return Verdict::Unchanged;
@@ -365,7 +371,11 @@ mod tests {
             Vec::new()
         }
         fn decide(&mut self, _t: &Topology, o: &Observation) -> Vec<Action> {
-            let cpu = if (o.time_ns / o.interval_ns.max(1)) % 2 == 0 { 0 } else { 1 };
+            let cpu = if (o.time_ns / o.interval_ns.max(1)) % 2 == 0 {
+                0
+            } else {
+                1
+            };
             vec![Action::SetAffinity {
                 task: TaskId(1),
                 cpus: CpuSet::single(cpu),

@@ -23,8 +23,8 @@ pub mod testutils;
 pub mod topology;
 
 pub use action::{Action, Placement};
-pub use driver::{Driver, DriverConfig, Observer};
 pub use cpuset::{CpuId, CpuSet, CpuSetParseError};
+pub use driver::{Driver, DriverConfig, Observer};
 pub use machine::{Machine, PickContext, PickNext, Policy, TaskStats};
 pub use metric::{Expr, Metric, MetricValues};
 pub use observation::{CpuObservation, Observation, TaskObservation};

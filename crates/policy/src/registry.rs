@@ -28,8 +28,8 @@
 
 use crate::masa::{Calibration, CalibrationError, Masa, MasaParams};
 use crate::oracle::{Oracle, OracleSearch, PlacementCost};
-use crate::{Di, Linux, Spread};
 use crate::{ComplementPick, PairingPolicy};
+use crate::{Di, Linux, Spread};
 use counterpoint_core::event;
 use counterpoint_core::machine::{PickNext, Policy};
 use counterpoint_core::task::TaskId;
@@ -510,7 +510,10 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(msg.contains("pick-next") && msg.contains("bus-pair-affinity"), "{msg}");
+        assert!(
+            msg.contains("pick-next") && msg.contains("bus-pair-affinity"),
+            "{msg}"
+        );
         // The old user-space names are not silently mapped.
         assert!(lookup("bus-pair-user").is_err());
     }
@@ -552,11 +555,7 @@ mod tests {
     fn a_host_without_pmu_can_run_only_software_policies() {
         let runnable: Vec<&str> = names_at(Level::Epoch)
             .into_iter()
-            .filter(|n| {
-                missing_events(n, event::is_software)
-                    .unwrap()
-                    .is_empty()
-            })
+            .filter(|n| missing_events(n, event::is_software).unwrap().is_empty())
             .collect();
         assert_eq!(runnable, vec!["linux", "spread", "oracle"]);
     }

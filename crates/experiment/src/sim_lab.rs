@@ -372,6 +372,15 @@ impl SimLab {
         machine: &counterpoint_sim::MachineSpec,
         seed: u64,
     ) -> Result<Calibration, LabError> {
+        let topology = machine.topology().map_err(|e| LabError(e.to_string()))?;
+        let tree = counterpoint_policy::tree::MachineTree::new(&topology);
+        if tree.packages.first().map_or(0, |p| p.cpus().len()) < 2 {
+            return Err(LabError(format!(
+                "MASA calibrates by co-running probes on two logical CPUs of one package; \
+                 {} has one CPU per package (use the paper's table explicitly instead)",
+                machine.name
+            )));
+        }
         crate::masa::calibrate(
             &OnMachine {
                 lab: self,

@@ -62,11 +62,13 @@ pub enum LoadMetric {
 }
 
 impl LoadMetric {
+    /// Every metric.
     pub const ALL: [LoadMetric; 3] = [
         LoadMetric::L2Misses,
         LoadMetric::FpUops,
         LoadMetric::BusTransactions,
     ];
+    /// The metric's name in tables and JSON (`l2_misses`, ...).
     pub fn name(self) -> &'static str {
         match self {
             LoadMetric::L2Misses => "l2_misses",
@@ -74,6 +76,7 @@ impl LoadMetric {
             LoadMetric::BusTransactions => "bus_transactions",
         }
     }
+    /// The canonical event that counts it.
     pub fn event(self) -> &'static str {
         match self {
             LoadMetric::L2Misses => event::CACHE_MISSES,
@@ -81,6 +84,7 @@ impl LoadMetric {
             LoadMetric::BusTransactions => event::MEM_TRANSACTIONS,
         }
     }
+    /// The metric named `name`.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }
@@ -89,6 +93,7 @@ impl LoadMetric {
 /// One row of the load-calibration table: a probe program solo and coupled on one package.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationEntry {
+    /// The metric the probe loads.
     pub metric: LoadMetric,
     /// The probe program (the paper: 177.mesa for FP, 197.parser for L2C).
     pub probe: String,
@@ -133,10 +138,18 @@ impl CalibrationEntry {
 /// Why a calibration table cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
+    /// A row whose numbers cannot give an impact or a limit.
     #[error("calibration for {metric}: {why}")]
-    Invalid { metric: &'static str, why: String },
+    Invalid {
+        /// The metric of the row.
+        metric: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+    /// A metric listed twice.
     #[error("calibration table lists {0} twice")]
     Duplicate(&'static str),
+    /// No rows.
     #[error("calibration table is empty")]
     Empty,
 }
@@ -144,12 +157,14 @@ pub enum CalibrationError {
 /// The load-calibration table (input data, measured on the target machine).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
+    /// One row per metric.
     pub entries: Vec<CalibrationEntry>,
 }
 
 /// A metric with its calibrated priority and limit.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RankedMetric {
+    /// The metric.
     pub metric: LoadMetric,
     /// ΔT/ΔL (relative); higher is checked first.
     pub impact: f64,
@@ -250,23 +265,36 @@ impl Default for MasaParams {
 pub enum MasaEvent {
     /// Step 3: an outstanding process moved to an idle sibling.
     Migrate {
+        /// When it was decided.
         time_ns: u64,
+        /// The outstanding process.
         task: TaskId,
+        /// Where it ran.
         from_cpu: CpuId,
+        /// The idle sibling.
         to_cpu: CpuId,
+        /// False in log-only mode.
         applied: bool,
     },
     /// Step 4d: a swap between the max- and min-loaded packages for one metric.
     Swap {
+        /// When it was decided.
         time_ns: u64,
+        /// The metric whose imbalance it corrects.
         metric: LoadMetric,
+        /// The process moved off the max-loaded package.
         a: TaskId,
         /// `None` when `a` moved to an idle CPU (a migration expressed as a swap).
         b: Option<TaskId>,
+        /// Load of the max-loaded package before the swap (events per second).
         max_load: f64,
+        /// Load of the min-loaded package before the swap.
         min_load: f64,
+        /// Projected load of the max-loaded package after it.
         projected_max: f64,
+        /// Projected load of the min-loaded package after it.
         projected_min: f64,
+        /// False in log-only mode.
         applied: bool,
     },
 }
@@ -283,6 +311,7 @@ struct TaskAcc {
 /// The MASA daemon's state.
 #[derive(Clone, Debug)]
 pub struct Masa {
+    /// The daemon's parameters.
     pub params: MasaParams,
     metrics: Vec<RankedMetric>,
     period_start_ns: Option<u64>,
@@ -341,6 +370,7 @@ impl Masa {
     pub fn migrations(&self) -> u64 {
         self.migrations
     }
+    /// Every decision so far.
     pub fn log(&self) -> &[MasaEvent] {
         &self.log
     }

@@ -72,6 +72,7 @@ impl Default for OracleSearch {
 pub struct OracleResult {
     /// CPU of each task, in the caller's task order.
     pub placement: Vec<CpuId>,
+    /// Its cost.
     pub cost: f64,
     /// Complete placements evaluated.
     pub evaluations: u64,
@@ -257,6 +258,7 @@ pub struct Oracle {
 }
 
 impl Oracle {
+    /// The oracle imposing `placement`.
     pub fn new(placement: Placement) -> Self {
         Self { placement }
     }
@@ -269,6 +271,7 @@ impl Oracle {
             .collect();
         Self::new(Placement(map))
     }
+    /// The placement it imposes.
     pub fn placement(&self) -> &Placement {
         &self.placement
     }

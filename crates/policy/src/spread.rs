@@ -39,6 +39,7 @@ impl Default for Spread {
 }
 
 impl Spread {
+    /// Spread with its own hunger threshold (CPUs used per wall second).
     pub fn new(hungry_threshold_cpus: f64) -> Self {
         Self {
             hungry_threshold_cpus,

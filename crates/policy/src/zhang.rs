@@ -88,6 +88,7 @@ fn known(v: f64, s: &TaskStats) -> Option<f64> {
 /// The kernel-level pairing hook.
 #[derive(Clone, Debug)]
 pub struct ComplementPick {
+    /// The statistic paired.
     pub metric: PairMetric,
     /// How long a task's last value counts towards the machine average after it was last
     /// seen (tasks that left stop biasing the target).
@@ -100,6 +101,7 @@ pub struct ComplementPick {
 }
 
 impl ComplementPick {
+    /// The hook pairing on `metric`.
     pub fn new(metric: PairMetric) -> Self {
         Self {
             metric,
@@ -108,9 +110,11 @@ impl ComplementPick {
             expired: BTreeMap::new(),
         }
     }
+    /// `ipc-pair`.
     pub fn ipc() -> Self {
         Self::new(PairMetric::Ipc)
     }
+    /// `bus-pair`.
     pub fn bus() -> Self {
         Self::new(PairMetric::Bus)
     }
@@ -213,6 +217,7 @@ impl ComplementPick {
 /// have no prediction.
 #[derive(Clone, Debug)]
 pub struct Multiplexed<P> {
+    /// The hook that sees the sampled values.
     pub inner: P,
     /// Fraction of ticks the scheduler's counters are loaded, in [0, 1].
     pub share: f64,
@@ -232,6 +237,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl<P: PickNext> Multiplexed<P> {
+    /// `inner` seeing counters a `share` of the ticks.
     pub fn new(inner: P, share: f64) -> Self {
         Self {
             inner,
@@ -298,6 +304,7 @@ impl<P: PickNext> PickNext for Multiplexed<P> {
 /// The user-space (epoch-level, affinity-only) form of the pairing policies.
 #[derive(Clone, Debug)]
 pub struct PairingPolicy {
+    /// The statistic paired.
     pub metric: PairMetric,
     /// How often the daemon re-pairs (the decision is skipped in between).
     pub repair_period_ns: u64,
@@ -306,6 +313,7 @@ pub struct PairingPolicy {
 }
 
 impl PairingPolicy {
+    /// The policy pairing on `metric`.
     pub fn new(metric: PairMetric) -> Self {
         Self {
             metric,
@@ -314,9 +322,11 @@ impl PairingPolicy {
             last_repair_ns: None,
         }
     }
+    /// `ipc-pair-affinity`.
     pub fn ipc() -> Self {
         Self::new(PairMetric::Ipc)
     }
+    /// `bus-pair-affinity`.
     pub fn bus() -> Self {
         Self::new(PairMetric::Bus)
     }

@@ -17,19 +17,29 @@ use std::collections::BTreeMap;
 /// One task's outcome.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskResult {
+    /// Task index in the scenario.
     pub id: u64,
+    /// Task name.
     pub name: String,
+    /// Program, shell or server label.
     pub workload: String,
+    /// Instructions retired in the shared run.
     pub instructions: u64,
+    /// Cycles it ran.
     pub cycles: u64,
+    /// CPU time it got.
     pub cpu_time_ns: u64,
     /// CPU time the same work takes alone on the machine.
     pub solo_cpu_time_ns: u64,
     /// Normalized performance `T_alone / T_shared` (CPU time); `None` if the task never ran.
     pub np: Option<f64>,
+    /// Instructions per cycle over the run.
     pub ipc: f64,
+    /// LLC misses per thousand instructions.
     pub llc_mpki: f64,
+    /// Times it was switched out.
     pub context_switches: u64,
+    /// Times it moved CPU.
     pub migrations: u64,
     /// Programs (or server requests) completed.
     pub completions: u64,
@@ -43,35 +53,53 @@ pub struct TaskResult {
 /// Per-epoch time series.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Series {
+    /// End of each epoch.
     pub time_ns: Vec<u64>,
     /// Per bus: utilization averaged over each epoch.
     pub bus_utilization: Vec<Vec<f64>>,
+    /// Per task.
     pub tasks: Vec<TaskSeries>,
 }
 
 /// One task's counters per epoch (deltas over the epoch).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskSeries {
+    /// Task index.
     pub id: u64,
+    /// Instructions per epoch.
     pub instructions: Vec<u64>,
+    /// Cycles per epoch.
     pub cycles: Vec<u64>,
+    /// LLC misses per epoch.
     pub llc_misses: Vec<u64>,
+    /// Memory-bus transactions per epoch.
     pub mem_transactions: Vec<u64>,
+    /// Floating-point operations per epoch.
     pub fp_ops: Vec<u64>,
+    /// CPU time per epoch.
     pub task_clock_ns: Vec<u64>,
+    /// IPC per epoch.
     pub ipc: Vec<f64>,
 }
 
 /// Everything a run produced.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
+    /// Scenario name.
     pub scenario: String,
+    /// Machine name.
     pub machine: String,
+    /// Seed of the run.
     pub seed: u64,
+    /// Epoch-level policy (`linux` = none).
     pub policy: String,
+    /// Pick-next hook, if any.
     pub pick: Option<String>,
+    /// Simulated time the run took.
     pub duration_ns: u64,
+    /// Interval between policy decisions.
     pub epoch_ns: u64,
+    /// Per task.
     pub tasks: Vec<TaskResult>,
     /// Over tasks that ran (`None` when none did).
     pub metrics: Option<SystemMetrics>,
@@ -81,6 +109,7 @@ pub struct RunResult {
     pub throughput_completions_per_s: f64,
     /// Mean utilization of each bus over the run.
     pub mean_bus_utilization: Vec<f64>,
+    /// Per-epoch time series.
     pub series: Series,
 }
 

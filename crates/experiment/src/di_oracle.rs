@@ -29,12 +29,15 @@ use rayon::prelude::*;
 /// A machine shape of the comparison.
 #[derive(Clone, Debug)]
 pub struct Shape {
+    /// Label in tables.
     pub label: &'static str,
+    /// Catalog machine.
     pub machine: &'static str,
     /// Tasks per mix.
     pub tasks: usize,
 }
 
+/// The machine shapes compared.
 pub fn shapes() -> Vec<Shape> {
     vec![
         Shape {

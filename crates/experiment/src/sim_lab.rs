@@ -36,6 +36,7 @@ impl SimLab {
         })
     }
 
+    /// The catalog jobs are built from.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }

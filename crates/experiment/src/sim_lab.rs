@@ -110,14 +110,8 @@ impl SimLab {
         policy: &mut dyn Policy,
         pick: &mut dyn PickNext,
     ) -> Result<Outcome, LabError> {
-        let r = counterpoint_sim::run(
-            &scenario,
-            spec.seed,
-            Some(policy),
-            Some(pick),
-            spec.epoch_ns,
-        )
-        .map_err(|e| LabError(e.to_string()))?;
+        let r = counterpoint_sim::run(scenario, spec.seed, Some(policy), Some(pick), spec.epoch_ns)
+            .map_err(|e| LabError(e.to_string()))?;
         let mut tasks = Vec::with_capacity(r.tasks.len());
         for (i, t) in r.tasks.iter().enumerate() {
             let series = r.series.tasks.get(i);
@@ -456,7 +450,7 @@ impl SimLab {
             )));
         }
         let mut screen = scenario.clone();
-        screen.duration_ms = screen.duration_ms.min(ORACLE_SCREEN_NS / 1_000_000).max(1);
+        screen.duration_ms = screen.duration_ms.clamp(1, ORACLE_SCREEN_NS / 1_000_000);
         let mut cost = SimCost {
             lab: self,
             scenario: screen,

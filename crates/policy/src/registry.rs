@@ -72,8 +72,8 @@ pub enum CalibrationSource {
     /// None: `masa` refuses to start.
     #[default]
     None,
-    /// Measured on the machine the policy runs on: the simulator's own calibration run, or
-    /// `counterpoint calibrate --masa` on a host.
+    /// Measured on the machine the policy runs on: the simulator's own calibration run, or a
+    /// table measured on the host (`agent --masa-calibration FILE`).
     Measured(Calibration),
     /// The table the paper gives for its 2002 dual Xeon, explicitly asked for.
     PaperXeon,
@@ -159,8 +159,9 @@ pub enum BuildError {
     /// `masa` without a calibration.
     #[error(
         "policy {name:?} needs a load calibration measured on this machine (the simulator \
-         calibrates itself; on a host pass the output of `counterpoint calibrate --masa FILE`), \
-         or the 2002 Xeon table when asked for explicitly"
+         calibrates itself; on a host give the agent a table measured there with \
+         --masa-calibration FILE), or the 2002 Xeon table when asked for explicitly \
+         (--masa-calibration paper)"
     )]
     NeedsCalibration {
         /// The policy.

@@ -63,13 +63,12 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         .build_policy(&policy_name, &scenario, seed, &options)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("--policy {policy_name}"))?;
-    let (mut epoch, mut pick): (
-        Option<Box<dyn Policy + Send>>,
-        Option<Box<dyn PickNext + Send>>,
-    ) = match built {
-        Built::Epoch(p) => (Some(p), None),
-        Built::PickNext(k) => (None, Some(k)),
-    };
+    let mut epoch: Option<Box<dyn Policy + Send>> = None;
+    let mut pick: Option<Box<dyn PickNext + Send>> = None;
+    match built {
+        Built::Epoch(p) => epoch = Some(p),
+        Built::PickNext(k) => pick = Some(k),
+    }
     let total_ticks = scenario.duration_ms * 1000 / scenario.tick_us.max(1);
     let core_ticks = total_ticks * scenario.machine.cpus() as u64;
     // A bar only where a human watches a run that takes a while.

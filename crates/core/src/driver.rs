@@ -20,6 +20,15 @@
 //! The driver does no I/O and never sleeps: a caller that paces a simulated machine in real
 //! time does it in [`Observer::observed`].
 //!
+//! Moving a hand-written loop (such as the agent's) onto the driver: the stop flag set by the
+//! signal handler goes to [`Driver::with_stop_flag`]; `--max-intervals`, `--min-residency` and
+//! `--dry-run` are the [`DriverConfig`] fields; the "held back" / "unchanged" / "decision" log
+//! lines are written from [`Observer::decision`] by [`Verdict`] (the journal write belongs
+//! there too, before the apply); "which apply errors are transient" is [`Observer::failed`];
+//! "every task finished" is [`StopReason::AllFinished`] in the returned [`DriverReport`];
+//! restoring affinities stays with the caller, after `run` returns (also when it returns an
+//! error).
+//!
 //! ```
 //! use counterpoint_core::driver::{Driver, DriverConfig, NoObserver, StopReason};
 //! use counterpoint_core::testutils::ScriptedMachine;

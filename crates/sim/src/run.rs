@@ -593,3 +593,67 @@ fn solo_curve(
     }
     Ok(SoloCurve { points })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Catalog;
+    use counterpoint_core::{Action, CpuSet, Observation, TaskId, Topology};
+
+    fn scenario() -> Scenario {
+        let catalog = Catalog::builtin();
+        Scenario::builder(&catalog, "zhang-smp")
+            .expect("catalog machine")
+            .name("driver")
+            .duration_ms(2_000)
+            .task("gzip", None)
+            .and_then(|b| b.task("swim", None))
+            .expect("catalog programs")
+            .build()
+    }
+
+    /// Moves task 0 to the other CPU every epoch.
+    struct PingPong;
+    impl Policy for PingPong {
+        fn name(&self) -> &str {
+            "ping-pong"
+        }
+        fn required_events(&self) -> Vec<&'static str> {
+            Vec::new()
+        }
+        fn decide(&mut self, _t: &Topology, o: &Observation) -> Vec<Action> {
+            let now = o.task(TaskId(0)).and_then(|t| t.affinity.first());
+            vec![Action::SetAffinity {
+                task: TaskId(0),
+                cpus: CpuSet::single(if now == Some(1) { 0 } else { 1 }),
+            }]
+        }
+    }
+
+    #[test]
+    fn dry_run_is_the_baseline_and_hold_back_limits_moves() {
+        let sc = scenario();
+        let epoch = 100_000_000;
+        let base = run(&sc, 3, None, None, epoch).unwrap();
+        let dry = RunOptions {
+            dry_run: true,
+            ..RunOptions::new(epoch)
+        };
+        let mut r = run_with(&sc, 3, Some(&mut PingPong), None, &dry, &mut |_, _| {}).unwrap();
+        r.policy = base.policy.clone();
+        assert_eq!(r, base, "a dry run changes nothing");
+
+        let moves = |residency: u32| {
+            let o = RunOptions {
+                min_residency_intervals: residency,
+                ..RunOptions::new(epoch)
+            };
+            let r = run_with(&sc, 3, Some(&mut PingPong), None, &o, &mut |_, _| {}).unwrap();
+            r.tasks[0].migrations
+        };
+        // 20 epochs: a move every epoch without hold-back, at most every third with it.
+        let (free, held) = (moves(0), moves(3));
+        assert!(free >= 15, "{free}");
+        assert!(held <= 8 && held < free, "{held} vs {free}");
+    }
+}

@@ -1,4 +1,4 @@
-//! Per-task signals the policies read from an [`Observation`]: IPC, bus utilization, LLC miss
+//! Per-task signals the policies read from an [`Observation`](counterpoint_core::Observation): IPC, bus utilization, LLC miss
 //! rate, CPU use. Each comes from a `core::metric` formula or a plain event rate, so a policy
 //! computes the same number on the live host and in the simulator.
 

@@ -11,7 +11,7 @@
 //! idle-core-first wake-up placement) moves tasks; a [`counterpoint_core::PickNext`] hook can
 //! replace its choice at each context switch, and [`counterpoint_core::Policy`] acts per epoch
 //! through the same [`counterpoint_core::Machine`] trait as the live host. Everything is a pure
-//! function of the scenario and the seed. [`run`] drives a scenario's epoch-level policy
+//! function of the scenario and the seed. [`run()`] drives a scenario's epoch-level policy
 //! through the same [`counterpoint_core::driver`] loop as the live agent.
 //!
 //! ```

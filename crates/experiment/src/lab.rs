@@ -1,7 +1,8 @@
 //! The experiments' view of the simulated machine: a [`Lab`] runs a [`Job`] (a catalog scenario
 //! or machine + programs + initial affinities) under a policy and a pick-next hook for one seed
 //! and reports per-task outcomes. The experiments are written against this trait only; the
-//! simulator implements it (`sim_lab`), and the unit tests use a small analytical stand-in.
+//! simulator implements it (`sim_lab`); the tests run the experiments on it with shortened jobs
+//! (`tests/experiments.rs`), there is no second model.
 
 use counterpoint_core::cpuset::CpuSet;
 use counterpoint_core::machine::{PickNext, Policy};

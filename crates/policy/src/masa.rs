@@ -108,6 +108,31 @@ pub struct CalibrationEntry {
 }
 
 impl CalibrationEntry {
+    /// A row from probes run for a fixed *time* (a host's `calibrate`) rather than a fixed amount
+    /// of work: the work is what the solo run does in one second, so `solo_time_s` = 1 and
+    /// `coupled_time_s` = solo work rate / coupled work rate (per copy). Event rates are the
+    /// package's (summed over its CPUs) in each run.
+    pub fn from_rates(
+        metric: LoadMetric,
+        probe: &str,
+        solo_units_per_s: f64,
+        coupled_units_per_s: f64,
+        solo_events_per_s: f64,
+        coupled_events_per_s: f64,
+    ) -> Self {
+        Self {
+            metric,
+            probe: probe.to_string(),
+            solo_time_s: 1.0,
+            coupled_time_s: if coupled_units_per_s > 0.0 {
+                solo_units_per_s / coupled_units_per_s
+            } else {
+                f64::INFINITY
+            },
+            solo_events_per_s,
+            coupled_events_per_s,
+        }
+    }
     /// The execution-resource limit: the solo rate.
     pub fn limit_per_s(&self) -> f64 {
         self.solo_events_per_s
@@ -956,5 +981,18 @@ mod tests {
         }
         let mut masa = Masa::new(params(), &calibration()).unwrap();
         assert!(masa.decide(&t, &heavy).is_empty());
+    }
+
+    #[test]
+    fn rows_from_fixed_time_rates_rank_like_fixed_work_rows() {
+        // Coupled, each copy does 80 % of the solo work rate (ΔT = 25 %) while the package's
+        // event rate rises by 50 % (ΔL): impact 0.5.
+        let e = CalibrationEntry::from_rates(LoadMetric::L2Misses, "l2", 100.0, 80.0, 1e6, 1.5e6);
+        assert!((e.coupled_time_s - 1.25).abs() < 1e-12);
+        assert!((e.impact().unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(e.limit_per_s(), 1e6);
+        // A probe that did no work coupled cannot be ranked.
+        let dead = CalibrationEntry::from_rates(LoadMetric::FpUops, "fp", 100.0, 0.0, 1e6, 1.5e6);
+        assert!(dead.impact().is_err());
     }
 }

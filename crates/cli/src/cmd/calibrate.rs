@@ -1,7 +1,8 @@
 //! `counterpoint calibrate`: MASA's load calibration. Each probe runs alone on one CPU, then every
 //! pair co-runs on two CPUs (SMT siblings where the machine has them); ΔT is how much longer a
 //! fixed amount of the probe's work takes next to the other probe. ΔL needs a hardware PMU and
-//! is reported as unavailable where there is none.
+//! is reported as unavailable where there is none. `--masa FILE` measures MASA's own table
+//! (ΔT and ΔL for the L2 and FP probes) for `agent --masa-calibration FILE`.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;

@@ -68,6 +68,12 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy + Send>, BuildError> {
     build_epoch(name, &mut Context::default())
 }
 
+/// Events a named policy needs, from its registry entry (so a host can refuse it before
+/// starting).
+pub fn required_events(name: &str) -> Result<Vec<&'static str>, BuildError> {
+    Ok(lookup(name)?.events.to_vec())
+}
+
 /// Names of the kernel-level pick-next hooks.
 pub fn pick_names() -> Vec<&'static str> {
     registry::names_at(Level::PickNext)

@@ -12,6 +12,7 @@ pub mod simulate_plot;
 
 // [mod: policy]
 pub mod experiment;
+pub mod policies;
 
 // [mod: host]
 pub mod agent;

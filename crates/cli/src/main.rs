@@ -42,6 +42,8 @@ enum Command {
     /// Run the seed papers' experiments on the simulated machine (zhang-spec, zhang-server,
     /// masa-placement, masa-testcases, di-vs-oracle, all).
     Experiment(cmd::experiment::ExperimentArgs),
+    /// List the placement policies: name, level (pick-next or epoch), required events.
+    Policies(cmd::policies::PoliciesArgs),
     // [commands: host]
     /// The machine's topology from sysfs: packages, cores, threads, caches, NUMA nodes, kinds.
     Topology(cmd::topology::TopologyArgs),
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => cmd::simulate::run(args),
         // [dispatch: policy]
         Command::Experiment(args) => cmd::experiment::run(args),
+        Command::Policies(args) => cmd::policies::run(args),
         // [dispatch: host]
         Command::Topology(args) => cmd::topology::run(args),
         Command::Agent(args) => cmd::agent::run(args),

@@ -221,6 +221,18 @@ fn bad_input_is_refused_and_changes_nothing() {
     ]);
     assert!(e.contains("\"zz\""), "{e}");
     let e = run_fails(&["agent", "--policy", "masa", "--targets", &t, "--journal", j]);
+    assert!(e.contains("calibration"), "{e}");
+    let e = run_fails(&[
+        "agent",
+        "--policy",
+        "masa",
+        "--masa-calibration",
+        "paper",
+        "--targets",
+        &t,
+        "--journal",
+        j,
+    ]);
     assert!(e.contains("instructions"), "{e}");
     let e = run_fails(&[
         "agent",

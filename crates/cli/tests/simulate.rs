@@ -96,9 +96,111 @@ fn bad_scenario_and_policy_fail_cleanly() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8(out.stderr)
-        .unwrap()
-        .contains("no-such-policy"));
+    let err = String::from_utf8(out.stderr).unwrap();
+    // Refused with the registry's list, never replaced by the baseline.
+    assert!(err.contains("unknown policy \"no-such-policy\""), "{err}");
+    assert!(
+        err.contains("bus-pair-affinity") && err.contains("oracle"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    // The old user-space spelling is not silently mapped either.
+    let out = bin()
+        .args(["simulate", "--policy", "bus-pair-user"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Every registry policy runs on the simulator by name; the oracle's static placement (found
+/// with short simulated runs) is at least as good as the baseline on this two-task scenario,
+/// and MASA on a machine with one CPU per package says why it cannot calibrate.
+#[test]
+fn every_registry_policy_runs_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.toml");
+    std::fs::write(
+        &path,
+        SCENARIO
+            .replace("cpus = \"0\"\n", "")
+            .replace("cpus = \"1\"\n", ""),
+    )
+    .unwrap();
+    let np = |policy: &str, extra: &[&str]| -> Result<f64, String> {
+        let out = bin()
+            .args(["simulate", "--json", "--policy", policy])
+            .args(extra)
+            .arg(&path)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["policy"], policy);
+        Ok(v["metrics"]["normalized_performance"].as_f64().unwrap())
+    };
+    let linux = np("linux", &[]).unwrap();
+    for p in [
+        "spread",
+        "bus-pair",
+        "ipc-pair",
+        "bus-pair-affinity",
+        "ipc-pair-affinity",
+        "di",
+    ] {
+        let v = np(p, &[]).unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert!(v > 0.0 && v <= 1.0 + 1e-9, "{p}: {v}");
+    }
+    let oracle = np("oracle", &[]).unwrap();
+    assert!(oracle >= linux - 1e-9, "oracle {oracle} < linux {linux}");
+    let e = np("masa", &[]).unwrap_err();
+    assert!(e.contains("one CPU per package"), "{e}");
+    assert!(np("masa", &["--paper-calibration"]).is_ok());
+}
+
+#[test]
+fn policies_lists_the_registry() {
+    let out = bin().arg("policies").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in [
+        "linux",
+        "spread",
+        "bus-pair",
+        "ipc-pair",
+        "bus-pair-affinity",
+        "ipc-pair-affinity",
+        "masa",
+        "masa-log",
+        "di",
+        "oracle",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(name)),
+            "{name} missing: {text}"
+        );
+    }
+    let out = bin().args(["policies", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entry = |n: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(entry("bus-pair")["level"], "pick-next");
+    assert_eq!(entry("bus-pair-affinity")["level"], "epoch");
+    assert_eq!(entry("spread")["events"], serde_json::json!(["task-clock"]));
+    assert_eq!(entry("oracle")["runs_on"], serde_json::json!(["simulator"]));
+    assert_eq!(
+        entry("di")["runs_on"],
+        serde_json::json!(["simulator", "host"])
+    );
 }
 
 #[test]

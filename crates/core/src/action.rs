@@ -10,9 +10,19 @@ use std::collections::BTreeMap;
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Action {
     /// Restrict a task (every thread of it) to a set of CPUs.
-    SetAffinity { task: TaskId, cpus: CpuSet },
+    SetAffinity {
+        /// The task.
+        task: TaskId,
+        /// Where it may run.
+        cpus: CpuSet,
+    },
     /// Exchange the CPU sets of two tasks (MASA's process swap between packages).
-    Swap { a: TaskId, b: TaskId },
+    Swap {
+        /// One task.
+        a: TaskId,
+        /// The other.
+        b: TaskId,
+    },
 }
 
 impl Action {

@@ -17,18 +17,39 @@ pub struct CpuSet(BTreeSet<CpuId>);
 /// Why a CPU list string could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CpuSetParseError {
+    /// A token that is not a number.
     #[error("bad CPU number {token:?} in CPU list {list:?}")]
-    BadNumber { list: String, token: String },
+    BadNumber {
+        /// The whole list.
+        list: String,
+        /// The bad token.
+        token: String,
+    },
+    /// A range whose start exceeds its end.
     #[error("reversed range {token:?} in CPU list {list:?} (start must not exceed end)")]
-    ReversedRange { list: String, token: String },
+    ReversedRange {
+        /// The whole list.
+        list: String,
+        /// The bad range.
+        token: String,
+    },
+    /// A CPU above [`MAX_CPU_ID`].
     #[error("CPU list {list:?} names CPU {cpu}, above the limit of {max}")]
-    TooLarge { list: String, cpu: u64, max: u32 },
+    TooLarge {
+        /// The whole list.
+        list: String,
+        /// The CPU named.
+        cpu: u64,
+        /// The limit.
+        max: u32,
+    },
 }
 
 /// Largest CPU number accepted from text; the kernel's NR_CPUS tops out at 8192.
 pub const MAX_CPU_ID: CpuId = 8191;
 
 impl CpuSet {
+    /// The empty set.
     pub fn new() -> Self {
         Self(BTreeSet::new())
     }
@@ -76,39 +97,51 @@ impl CpuSet {
         }
         Ok(Self(set))
     }
+    /// `{cpu}`.
     pub fn single(cpu: CpuId) -> Self {
         Self(BTreeSet::from([cpu]))
     }
+    /// Add `cpu`; false if it was there.
     pub fn insert(&mut self, cpu: CpuId) -> bool {
         self.0.insert(cpu)
     }
+    /// Remove `cpu`; false if it was not there.
     pub fn remove(&mut self, cpu: CpuId) -> bool {
         self.0.remove(&cpu)
     }
+    /// Whether `cpu` is in the set.
     pub fn contains(&self, cpu: CpuId) -> bool {
         self.0.contains(&cpu)
     }
+    /// Number of CPUs.
     pub fn len(&self) -> usize {
         self.0.len()
     }
+    /// No CPU.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+    /// The CPUs, ascending.
     pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
         self.0.iter().copied()
     }
+    /// The lowest CPU.
     pub fn first(&self) -> Option<CpuId> {
         self.0.first().copied()
     }
+    /// CPUs in both.
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
         Self(self.0.intersection(&other.0).copied().collect())
     }
+    /// CPUs in either.
     pub fn union(&self, other: &CpuSet) -> CpuSet {
         Self(self.0.union(&other.0).copied().collect())
     }
+    /// CPUs in `self` but not in `other`.
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
         Self(self.0.difference(&other.0).copied().collect())
     }
+    /// Whether every CPU of `self` is in `other`.
     pub fn is_subset(&self, other: &CpuSet) -> bool {
         self.0.is_subset(&other.0)
     }

@@ -12,7 +12,9 @@ use crate::topology::Topology;
 
 /// A machine that runs tasks and can be observed and steered.
 pub trait Machine {
+    /// Why observing or acting failed.
     type Error: std::error::Error + Send + Sync + 'static;
+    /// The machine's CPUs, caches and memory.
     fn topology(&self) -> &Topology;
     /// Tasks currently known (sorted by id).
     fn tasks(&self) -> Vec<TaskInfo>;
@@ -20,6 +22,11 @@ pub trait Machine {
     fn advance(&mut self, interval_ns: u64) -> Result<Observation, Self::Error>;
     /// Carry out one action.
     fn apply(&mut self, action: &Action) -> Result<(), Self::Error>;
+    /// Nothing is left to run (the simulator reached its duration or every task is done); the
+    /// [`driver`](crate::driver) stops. A live host never finishes by itself.
+    fn finished(&self) -> bool {
+        false
+    }
 }
 
 /// An epoch-level placement policy: sees each interval's observation, returns actions.
@@ -35,6 +42,7 @@ pub trait Policy {
 /// Last-value statistics of a task, as a kernel-level scheduler would keep them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TaskStats {
+    /// The task.
     pub task: TaskId,
     /// Instructions per cycle over the task's last time slice.
     pub ipc: f64,
@@ -49,8 +57,11 @@ pub struct TaskStats {
 /// What a CPU sees when choosing its next task.
 #[derive(Clone, Copy, Debug)]
 pub struct PickContext<'a> {
+    /// The CPU choosing.
     pub cpu: CpuId,
+    /// Simulated time now.
     pub now_ns: u64,
+    /// The machine.
     pub topology: &'a Topology,
     /// Candidates, in run-queue order (the baseline would take the first).
     pub ready: &'a [TaskStats],
@@ -62,6 +73,7 @@ pub struct PickContext<'a> {
 
 /// A kernel-level scheduling hook: pick which ready task runs next on a CPU.
 pub trait PickNext {
+    /// The hook's name as the command line spells it.
     fn name(&self) -> &str;
     /// Index into `ctx.ready` of the task to run. Called only with a non-empty `ready`.
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize;

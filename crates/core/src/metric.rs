@@ -15,21 +15,28 @@ pub enum Expr {
     Event(&'static str),
     /// Length of the interval in seconds.
     Seconds,
+    /// A constant.
     Const(f64),
+    /// Sum.
     Add(Box<Expr>, Box<Expr>),
+    /// Difference.
     Sub(Box<Expr>, Box<Expr>),
+    /// Product.
     Mul(Box<Expr>, Box<Expr>),
     /// Division; undefined (None) when the divisor is zero.
     Div(Box<Expr>, Box<Expr>),
 }
 
 impl Expr {
+    /// The scaled count of event `name`.
     pub fn ev(name: &'static str) -> Self {
         Expr::Event(name)
     }
+    /// `a / b`.
     pub fn over(a: Expr, b: Expr) -> Self {
         Expr::Div(Box::new(a), Box::new(b))
     }
+    /// `a * b`.
     pub fn times(a: Expr, b: Expr) -> Self {
         Expr::Mul(Box::new(a), Box::new(b))
     }
@@ -98,10 +105,12 @@ pub struct Metric {
     pub name: &'static str,
     /// Unit or description printed after the value, as `perf stat` does after `#`.
     pub unit: &'static str,
+    /// The formula.
     pub expr: Expr,
 }
 
 impl Metric {
+    /// Events the formula reads.
     pub fn events(&self) -> Vec<&'static str> {
         self.expr.events()
     }

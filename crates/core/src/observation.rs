@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 /// One task over the interval.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskObservation {
+    /// The task.
     pub id: TaskId,
+    /// Its command or program name.
     pub name: String,
+    /// CPUs it may run on at the end of the interval.
     pub affinity: CpuSet,
     /// CPU the task was on at the end of the interval (or last ran on).
     pub cpu: Option<CpuId>,
@@ -24,6 +27,7 @@ pub struct TaskObservation {
 /// One CPU over the interval.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CpuObservation {
+    /// The CPU.
     pub cpu: CpuId,
     /// Task running at the end of the interval.
     pub running: Option<TaskId>,
@@ -38,6 +42,7 @@ pub struct CpuObservation {
 pub struct Observation {
     /// Time at the end of the interval, since the machine started.
     pub time_ns: u64,
+    /// Length of the interval.
     pub interval_ns: u64,
     /// Sorted by task id.
     pub tasks: Vec<TaskObservation>,
@@ -48,6 +53,7 @@ pub struct Observation {
 }
 
 impl Observation {
+    /// The observation of task `id`.
     pub fn task(&self, id: TaskId) -> Option<&TaskObservation> {
         self.tasks
             .binary_search_by_key(&id, |t| t.id)

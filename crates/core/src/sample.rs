@@ -11,8 +11,11 @@ use std::collections::BTreeMap;
 /// One counter's reading (or delta between two readings).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CounterValue {
+    /// The count as read (not scaled).
     pub raw: u64,
+    /// Time the event was enabled.
     pub time_enabled_ns: u64,
+    /// Time it was actually counting (less than enabled when multiplexed).
     pub time_running_ns: u64,
 }
 
@@ -64,12 +67,16 @@ impl CounterValue {
 /// Counter deltas for one task over one interval, keyed by event name (perf's spelling).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
+    /// The task (`None` for a per-CPU sample).
     pub task: Option<TaskId>,
+    /// Length of the interval.
     pub interval_ns: u64,
+    /// Deltas by event name.
     pub values: BTreeMap<String, CounterValue>,
 }
 
 impl Sample {
+    /// An empty sample.
     pub fn new(task: Option<TaskId>, interval_ns: u64) -> Self {
         Self {
             task,
@@ -77,6 +84,7 @@ impl Sample {
             values: BTreeMap::new(),
         }
     }
+    /// Set the delta of `event`.
     pub fn set(&mut self, event: &str, value: CounterValue) {
         self.values.insert(event.to_string(), value);
     }

@@ -9,9 +9,13 @@ use serde::{Deserialize, Serialize};
 /// Summary of a set of per-task normalized performances.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SystemMetrics {
+    /// Geometric mean of the NPs.
     pub normalized_performance: f64,
+    /// Coefficient of variation of the NPs.
     pub unfairness: f64,
+    /// System throughput: the sum of the NPs.
     pub stp: f64,
+    /// Average normalized turnaround time: the mean of 1/NP.
     pub antt: f64,
 }
 

@@ -19,6 +19,7 @@ impl fmt::Display for TaskId {
 /// What a machine knows about a task between intervals.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskInfo {
+    /// The task.
     pub id: TaskId,
     /// Command name (`comm`) or catalog program name.
     pub name: String,

@@ -20,7 +20,7 @@ use crate::result::{ours_cell, BarFigure, BarSeries, ExperimentResult, Table};
 use counterpoint_core::cpuset::{CpuId, CpuSet};
 use counterpoint_core::event;
 use counterpoint_core::machine::Policy;
-use counterpoint_policy::{Di, FnCost, Linux, OracleSearch, PairingPolicy, Spread};
+use counterpoint_policy::{FnCost, Linux, OracleSearch};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -29,12 +29,15 @@ use rayon::prelude::*;
 /// A machine shape of the comparison.
 #[derive(Clone, Debug)]
 pub struct Shape {
+    /// Label in tables.
     pub label: &'static str,
+    /// Catalog machine.
     pub machine: &'static str,
     /// Tasks per mix.
     pub tasks: usize,
 }
 
+/// The machine shapes compared.
 pub fn shapes() -> Vec<Shape> {
     vec![
         Shape {
@@ -55,17 +58,19 @@ pub fn shapes() -> Vec<Shape> {
     ]
 }
 
-/// Policies compared with the oracle.
-pub const POLICIES: [&str; 5] = ["linux", "spread", "di", "ipc-pair-user", "bus-pair-user"];
+/// Policies compared with the oracle (registry names; epoch-level, as a live agent runs them).
+pub const POLICIES: [&str; 5] = [
+    "linux",
+    "spread",
+    "di",
+    "ipc-pair-affinity",
+    "bus-pair-affinity",
+];
 
-fn make(policy: &str) -> Box<dyn Policy + Send> {
-    match policy {
-        "spread" => Box::new(Spread::default()),
-        "di" => Box::new(Di::default()),
-        "ipc-pair-user" => Box::new(PairingPolicy::ipc()),
-        "bus-pair-user" => Box::new(PairingPolicy::bus()),
-        _ => Box::new(Linux),
-    }
+/// A compared policy, from the registry with its defaults.
+fn make(policy: &str) -> Result<Box<dyn Policy + Send>, LabError> {
+    counterpoint_policy::build_epoch(policy, &mut counterpoint_policy::Context::default())
+        .map_err(|e| LabError(e.to_string()))
 }
 
 /// Epoch between policy decisions.
@@ -256,7 +261,7 @@ pub fn run(
             let policy_np: Vec<f64> = POLICIES
                 .iter()
                 .map(|p| {
-                    let mut pol = make(p);
+                    let mut pol = make(p)?;
                     let o = lab.run_light(&job(s.machine, &m, None), spec, pol.as_mut())?;
                     progress.done(p);
                     np(&o, &solo_ips)

@@ -1,7 +1,8 @@
 //! The experiments' view of the simulated machine: a [`Lab`] runs a [`Job`] (a catalog scenario
 //! or machine + programs + initial affinities) under a policy and a pick-next hook for one seed
 //! and reports per-task outcomes. The experiments are written against this trait only; the
-//! simulator implements it (`sim_lab`), and the unit tests use a small analytical stand-in.
+//! simulator implements it (`sim_lab`); the tests run the experiments on it with shortened jobs
+//! (`tests/experiments.rs`), there is no second model.
 
 use counterpoint_core::cpuset::CpuSet;
 use counterpoint_core::machine::{PickNext, Policy};
@@ -16,6 +17,7 @@ pub struct JobTask {
     pub name: String,
     /// Catalog program names, run in order.
     pub programs: Vec<String>,
+    /// Initial affinity (`None` = every CPU).
     pub affinity: Option<CpuSet>,
     /// Start the work over when it is done (constant contention, rate-based measures);
     /// `false` = run once, so completion times are measured.
@@ -32,6 +34,7 @@ impl JobTask {
             repeat: true,
         }
     }
+    /// Run the work once (completion times are measured) instead of repeating it.
     pub fn once(mut self) -> Self {
         self.repeat = false;
         self
@@ -47,6 +50,7 @@ pub enum Job {
     Custom {
         /// Catalog machine name.
         machine: String,
+        /// The tasks.
         tasks: Vec<JobTask>,
         /// Simulated time limit (the run also ends when every non-repeating task is done).
         duration_ns: u64,
@@ -58,6 +62,7 @@ pub enum Job {
 /// How to run it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RunSpec {
+    /// Simulator seed.
     pub seed: u64,
     /// Interval between policy decisions.
     pub epoch_ns: u64,
@@ -66,6 +71,7 @@ pub struct RunSpec {
 /// One task's outcome.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskOutcome {
+    /// The task's display name.
     pub name: String,
     /// Normalized performance: time alone / time shared (or throughput ratio).
     pub np: f64,
@@ -82,15 +88,18 @@ pub struct TaskOutcome {
 /// One run's outcome.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
+    /// Per task, in job order.
     pub tasks: Vec<TaskOutcome>,
     /// Simulated time the run took.
     pub elapsed_ns: u64,
 }
 
 impl Outcome {
+    /// Every task's NP.
     pub fn np(&self) -> Vec<f64> {
         self.tasks.iter().map(|t| t.np).collect()
     }
+    /// System metrics over the tasks' NPs.
     pub fn system(&self) -> Option<counterpoint_core::stats::SystemMetrics> {
         counterpoint_core::stats::system_metrics(&self.np())
     }

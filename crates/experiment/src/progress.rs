@@ -21,7 +21,9 @@ impl Progress for NoProgress {
 /// Counts planned and finished runs (for tests and summaries).
 #[derive(Default)]
 pub struct CountProgress {
+    /// Runs announced.
     pub total: AtomicU64,
+    /// Runs finished.
     pub finished: AtomicU64,
 }
 

@@ -4,10 +4,16 @@
 //! time per program, completion times and event totals from the per-epoch series).
 
 use crate::lab::{Job, Lab, LabError, Outcome, RunSpec, TaskOutcome};
+use counterpoint_core::cpuset::{CpuId, CpuSet};
 use counterpoint_core::event;
 use counterpoint_core::machine::{PickNext, Policy};
+use counterpoint_core::task::TaskId;
 use counterpoint_core::topology::Topology;
-use counterpoint_sim::{Catalog, Scenario, TaskSpec, Workload};
+use counterpoint_policy::registry::{
+    self, BuildError, Built, CalibrationSource, Context, Need, OracleInput,
+};
+use counterpoint_policy::{Calibration, FnCost, Linux, OracleSearch, PlacementCost};
+use counterpoint_sim::{Catalog, RunOptions, Scenario, TaskSpec, Workload};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +36,7 @@ impl SimLab {
         })
     }
 
+    /// The catalog jobs are built from.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }
@@ -95,47 +102,16 @@ impl SimLab {
             }
         }
     }
-}
-
-/// Instructions of one pass of a workload (`None` for servers).
-fn work_instructions(w: &Workload) -> Option<f64> {
-    match w {
-        Workload::Program(p) => Some(p.instructions() as f64),
-        Workload::Shell(ps) => Some(ps.iter().map(|p| p.instructions() as f64).sum()),
-        Workload::Server(_) => None,
-    }
-}
-
-impl Lab for SimLab {
-    fn topology(&self, job: &Job) -> Result<Topology, LabError> {
-        let machine = match job {
-            Job::Scenario(_) => self.scenario(job)?.machine,
-            Job::Custom { machine, .. } => self.catalog.machine(machine).ok_or_else(|| {
-                LabError(format!(
-                    "unknown machine {machine:?}; the catalog has: {}",
-                    self.catalog.machine_names().join(", ")
-                ))
-            })?,
-        };
-        machine.topology().map_err(|e| LabError(e.to_string()))
-    }
-
-    fn run(
+    /// [`Lab::run`] on a scenario (through `counterpoint_sim::run`, i.e. the driver).
+    pub fn run_scenario(
         &self,
-        job: &Job,
+        scenario: &Scenario,
         spec: RunSpec,
         policy: &mut dyn Policy,
         pick: &mut dyn PickNext,
     ) -> Result<Outcome, LabError> {
-        let scenario = self.scenario(job)?;
-        let r = counterpoint_sim::run(
-            &scenario,
-            spec.seed,
-            Some(policy),
-            Some(pick),
-            spec.epoch_ns,
-        )
-        .map_err(|e| LabError(e.to_string()))?;
+        let r = counterpoint_sim::run(scenario, spec.seed, Some(policy), Some(pick), spec.epoch_ns)
+            .map_err(|e| LabError(e.to_string()))?;
         let mut tasks = Vec::with_capacity(r.tasks.len());
         for (i, t) in r.tasks.iter().enumerate() {
             let series = r.series.tasks.get(i);
@@ -185,27 +161,23 @@ impl Lab for SimLab {
         })
     }
 
-    fn run_light(
+    /// [`Lab::run_light`] on a scenario: the policy through the driver
+    /// ([`counterpoint_sim::drive`]), event totals only.
+    pub fn run_light_scenario(
         &self,
-        job: &Job,
+        scenario: &Scenario,
         spec: RunSpec,
         policy: &mut dyn Policy,
     ) -> Result<Outcome, LabError> {
-        use counterpoint_core::machine::Machine;
-        let scenario = self.scenario(job)?;
         let err = |e: counterpoint_sim::SimError| LabError(e.to_string());
-        let mut sim = counterpoint_sim::Simulation::new(&scenario, spec.seed).map_err(err)?;
-        let total_ns = scenario.duration_ms * 1_000_000;
-        let epoch = spec.epoch_ns.max(1);
-        while sim.now_ns() < total_ns && !sim.all_done() {
-            let obs = sim
-                .advance(epoch.min(total_ns - sim.now_ns()))
-                .map_err(err)?;
-            let topo = sim.topology().clone();
-            for a in policy.decide(&topo, &obs) {
-                sim.apply(&a).map_err(err)?;
-            }
-        }
+        let sim = counterpoint_sim::drive(
+            scenario,
+            spec.seed,
+            policy,
+            None,
+            &RunOptions::new(spec.epoch_ns.max(1)),
+        )
+        .map_err(err)?;
         let mut tasks = Vec::with_capacity(sim.task_count());
         for i in 0..sim.task_count() {
             let c = sim
@@ -231,6 +203,49 @@ impl Lab for SimLab {
             elapsed_ns: sim.now_ns(),
         })
     }
+}
+
+/// Instructions of one pass of a workload (`None` for servers).
+fn work_instructions(w: &Workload) -> Option<f64> {
+    match w {
+        Workload::Program(p) => Some(p.instructions() as f64),
+        Workload::Shell(ps) => Some(ps.iter().map(|p| p.instructions() as f64).sum()),
+        Workload::Server(_) => None,
+    }
+}
+
+impl Lab for SimLab {
+    fn topology(&self, job: &Job) -> Result<Topology, LabError> {
+        let machine = match job {
+            Job::Scenario(_) => self.scenario(job)?.machine,
+            Job::Custom { machine, .. } => self.catalog.machine(machine).ok_or_else(|| {
+                LabError(format!(
+                    "unknown machine {machine:?}; the catalog has: {}",
+                    self.catalog.machine_names().join(", ")
+                ))
+            })?,
+        };
+        machine.topology().map_err(|e| LabError(e.to_string()))
+    }
+
+    fn run(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+        pick: &mut dyn PickNext,
+    ) -> Result<Outcome, LabError> {
+        self.run_scenario(&self.scenario(job)?, spec, policy, pick)
+    }
+
+    fn run_light(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+    ) -> Result<Outcome, LabError> {
+        self.run_light_scenario(&self.scenario(job)?, spec, policy)
+    }
 
     fn mix_programs(&self) -> Vec<String> {
         // The probe aliases (INT, FP, L2C, MEM) duplicate SPEC programs under other names.
@@ -239,5 +254,220 @@ impl Lab for SimLab {
             .into_iter()
             .filter(|n| n.chars().any(|c| c.is_ascii_lowercase()))
             .collect()
+    }
+}
+
+/// Another lab's jobs, all moved to one machine (a scenario's own machine, which need not be in
+/// the catalog): how MASA's calibration run measures the machine a policy will run on.
+struct OnMachine<'a> {
+    lab: &'a SimLab,
+    machine: counterpoint_sim::MachineSpec,
+}
+
+impl OnMachine<'_> {
+    fn scenario(&self, job: &Job) -> Result<Scenario, LabError> {
+        let mut sc = self.lab.scenario(job)?;
+        sc.machine = self.machine.clone();
+        Ok(sc)
+    }
+}
+
+impl Lab for OnMachine<'_> {
+    fn topology(&self, _job: &Job) -> Result<Topology, LabError> {
+        self.machine.topology().map_err(|e| LabError(e.to_string()))
+    }
+    fn run(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+        pick: &mut dyn PickNext,
+    ) -> Result<Outcome, LabError> {
+        self.lab
+            .run_scenario(&self.scenario(job)?, spec, policy, pick)
+    }
+    fn run_light(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+    ) -> Result<Outcome, LabError> {
+        self.lab
+            .run_light_scenario(&self.scenario(job)?, spec, policy)
+    }
+    fn mix_programs(&self) -> Vec<String> {
+        self.lab.mix_programs()
+    }
+}
+
+/// The oracle searches scenarios of at most this many tasks...
+pub const ORACLE_MAX_TASKS: usize = 8;
+/// ...and at most this many canonical (symmetry-reduced) static placements.
+pub const ORACLE_MAX_PLACEMENTS: u64 = 2_000;
+/// Each placement is evaluated by a run of this much simulated time (or the scenario's
+/// duration if shorter).
+pub const ORACLE_SCREEN_NS: u64 = 2_000_000_000;
+
+/// The oracle's cost on the simulator: a short light run of the scenario with every task
+/// pinned where the placement says; cost = -sum(ln(instructions per CPU-second)), i.e. the
+/// placement with the best geometric-mean rate (the solo rates are the same for every
+/// placement, so ranking by rate is ranking by normalized performance).
+struct SimCost<'a> {
+    lab: &'a SimLab,
+    scenario: Scenario,
+    seed: u64,
+    epoch_ns: u64,
+    error: Option<LabError>,
+}
+
+impl PlacementCost for SimCost<'_> {
+    fn cost(&mut self, placement: &[CpuId]) -> f64 {
+        let mut sc = self.scenario.clone();
+        for (t, c) in sc.tasks.iter_mut().zip(placement) {
+            t.affinity = Some(CpuSet::single(*c));
+        }
+        let spec = RunSpec {
+            seed: self.seed,
+            epoch_ns: self.epoch_ns,
+        };
+        match self.lab.run_light_scenario(&sc, spec, &mut Linux) {
+            Ok(o) => -o
+                .tasks
+                .iter()
+                .map(|t| {
+                    let i = t.events.get(event::INSTRUCTIONS).copied().unwrap_or(0.0);
+                    let ns = t.events.get(event::TASK_CLOCK).copied().unwrap_or(0.0);
+                    // A task that did not run counts as one instruction per second.
+                    let ips = if ns > 0.0 { i / (ns * 1e-9) } else { 0.0 };
+                    ips.max(1.0).ln()
+                })
+                .sum::<f64>(),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                f64::INFINITY
+            }
+        }
+    }
+}
+
+/// What `build_policy` may use besides the registry's defaults.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SimPolicyOptions {
+    /// MASA: use the paper's 2002 Xeon table instead of calibrating the scenario's machine.
+    pub paper_calibration: bool,
+    /// `spread`: CPUs used from which a task counts as hungry.
+    pub hungry_cpus: Option<f64>,
+}
+
+impl SimLab {
+    /// MASA's load calibration measured on `machine`: the probe solo and co-runs of
+    /// [`crate::masa::calibrate`] (the paper's method), on the simulated `machine`.
+    pub fn calibrate_machine(
+        &self,
+        machine: &counterpoint_sim::MachineSpec,
+        seed: u64,
+    ) -> Result<Calibration, LabError> {
+        let topology = machine.topology().map_err(|e| LabError(e.to_string()))?;
+        let tree = counterpoint_policy::tree::MachineTree::new(&topology);
+        if tree.packages.first().map_or(0, |p| p.cpus().len()) < 2 {
+            return Err(LabError(format!(
+                "MASA calibrates by co-running probes on two logical CPUs of one package; \
+                 {} has one CPU per package (use the paper's table explicitly instead)",
+                machine.name
+            )));
+        }
+        crate::masa::calibrate(
+            &OnMachine {
+                lab: self,
+                machine: machine.clone(),
+            },
+            seed,
+        )
+        .map_err(|e| LabError(format!("calibrating {} for MASA: {e}", machine.name)))
+    }
+
+    /// Build a registry policy for a simulated run of `scenario`: MASA gets the calibration of
+    /// the scenario's machine (or the paper's table when asked), the oracle a search of the
+    /// scenario's static placements with short simulated runs (refused above
+    /// [`ORACLE_MAX_TASKS`] tasks or [`ORACLE_MAX_PLACEMENTS`] placements).
+    pub fn build_policy(
+        &self,
+        name: &str,
+        scenario: &Scenario,
+        seed: u64,
+        options: &SimPolicyOptions,
+    ) -> Result<Built, LabError> {
+        let err = |e: BuildError| LabError(e.to_string());
+        let entry = registry::lookup(name).map_err(err)?;
+        let topology = scenario
+            .machine
+            .topology()
+            .map_err(|e| LabError(e.to_string()))?;
+        let calibration = if !entry.needs.contains(&Need::Calibration) {
+            CalibrationSource::None
+        } else if options.paper_calibration {
+            CalibrationSource::PaperXeon
+        } else {
+            CalibrationSource::Measured(self.calibrate_machine(&scenario.machine, seed)?)
+        };
+        let mut ctx = Context {
+            topology: Some(&topology),
+            calibration,
+            oracle: None,
+            options: registry::Options {
+                hungry_cpus: options.hungry_cpus,
+            },
+        };
+        if !entry.needs.contains(&Need::PlacementCost) {
+            return registry::build(name, &mut ctx).map_err(err);
+        }
+        let n = scenario.tasks.len();
+        if n == 0 || n > ORACLE_MAX_TASKS {
+            return Err(LabError(format!(
+                "oracle: searches scenarios of 1 to {ORACLE_MAX_TASKS} tasks; {} has {n}",
+                scenario.name
+            )));
+        }
+        // Count the canonical placements first (no simulation), to refuse a search too big.
+        let mut count = 0u64;
+        OracleSearch {
+            max_evaluations: ORACLE_MAX_PLACEMENTS + 1,
+            ..OracleSearch::default()
+        }
+        .search(
+            &topology,
+            n,
+            &mut FnCost(|_: &[CpuId]| {
+                count += 1;
+                0.0
+            }),
+        );
+        if count > ORACLE_MAX_PLACEMENTS {
+            return Err(LabError(format!(
+                "oracle: {n} tasks on {} CPUs have more than {ORACLE_MAX_PLACEMENTS} static \
+                 placements to simulate; use a smaller scenario",
+                topology.online_cpus().len()
+            )));
+        }
+        let mut screen = scenario.clone();
+        screen.duration_ms = screen.duration_ms.clamp(1, ORACLE_SCREEN_NS / 1_000_000);
+        let mut cost = SimCost {
+            lab: self,
+            scenario: screen,
+            seed,
+            epoch_ns: (scenario.epoch_ms * 1_000_000).max(1),
+            error: None,
+        };
+        ctx.oracle = Some(OracleInput {
+            tasks: (0..n as u64).map(TaskId).collect(),
+            cost: &mut cost,
+            search: OracleSearch::default(),
+        });
+        let built = registry::build(name, &mut ctx).map_err(err);
+        drop(ctx);
+        if let Some(e) = cost.error {
+            return Err(LabError(format!("oracle: evaluating a placement: {e}")));
+        }
+        built
     }
 }

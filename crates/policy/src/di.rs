@@ -167,7 +167,7 @@ impl Policy for Di {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::{observation, task, topo};
+    use counterpoint_core::testutils::{observation, task, topo};
 
     #[test]
     fn heavy_tasks_go_to_different_memory_domains() {

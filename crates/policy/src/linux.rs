@@ -38,9 +38,9 @@ impl PickNext for LinuxPick {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::{observation, task, topo};
     use counterpoint_core::machine::TaskStats;
     use counterpoint_core::task::TaskId;
+    use counterpoint_core::testutils::{observation, task, topo};
 
     #[test]
     fn never_acts_and_takes_the_queue_head() {

@@ -62,11 +62,13 @@ pub enum LoadMetric {
 }
 
 impl LoadMetric {
+    /// Every metric.
     pub const ALL: [LoadMetric; 3] = [
         LoadMetric::L2Misses,
         LoadMetric::FpUops,
         LoadMetric::BusTransactions,
     ];
+    /// The metric's name in tables and JSON (`l2_misses`, ...).
     pub fn name(self) -> &'static str {
         match self {
             LoadMetric::L2Misses => "l2_misses",
@@ -74,6 +76,7 @@ impl LoadMetric {
             LoadMetric::BusTransactions => "bus_transactions",
         }
     }
+    /// The canonical event that counts it.
     pub fn event(self) -> &'static str {
         match self {
             LoadMetric::L2Misses => event::CACHE_MISSES,
@@ -81,6 +84,7 @@ impl LoadMetric {
             LoadMetric::BusTransactions => event::MEM_TRANSACTIONS,
         }
     }
+    /// The metric named `name`.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }
@@ -89,6 +93,7 @@ impl LoadMetric {
 /// One row of the load-calibration table: a probe program solo and coupled on one package.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationEntry {
+    /// The metric the probe loads.
     pub metric: LoadMetric,
     /// The probe program (the paper: 177.mesa for FP, 197.parser for L2C).
     pub probe: String,
@@ -103,6 +108,31 @@ pub struct CalibrationEntry {
 }
 
 impl CalibrationEntry {
+    /// A row from probes run for a fixed *time* (a host's `calibrate`) rather than a fixed amount
+    /// of work: the work is what the solo run does in one second, so `solo_time_s` = 1 and
+    /// `coupled_time_s` = solo work rate / coupled work rate (per copy). Event rates are the
+    /// package's (summed over its CPUs) in each run.
+    pub fn from_rates(
+        metric: LoadMetric,
+        probe: &str,
+        solo_units_per_s: f64,
+        coupled_units_per_s: f64,
+        solo_events_per_s: f64,
+        coupled_events_per_s: f64,
+    ) -> Self {
+        Self {
+            metric,
+            probe: probe.to_string(),
+            solo_time_s: 1.0,
+            coupled_time_s: if coupled_units_per_s > 0.0 {
+                solo_units_per_s / coupled_units_per_s
+            } else {
+                f64::INFINITY
+            },
+            solo_events_per_s,
+            coupled_events_per_s,
+        }
+    }
     /// The execution-resource limit: the solo rate.
     pub fn limit_per_s(&self) -> f64 {
         self.solo_events_per_s
@@ -133,10 +163,18 @@ impl CalibrationEntry {
 /// Why a calibration table cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
+    /// A row whose numbers cannot give an impact or a limit.
     #[error("calibration for {metric}: {why}")]
-    Invalid { metric: &'static str, why: String },
+    Invalid {
+        /// The metric of the row.
+        metric: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+    /// A metric listed twice.
     #[error("calibration table lists {0} twice")]
     Duplicate(&'static str),
+    /// No rows.
     #[error("calibration table is empty")]
     Empty,
 }
@@ -144,12 +182,14 @@ pub enum CalibrationError {
 /// The load-calibration table (input data, measured on the target machine).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
+    /// One row per metric.
     pub entries: Vec<CalibrationEntry>,
 }
 
 /// A metric with its calibrated priority and limit.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RankedMetric {
+    /// The metric.
     pub metric: LoadMetric,
     /// ΔT/ΔL (relative); higher is checked first.
     pub impact: f64,
@@ -250,23 +290,36 @@ impl Default for MasaParams {
 pub enum MasaEvent {
     /// Step 3: an outstanding process moved to an idle sibling.
     Migrate {
+        /// When it was decided.
         time_ns: u64,
+        /// The outstanding process.
         task: TaskId,
+        /// Where it ran.
         from_cpu: CpuId,
+        /// The idle sibling.
         to_cpu: CpuId,
+        /// False in log-only mode.
         applied: bool,
     },
     /// Step 4d: a swap between the max- and min-loaded packages for one metric.
     Swap {
+        /// When it was decided.
         time_ns: u64,
+        /// The metric whose imbalance it corrects.
         metric: LoadMetric,
+        /// The process moved off the max-loaded package.
         a: TaskId,
         /// `None` when `a` moved to an idle CPU (a migration expressed as a swap).
         b: Option<TaskId>,
+        /// Load of the max-loaded package before the swap (events per second).
         max_load: f64,
+        /// Load of the min-loaded package before the swap.
         min_load: f64,
+        /// Projected load of the max-loaded package after it.
         projected_max: f64,
+        /// Projected load of the min-loaded package after it.
         projected_min: f64,
+        /// False in log-only mode.
         applied: bool,
     },
 }
@@ -283,6 +336,7 @@ struct TaskAcc {
 /// The MASA daemon's state.
 #[derive(Clone, Debug)]
 pub struct Masa {
+    /// The daemon's parameters.
     pub params: MasaParams,
     metrics: Vec<RankedMetric>,
     period_start_ns: Option<u64>,
@@ -341,6 +395,7 @@ impl Masa {
     pub fn migrations(&self) -> u64 {
         self.migrations
     }
+    /// Every decision so far.
     pub fn log(&self) -> &[MasaEvent] {
         &self.log
     }
@@ -652,7 +707,7 @@ impl Policy for Masa {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::{observation, task, topo, INTERVAL_NS};
+    use counterpoint_core::testutils::{observation, task, topo, INTERVAL_NS};
 
     /// A calibration where both copies of each probe slow down and raise the package load.
     fn calibration() -> Calibration {
@@ -926,5 +981,18 @@ mod tests {
         }
         let mut masa = Masa::new(params(), &calibration()).unwrap();
         assert!(masa.decide(&t, &heavy).is_empty());
+    }
+
+    #[test]
+    fn rows_from_fixed_time_rates_rank_like_fixed_work_rows() {
+        // Coupled, each copy does 80 % of the solo work rate (ΔT = 25 %) while the package's
+        // event rate rises by 50 % (ΔL): impact 0.5.
+        let e = CalibrationEntry::from_rates(LoadMetric::L2Misses, "l2", 100.0, 80.0, 1e6, 1.5e6);
+        assert!((e.coupled_time_s - 1.25).abs() < 1e-12);
+        assert!((e.impact().unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(e.limit_per_s(), 1e6);
+        // A probe that did no work coupled cannot be ranked.
+        let dead = CalibrationEntry::from_rates(LoadMetric::FpUops, "fp", 100.0, 0.0, 1e6, 1.5e6);
+        assert!(dead.impact().is_err());
     }
 }

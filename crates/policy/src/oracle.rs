@@ -72,6 +72,7 @@ impl Default for OracleSearch {
 pub struct OracleResult {
     /// CPU of each task, in the caller's task order.
     pub placement: Vec<CpuId>,
+    /// Its cost.
     pub cost: f64,
     /// Complete placements evaluated.
     pub evaluations: u64,
@@ -257,6 +258,7 @@ pub struct Oracle {
 }
 
 impl Oracle {
+    /// The oracle imposing `placement`.
     pub fn new(placement: Placement) -> Self {
         Self { placement }
     }
@@ -269,6 +271,7 @@ impl Oracle {
             .collect();
         Self::new(Placement(map))
     }
+    /// The placement it imposes.
     pub fn placement(&self) -> &Placement {
         &self.placement
     }
@@ -300,7 +303,7 @@ impl Policy for Oracle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::topo;
+    use counterpoint_core::testutils::topo;
 
     /// Cost: heavy tasks sharing a package are penalised (a hand-built contention model).
     fn pkg_cost(weights: Vec<f64>, cpus_per_pkg: u32) -> impl FnMut(&[CpuId]) -> f64 {
@@ -373,7 +376,7 @@ mod tests {
 
     #[test]
     fn oracle_policy_imposes_its_placement_once() {
-        use crate::signal::testutil::{observation, task};
+        use counterpoint_core::testutils::{observation, task};
         let t = topo(1, 2, 1);
         let all = t.online_cpus();
         let r = OracleResult {

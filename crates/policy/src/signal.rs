@@ -1,4 +1,4 @@
-//! Per-task signals the policies read from an [`Observation`]: IPC, bus utilization, LLC miss
+//! Per-task signals the policies read from an [`Observation`](counterpoint_core::Observation): IPC, bus utilization, LLC miss
 //! rate, CPU use. Each comes from a `core::metric` formula or a plain event rate, so a policy
 //! computes the same number on the live host and in the simulator.
 
@@ -64,69 +64,4 @@ pub fn is_live(t: &TaskObservation) -> bool {
 pub fn ran(t: &TaskObservation) -> bool {
     cpu_seconds(&t.sample).is_some_and(|s| s > 0.0)
         || t.sample.get(event::INSTRUCTIONS).is_some_and(|n| n > 0.0)
-}
-
-#[cfg(test)]
-pub(crate) mod testutil {
-    //! Hand-built observations for the policies' unit tests.
-    use counterpoint_core::cpuset::{CpuId, CpuSet};
-    use counterpoint_core::event;
-    use counterpoint_core::observation::{CpuObservation, Observation, TaskObservation};
-    use counterpoint_core::sample::{CounterValue, Sample};
-    use counterpoint_core::task::TaskId;
-    use counterpoint_core::topology::{SymmetricSpec, Topology};
-
-    pub const INTERVAL_NS: u64 = 1_000_000_000;
-
-    pub fn topo(packages: u32, cores: u32, threads: u32) -> Topology {
-        Topology::symmetric(&SymmetricSpec {
-            packages,
-            cores_per_package: cores,
-            threads_per_core: threads,
-            ..Default::default()
-        })
-        .expect("valid shape")
-    }
-
-    /// A task that ran the whole interval on `cpu` with the given events (counts).
-    pub fn task(id: u64, cpu: CpuId, all: &CpuSet, events: &[(&str, f64)]) -> TaskObservation {
-        let mut s = Sample::new(Some(TaskId(id)), INTERVAL_NS);
-        s.set(
-            event::TASK_CLOCK,
-            CounterValue::exact(INTERVAL_NS, INTERVAL_NS),
-        );
-        for (e, v) in events {
-            s.set(e, CounterValue::exact(*v as u64, INTERVAL_NS));
-        }
-        TaskObservation {
-            id: TaskId(id),
-            name: format!("t{id}"),
-            affinity: all.clone(),
-            cpu: Some(cpu),
-            sample: s,
-            runnable: true,
-            finished: false,
-        }
-    }
-
-    pub fn observation(topology: &Topology, mut tasks: Vec<TaskObservation>) -> Observation {
-        tasks.sort_by_key(|t| t.id);
-        let cpus = topology
-            .online_cpus()
-            .iter()
-            .map(|c| CpuObservation {
-                cpu: c,
-                running: tasks.iter().find(|t| t.cpu == Some(c)).map(|t| t.id),
-                busy_fraction: 1.0,
-                sample: Sample::new(None, INTERVAL_NS),
-            })
-            .collect();
-        Observation {
-            time_ns: INTERVAL_NS,
-            interval_ns: INTERVAL_NS,
-            tasks,
-            cpus,
-            memory_utilization: vec![],
-        }
-    }
 }

@@ -39,6 +39,7 @@ impl Default for Spread {
 }
 
 impl Spread {
+    /// Spread with its own hunger threshold (CPUs used per wall second).
     pub fn new(hungry_threshold_cpus: f64) -> Self {
         Self {
             hungry_threshold_cpus,
@@ -181,7 +182,7 @@ impl Policy for Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::{observation, task, topo};
+    use counterpoint_core::testutils::{observation, task, topo};
 
     fn targets(actions: &[Action]) -> BTreeMap<u64, String> {
         actions

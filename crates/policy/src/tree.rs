@@ -8,29 +8,35 @@ use counterpoint_core::topology::Topology;
 /// One physical core: its online SMT siblings, ascending.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CoreNode {
+    /// Its logical CPUs.
     pub cpus: Vec<CpuId>,
 }
 
 /// One last-level cache domain (Zhuravlev's memory domain when it also has its own bus).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LlcNode {
+    /// Cores sharing the cache.
     pub cores: Vec<CoreNode>,
 }
 
 /// One processor package.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackageNode {
+    /// Package id.
     pub id: u32,
+    /// Its LLC domains.
     pub llcs: Vec<LlcNode>,
 }
 
 impl PackageNode {
+    /// Its online CPUs, in tree order.
     pub fn cpus(&self) -> Vec<CpuId> {
         self.llcs
             .iter()
             .flat_map(|l| l.cores.iter().flat_map(|c| c.cpus.iter().copied()))
             .collect()
     }
+    /// Its online CPUs as a set.
     pub fn cpuset(&self) -> CpuSet {
         self.cpus().into_iter().collect()
     }
@@ -39,10 +45,12 @@ impl PackageNode {
 /// The whole machine as a tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MachineTree {
+    /// Packages, ascending by id.
     pub packages: Vec<PackageNode>,
 }
 
 impl MachineTree {
+    /// The tree of `topology`'s online CPUs.
     pub fn new(topology: &Topology) -> Self {
         let cores = topology.cores();
         let llcs = topology.llc_domains();
@@ -97,6 +105,7 @@ impl MachineTree {
         Self { packages }
     }
 
+    /// Online CPUs in the tree.
     pub fn cpu_count(&self) -> usize {
         self.packages.iter().map(|p| p.cpus().len()).sum()
     }
@@ -169,7 +178,7 @@ impl MachineTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::topo;
+    use counterpoint_core::testutils::topo;
 
     #[test]
     fn spread_order_visits_packages_then_cores_then_threads() {

@@ -43,10 +43,18 @@ pub enum PairMetric {
 }
 
 impl PairMetric {
+    /// Name of the kernel-level pick-next form.
     pub fn policy_name(self) -> &'static str {
         match self {
             PairMetric::Ipc => "ipc-pair",
             PairMetric::Bus => "bus-pair",
+        }
+    }
+    /// Name of the user-space epoch/affinity form.
+    pub fn affinity_policy_name(self) -> &'static str {
+        match self {
+            PairMetric::Ipc => "ipc-pair-affinity",
+            PairMetric::Bus => "bus-pair-affinity",
         }
     }
     fn of_stats(self, s: &TaskStats) -> f64 {
@@ -80,6 +88,7 @@ fn known(v: f64, s: &TaskStats) -> Option<f64> {
 /// The kernel-level pairing hook.
 #[derive(Clone, Debug)]
 pub struct ComplementPick {
+    /// The statistic paired.
     pub metric: PairMetric,
     /// How long a task's last value counts towards the machine average after it was last
     /// seen (tasks that left stop biasing the target).
@@ -92,6 +101,7 @@ pub struct ComplementPick {
 }
 
 impl ComplementPick {
+    /// The hook pairing on `metric`.
     pub fn new(metric: PairMetric) -> Self {
         Self {
             metric,
@@ -100,9 +110,11 @@ impl ComplementPick {
             expired: BTreeMap::new(),
         }
     }
+    /// `ipc-pair`.
     pub fn ipc() -> Self {
         Self::new(PairMetric::Ipc)
     }
+    /// `bus-pair`.
     pub fn bus() -> Self {
         Self::new(PairMetric::Bus)
     }
@@ -205,6 +217,7 @@ impl ComplementPick {
 /// have no prediction.
 #[derive(Clone, Debug)]
 pub struct Multiplexed<P> {
+    /// The hook that sees the sampled values.
     pub inner: P,
     /// Fraction of ticks the scheduler's counters are loaded, in [0, 1].
     pub share: f64,
@@ -224,6 +237,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl<P: PickNext> Multiplexed<P> {
+    /// `inner` seeing counters a `share` of the ticks.
     pub fn new(inner: P, share: f64) -> Self {
         Self {
             inner,
@@ -290,6 +304,7 @@ impl<P: PickNext> PickNext for Multiplexed<P> {
 /// The user-space (epoch-level, affinity-only) form of the pairing policies.
 #[derive(Clone, Debug)]
 pub struct PairingPolicy {
+    /// The statistic paired.
     pub metric: PairMetric,
     /// How often the daemon re-pairs (the decision is skipped in between).
     pub repair_period_ns: u64,
@@ -298,6 +313,7 @@ pub struct PairingPolicy {
 }
 
 impl PairingPolicy {
+    /// The policy pairing on `metric`.
     pub fn new(metric: PairMetric) -> Self {
         Self {
             metric,
@@ -306,9 +322,11 @@ impl PairingPolicy {
             last_repair_ns: None,
         }
     }
+    /// `ipc-pair-affinity`.
     pub fn ipc() -> Self {
         Self::new(PairMetric::Ipc)
     }
+    /// `bus-pair-affinity`.
     pub fn bus() -> Self {
         Self::new(PairMetric::Bus)
     }
@@ -381,7 +399,7 @@ impl PairingPolicy {
 
 impl Policy for PairingPolicy {
     fn name(&self) -> &str {
-        self.metric.policy_name()
+        self.metric.affinity_policy_name()
     }
     fn required_events(&self) -> Vec<&'static str> {
         self.metric.events()
@@ -432,7 +450,7 @@ impl Policy for PairingPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::testutil::{observation, task, topo};
+    use counterpoint_core::testutils::{observation, task, topo};
 
     fn stats(id: u64, ipc: f64, bus: f64) -> TaskStats {
         TaskStats {

@@ -9,22 +9,14 @@ use counterpoint_core::machine::{PickContext, TaskStats};
 use counterpoint_core::observation::{CpuObservation, Observation, TaskObservation};
 use counterpoint_core::sample::{CounterValue, Sample};
 use counterpoint_core::task::TaskId;
-use counterpoint_core::topology::{SymmetricSpec, Topology};
-use counterpoint_policy::{by_name, names, pick_by_name, pick_names, FnCost, OracleSearch};
+use counterpoint_core::testutils::topo as topology;
+use counterpoint_core::topology::Topology;
+use counterpoint_policy::registry::{self, CalibrationSource, Context, Level, OracleInput};
+use counterpoint_policy::{pick_by_name, pick_names, FnCost, OracleSearch};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
 const NS: u64 = 1_000_000_000;
-
-fn topology(p: u32, c: u32, t: u32) -> Topology {
-    Topology::symmetric(&SymmetricSpec {
-        packages: p,
-        cores_per_package: c,
-        threads_per_core: t,
-        ..Default::default()
-    })
-    .unwrap()
-}
 
 /// (cpu index, utilization, insns, misses, fp, finished)
 type TaskSpec = (usize, f64, f64, f64, f64, bool);
@@ -100,8 +92,26 @@ proptest! {
     ) {
         let topo = topology(shape.0, shape.1, shape.2);
         let online = topo.online_cpus();
-        for name in names() {
-            let mut policy = by_name(name).unwrap();
+        for name in registry::names_at(Level::Epoch) {
+            // Every epoch-level policy of the registry, with what its constructor may need: the
+            // paper's MASA table and, for the oracle, a cost that prefers low CPU numbers.
+            let mut cost = FnCost(|p: &[CpuId]| p.iter().map(|c| *c as f64).sum::<f64>());
+            let mut ctx = Context {
+                topology: Some(&topo),
+                calibration: CalibrationSource::PaperXeon,
+                oracle: Some(OracleInput {
+                    tasks: (1..=specs.len() as u64).map(TaskId).collect(),
+                    cost: &mut cost,
+                    search: OracleSearch { max_evaluations: 200, ..OracleSearch::default() },
+                }),
+                ..Context::default()
+            };
+            let mut policy = match registry::build_epoch(name, &mut ctx) {
+                Ok(p) => p,
+                // The oracle has nothing to place without tasks.
+                Err(_) if name == "oracle" && specs.is_empty() => continue,
+                Err(e) => return Err(TestCaseError::fail(format!("{name}: {e}"))),
+            };
             // Several periods so the periodic policies (MASA: 5 s) decide at least once.
             for epoch in 1..=6u64 {
                 let obs = observation(&topo, &specs, epoch * NS);

@@ -8,6 +8,7 @@
 use crate::engine::{Counters, Simulation};
 use crate::scenario::{Scenario, Workload};
 use crate::SimError;
+use counterpoint_core::driver::{Driver, DriverConfig, DriverError, Observer};
 use counterpoint_core::stats::{system_metrics, SystemMetrics};
 use counterpoint_core::{event, Machine, PickNext, Policy};
 use serde::{Deserialize, Serialize};
@@ -16,19 +17,29 @@ use std::collections::BTreeMap;
 /// One task's outcome.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskResult {
+    /// Task index in the scenario.
     pub id: u64,
+    /// Task name.
     pub name: String,
+    /// Program, shell or server label.
     pub workload: String,
+    /// Instructions retired in the shared run.
     pub instructions: u64,
+    /// Cycles it ran.
     pub cycles: u64,
+    /// CPU time it got.
     pub cpu_time_ns: u64,
     /// CPU time the same work takes alone on the machine.
     pub solo_cpu_time_ns: u64,
     /// Normalized performance `T_alone / T_shared` (CPU time); `None` if the task never ran.
     pub np: Option<f64>,
+    /// Instructions per cycle over the run.
     pub ipc: f64,
+    /// LLC misses per thousand instructions.
     pub llc_mpki: f64,
+    /// Times it was switched out.
     pub context_switches: u64,
+    /// Times it moved CPU.
     pub migrations: u64,
     /// Programs (or server requests) completed.
     pub completions: u64,
@@ -42,35 +53,53 @@ pub struct TaskResult {
 /// Per-epoch time series.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Series {
+    /// End of each epoch.
     pub time_ns: Vec<u64>,
     /// Per bus: utilization averaged over each epoch.
     pub bus_utilization: Vec<Vec<f64>>,
+    /// Per task.
     pub tasks: Vec<TaskSeries>,
 }
 
 /// One task's counters per epoch (deltas over the epoch).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskSeries {
+    /// Task index.
     pub id: u64,
+    /// Instructions per epoch.
     pub instructions: Vec<u64>,
+    /// Cycles per epoch.
     pub cycles: Vec<u64>,
+    /// LLC misses per epoch.
     pub llc_misses: Vec<u64>,
+    /// Memory-bus transactions per epoch.
     pub mem_transactions: Vec<u64>,
+    /// Floating-point operations per epoch.
     pub fp_ops: Vec<u64>,
+    /// CPU time per epoch.
     pub task_clock_ns: Vec<u64>,
+    /// IPC per epoch.
     pub ipc: Vec<f64>,
 }
 
 /// Everything a run produced.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
+    /// Scenario name.
     pub scenario: String,
+    /// Machine name.
     pub machine: String,
+    /// Seed of the run.
     pub seed: u64,
+    /// Epoch-level policy (`linux` = none).
     pub policy: String,
+    /// Pick-next hook, if any.
     pub pick: Option<String>,
+    /// Simulated time the run took.
     pub duration_ns: u64,
+    /// Interval between policy decisions.
     pub epoch_ns: u64,
+    /// Per task.
     pub tasks: Vec<TaskResult>,
     /// Over tasks that ran (`None` when none did).
     pub metrics: Option<SystemMetrics>,
@@ -80,11 +109,37 @@ pub struct RunResult {
     pub throughput_completions_per_s: f64,
     /// Mean utilization of each bus over the run.
     pub mean_bus_utilization: Vec<f64>,
+    /// Per-epoch time series.
     pub series: Series,
 }
 
+/// How a run drives its epoch-level policy: the live agent's options, through the same
+/// [`Driver`] loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Interval between policy decisions.
+    pub epoch_ns: u64,
+    /// Hold-back: a task moved by the policy is not moved again for this many epochs
+    /// (0 = none, the default of [`run`]; the agent's default is 3).
+    pub min_residency_intervals: u32,
+    /// Decisions are made and counted but none is applied.
+    pub dry_run: bool,
+}
+
+impl RunOptions {
+    /// Decisions every `epoch_ns`, no hold-back, applied.
+    pub fn new(epoch_ns: u64) -> Self {
+        Self {
+            epoch_ns,
+            min_residency_intervals: 0,
+            dry_run: false,
+        }
+    }
+}
+
 /// Run a scenario. The epoch-level `policy` decides after every epoch of `epoch_ns` and its
-/// actions are applied; the `pick` hook is consulted at every context switch.
+/// actions are applied (through the [`Driver`], without hold-back); the `pick` hook is
+/// consulted at every context switch.
 pub fn run<'p, 'k>(
     scenario: &Scenario,
     seed: u64,
@@ -92,70 +147,240 @@ pub fn run<'p, 'k>(
     pick: Option<&mut (dyn PickNext + 'k)>,
     epoch_ns: u64,
 ) -> Result<RunResult, SimError> {
-    run_with_progress(scenario, seed, policy, pick, epoch_ns, &mut |_, _| {})
+    run_with(
+        scenario,
+        seed,
+        policy,
+        pick,
+        &RunOptions::new(epoch_ns),
+        &mut |_, _| {},
+    )
 }
 
 /// [`run`] with a progress callback `(simulated_ns_done, total_ns)` after each epoch.
 pub fn run_with_progress<'p, 'k>(
     scenario: &Scenario,
     seed: u64,
-    mut policy: Option<&mut (dyn Policy + 'p)>,
-    mut pick: Option<&mut (dyn PickNext + 'k)>,
+    policy: Option<&mut (dyn Policy + 'p)>,
+    pick: Option<&mut (dyn PickNext + 'k)>,
     epoch_ns: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, SimError> {
+    run_with(
+        scenario,
+        seed,
+        policy,
+        pick,
+        &RunOptions::new(epoch_ns),
+        progress,
+    )
+}
+
+/// The baseline's epoch-level policy: decides nothing (the machine's scheduler alone).
+struct NoPolicy;
+
+impl Policy for NoPolicy {
+    fn name(&self) -> &str {
+        "linux"
+    }
+    fn required_events(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+    fn decide(
+        &mut self,
+        _topology: &counterpoint_core::Topology,
+        _observation: &counterpoint_core::Observation,
+    ) -> Vec<counterpoint_core::Action> {
+        Vec::new()
+    }
+}
+
+/// The simulation as the driver sees it: advances stop at the scenario's duration, and every
+/// observation is also recorded into the run's time series.
+struct Recorded<'a, 'k> {
+    sim: Simulation,
+    pick: Option<&'a mut (dyn PickNext + 'k)>,
+    total_ns: u64,
+    series: Series,
+    bus_sum: Vec<f64>,
+    deltas: Vec<Counters>,
+}
+
+impl Machine for Recorded<'_, '_> {
+    type Error = SimError;
+    fn topology(&self) -> &counterpoint_core::Topology {
+        self.sim.topology()
+    }
+    fn tasks(&self) -> Vec<counterpoint_core::TaskInfo> {
+        self.sim.tasks()
+    }
+    fn advance(&mut self, interval_ns: u64) -> Result<counterpoint_core::Observation, SimError> {
+        let step = interval_ns.min(self.total_ns.saturating_sub(self.sim.now_ns()));
+        let obs = self.sim.advance_with(step, self.pick.as_deref_mut());
+        self.deltas.clear();
+        self.deltas
+            .extend(obs.tasks.iter().map(|t| counters_of(&t.sample)));
+        record(
+            &mut self.series,
+            self.sim.now_ns(),
+            &self.deltas,
+            &obs.memory_utilization,
+        );
+        if self.bus_sum.is_empty() {
+            self.bus_sum = vec![0.0; obs.memory_utilization.len()];
+        }
+        let tick = self.sim.tick_ns();
+        let interval = step.div_ceil(tick) * tick;
+        for (s, u) in self.bus_sum.iter_mut().zip(&obs.memory_utilization) {
+            *s += u * interval as f64;
+        }
+        Ok(obs)
+    }
+    fn apply(&mut self, action: &counterpoint_core::Action) -> Result<(), SimError> {
+        self.sim.apply(action)
+    }
+    fn finished(&self) -> bool {
+        self.sim.now_ns() >= self.total_ns || self.sim.all_done()
+    }
+}
+
+/// The simulation bounded by the scenario's duration, as the driver sees it (no series).
+struct Bounded<'a, 'k> {
+    sim: Simulation,
+    pick: Option<&'a mut (dyn PickNext + 'k)>,
+    total_ns: u64,
+}
+
+impl Machine for Bounded<'_, '_> {
+    type Error = SimError;
+    fn topology(&self) -> &counterpoint_core::Topology {
+        self.sim.topology()
+    }
+    fn tasks(&self) -> Vec<counterpoint_core::TaskInfo> {
+        self.sim.tasks()
+    }
+    fn advance(&mut self, interval_ns: u64) -> Result<counterpoint_core::Observation, SimError> {
+        let step = interval_ns.min(self.total_ns.saturating_sub(self.sim.now_ns()));
+        Ok(self.sim.advance_with(step, self.pick.as_deref_mut()))
+    }
+    fn apply(&mut self, action: &counterpoint_core::Action) -> Result<(), SimError> {
+        self.sim.apply(action)
+    }
+    fn finished(&self) -> bool {
+        self.sim.now_ns() >= self.total_ns || self.sim.all_done()
+    }
+}
+
+/// Drive a scenario's simulation with `policy` (and `pick`) through the [`Driver`] until its
+/// duration is over or every task is done, without time series or solo reference runs; the
+/// caller reads the final counters from the returned simulation. What searches that evaluate
+/// many placements use.
+pub fn drive<'p, 'k>(
+    scenario: &Scenario,
+    seed: u64,
+    policy: &mut (dyn Policy + 'p),
+    pick: Option<&mut (dyn PickNext + 'k)>,
+    options: &RunOptions,
+) -> Result<Simulation, SimError> {
+    if options.epoch_ns == 0 {
+        return Err(SimError::Invalid("epoch must be positive".into()));
+    }
+    let mut machine = Bounded {
+        sim: Simulation::new(scenario, seed)?,
+        pick,
+        total_ns: scenario.duration_ms * 1_000_000,
+    };
+    let config = DriverConfig {
+        min_residency_intervals: options.min_residency_intervals,
+        dry_run: options.dry_run,
+        ..DriverConfig::new(options.epoch_ns)
+    };
+    Driver::new(config)
+        .run(
+            &mut machine,
+            policy,
+            &mut counterpoint_core::driver::NoObserver,
+        )
+        .map_err(driver_error)?;
+    Ok(machine.sim)
+}
+
+fn driver_error(e: DriverError<SimError>) -> SimError {
+    match e {
+        DriverError::Machine(e) => e,
+        DriverError::ZeroInterval => SimError::Invalid("epoch must be positive".into()),
+    }
+}
+
+/// Reports progress after each epoch.
+struct ProgressObserver<'f> {
+    progress: &'f mut dyn FnMut(u64, u64),
+}
+
+impl Observer<Recorded<'_, '_>> for ProgressObserver<'_> {
+    fn observed(
+        &mut self,
+        machine: &Recorded<'_, '_>,
+        _interval: u64,
+        _observation: &counterpoint_core::Observation,
+    ) {
+        (self.progress)(machine.sim.now_ns(), machine.total_ns);
+    }
+}
+
+/// [`run`] with explicit [`RunOptions`] and a progress callback. The epoch loop is the
+/// [`Driver`] the live agent uses, over the simulation as a [`Machine`].
+pub fn run_with<'p, 'k>(
+    scenario: &Scenario,
+    seed: u64,
+    policy: Option<&mut (dyn Policy + 'p)>,
+    pick: Option<&mut (dyn PickNext + 'k)>,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunResult, SimError> {
+    let epoch_ns = options.epoch_ns;
     if epoch_ns == 0 {
         return Err(SimError::Invalid("epoch must be positive".into()));
     }
-    let mut sim = Simulation::new(scenario, seed)?;
-    let total_ns = scenario.duration_ms * 1_000_000;
+    let sim = Simulation::new(scenario, seed)?;
     let n = sim.task_count();
-    let mut series = Series {
-        tasks: (0..n)
-            .map(|i| TaskSeries {
-                id: i as u64,
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
+    let pick_name = pick.as_ref().map(|p| p.name().to_string());
+    let mut machine = Recorded {
+        sim,
+        pick,
+        total_ns: scenario.duration_ms * 1_000_000,
+        series: Series {
+            tasks: (0..n)
+                .map(|i| TaskSeries {
+                    id: i as u64,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        },
+        bus_sum: Vec::new(),
+        deltas: Vec::with_capacity(n),
     };
-    let mut bus_sum: Vec<f64> = Vec::new();
-    let mut deltas = Vec::with_capacity(n);
-    let mut bus = Vec::new();
-    while sim.now_ns() < total_ns && !sim.all_done() {
-        let step = epoch_ns.min(total_ns - sim.now_ns());
-        // Observations (allocating per task and event) only when a policy reads them; the
-        // series come from the same counter deltas either way.
-        let obs = match policy.as_deref_mut() {
-            Some(_) => {
-                let obs = sim.advance_with(step, pick.as_deref_mut());
-                deltas.clear();
-                deltas.extend(obs.tasks.iter().map(|t| counters_of(&t.sample)));
-                bus.clone_from(&obs.memory_utilization);
-                Some(obs)
-            }
-            None => {
-                sim.advance_quiet(step, pick.as_deref_mut());
-                sim.take_interval(&mut deltas, &mut bus);
-                None
-            }
-        };
-        record(&mut series, sim.now_ns(), &deltas, &bus);
-        if bus_sum.is_empty() {
-            bus_sum = vec![0.0; bus.len()];
-        }
-        let interval = step.div_ceil(sim.tick_ns()) * sim.tick_ns();
-        for (s, u) in bus_sum.iter_mut().zip(&bus) {
-            *s += u * interval as f64;
-        }
-        if let (Some(p), Some(obs)) = (policy.as_deref_mut(), obs) {
-            let topo = sim.topology().clone();
-            for a in p.decide(&topo, &obs) {
-                sim.apply(&a)?;
-            }
-        }
-        progress(sim.now_ns(), total_ns);
-    }
+    let mut baseline = NoPolicy;
+    let policy: &mut (dyn Policy + '_) = match policy {
+        Some(p) => p,
+        None => &mut baseline,
+    };
+    let config = DriverConfig {
+        min_residency_intervals: options.min_residency_intervals,
+        dry_run: options.dry_run,
+        ..DriverConfig::new(epoch_ns)
+    };
+    Driver::new(config)
+        .run(&mut machine, policy, &mut ProgressObserver { progress })
+        .map_err(driver_error)?;
+    let policy_name = policy.name().to_string();
+    let Recorded {
+        sim,
+        series,
+        bus_sum,
+        ..
+    } = machine;
     let duration_ns = sim.now_ns();
     // Solo references, one per distinct workload (servers: per task, their streams differ).
     let mut solo_cache: BTreeMap<String, SoloCurve> = BTreeMap::new();
@@ -225,8 +450,8 @@ pub fn run_with_progress<'p, 'k>(
         scenario: scenario.name.clone(),
         machine: scenario.machine.name.clone(),
         seed,
-        policy: policy.map_or_else(|| "linux".to_string(), |p| p.name().to_string()),
-        pick: pick.map(|p| p.name().to_string()),
+        policy: policy_name,
+        pick: pick_name,
         duration_ns,
         epoch_ns,
         tasks,
@@ -367,4 +592,68 @@ fn solo_curve(
         }
     }
     Ok(SoloCurve { points })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Catalog;
+    use counterpoint_core::{Action, CpuSet, Observation, TaskId, Topology};
+
+    fn scenario() -> Scenario {
+        let catalog = Catalog::builtin();
+        Scenario::builder(&catalog, "zhang-smp")
+            .expect("catalog machine")
+            .name("driver")
+            .duration_ms(2_000)
+            .task("gzip", None)
+            .and_then(|b| b.task("swim", None))
+            .expect("catalog programs")
+            .build()
+    }
+
+    /// Moves task 0 to the other CPU every epoch.
+    struct PingPong;
+    impl Policy for PingPong {
+        fn name(&self) -> &str {
+            "ping-pong"
+        }
+        fn required_events(&self) -> Vec<&'static str> {
+            Vec::new()
+        }
+        fn decide(&mut self, _t: &Topology, o: &Observation) -> Vec<Action> {
+            let now = o.task(TaskId(0)).and_then(|t| t.affinity.first());
+            vec![Action::SetAffinity {
+                task: TaskId(0),
+                cpus: CpuSet::single(if now == Some(1) { 0 } else { 1 }),
+            }]
+        }
+    }
+
+    #[test]
+    fn dry_run_is_the_baseline_and_hold_back_limits_moves() {
+        let sc = scenario();
+        let epoch = 100_000_000;
+        let base = run(&sc, 3, None, None, epoch).unwrap();
+        let dry = RunOptions {
+            dry_run: true,
+            ..RunOptions::new(epoch)
+        };
+        let mut r = run_with(&sc, 3, Some(&mut PingPong), None, &dry, &mut |_, _| {}).unwrap();
+        r.policy = base.policy.clone();
+        assert_eq!(r, base, "a dry run changes nothing");
+
+        let moves = |residency: u32| {
+            let o = RunOptions {
+                min_residency_intervals: residency,
+                ..RunOptions::new(epoch)
+            };
+            let r = run_with(&sc, 3, Some(&mut PingPong), None, &o, &mut |_, _| {}).unwrap();
+            r.tasks[0].migrations
+        };
+        // 20 epochs: a move every epoch without hold-back, at most every third with it.
+        let (free, held) = (moves(0), moves(3));
+        assert!(free >= 15, "{free}");
+        assert!(held <= 8 && held < free, "{held} vs {free}");
+    }
 }

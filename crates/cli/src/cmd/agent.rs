@@ -59,6 +59,10 @@ pub struct AgentArgs {
     /// Stop after this many intervals (then restore), for scripted runs.
     #[arg(long)]
     max_intervals: Option<u64>,
+    /// `masa`: the load-calibration table measured on this machine (a JSON file of
+    /// `counterpoint_policy::Calibration`), or `paper` for the 2002 dual Xeon's table.
+    #[arg(long, value_name = "FILE|paper")]
+    masa_calibration: Option<String>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -208,16 +212,31 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let Some(policy_name) = args.policy.as_deref() else {
         bail!(
             "--policy is required (known: {})",
-            counterpoint_policy::names().join(", ")
+            counterpoint_policy::registry::names_at(counterpoint_policy::Level::Epoch).join(", ")
         );
     };
-    let mut policy = counterpoint_policy::by_name(policy_name)?;
-    if let Some(h) = args.hungry_cpus {
-        if policy_name != "spread" || !(h > 0.0 && h.is_finite()) {
-            bail!("--hungry-cpus {h}: only for --policy spread, and must be positive");
+    // The registry builds the policy (pick-next hooks are refused: they need the simulator).
+    let calibration = match args.masa_calibration.as_deref() {
+        None => counterpoint_policy::CalibrationSource::None,
+        Some("paper") => counterpoint_policy::CalibrationSource::PaperXeon,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--masa-calibration {path}"))?;
+            let table: counterpoint_policy::Calibration = serde_json::from_str(&text)
+                .with_context(|| format!("--masa-calibration {path}: not a calibration table"))?;
+            counterpoint_policy::CalibrationSource::Measured(table)
         }
-        policy = Box::new(counterpoint_policy::Spread::new(h));
-    }
+    };
+    let mut policy = counterpoint_policy::build_epoch(
+        policy_name,
+        &mut counterpoint_policy::Context {
+            calibration,
+            options: counterpoint_policy::registry::Options {
+                hungry_cpus: args.hungry_cpus,
+            },
+            ..Default::default()
+        },
+    )?;
     // Hardware events are probed once (opened on this thread); what does not open is
     // missing, and a policy that needs it does not start.
     let avail = counterpoint_host::perf::availability();

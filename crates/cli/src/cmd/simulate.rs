@@ -5,7 +5,9 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use counterpoint_core::{PickNext, Policy};
-use counterpoint_sim::{run_with_progress, Catalog, RunResult, Scenario};
+use counterpoint_experiment::sim_lab::{SimLab, SimPolicyOptions};
+use counterpoint_policy::Built;
+use counterpoint_sim::{run_with, Catalog, RunOptions, RunResult, Scenario};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -15,58 +17,31 @@ use std::process::ExitCode;
 pub struct SimulateArgs {
     /// Scenario file (TOML; see scenarios/).
     scenario: PathBuf,
-    /// Policy to run instead of the scenario's (`linux` = the baseline scheduler alone).
+    /// Policy to run instead of the scenario's: any name of `counterpoint policies`
+    /// (`linux` = the baseline scheduler alone; pick-next hooks run inside the scheduler,
+    /// epoch-level policies through the same driver loop as `agent`).
     #[arg(long)]
     policy: Option<String>,
     /// Seed instead of the scenario's.
     #[arg(long)]
     seed: Option<u64>,
+    /// `masa`: use the 2002 dual Xeon's table from the paper instead of calibrating the
+    /// scenario's machine with MASA's probe co-runs.
+    #[arg(long)]
+    paper_calibration: bool,
+    /// Epoch-level policies: a task moved is not moved again for this many epochs (the
+    /// agent's hold-back; default 0 = none).
+    #[arg(long, default_value_t = 0)]
+    min_residency: u32,
+    /// `spread` only: CPUs used from which a task counts as hungry.
+    #[arg(long)]
+    hungry_cpus: Option<f64>,
     /// Print the whole result as JSON on stdout.
     #[arg(long)]
     json: bool,
     /// Write result.json, series.csv, bus.csv and SVG figures into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
-}
-
-/// The policies `simulate` can run: an epoch-level policy and/or a pick-next hook.
-pub struct PolicyChoice {
-    pub epoch: Option<Box<dyn Policy>>,
-    pub pick: Option<Box<dyn PickNext>>,
-}
-
-/// Hook for wiring policies: map a name to the policy objects. Only the baseline is known here;
-/// the policy crate's registry plugs in by adding its names to this match.
-pub fn policy_for(name: &str) -> Result<PolicyChoice> {
-    match name {
-        "linux" => Ok(PolicyChoice {
-            epoch: None,
-            pick: None,
-        }),
-        // [policy] The policy crate's registry: `ipc-pair` / `bus-pair` are the kernel-level
-        // pick-next hooks (the paper's form), `ipc-pair-user` / `bus-pair-user` their
-        // user-space affinity forms, and every other name an epoch-level policy.
-        other => {
-            if let Some(base) = other.strip_suffix("-user") {
-                let epoch = counterpoint_policy::by_name(base)?;
-                return Ok(PolicyChoice {
-                    epoch: Some(epoch),
-                    pick: None,
-                });
-            }
-            if let Ok(pick) = counterpoint_policy::pick_by_name(other) {
-                return Ok(PolicyChoice {
-                    epoch: None,
-                    pick: Some(pick),
-                });
-            }
-            let epoch = counterpoint_policy::by_name(other)?;
-            Ok(PolicyChoice {
-                epoch: Some(epoch),
-                pick: None,
-            })
-        }
-    }
 }
 
 pub fn run(args: SimulateArgs) -> Result<ExitCode> {
@@ -77,7 +52,23 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         .policy
         .clone()
         .unwrap_or_else(|| scenario.policy.clone());
-    let mut choice = policy_for(&policy_name)?;
+    // The registry builds the policy; the simulator supplies what it needs (MASA's
+    // calibration of this machine, the oracle's cost).
+    let lab = SimLab::new().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let options = SimPolicyOptions {
+        paper_calibration: args.paper_calibration,
+        hungry_cpus: args.hungry_cpus,
+    };
+    let built = lab
+        .build_policy(&policy_name, &scenario, seed, &options)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("--policy {policy_name}"))?;
+    let mut epoch: Option<Box<dyn Policy + Send>> = None;
+    let mut pick: Option<Box<dyn PickNext + Send>> = None;
+    match built {
+        Built::Epoch(p) => epoch = Some(p),
+        Built::PickNext(k) => pick = Some(k),
+    }
     let total_ticks = scenario.duration_ms * 1000 / scenario.tick_us.max(1);
     let core_ticks = total_ticks * scenario.machine.cpus() as u64;
     // A bar only where a human watches a run that takes a while.
@@ -94,14 +85,17 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let epoch_ns = scenario.epoch_ms * 1_000_000;
+    let options = RunOptions {
+        min_residency_intervals: args.min_residency,
+        ..RunOptions::new(scenario.epoch_ms * 1_000_000)
+    };
     let mut progress = |done_ns: u64, _total: u64| bar.set_position(done_ns / 1_000_000);
-    let mut result = run_with_progress(
+    let mut result = run_with(
         &scenario,
         seed,
-        choice.epoch.as_deref_mut(),
-        choice.pick.as_deref_mut(),
-        epoch_ns,
+        epoch.as_deref_mut().map(|p| p as &mut dyn Policy),
+        pick.as_deref_mut().map(|p| p as &mut dyn PickNext),
+        &options,
         &mut progress,
     )
     .with_context(|| format!("simulating {}", args.scenario.display()))?;

@@ -1,0 +1,178 @@
+//! The experiments on the real simulator (no stand-in model), shortened: a [`Short`] lab caps
+//! every custom job's simulated duration so the plumbing (jobs, seeds, summaries, tables,
+//! JSON, progress) and the registry's policies run end to end in seconds. The figures of
+//! shortened runs are not the report's; only structure and determinism are asserted here.
+
+use counterpoint_core::machine::{PickNext, Policy};
+use counterpoint_core::topology::Topology;
+use counterpoint_experiment::lab::{Job, Lab, LabError, Outcome, RunSpec};
+use counterpoint_experiment::sim_lab::{SimLab, SimPolicyOptions};
+use counterpoint_experiment::CountProgress;
+use counterpoint_policy::Built;
+use std::sync::atomic::Ordering;
+
+/// The simulator with every repeating custom job cut to `cap_ns` of simulated time.
+struct Short {
+    lab: SimLab,
+    cap_ns: u64,
+}
+
+impl Short {
+    fn new(cap_ns: u64) -> Self {
+        Self {
+            lab: SimLab::new().expect("the built-in catalog loads"),
+            cap_ns,
+        }
+    }
+    fn cut(&self, job: &Job) -> Job {
+        match job {
+            Job::Custom {
+                machine,
+                tasks,
+                duration_ns,
+                tick_ns,
+            } if tasks.iter().all(|t| t.repeat) => Job::Custom {
+                machine: machine.clone(),
+                tasks: tasks.clone(),
+                duration_ns: (*duration_ns).min(self.cap_ns),
+                tick_ns: *tick_ns,
+            },
+            other => other.clone(),
+        }
+    }
+}
+
+impl Lab for Short {
+    fn topology(&self, job: &Job) -> Result<Topology, LabError> {
+        self.lab.topology(job)
+    }
+    fn run(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+        pick: &mut dyn PickNext,
+    ) -> Result<Outcome, LabError> {
+        self.lab.run(&self.cut(job), spec, policy, pick)
+    }
+    fn run_light(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+    ) -> Result<Outcome, LabError> {
+        self.lab.run_light(&self.cut(job), spec, policy)
+    }
+    fn mix_programs(&self) -> Vec<String> {
+        self.lab.mix_programs()
+    }
+}
+
+#[test]
+fn zhang_spec_runs_every_form_on_the_simulator() {
+    let lab = SimLab::new().unwrap();
+    let p = CountProgress::default();
+    let results = counterpoint_experiment::run("zhang-spec", &lab, &[1], &p).unwrap();
+    assert_eq!(results.len(), 1);
+    let r = &results[0];
+    assert!(!r.tables.is_empty() && !r.paper.is_empty());
+    for (policy, metrics) in &r.policies {
+        for (m, s) in metrics {
+            assert!(s.mean.is_finite(), "{policy} {m}");
+        }
+    }
+    let json = counterpoint_experiment::to_json(&results);
+    let np = |k: &str| json["zhang-spec"]["policies"][k]["normalized_performance"]["mean"].as_f64();
+    // The kernel-level bus pairing beats the baseline on the real model.
+    assert!(np("bus-pair").unwrap() > np("linux").unwrap());
+    assert_eq!(
+        p.total.load(Ordering::Relaxed),
+        p.finished.load(Ordering::Relaxed)
+    );
+}
+
+#[test]
+fn di_vs_oracle_compares_registry_policies_with_the_oracle() {
+    // 0.5 s mixes instead of 10 s: the structure, not the figures.
+    let lab = Short::new(500_000_000);
+    let p = CountProgress::default();
+    let results = counterpoint_experiment::run("di-vs-oracle", &lab, &[7], &p).unwrap();
+    let r = &results[0];
+    for shape in ["SMP bus", "2x2 SMT", "4-package 32-thread"] {
+        for policy in counterpoint_experiment::di_oracle::POLICIES {
+            // Every compared name is a registry name.
+            assert!(counterpoint_policy::lookup(policy).is_ok(), "{policy}");
+            let key = format!("{shape} {policy}");
+            let d = &r.policies[&key]["distance_from_oracle_pct"];
+            assert!(d.mean.is_finite(), "{key}");
+        }
+    }
+    assert_eq!(
+        p.total.load(Ordering::Relaxed),
+        p.finished.load(Ordering::Relaxed)
+    );
+    // Same seed, same bytes.
+    let again = counterpoint_experiment::run("di-vs-oracle", &lab, &[7], &p).unwrap();
+    assert_eq!(
+        counterpoint_experiment::to_json(&results),
+        counterpoint_experiment::to_json(&again)
+    );
+}
+
+#[test]
+fn unknown_experiments_and_no_seeds_are_refused() {
+    let lab = SimLab::new().unwrap();
+    let e = counterpoint_experiment::run("zhang", &lab, &[1], &counterpoint_experiment::NoProgress)
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("\"zhang\"") && msg.contains("zhang-spec") && msg.contains("all"));
+    assert!(matches!(
+        counterpoint_experiment::run(
+            "zhang-spec",
+            &lab,
+            &[],
+            &counterpoint_experiment::NoProgress
+        ),
+        Err(counterpoint_experiment::ExperimentError::NoSeeds)
+    ));
+}
+
+#[test]
+fn the_simulator_builds_masa_with_its_own_calibration_and_the_oracle_by_search() {
+    let lab = SimLab::new().unwrap();
+    let catalog = counterpoint_sim::Catalog::builtin();
+    let sc = counterpoint_sim::Scenario::builder(&catalog, "masa-2x2ht")
+        .unwrap()
+        .name("small")
+        .duration_ms(500)
+        .task("mcf", None)
+        .and_then(|b| b.task("swim", None))
+        .and_then(|b| b.task("gzip", None))
+        .unwrap()
+        .build();
+    // MASA: calibrated on this machine; the table's ranking, not the paper's.
+    let cal = lab.calibrate_machine(&sc.machine, 1).unwrap();
+    assert_eq!(cal.entries.len(), 2);
+    let built = lab
+        .build_policy("masa", &sc, 1, &SimPolicyOptions::default())
+        .unwrap();
+    assert_eq!(built.name(), "masa");
+    // The oracle: searched with short simulated runs; a placement for every task.
+    let Built::Epoch(mut oracle) = lab
+        .build_policy("oracle", &sc, 1, &SimPolicyOptions::default())
+        .unwrap()
+    else {
+        panic!("the oracle is epoch-level")
+    };
+    let r = counterpoint_sim::run(&sc, 1, Some(oracle.as_mut()), None, 100_000_000).unwrap();
+    assert_eq!(r.policy, "oracle");
+    assert!(r.tasks.iter().all(|t| t.migrations <= 2), "{:?}", r.tasks);
+    // Too big a search is refused with the limit.
+    let mut big = sc.clone();
+    big.tasks = (0..9).map(|_| sc.tasks[0].clone()).collect();
+    let e = lab
+        .build_policy("oracle", &big, 1, &SimPolicyOptions::default())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("1 to 8 tasks"), "{e}");
+}

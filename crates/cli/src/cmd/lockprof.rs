@@ -625,6 +625,7 @@ pub struct BenchLockprofArgs {
 
 const BENCH_PAIR_C: &str = include_str!("../../../lockprof/tests/c/bench_pair.c");
 const MUTEX_GRID_C: &str = include_str!("../../../lockprof/tests/c/mutex_grid.c");
+const HOLD_TIME_C: &str = include_str!("../../../lockprof/tests/c/hold_time.c");
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -654,6 +655,7 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
     };
     let pair = build("bench_pair", BENCH_PAIR_C)?;
     let grid = build("mutex_grid", MUTEX_GRID_C)?;
+    let hold = build("hold_time", HOLD_TIME_C)?;
     let run = |bin: &Path, a: &[String], preload: bool| -> Result<(String, f64)> {
         let mut cmd = Command::new(bin);
         cmd.args(a).env_remove("LD_PRELOAD");
@@ -697,6 +699,48 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
             }
         }
     }
+    // Hold-time accuracy (a timing, so measured here and never asserted in a test): two
+    // threads each hold one mutex 40 times for 200 us; the profiler's mean hold against the
+    // program's own CLOCK_MONOTONIC measurement of the time spent under the lock.
+    let mut hold_err = Vec::new();
+    for _ in 0..args.rounds {
+        let rdir = tempfile::tempdir().context("creating a report directory")?;
+        let out = Command::new(&hold)
+            .args(["2", "40", "200"])
+            .env("LD_PRELOAD", &lib)
+            .env("COUNTERPOINT_LOCKPROF_OUT", rdir.path())
+            .output()
+            .with_context(|| format!("running {}", hold.display()))?;
+        if !out.status.success() {
+            bail!("hold_time failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let f: Vec<&str> = text.split_whitespace().collect();
+        let (Some(addr), Some(measured)) = (f.get(1), f.get(3).and_then(|m| m.parse::<f64>().ok()))
+        else {
+            bail!("hold_time printed {text:?}");
+        };
+        let report = std::fs::read_dir(rdir.path())?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .next()
+            .context("hold_time wrote no lock profile")?;
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&report)?)
+            .with_context(|| format!("parsing {}", report.display()))?;
+        let (mut total, mut count) = (0u64, 0u64);
+        for e in v["entries"].as_array().into_iter().flatten() {
+            if e["lock"].as_str() == Some(*addr) && e["kind"] == "mutex" {
+                total += e["hold_total_ns"].as_u64().unwrap_or(0);
+                count += e["hold_count"].as_u64().unwrap_or(0);
+            }
+        }
+        if count == 0 || measured <= 0.0 {
+            bail!("hold_time: no holds recorded for lock {addr}");
+        }
+        let program_mean = measured / count as f64;
+        hold_err.push((total as f64 / count as f64 - program_mean) / program_mean * 100.0);
+    }
+    let herr = median(&mut hold_err);
     let (b, p) = (median(&mut base), median(&mut prof));
     let (gb, gp) = (median(&mut gbase), median(&mut gprof));
     let v = json!({
@@ -708,6 +752,10 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
             "wall_s": {"without": gb, "with": gp},
             "slowdown": gp / gb,
         },
+        "hold_time_error_percent": {
+            "program": "hold_time 2 threads x 40 holds of 200 us",
+            "median": herr,
+        },
         "library": lib.display().to_string(),
     });
     if args.json {
@@ -715,6 +763,7 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
     } else {
         println!("lock+unlock (uncontended, median of {} rounds): {b:.1} ns without, {p:.1} ns with the profiler, +{:.1} ns", args.rounds, p - b);
         println!("lock-heavy mutex_grid 2x500000 on 1 mutex: {gb:.3} s without, {gp:.3} s with, slowdown x{:.2}", gp / gb);
+        println!("hold time of 2x40 programmed 200 us holds: profiler mean vs the program's own clock, median error {herr:+.2}%");
         println!("library: {}", lib.display());
     }
     Ok(ExitCode::SUCCESS)

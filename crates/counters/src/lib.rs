@@ -10,6 +10,7 @@
 pub mod count;
 pub mod pmu;
 pub mod readbench;
+pub mod selfcount;
 pub mod spec;
 
 pub use count::{CountError, CounterSet, EventReading, Target};

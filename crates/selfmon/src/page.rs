@@ -25,22 +25,39 @@ pub const CAP_USER_TIME_SHORT: u64 = 1 << 5;
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct PerfEventMmapPage {
+    /// Layout version.
     pub version: u32,
+    /// Oldest compatible layout.
     pub compat_version: u32,
+    /// Seqlock sequence (odd while the kernel writes).
     pub lock: u32,
+    /// Hardware counter + 1, or 0 when not on one.
     pub index: u32,
+    /// Add to the counter value.
     pub offset: i64,
+    /// Time enabled at the last update.
     pub time_enabled: u64,
+    /// Time running at the last update.
     pub time_running: u64,
+    /// `CAP_USER_*` bits.
     pub capabilities: u64,
+    /// Counter width in bits.
     pub pmc_width: u16,
+    /// TSC to ns: shift.
     pub time_shift: u16,
+    /// TSC to ns: multiplier.
     pub time_mult: u32,
+    /// TSC to ns: offset.
     pub time_offset: u64,
+    /// TSC value of time 0.
     pub time_zero: u64,
+    /// Header size.
     pub size: u32,
+    /// Padding.
     pub reserved_1: u32,
+    /// With `cap_user_time_short`: the base cycle count.
     pub time_cycles: u64,
+    /// With `cap_user_time_short`: the counter mask.
     pub time_mask: u64,
 }
 
@@ -127,8 +144,11 @@ impl Cpu for HardwareCpu {
 /// A count with the times the kernel reports beside it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Reading {
+    /// The count.
     pub value: u64,
+    /// Time the event was enabled.
     pub time_enabled_ns: u64,
+    /// Time it was counting (less when multiplexed).
     pub time_running_ns: u64,
 }
 
@@ -281,16 +301,19 @@ pub struct PageWriter {
 }
 
 impl PageWriter {
+    /// `index`.
     pub fn index(&self, v: u32) {
         // SAFETY: see write_page.
         unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*self.page).index)) }
             .store(v, Ordering::Relaxed);
     }
+    /// `offset`.
     pub fn offset(&self, v: i64) {
         // SAFETY: see write_page.
         unsafe { AtomicI64::from_ptr(std::ptr::addr_of_mut!((*self.page).offset)) }
             .store(v, Ordering::Relaxed);
     }
+    /// `time_enabled` and `time_running`.
     pub fn times(&self, enabled: u64, running: u64) {
         // SAFETY: see write_page.
         unsafe {
@@ -300,11 +323,13 @@ impl PageWriter {
                 .store(running, Ordering::Relaxed);
         }
     }
+    /// `capabilities`.
     pub fn capabilities(&self, v: u64) {
         // SAFETY: see write_page.
         unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*self.page).capabilities)) }
             .store(v, Ordering::Relaxed);
     }
+    /// `pmc_width`.
     pub fn pmc_width(&self, v: u16) {
         // SAFETY: see write_page.
         unsafe { AtomicU16::from_ptr(std::ptr::addr_of_mut!((*self.page).pmc_width)) }

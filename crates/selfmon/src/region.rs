@@ -317,6 +317,7 @@ pub struct Region {
 }
 
 impl Region {
+    /// Begin region `name` on the calling thread; it ends when the guard drops.
     pub fn begin(name: &str) -> Region {
         Region {
             handle: begin(name),
@@ -336,11 +337,17 @@ impl Drop for Region {
 /// One region merged over threads.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RegionReport {
+    /// Region name.
     pub name: String,
+    /// Times the region ended.
     pub entries: u64,
+    /// Threads that ran it (in a `Report`: threads with regions).
     pub threads: usize,
+    /// Wall time inside it, summed.
     pub total_ns: u64,
+    /// Per entry.
     pub mean_ns: f64,
+    /// Longest entry.
     pub max_ns: u64,
     /// Counter deltas inside the region, summed over entries, by event name.
     pub counts: BTreeMap<String, u64>,
@@ -352,10 +359,13 @@ pub struct RegionReport {
 /// Every region of every thread that used self-monitoring.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Report {
+    /// The events counted.
     pub events: Vec<String>,
     /// Why counters are missing, if they are (regions still have time and entries).
     pub counters_unavailable: Option<String>,
+    /// Threads that ran it (in a `Report`: threads with regions).
     pub threads: usize,
+    /// Regions by name.
     pub regions: Vec<RegionReport>,
 }
 
@@ -480,6 +490,7 @@ impl Report {
         out
     }
 
+    /// Pretty JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }

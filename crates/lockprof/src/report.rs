@@ -294,7 +294,8 @@ fn report_path(path: &mut [u8; 3200], pid: i32, segment: u32) -> bool {
         buf: &mut path[..],
         len: 0,
     };
-    let ok = c.write_str(core::str::from_utf8(&dir[..dlen]).unwrap_or(".")).is_ok()
+    // The directory is bytes (any path the OS accepts), the rest ASCII.
+    let ok = c.write_bytes(&dir[..dlen]).is_ok()
         && if segment == 0 {
             write!(c, "/lockprof.{pid}.json\0").is_ok()
         } else {
@@ -314,6 +315,17 @@ struct Cursor<'a> {
     buf: &'a mut [u8],
     len: usize,
 }
+impl Cursor<'_> {
+    fn write_bytes(&mut self, b: &[u8]) -> core::fmt::Result {
+        if self.len + b.len() > self.buf.len() {
+            return Err(core::fmt::Error);
+        }
+        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+        Ok(())
+    }
+}
+
 impl Write for Cursor<'_> {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
         let b = s.as_bytes();

@@ -4,7 +4,9 @@
 //! Events are parsed and opened by `counterpoint-counters` (perf's syntax, sysfs PMUs, the one
 //! place that opens perf events); only the read is ours, because it is the hot path.
 
-use crate::page::{read_page, HardwareCpu, PageRead, PerfEventMmapPage, Reading, CAP_USER_RDPMC};
+use crate::page::{
+    read_page, Cpu, HardwareCpu, PageRead, PerfEventMmapPage, Reading, CAP_USER_RDPMC,
+};
 use counterpoint_counters::count::OpenFailure;
 use counterpoint_counters::selfcount::open_on_calling_thread;
 use counterpoint_counters::{parse_event_list, EventSpec, PmuTree};
@@ -145,8 +147,9 @@ impl SelfCounter {
         drop(self);
     }
 
-    /// Whether the kernel currently allows `rdpmc` for this event (never on a machine without a
-    /// hardware PMU; software events never have it).
+    /// Whether reads take the user-space path now: the kernel allows `rdpmc` for this event
+    /// (never on a machine without a hardware PMU; software events never have it) and this CPU
+    /// has a user-space read we implement (x86-64).
     pub fn user_space_capable(&self) -> bool {
         match &self.page {
             // SAFETY: the mapping is live while self is.
@@ -154,7 +157,7 @@ impl SelfCounter {
                 let caps = std::ptr::read_volatile(std::ptr::addr_of!(
                     (*(m.ptr as *const PerfEventMmapPage)).capabilities
                 ));
-                caps & CAP_USER_RDPMC != 0
+                caps & CAP_USER_RDPMC != 0 && HardwareCpu.has_rdpmc()
             },
             None => false,
         }

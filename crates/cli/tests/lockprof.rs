@@ -238,12 +238,19 @@ fn exec_images_are_both_profiled() {
     let tmp = tempfile::tempdir().unwrap();
     let bin = compile("exec_chain", tmp.path(), &[]);
     let out = lockprof(&["--json", "--", bin.to_str().unwrap()], None);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["segments"].as_array().unwrap().len(), 2, "{v}");
     assert_eq!(v["segments"][0]["ended_by"], "exec");
     assert_eq!(v["acquisitions"], 85, "55 before the exec, 30 after");
     let out = lockprof(&["--", bin.to_str().unwrap()], None);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("image 0:") && text.contains("image 1:"), "{text}");
+    assert!(
+        text.contains("image 0:") && text.contains("image 1:"),
+        "{text}"
+    );
 }

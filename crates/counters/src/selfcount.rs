@@ -1,7 +1,9 @@
 //! Events counting the calling thread, for self-monitoring (`counterpoint-selfmon`): opened
 //! here so that the counter layer stays the only place that calls `perf_event_open`.
 
-use crate::count::{builder_for, classify_open_error, has_hardware_pmu, read_paranoid, OpenFailure};
+use crate::count::{
+    builder_for, classify_open_error, has_hardware_pmu, read_paranoid, OpenFailure,
+};
 use crate::{EventSpec, PmuTree};
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 

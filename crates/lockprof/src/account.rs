@@ -4,12 +4,19 @@
 
 use core::ffi::{c_int, c_void};
 
-
 use crate::table::{bump, my_slot, raise_max, rdtsc, Hold, Private, Slot};
 use crate::{HOLD_STACK, KIND_COND};
 
 #[inline(always)]
-pub(crate) fn acquired(s: &Slot, lock: usize, site: usize, kind: u64, t0: u64, t1: u64, contended: bool) {
+pub(crate) fn acquired(
+    s: &Slot,
+    lock: usize,
+    site: usize,
+    kind: u64,
+    t0: u64,
+    t1: u64,
+    contended: bool,
+) {
     // SAFETY: owner-only state of this thread's slot.
     let p = unsafe { &mut *s.private.get() };
     let wait = t1.wrapping_sub(t0);

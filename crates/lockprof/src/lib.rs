@@ -83,4 +83,3 @@ pub const MAX_THREADS: usize = 512;
 pub const ENTRIES_PER_THREAD: usize = 512;
 /// Locks one thread can hold at once and still be timed.
 pub const HOLD_STACK: usize = 32;
-

@@ -8,9 +8,7 @@ use core::ffi::{c_char, c_int};
 use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
 
 use crate::report::{self, Ending};
-use crate::table::{
-    rdtsc, thread_exit, EXIT_KEY, INIT_MONO_NS, INIT_TSC, MY_SLOT, RETIRED, SLOTS,
-};
+use crate::table::{rdtsc, thread_exit, EXIT_KEY, INIT_MONO_NS, INIT_TSC, MY_SLOT, RETIRED, SLOTS};
 
 /// The process the tables belong to: set at load and in a forked child. A `vfork` child (which
 /// shares our memory and runs no atfork handler) sees another pid and must not flush.
@@ -107,8 +105,7 @@ extern "C" fn on_signal(sig: c_int) {
 /// Install `on_signal` for `sig` if its disposition is still the default.
 unsafe fn handle_if_default(sig: c_int) {
     let mut old: libc::sigaction = core::mem::zeroed();
-    if libc::sigaction(sig, core::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
-    {
+    if libc::sigaction(sig, core::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL {
         let mut sa: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = on_signal as *const () as usize;
         sa.sa_flags = libc::SA_RESETHAND | libc::SA_NODEFER | libc::SA_RESTART;
@@ -161,7 +158,8 @@ fn exec_failed(written: Option<report::Written>) {
     }
 }
 
-type ExecFn = unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+type ExecFn =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
 type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
 

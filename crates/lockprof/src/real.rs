@@ -101,14 +101,18 @@ pub(crate) fn resolve() -> bool {
 /// returns 0 (success) at once; a function this libc does not have returns `ENOSYS`.
 macro_rules! real {
     ($field:ident) => {{
-        let p = $crate::real::REAL.$field.load(core::sync::atomic::Ordering::Relaxed);
+        let p = $crate::real::REAL
+            .$field
+            .load(core::sync::atomic::Ordering::Relaxed);
         if p != 0 {
             p
         } else {
             if !$crate::real::resolve() {
                 return 0;
             }
-            let p = $crate::real::REAL.$field.load(core::sync::atomic::Ordering::Relaxed);
+            let p = $crate::real::REAL
+                .$field
+                .load(core::sync::atomic::Ordering::Relaxed);
             if p == 0 {
                 return libc::ENOSYS;
             }

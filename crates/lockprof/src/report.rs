@@ -6,8 +6,10 @@
 //! Files: `lockprof.<pid>.json`, created exclusively; a process that already wrote one (an image
 //! before `exec`, same pid) writes `lockprof.<pid>.<n>.json` with `segment` n.
 
-use crate::table::{has_activity, rdtsc, Entry, INIT_MONO_NS, INIT_TSC, RETIRED, SLOTS, THREADS_UNTRACKED};
 use crate::kind_name;
+use crate::table::{
+    has_activity, rdtsc, Entry, INIT_MONO_NS, INIT_TSC, RETIRED, SLOTS, THREADS_UNTRACKED,
+};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -130,7 +132,6 @@ fn init_path() {
         DIR_LEN = n;
     }
 }
-
 
 struct FdWriter {
     fd: i32,
@@ -355,7 +356,10 @@ fn write_report(
         FORMAT_VERSION, h.pid, h.segment
     )?;
     match ending {
-        Ending::Signal(s) => write!(w, "\"ended_by\":\"signal\",\"complete\":false,\"signal\":{s},")?,
+        Ending::Signal(s) => write!(
+            w,
+            "\"ended_by\":\"signal\",\"complete\":false,\"signal\":{s},"
+        )?,
         Ending::Exit => w.write_str("\"ended_by\":\"exit\",\"complete\":true,\"signal\":null,")?,
         Ending::Exec => w.write_str("\"ended_by\":\"exec\",\"complete\":true,\"signal\":null,")?,
     }
@@ -375,7 +379,10 @@ fn write_report(
         w.write_str("null")?;
     }
     let (elapsed_ns, tsc_per_ns) = (h.elapsed_ns, h.tsc_per_ns);
-    write!(w, ",\"elapsed_ns\":{elapsed_ns},\"tsc_per_ns\":{tsc_per_ns:.6},\"pmu\":")?;
+    write!(
+        w,
+        ",\"elapsed_ns\":{elapsed_ns},\"tsc_per_ns\":{tsc_per_ns:.6},\"pmu\":"
+    )?;
     write_json_str(w, pmu_text().as_bytes())?;
     write!(
         w,

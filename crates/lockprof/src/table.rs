@@ -362,7 +362,8 @@ pub(crate) extern "C" fn thread_exit(arg: *mut c_void) {
 }
 
 /// Key whose destructor runs `thread_exit`; u32::MAX until created.
-pub(crate) static EXIT_KEY: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(u32::MAX);
+pub(crate) static EXIT_KEY: core::sync::atomic::AtomicU32 =
+    core::sync::atomic::AtomicU32::new(u32::MAX);
 
 /// One slot per live thread.
 pub static SLOTS: [Slot; MAX_THREADS] = [const { Slot::new() }; MAX_THREADS];

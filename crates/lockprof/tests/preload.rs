@@ -21,7 +21,9 @@ fn compile(name: &str, out: &Path) -> PathBuf {
 }
 
 fn compile_with(compiler: &str, file: &str, name: &str, out: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(file);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(file);
     let bin = out.join(name);
     let st = Command::new(compiler)
         .args(["-O1", "-pthread", "-o"])
@@ -344,7 +346,11 @@ fn exec_keeps_the_profile_of_the_image_before() {
             .map(|e| e.acquisitions)
             .sum()
     };
-    assert_eq!(acq(first, &addr("1")), 55, "50 before the failed exec, 5 after");
+    assert_eq!(
+        acq(first, &addr("1")),
+        55,
+        "50 before the failed exec, 5 after"
+    );
     assert_eq!(acq(second, &addr("2")), 30);
 }
 

@@ -282,8 +282,7 @@ fn with_state<R>(f: impl FnOnce(&mut ThreadState) -> R) -> Option<R> {
     STATE
         .try_with(|cell| {
             let mut b = cell.try_borrow_mut().ok()?;
-            if b
-                .as_ref()
+            if b.as_ref()
                 .is_some_and(|st| st.generation != fork_generation())
             {
                 if let Some(old) = b.take() {

@@ -83,7 +83,7 @@ fn run(width: u16, readers: usize, reads_per_reader: u64) -> (u64, u64) {
                             let v = if index != 0 && i == index as usize - 1 {
                                 raw
                             } else {
-                                (raw ^ 0x1234_5678_9) & mask
+                                (raw ^ 0x0001_2345_6789) & mask
                             };
                             c.store(v, Ordering::Relaxed);
                         }

@@ -240,8 +240,16 @@ impl Stats {
         self.hold_ns.max = self.hold_ns.max.max(e.hold_max_ns);
     }
     fn finish(&mut self) {
-        self.wait_ns.mean = self.wait_ns.total.checked_div(self.acquisitions).unwrap_or(0);
-        self.hold_ns.mean = self.hold_ns.total.checked_div(self.hold_ns.count).unwrap_or(0);
+        self.wait_ns.mean = self
+            .wait_ns
+            .total
+            .checked_div(self.acquisitions)
+            .unwrap_or(0);
+        self.hold_ns.mean = self
+            .hold_ns
+            .total
+            .checked_div(self.hold_ns.count)
+            .unwrap_or(0);
     }
 }
 
@@ -255,7 +263,12 @@ pub struct SiteProfile {
     pub name: Option<String>,
     /// As the library found it with `dladdr`.
     #[serde(skip)]
-    pub dl: (Option<String>, Option<String>, Option<String>, Option<String>),
+    pub dl: (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
     /// Merged statistics.
     #[serde(flatten)]
     pub stats: Stats,
@@ -766,7 +779,10 @@ mod tests {
         let p = dir.path().join("lockprof.1.json");
         std::fs::write(&p, extra.to_string()).expect("write");
         let e = read_report(&p).expect_err("unknown field").to_string();
-        assert!(e.contains("surprise") && e.contains("lockprof.1.json"), "{e}");
+        assert!(
+            e.contains("surprise") && e.contains("lockprof.1.json"),
+            "{e}"
+        );
         let mut old = good.clone();
         old["version"] = 1.into();
         std::fs::write(&p, old.to_string()).expect("write");

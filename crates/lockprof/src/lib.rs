@@ -50,6 +50,7 @@ compile_error!("counterpoint-lockprof supports x86-64 Linux only");
 pub mod account;
 pub mod interpose;
 pub mod lifecycle;
+pub mod objects;
 pub mod real;
 pub mod report;
 pub mod table;

@@ -121,6 +121,7 @@ pub(crate) extern "C" fn init() {
     OWNER_PID.store(unsafe { libc::getpid() }, Relaxed);
     crate::real::resolve();
     report::init();
+    crate::objects::snapshot();
     // SAFETY: registering plain extern "C" handlers.
     unsafe {
         let mut key: libc::pthread_key_t = 0;

@@ -501,6 +501,11 @@ fn write_entry(
     )?;
     if signal.is_none() {
         symbol(w, site)?;
+    } else if let Some((object, offset)) = crate::objects::lookup(site) {
+        // No dladdr in a signal handler: the startup snapshot gives object and offset.
+        w.write_str(",\"object\":")?;
+        write_json_str(w, object)?;
+        write!(w, ",\"object_offset\":\"{offset:#x}\"")?;
     }
     w.write_char('}')
 }

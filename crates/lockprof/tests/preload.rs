@@ -294,6 +294,12 @@ fn ended_by_signal(sig: i32) {
         .map(|e| e.acquisitions)
         .sum();
     assert_eq!(acq, 123);
+    // No dladdr in the handler, but the call site is placed in the executable.
+    for e in r.entries.iter().filter(|e| e.lock == addr) {
+        let object = e.object.as_deref().unwrap_or("");
+        assert!(object.ends_with("/term_wait"), "{e:?}");
+        assert!(e.object_offset.is_some() && e.symbol.is_none(), "{e:?}");
+    }
 }
 
 #[test]

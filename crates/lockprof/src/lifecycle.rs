@@ -239,6 +239,60 @@ pub unsafe extern "C" fn fexecve(
     r
 }
 
+// The variadic `execl`, `execlp` and `execle` cannot be defined in stable Rust, and glibc's
+// versions call its internal `__execve`, not the interposed one. Each is a naked trampoline
+// instead: it saves the argument registers (and `al`, the vector-register count of a variadic
+// call), calls a helper that writes the report and returns the real function, restores them
+// and tail-jumps to it with the caller's stack untouched, so the variadic arguments arrive as
+// they were passed. If the exec fails the real function returns straight to the caller; the
+// report written before it is then replaced at the next flush (see `report::flush`).
+
+/// Helper of the `execl*` trampolines: the real function's address, or 0 with `errno` ENOSYS.
+macro_rules! exec_variadic {
+    ($($name:ident => $helper:ident, $field:ident;)*) => {
+        $(
+            extern "C" fn $helper() -> usize {
+                crate::real::resolve();
+                let p = crate::real::REAL.$field.load(Relaxed);
+                if p == 0 {
+                    // SAFETY: errno of this thread.
+                    unsafe { *libc::__errno_location() = libc::ENOSYS };
+                    return 0;
+                }
+                let _ = before_exec();
+                p
+            }
+
+            #[doc = concat!("Interposed `", stringify!($name), "` (variadic; see above).")]
+            #[unsafe(naked)]
+            #[no_mangle]
+            pub unsafe extern "C" fn $name() {
+                core::arch::naked_asm!(
+                    // 7 pushes after the return address: the stack is 16-byte aligned.
+                    "push rdi", "push rsi", "push rdx", "push rcx", "push r8", "push r9",
+                    "push rax",
+                    "call {helper}",
+                    "mov r11, rax",
+                    "pop rax", "pop r9", "pop r8", "pop rcx", "pop rdx", "pop rsi", "pop rdi",
+                    "test r11, r11",
+                    "jz 2f",
+                    "jmp r11",
+                    "2:",
+                    "mov eax, -1",
+                    "ret",
+                    helper = sym $helper,
+                )
+            }
+        )*
+    };
+}
+
+exec_variadic! {
+    execl => execl_before, execl;
+    execlp => execlp_before, execlp;
+    execle => execle_before, execle;
+}
+
 // Run `init` when the library is loaded (before main), only in the preloaded cdylib: the rlib
 // used by tests must not install handlers into the test harness.
 #[cfg(not(test))]

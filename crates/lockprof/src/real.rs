@@ -54,6 +54,9 @@ real_functions! {
     execvp = "execvp";
     execvpe = "execvpe";
     fexecve = "fexecve";
+    execl = "execl";
+    execlp = "execlp";
+    execle = "execle";
 }
 
 static RESOLVED: AtomicBool = AtomicBool::new(false);

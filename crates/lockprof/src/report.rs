@@ -14,6 +14,10 @@ use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 pub(crate) static FLUSHED: AtomicBool = AtomicBool::new(false);
+/// The report was written before an exec whose outcome is unknown (see `flush`).
+static EXEC_PENDING: AtomicBool = AtomicBool::new(false);
+/// Its path.
+static mut EXEC_PATH: [u8; 3200] = [0; 3200];
 
 /// How the process (or this image of it) ended.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -196,7 +200,14 @@ pub const FORMAT_VERSION: u32 = 2;
 /// that recorded nothing writes nothing.
 pub(crate) fn flush(ending: Ending) -> Option<Written> {
     if FLUSHED.swap(true, Relaxed) {
-        return None;
+        // Already written. Only a report written before an exec that evidently failed (this
+        // image is still running: the `execl` family returns to its caller directly) is
+        // replaced, by one with everything up to now (the tables are cumulative).
+        if !EXEC_PENDING.swap(false, Relaxed) {
+            return None;
+        }
+        // SAFETY: EXEC_PATH was written by the flush that set EXEC_PENDING; NUL-terminated.
+        unsafe { libc::unlink(core::ptr::addr_of!(EXEC_PATH) as *const libc::c_char) };
     }
     if ending == Ending::Exec && !has_activity() {
         FLUSHED.store(false, Relaxed);
@@ -276,11 +287,17 @@ pub(crate) fn flush(ending: Ending) -> Option<Written> {
     w.flush();
     // SAFETY: our fd.
     unsafe { libc::close(fd) };
+    if ending == Ending::Exec {
+        // SAFETY: only the flushing thread (the one that set FLUSHED) writes it.
+        unsafe { *core::ptr::addr_of_mut!(EXEC_PATH) = written.path };
+        EXEC_PENDING.store(true, Relaxed);
+    }
     Some(written)
 }
 
 /// Undo a flush whose exec failed: remove the file and let a later flush write it again.
 pub(crate) fn unflush(w: Written) {
+    EXEC_PENDING.store(false, Relaxed);
     // SAFETY: NUL-terminated path written by flush.
     unsafe { libc::unlink(w.path.as_ptr() as *const libc::c_char) };
     FLUSHED.store(false, Relaxed);

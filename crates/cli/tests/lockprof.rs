@@ -194,3 +194,68 @@ fn sqlite3_output_identical() {
     );
     assert!(text.contains("acquisitions"));
 }
+
+/// Issue 18 #8 end to end: a program ended by SIGTERM still gets its profile printed, and the
+/// command's status says how it ended.
+#[test]
+fn sigterm_ended_program_still_reports() {
+    use std::io::{BufRead, BufReader};
+    common::ensure_lockprof_lib();
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("term_wait", tmp.path(), &["-g"]);
+    let report = tmp.path().join("r.json");
+    let mut child = Command::new(counterpoint())
+        .args(["lockprof", "--json", "-o"])
+        .arg(&report)
+        .arg("--")
+        .arg(&bin)
+        .arg("77")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(f.get(4), Some(&"ready"), "{line}");
+    let pid: i32 = f[3].parse().unwrap();
+    // SAFETY: signalling the program we started (through counterpoint).
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + 15));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("killed by SIGTERM"));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(v["complete"], false);
+    assert_eq!(v["signal"], 15);
+    assert_eq!(v["acquisitions"], 77);
+    // Written in a signal handler (no dladdr), yet the caller is named: the startup snapshot
+    // of loaded objects gave object+offset, and addr2line the function and line.
+    let name = v["locks"][0]["sites"][0]["name"].as_str().unwrap_or("");
+    assert!(name.starts_with("main (term_wait.c:"), "{v}");
+}
+
+/// Issue 18 #8: every image of a program that execs itself is in the profile.
+#[test]
+fn every_exec_image_is_profiled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("exec_chain", tmp.path(), &[]);
+    let out = lockprof(&["--json", "--", bin.to_str().unwrap()], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["segments"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v["segments"][0]["ended_by"], "exec");
+    assert_eq!(v["segments"][2]["ended_by"], "exit");
+    assert_eq!(v["acquisitions"], 110, "60, then 30, then 20");
+    let out = lockprof(&["--", bin.to_str().unwrap()], None);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("image 0:") && text.contains("image 2:"),
+        "{text}"
+    );
+}

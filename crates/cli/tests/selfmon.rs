@@ -28,7 +28,11 @@ fn bench_selfmon_reports_the_read_path_and_costs() {
         "read_raw_syscall_ns",
         "synthetic_page_read_ns",
     ] {
-        assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {v}");
+        // Present and sane; how fast is the benchmark's output, never asserted.
+        assert!(
+            v[k].as_f64().is_some_and(|x| x.is_finite() && x >= 0.0),
+            "{k}: {v}"
+        );
     }
     assert!(v["read_path"].as_str().is_some_and(|s| !s.is_empty()));
 }

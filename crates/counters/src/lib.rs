@@ -46,6 +46,7 @@ pub mod pmu;
 pub mod readbench;
 #[cfg(feature = "scripted")]
 pub mod scripted;
+pub mod selfcount;
 pub mod spec;
 pub mod sys;
 pub mod tasks;

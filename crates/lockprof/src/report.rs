@@ -1,11 +1,118 @@
 //! Writing the report: JSON through `write(2)` from a stack buffer, with no allocation, so that
-//! the same code runs from `atexit` and from a fatal-signal handler.
+//! the same code runs from `atexit`, from a signal handler and just before `exec`. The format is
+//! the `Report` type of `counterpoint-lockprof-report` (checked by the tests: every report the
+//! library writes deserializes into it with unknown fields refused).
+//!
+//! Files: `lockprof.<pid>.json`, created exclusively; a process that already wrote one (an image
+//! before `exec`, same pid) writes `lockprof.<pid>.<n>.json` with `segment` n.
 
-use crate::{kind_name, Entry, INIT_MONO_NS, INIT_TSC, RETIRED, SLOTS, THREADS_UNTRACKED};
+use crate::kind_name;
+use crate::table::{
+    has_activity, rdtsc, Entry, INIT_MONO_NS, INIT_TSC, RETIRED, SLOTS, THREADS_UNTRACKED,
+};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-pub static FLUSHED: AtomicBool = AtomicBool::new(false);
+pub(crate) static FLUSHED: AtomicBool = AtomicBool::new(false);
+/// The report was written before an exec whose outcome is unknown (see `flush`).
+static EXEC_PENDING: AtomicBool = AtomicBool::new(false);
+/// Its path.
+static mut EXEC_PATH: [u8; 3200] = [0; 3200];
+
+/// How the process (or this image of it) ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    Exit,
+    Signal(i32),
+    Exec,
+}
+
+/// A report file written before an exec (removed again if the exec fails).
+pub(crate) struct Written {
+    path: [u8; 3200],
+}
+
+/// Why there are no counter deltas inside critical sections, decided at load.
+static mut PMU: [u8; 256] = [0; 256];
+static mut PMU_LEN: usize = 0;
+
+/// Where core PMUs appear; the profiler looks here to say truthfully whether one exists.
+const PMU_DIR: &core::ffi::CStr = c"/sys/bus/event_source/devices";
+
+fn is_core_pmu(name: &[u8]) -> bool {
+    name == b"cpu"
+        || name == b"cpu_core"
+        || name == b"cpu_atom"
+        || name.starts_with(b"armv")
+        || name.starts_with(b"arm_cortex")
+}
+
+/// Detect the core PMU (constructor time: allocation is fine here) and fix the `pmu` text.
+fn init_pmu() {
+    let mut found: Option<([u8; 64], usize)> = None;
+    let mut readable = false;
+    // SAFETY: opendir/readdir/closedir on a NUL-terminated path; entries are read before the
+    // next readdir call.
+    unsafe {
+        let d = libc::opendir(PMU_DIR.as_ptr());
+        if !d.is_null() {
+            readable = true;
+            loop {
+                let e = libc::readdir(d);
+                if e.is_null() {
+                    break;
+                }
+                let name = core::ffi::CStr::from_ptr((*e).d_name.as_ptr()).to_bytes();
+                if is_core_pmu(name) {
+                    let mut b = [0u8; 64];
+                    let n = name.len().min(64);
+                    b[..n].copy_from_slice(&name[..n]);
+                    found = Some((b, n));
+                    break;
+                }
+            }
+            libc::closedir(d);
+        }
+    }
+    let mut buf = [0u8; 256];
+    let mut c = Cursor {
+        buf: &mut buf,
+        len: 0,
+    };
+    let _ = match (&found, readable) {
+        (Some((b, n)), _) => write!(
+            c,
+            "present ({}) but not read: this profiler times with the TSC only, so there are no counter deltas inside critical sections",
+            core::str::from_utf8(&b[..*n]).unwrap_or("?")
+        ),
+        (None, true) => c.write_str(
+            "none: no hardware PMU on this machine (no cpu, cpu_core, cpu_atom or armv* PMU in /sys/bus/event_source/devices), so no counter deltas inside critical sections",
+        ),
+        (None, false) => c.write_str(
+            "unknown: /sys/bus/event_source/devices is not readable; no counter deltas inside critical sections",
+        ),
+    };
+    let n = c.len;
+    // SAFETY: called once from the constructor, before any other thread exists.
+    unsafe {
+        let p = &mut *core::ptr::addr_of_mut!(PMU);
+        p[..n].copy_from_slice(&buf[..n]);
+        PMU_LEN = n;
+    }
+}
+
+fn pmu_text() -> &'static str {
+    // SAFETY: written once at load.
+    unsafe {
+        let p = &*core::ptr::addr_of!(PMU);
+        core::str::from_utf8(&p[..PMU_LEN]).unwrap_or("")
+    }
+}
+
+pub(crate) fn init() {
+    init_path();
+    init_pmu();
+}
 
 /// Report directory from `$COUNTERPOINT_LOCKPROF_OUT` (or the current directory), NUL-padded.
 static mut DIR: [u8; 3072] = [0; 3072];
@@ -14,7 +121,7 @@ static mut DIR_LEN: usize = 0;
 /// Environment variable naming the directory the report is written to.
 pub const OUT_ENV: &str = "COUNTERPOINT_LOCKPROF_OUT";
 
-pub(crate) fn init_path() {
+fn init_path() {
     // SAFETY: called once from the constructor, before any other thread exists.
     unsafe {
         let v = libc::getenv(c"COUNTERPOINT_LOCKPROF_OUT".as_ptr());
@@ -28,11 +135,6 @@ pub(crate) fn init_path() {
         d[..n].copy_from_slice(&dir[..n]);
         DIR_LEN = n;
     }
-}
-
-/// File name of a process's report inside the report directory.
-pub fn file_name(pid: u32) -> String {
-    format!("lockprof.{pid}.json")
 }
 
 struct FdWriter {
@@ -88,32 +190,43 @@ fn write_json_str(w: &mut FdWriter, bytes: &[u8]) -> core::fmt::Result {
     w.write_char('"')
 }
 
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer; clock_gettime is async-signal-safe.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use crate::lifecycle::mono_ns;
 
-/// Write the report once. `signal` is the fatal signal when called from the handler: then
-/// `dladdr` (not async-signal-safe) is skipped and call sites stay raw addresses.
-pub(crate) fn flush(signal: Option<i32>) {
+/// The report format's version (2: `segment`, `ended_by`, `program`).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Write the report once (again after `unflush`). From a signal handler `dladdr` (not
+/// async-signal-safe) is skipped and call sites stay raw addresses. Before an exec, a process
+/// that recorded nothing writes nothing.
+pub(crate) fn flush(ending: Ending) -> Option<Written> {
     if FLUSHED.swap(true, Relaxed) {
-        return;
+        // Already written. Only a report written before an exec that evidently failed (this
+        // image is still running: the `execl` family returns to its caller directly) is
+        // replaced, by one with everything up to now (the tables are cumulative).
+        if !EXEC_PENDING.swap(false, Relaxed) {
+            return None;
+        }
+        // SAFETY: EXEC_PATH was written by the flush that set EXEC_PENDING; NUL-terminated.
+        unsafe { libc::unlink(core::ptr::addr_of!(EXEC_PATH) as *const libc::c_char) };
     }
-    // Calibrate TSC against CLOCK_MONOTONIC over the whole run (at least 20 ms).
+    if ending == Ending::Exec && !has_activity() {
+        FLUSHED.store(false, Relaxed);
+        return None;
+    }
+    let signal = match ending {
+        Ending::Signal(s) => Some(s),
+        _ => None,
+    };
+    // Calibrate TSC against CLOCK_MONOTONIC over the whole run (at least 20 ms at exit).
     let t0 = INIT_TSC.load(Relaxed);
     let m0 = INIT_MONO_NS.load(Relaxed);
     let mut m1 = mono_ns();
-    if signal.is_none() {
+    if ending == Ending::Exit {
         while m1.saturating_sub(m0) < 20_000_000 {
             m1 = mono_ns();
         }
     }
-    let t1 = crate::rdtsc();
+    let t1 = rdtsc();
     let elapsed_ns = m1.saturating_sub(m0).max(1);
     let tsc_per_ns = t1.wrapping_sub(t0) as f64 / elapsed_ns as f64;
     let ns = |ticks: u64| -> u64 {
@@ -124,34 +237,31 @@ pub(crate) fn flush(signal: Option<i32>) {
         }
     };
 
-    let mut path = [0u8; 3200];
-    // SAFETY: DIR is written once at init.
-    let (dir, dlen) = unsafe { (&*core::ptr::addr_of!(DIR), DIR_LEN) };
-    path[..dlen].copy_from_slice(&dir[..dlen]);
-    let mut n = dlen;
+    // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
-    let mut name = [0u8; 64];
-    let nl = {
-        let mut c = Cursor {
-            buf: &mut name,
-            len: 0,
+    let mut written = Written { path: [0u8; 3200] };
+    let mut fd = -1;
+    let mut segment = 0u32;
+    while segment < 1000 {
+        if !report_path(&mut written.path, pid, segment) {
+            break;
+        }
+        // SAFETY: NUL-terminated path.
+        fd = unsafe {
+            libc::open(
+                written.path.as_ptr() as *const libc::c_char,
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o644,
+            )
         };
-        let _ = write!(c, "/lockprof.{pid}.json");
-        c.len
-    };
-    path[n..n + nl].copy_from_slice(&name[..nl]);
-    n += nl;
-    path[n] = 0;
-    // SAFETY: NUL-terminated path.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr() as *const libc::c_char,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o644,
-        )
-    };
+        // SAFETY: errno of this thread.
+        if fd >= 0 || unsafe { *libc::__errno_location() } != libc::EEXIST {
+            break;
+        }
+        segment += 1;
+    }
     if fd < 0 {
-        return;
+        return None;
     }
     let mut w = FdWriter {
         fd,
@@ -159,20 +269,81 @@ pub(crate) fn flush(signal: Option<i32>) {
         len: 0,
     };
     // Exclude thread-exit merges while writing, so no thread is counted twice or missed.
-    let locked = crate::retired_lock(signal.is_some());
-    let _ = write_report(&mut w, signal, pid, elapsed_ns, tsc_per_ns, &ns);
+    let locked = crate::table::retired_lock(signal.is_some());
+    let _ = write_report(
+        &mut w,
+        ending,
+        Header {
+            pid,
+            segment,
+            elapsed_ns,
+            tsc_per_ns,
+        },
+        &ns,
+    );
     if locked {
-        crate::retired_unlock();
+        crate::table::retired_unlock();
     }
     w.flush();
     // SAFETY: our fd.
     unsafe { libc::close(fd) };
+    if ending == Ending::Exec {
+        // SAFETY: only the flushing thread (the one that set FLUSHED) writes it.
+        unsafe { *core::ptr::addr_of_mut!(EXEC_PATH) = written.path };
+        EXEC_PENDING.store(true, Relaxed);
+    }
+    Some(written)
+}
+
+/// Undo a flush whose exec failed: remove the file and let a later flush write it again.
+pub(crate) fn unflush(w: Written) {
+    EXEC_PENDING.store(false, Relaxed);
+    // SAFETY: NUL-terminated path written by flush.
+    unsafe { libc::unlink(w.path.as_ptr() as *const libc::c_char) };
+    FLUSHED.store(false, Relaxed);
+}
+
+/// `<dir>/lockprof.<pid>.json` (segment 0) or `<dir>/lockprof.<pid>.<segment>.json`,
+/// NUL-terminated, into `path`; false if it does not fit.
+fn report_path(path: &mut [u8; 3200], pid: i32, segment: u32) -> bool {
+    // SAFETY: DIR is written once at init.
+    let (dir, dlen) = unsafe { (&*core::ptr::addr_of!(DIR), DIR_LEN) };
+    let mut c = Cursor {
+        buf: &mut path[..],
+        len: 0,
+    };
+    // The directory is bytes (any path the OS accepts), the rest ASCII.
+    let ok = c.write_bytes(&dir[..dlen]).is_ok()
+        && if segment == 0 {
+            write!(c, "/lockprof.{pid}.json\0").is_ok()
+        } else {
+            write!(c, "/lockprof.{pid}.{segment}.json\0").is_ok()
+        };
+    ok
+}
+
+struct Header {
+    pid: i32,
+    segment: u32,
+    elapsed_ns: u64,
+    tsc_per_ns: f64,
 }
 
 struct Cursor<'a> {
     buf: &'a mut [u8],
     len: usize,
 }
+impl Cursor<'_> {
+    fn write_bytes(&mut self, b: &[u8]) -> core::fmt::Result {
+        if self.len + b.len() > self.buf.len() {
+            return Err(core::fmt::Error);
+        }
+        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+        Ok(())
+    }
+}
+
 impl Write for Cursor<'_> {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
         let b = s.as_bytes();
@@ -187,21 +358,52 @@ impl Write for Cursor<'_> {
 
 fn write_report(
     w: &mut FdWriter,
-    signal: Option<i32>,
-    pid: i32,
-    elapsed_ns: u64,
-    tsc_per_ns: f64,
+    ending: Ending,
+    h: Header,
     ns: &dyn Fn(u64) -> u64,
 ) -> core::fmt::Result {
-    let now = crate::rdtsc();
-    write!(w, "{{\"version\":1,\"pid\":{pid},")?;
-    match signal {
-        Some(s) => write!(w, "\"complete\":false,\"signal\":{s},")?,
-        None => write!(w, "\"complete\":true,\"signal\":null,")?,
-    }
+    let now = rdtsc();
+    let signal = match ending {
+        Ending::Signal(s) => Some(s),
+        _ => None,
+    };
     write!(
         w,
-        "\"elapsed_ns\":{elapsed_ns},\"tsc_per_ns\":{tsc_per_ns:.6},\"pmu\":\"none: no hardware PMU on this machine, no counter deltas inside critical sections\",\"threads_untracked\":{},\"exited_threads_unlisted\":{},\"exited_overflow_acquisitions\":{},",
+        "{{\"version\":{},\"pid\":{},\"segment\":{},",
+        FORMAT_VERSION, h.pid, h.segment
+    )?;
+    match ending {
+        Ending::Signal(s) => write!(
+            w,
+            "\"ended_by\":\"signal\",\"complete\":false,\"signal\":{s},"
+        )?,
+        Ending::Exit => w.write_str("\"ended_by\":\"exit\",\"complete\":true,\"signal\":null,")?,
+        Ending::Exec => w.write_str("\"ended_by\":\"exec\",\"complete\":true,\"signal\":null,")?,
+    }
+    w.write_str("\"program\":")?;
+    let mut exe = [0u8; 1024];
+    // SAFETY: readlink into our buffer (async-signal-safe); it does not NUL-terminate.
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/self/exe".as_ptr(),
+            exe.as_mut_ptr() as *mut libc::c_char,
+            exe.len(),
+        )
+    };
+    if n > 0 {
+        write_json_str(w, &exe[..n as usize])?;
+    } else {
+        w.write_str("null")?;
+    }
+    let (elapsed_ns, tsc_per_ns) = (h.elapsed_ns, h.tsc_per_ns);
+    write!(
+        w,
+        ",\"elapsed_ns\":{elapsed_ns},\"tsc_per_ns\":{tsc_per_ns:.6},\"pmu\":"
+    )?;
+    write_json_str(w, pmu_text().as_bytes())?;
+    write!(
+        w,
+        ",\"threads_untracked\":{},\"exited_threads_unlisted\":{},\"exited_overflow_acquisitions\":{},",
         THREADS_UNTRACKED.load(Relaxed),
         RETIRED.threads_unlisted.load(Relaxed),
         RETIRED.overflow_events.load(Relaxed)
@@ -316,6 +518,11 @@ fn write_entry(
     )?;
     if signal.is_none() {
         symbol(w, site)?;
+    } else if let Some((object, offset)) = crate::objects::lookup(site) {
+        // No dladdr in a signal handler: the startup snapshot gives object and offset.
+        w.write_str(",\"object\":")?;
+        write_json_str(w, object)?;
+        write!(w, ",\"object_offset\":\"{offset:#x}\"")?;
     }
     w.write_char('}')
 }

@@ -31,10 +31,13 @@ int cp_region_end(int handle);
 int cp_report(const char *path);
 
 /* Write the JSON report to `path` (NULL: stdout): per region name, entries, threads,
- * total_ns, mean_ns, max_ns and counts per event. */
+ * total_ns, mean_ns, max_ns, counts per event and, per event, entries whose delta was lost
+ * (a failed read). */
 int cp_report_json(const char *path);
 
-/* At exit, print the table on stderr and write the JSON to `json_path` if not NULL. */
+/* At exit, print the table on stderr and write the JSON to `json_path` if not NULL.
+ * After fork: the child starts with no regions and its own counters (regions open across the
+ * fork are dropped), and does not report at exit unless it calls this function itself. */
 int cp_report_at_exit(const char *json_path);
 
 #ifdef __cplusplus

@@ -1,42 +1,61 @@
 //! Counters on the calling thread with their control page mapped: the user-space read where
 //! the kernel allows it, `read(2)` otherwise.
 //!
-//! Events are parsed by `counterpoint-counters` (perf's syntax, sysfs PMUs) and opened with
-//! `perf-event2`; only the read is ours, because it is the hot path.
+//! Events are parsed and opened by `counterpoint-counters` (perf's syntax, sysfs PMUs, the one
+//! place that opens perf events); only the read is ours, because it is the hot path.
 
-use crate::page::{read_page, HardwareCpu, PageRead, PerfEventMmapPage, Reading, CAP_USER_RDPMC};
-use counterpoint_counters::count::{
-    builder_for, classify_open_error, has_hardware_pmu, read_paranoid, OpenFailure,
+use crate::page::{
+    read_page, Cpu, HardwareCpu, PageRead, PerfEventMmapPage, Reading, CAP_USER_RDPMC,
 };
+use counterpoint_counters::count::OpenFailure;
+use counterpoint_counters::selfcount::open_on_calling_thread;
 use counterpoint_counters::{parse_event_list, EventSpec, PmuTree};
 use std::marker::PhantomData;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Why self-monitoring could not start or read.
 #[derive(Debug, thiserror::Error)]
 pub enum SelfmonError {
+    /// The event list does not parse on this machine.
     #[error(transparent)]
     Spec(#[from] counterpoint_counters::SpecError),
+    /// The machine cannot count the event (no PMU, unknown to the kernel, ...).
     #[error("event '{event}' is not supported: {reason}")]
-    NotSupported { event: String, reason: String },
+    NotSupported {
+        /// The event as named in the list.
+        event: String,
+        /// Why, in the words of the counter layer.
+        reason: String,
+    },
+    /// Opening failed for another reason (permissions, limits).
     #[error(transparent)]
     Count(#[from] counterpoint_counters::CountError),
+    /// `read(2)` of a counter failed.
     #[error("reading '{event}': {source}")]
     Read {
+        /// The event.
         event: String,
+        /// The OS error.
         source: std::io::Error,
     },
+    /// The event list was empty.
     #[error("no events given")]
     NoEvents,
+    /// `init` came after regions started with another list.
     #[error("self-monitoring is already running with events '{0}'; init must come before the first region")]
     AlreadyStarted(String),
+    /// A region handle that is not open on the calling thread.
     #[error("region handle {0} is not open on this thread")]
     BadHandle(i64),
+    /// A NULL or non-UTF-8 region name or path.
     #[error("region name is not valid UTF-8 or is NULL")]
     BadName,
+    /// Writing a report failed.
     #[error("writing the report to {path}: {source}")]
     Write {
+        /// Where.
         path: String,
+        /// The OS error.
         source: std::io::Error,
     },
 }
@@ -68,7 +87,7 @@ impl Drop for Mapping {
 /// on the thread the counter belongs to.
 pub struct SelfCounter {
     name: String,
-    counter: perf_event::Counter,
+    fd: OwnedFd,
     page: Option<Mapping>,
     _not_send: PhantomData<*const ()>,
 }
@@ -77,29 +96,13 @@ impl SelfCounter {
     /// Open `spec` on the calling thread, counting from now, and map its control page (if the
     /// mapping fails, reads use `read(2)`).
     pub fn open(spec: &EventSpec) -> Result<Self, SelfmonError> {
-        let mut b = builder_for(spec);
-        b.observe_self().any_cpu().enabled(true);
-        let counter = match b.build() {
-            Ok(c) => c,
-            Err(err) => {
-                let tree = PmuTree::new("/sys");
-                return Err(
-                    match classify_open_error(
-                        err,
-                        spec,
-                        None,
-                        has_hardware_pmu(&tree),
-                        read_paranoid(),
-                    ) {
-                        OpenFailure::NotSupported(reason) => SelfmonError::NotSupported {
-                            event: spec.name.clone(),
-                            reason,
-                        },
-                        OpenFailure::Fatal(e) => SelfmonError::Count(e),
-                    },
-                );
-            }
-        };
+        let fd = open_on_calling_thread(spec).map_err(|f| match f {
+            OpenFailure::NotSupported(reason) => SelfmonError::NotSupported {
+                event: spec.name.clone(),
+                reason,
+            },
+            OpenFailure::Fatal(e) => SelfmonError::Count(e),
+        })?;
         // SAFETY: sysconf has no preconditions.
         let len = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
         // SAFETY: mapping the first page of a perf_event fd read-only is the documented way to
@@ -110,29 +113,43 @@ impl SelfCounter {
                 len,
                 libc::PROT_READ,
                 libc::MAP_SHARED,
-                counter.as_raw_fd(),
+                fd.as_raw_fd(),
                 0,
             )
         };
         let page = (ptr != libc::MAP_FAILED).then_some(Mapping { ptr, len });
         Ok(SelfCounter {
             name: spec.name.clone(),
-            counter,
+            fd,
             page,
             _not_send: PhantomData,
         })
     }
 
+    /// The event's name as given in the list.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The perf event descriptor.
     pub fn fd(&self) -> RawFd {
-        self.counter.as_raw_fd()
+        self.fd.as_raw_fd()
     }
 
-    /// Whether the kernel currently allows `rdpmc` for this event (never on a machine without a
-    /// hardware PMU; software events never have it).
+    /// Give up a counter inherited through `fork`: its descriptor (the child's copy, which
+    /// would count the *parent's* thread) is closed, but its control page is not unmapped,
+    /// because perf mappings are not copied into a child (`VM_DONTCOPY`) and the address may
+    /// already belong to another mapping of the child.
+    pub fn abandon_after_fork(mut self) {
+        if let Some(m) = self.page.take() {
+            std::mem::forget(m);
+        }
+        drop(self);
+    }
+
+    /// Whether reads take the user-space path now: the kernel allows `rdpmc` for this event
+    /// (never on a machine without a hardware PMU; software events never have it) and this CPU
+    /// has a user-space read we implement (x86-64).
     pub fn user_space_capable(&self) -> bool {
         match &self.page {
             // SAFETY: the mapping is live while self is.
@@ -140,7 +157,7 @@ impl SelfCounter {
                 let caps = std::ptr::read_volatile(std::ptr::addr_of!(
                     (*(m.ptr as *const PerfEventMmapPage)).capabilities
                 ));
-                caps & CAP_USER_RDPMC != 0
+                caps & CAP_USER_RDPMC != 0 && HardwareCpu.has_rdpmc()
             },
             None => false,
         }

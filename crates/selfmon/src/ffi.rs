@@ -121,12 +121,21 @@ pub unsafe extern "C" fn cp_report_json(path: *const c_char) -> c_int {
     guarded(|| write_to(opt_str(path)?, &region::report().to_json(), false))
 }
 
-static AT_EXIT_JSON: Mutex<Option<Option<String>>> = Mutex::new(None);
+/// The at-exit target: the fork generation that registered it and the JSON path (if any).
+static AT_EXIT_JSON: Mutex<Option<(u64, Option<String>)>> = Mutex::new(None);
 
 extern "C" fn report_at_exit_hook() {
     let _ = std::panic::catch_unwind(|| {
-        let target = AT_EXIT_JSON.lock().ok().and_then(|g| g.clone());
-        let Some(json_path) = target else { return };
+        // try_lock: in a forked child a parent thread may have held it (it would never unlock).
+        let target = AT_EXIT_JSON.try_lock().ok().and_then(|g| g.clone());
+        let Some((generation, json_path)) = target else {
+            return;
+        };
+        // A forked child inherits the registration but not the request: it would print the
+        // parent's report again over the parent's file. It reports only if it asked itself.
+        if generation != region::fork_generation() {
+            return;
+        }
         let r = region::report();
         let _ = std::io::stderr().write_all(r.to_table().as_bytes());
         if let Some(p) = json_path {
@@ -138,6 +147,8 @@ extern "C" fn report_at_exit_hook() {
 }
 
 /// At process exit, print the table on stderr and, if `json_path` is not NULL, write the JSON.
+/// A child created by `fork` does not report at exit unless it calls this itself (then to the
+/// path it gives).
 ///
 /// # Safety
 /// `json_path` is NULL or a NUL-terminated string.
@@ -150,7 +161,7 @@ pub unsafe extern "C" fn cp_report_at_exit(json_path: *const c_char) -> c_int {
                 .lock()
                 .map_err(|_| SelfmonError::BadHandle(-1))?;
             let first = g.is_none();
-            *g = Some(path);
+            *g = Some((region::fork_generation(), path));
             first
         };
         if first {

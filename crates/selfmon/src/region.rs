@@ -2,6 +2,17 @@
 //! deltas are added to the calling thread's table when the guard ends. Regions nest (each is
 //! inclusive of the regions inside it). Tables live in a global registry, so a report merges
 //! every thread, including threads that have exited.
+//!
+//! After `fork` the child starts afresh: a `pthread_atfork` child handler bumps a generation
+//! number and drops the registry (another parent thread may have held its lock, and that thread
+//! does not exist in the child); the first region in the child sees the thread state is from an
+//! older generation, closes the inherited descriptors (they count the parent's thread), forgets
+//! the control pages without unmapping them (perf mappings are not copied into a child) and
+//! opens its own counters. Regions left open across the fork are dropped. The child's report
+//! holds only what the child did.
+//!
+//! A counter read that fails, or a count that goes backwards, makes that region entry's delta
+//! *lost* (counted per event in [`RegionReport::lost`]) instead of a wrapped near-`u64::MAX`.
 
 use crate::counter::{parse_events, SelfCounter, SelfmonError};
 use crate::page::Reading;
@@ -10,7 +21,8 @@ use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Instant;
 
 /// The event list used when `init` was not called.
@@ -23,11 +35,67 @@ struct Config {
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
-static THREADS: Mutex<Vec<Arc<Mutex<ThreadTable>>>> = Mutex::new(Vec::new());
+
+type Registry = Mutex<Vec<Arc<Mutex<ThreadTable>>>>;
+/// The registry of the original process (generation 0).
+static FIRST_REGISTRY: Registry = Mutex::new(Vec::new());
+/// The registry of a forked child, created on first use (null until then).
+static CHILD_REGISTRY: AtomicPtr<Registry> = AtomicPtr::new(std::ptr::null_mut());
+/// Incremented in every forked child.
+static FORK_GEN: AtomicU64 = AtomicU64::new(0);
+static ATFORK: Once = Once::new();
+
+/// The fork generation of this process: 0 in the original, +1 per `fork` down to this one.
+pub fn fork_generation() -> u64 {
+    FORK_GEN.load(Ordering::Acquire)
+}
+
+extern "C" fn atfork_child() {
+    // Only atomics here: the child is single-threaded but may be in any state. The old child
+    // registry, if any, is leaked: its lock may be held by a thread that does not exist here.
+    CHILD_REGISTRY.store(std::ptr::null_mut(), Ordering::Release);
+    FORK_GEN.fetch_add(1, Ordering::AcqRel);
+}
+
+pub(crate) fn register_atfork() {
+    ATFORK.call_once(|| {
+        // SAFETY: registering a plain extern "C" fn; it only touches atomics.
+        unsafe { libc::pthread_atfork(None, None, Some(atfork_child)) };
+    });
+}
+
+fn registry() -> &'static Registry {
+    if fork_generation() == 0 {
+        return &FIRST_REGISTRY;
+    }
+    let p = CHILD_REGISTRY.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: registries are leaked, never freed, once published.
+        return unsafe { &*p };
+    }
+    let fresh = Box::into_raw(Box::new(Mutex::new(Vec::new())));
+    match CHILD_REGISTRY.compare_exchange(
+        std::ptr::null_mut(),
+        fresh,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        // SAFETY: just published; never freed.
+        Ok(_) => unsafe { &*fresh },
+        Err(existing) => {
+            // SAFETY: `fresh` was not published; `existing` is a leaked registry.
+            unsafe {
+                drop(Box::from_raw(fresh));
+                &*existing
+            }
+        }
+    }
+}
 
 /// Choose the events regions count (perf syntax, e.g. `task-clock,page-faults`). Must come
 /// before the first region; calling it again with the same list is harmless.
 pub fn init(events: &str) -> Result<(), SelfmonError> {
+    register_atfork();
     let specs = parse_events(events)?;
     // Open once here so that an unsupported event is reported now, not silently per thread.
     for s in &specs {
@@ -60,6 +128,8 @@ struct Stats {
     total_ns: u64,
     max_ns: u64,
     counts: Vec<u64>,
+    /// Per event: entries whose delta was lost (failed read, or a count that went backwards).
+    lost: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -71,7 +141,7 @@ struct ThreadTable {
 struct Open {
     slot: usize,
     start: Instant,
-    start_counts: Vec<Reading>,
+    start_counts: Vec<Option<Reading>>,
 }
 
 struct ThreadState {
@@ -80,10 +150,14 @@ struct ThreadState {
     index: HashMap<String, usize>,
     table: Arc<Mutex<ThreadTable>>,
     stack: Vec<Open>,
+    /// The fork generation this state was created in.
+    generation: u64,
 }
 
 impl ThreadState {
     fn new() -> Self {
+        register_atfork();
+        let generation = fork_generation();
         let cfg = config();
         let (counters, counter_error) = match &cfg.specs {
             Ok(specs) => match specs.iter().map(SelfCounter::open).collect() {
@@ -93,7 +167,7 @@ impl ThreadState {
             Err(e) => (Vec::new(), Some(e.clone())),
         };
         let table = Arc::new(Mutex::new(ThreadTable::default()));
-        if let Ok(mut all) = THREADS.lock() {
+        if let Ok(mut all) = registry().lock() {
             all.push(Arc::clone(&table));
         }
         ThreadState {
@@ -102,15 +176,23 @@ impl ThreadState {
             index: HashMap::new(),
             table,
             stack: Vec::new(),
+            generation,
         }
     }
 
-    fn read_all(&self) -> Vec<Reading> {
-        // A failed read counts as zero for this region rather than aborting the program.
-        self.counters
-            .iter()
-            .map(|c| c.read().unwrap_or_default())
-            .collect()
+    /// Drop a state inherited through fork without touching what the parent owns.
+    fn abandon_after_fork(self) {
+        for c in self.counters {
+            c.abandon_after_fork();
+        }
+        // The table's lock may have been held by a parent thread at the fork: never lock it;
+        // the (leaked) old registry keeps it alive, so dropping this reference frees nothing.
+        std::mem::forget(self.table);
+    }
+
+    fn read_all(&self) -> Vec<Option<Reading>> {
+        // A failed read loses this region's delta rather than aborting the program.
+        self.counters.iter().map(|c| c.read().ok()).collect()
     }
 
     fn begin(&mut self, name: &str) -> usize {
@@ -123,6 +205,7 @@ impl ThreadState {
                     t.names.push(name.to_string());
                     t.stats.push(Stats {
                         counts: vec![0; self.counters.len()],
+                        lost: vec![0; self.counters.len()],
                         ..Stats::default()
                     });
                 }
@@ -159,22 +242,36 @@ impl ThreadState {
             s.total_ns = s.total_ns.saturating_add(ns);
             s.max_ns = s.max_ns.max(ns);
             for (i, (a, b)) in open.start_counts.iter().zip(&counts).enumerate() {
-                let dv = b.value.wrapping_sub(a.value);
-                let de = b.time_enabled_ns.saturating_sub(a.time_enabled_ns);
-                let dr = b.time_running_ns.saturating_sub(a.time_running_ns);
-                // Scale by the region's own enabled/running share (multiplexing).
-                let scaled = if dr == de || dr == 0 {
-                    dv
-                } else {
-                    crate::page::scale(dv, de, dr).unwrap_or(dv)
-                };
-                if let Some(c) = s.counts.get_mut(i) {
-                    *c = c.saturating_add(scaled);
+                match region_delta(*a, *b) {
+                    Some(d) => {
+                        if let Some(c) = s.counts.get_mut(i) {
+                            *c = c.saturating_add(d);
+                        }
+                    }
+                    None => {
+                        if let Some(l) = s.lost.get_mut(i) {
+                            *l += 1;
+                        }
+                    }
                 }
             }
         }
         true
     }
+}
+
+/// A counter's delta over a region, scaled by the region's own enabled/running share
+/// (multiplexing); `None` (lost) when either read failed or the count went backwards.
+pub fn region_delta(start: Option<Reading>, end: Option<Reading>) -> Option<u64> {
+    let (a, b) = (start?, end?);
+    let dv = b.value.checked_sub(a.value)?;
+    let de = b.time_enabled_ns.saturating_sub(a.time_enabled_ns);
+    let dr = b.time_running_ns.saturating_sub(a.time_running_ns);
+    Some(if dr == de || dr == 0 {
+        dv
+    } else {
+        crate::page::scale(dv, de, dr).unwrap_or(dv)
+    })
 }
 
 thread_local! {
@@ -185,6 +282,13 @@ fn with_state<R>(f: impl FnOnce(&mut ThreadState) -> R) -> Option<R> {
     STATE
         .try_with(|cell| {
             let mut b = cell.try_borrow_mut().ok()?;
+            if b.as_ref()
+                .is_some_and(|st| st.generation != fork_generation())
+            {
+                if let Some(old) = b.take() {
+                    old.abandon_after_fork();
+                }
+            }
             let st = b.get_or_insert_with(ThreadState::new);
             Some(f(st))
         })
@@ -212,6 +316,7 @@ pub struct Region {
 }
 
 impl Region {
+    /// Begin region `name` on the calling thread; it ends when the guard drops.
     pub fn begin(name: &str) -> Region {
         Region {
             handle: begin(name),
@@ -231,23 +336,35 @@ impl Drop for Region {
 /// One region merged over threads.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RegionReport {
+    /// Region name.
     pub name: String,
+    /// Times the region ended.
     pub entries: u64,
+    /// Threads that ran it (in a `Report`: threads with regions).
     pub threads: usize,
+    /// Wall time inside it, summed.
     pub total_ns: u64,
+    /// Per entry.
     pub mean_ns: f64,
+    /// Longest entry.
     pub max_ns: u64,
     /// Counter deltas inside the region, summed over entries, by event name.
     pub counts: BTreeMap<String, u64>,
+    /// Per event, entries whose delta was lost (a failed read or a count that went backwards)
+    /// and is therefore missing from `counts`.
+    pub lost: BTreeMap<String, u64>,
 }
 
 /// Every region of every thread that used self-monitoring.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Report {
+    /// The events counted.
     pub events: Vec<String>,
     /// Why counters are missing, if they are (regions still have time and entries).
     pub counters_unavailable: Option<String>,
+    /// Threads that ran it (in a `Report`: threads with regions).
     pub threads: usize,
+    /// Regions by name.
     pub regions: Vec<RegionReport>,
 }
 
@@ -270,7 +387,7 @@ pub fn report() -> Report {
             .flatten();
     }
     let tables: Vec<Arc<Mutex<ThreadTable>>> =
-        THREADS.lock().map(|t| t.clone()).unwrap_or_default();
+        registry().lock().map(|t| t.clone()).unwrap_or_default();
     let mut merged: BTreeMap<String, RegionReport> = BTreeMap::new();
     let mut threads = 0;
     for table in &tables {
@@ -288,6 +405,7 @@ pub fn report() -> Report {
                 mean_ns: 0.0,
                 max_ns: 0,
                 counts: events.iter().map(|e| (e.clone(), 0)).collect(),
+                lost: events.iter().map(|e| (e.clone(), 0)).collect(),
             });
             r.entries += s.entries;
             r.threads += 1;
@@ -296,6 +414,11 @@ pub fn report() -> Report {
             for (e, c) in events.iter().zip(&s.counts) {
                 if let Some(v) = r.counts.get_mut(e) {
                     *v = v.saturating_add(*c);
+                }
+            }
+            for (e, c) in events.iter().zip(&s.lost) {
+                if let Some(v) = r.lost.get_mut(e) {
+                    *v += *c;
                 }
             }
         }
@@ -355,10 +478,43 @@ impl Report {
             out.push_str(&line);
             out.push('\n');
         }
+        for r in &self.regions {
+            for (e, n) in r.lost.iter().filter(|(_, n)| **n > 0) {
+                out.push_str(&format!(
+                    "lost: {e} in {} of {} entries of region {} (failed read or backward count; not in the sum)\n",
+                    n, r.entries, r.name
+                ));
+            }
+        }
         out
     }
 
+    /// Pretty JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(value: u64, enabled: u64, running: u64) -> Option<Reading> {
+        Some(Reading {
+            value,
+            time_enabled_ns: enabled,
+            time_running_ns: running,
+        })
+    }
+
+    #[test]
+    fn a_failed_or_backward_read_is_lost_not_wrapped() {
+        assert_eq!(region_delta(r(10, 5, 5), r(25, 9, 9)), Some(15));
+        // Before the fix a failed read was an all-zero reading: 0 - 10 wrapped to ~u64::MAX.
+        assert_eq!(region_delta(r(10, 5, 5), None), None);
+        assert_eq!(region_delta(None, r(10, 5, 5)), None);
+        assert_eq!(region_delta(r(10, 5, 5), r(3, 9, 9)), None);
+        // Multiplexed within the region: scaled by its own enabled/running share.
+        assert_eq!(region_delta(r(0, 0, 0), r(100, 40, 20)), Some(200));
     }
 }

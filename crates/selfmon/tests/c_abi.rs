@@ -17,15 +17,15 @@ fn libraries() -> Option<PathBuf> {
     let dir = target_dir();
     let so = dir.join("libcounterpoint_selfmon.so");
     let a = dir.join("libcounterpoint_selfmon.a");
-    if !so.exists() || !a.exists() {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", "counterpoint-selfmon", "--lib"]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let st = cmd.status().expect("cargo build");
-        assert!(st.success(), "building the selfmon libraries failed");
+    // Always (a no-op when fresh): `cargo test` builds the rlib, not necessarily the shared
+    // and static libraries, which would otherwise be stale from an older build.
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-p", "counterpoint-selfmon", "--lib"]);
+    if dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
     }
+    let st = cmd.status().expect("cargo build");
+    assert!(st.success(), "building the selfmon libraries failed");
     (so.exists() && a.exists()).then_some(dir)
 }
 
@@ -61,6 +61,23 @@ fn check_report(json: &Path) {
         v["events"],
         serde_json::json!(["task-clock", "page-faults"])
     );
+    assert_eq!(get("main")["entries"], 1, "{text}");
+    assert!(
+        regions.iter().all(|r| r["name"] != "child"),
+        "the child's regions are not the parent's: {text}"
+    );
+}
+
+/// The forked child's own report: only its regions, counted by its own counters.
+fn check_child_report(json: &Path) {
+    let text = std::fs::read_to_string(json).expect("child report written");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON report");
+    let regions = v["regions"].as_array().expect("regions");
+    assert_eq!(regions.len(), 1, "{text}");
+    assert_eq!(regions[0]["name"], "child");
+    assert_eq!(regions[0]["entries"], 3);
+    assert_eq!(regions[0]["threads"], 1);
+    assert_eq!(regions[0]["lost"]["task-clock"], 0, "{text}");
 }
 
 fn build_and_run(kind: &str, dir: &Path) {
@@ -97,7 +114,15 @@ fn build_and_run(kind: &str, dir: &Path) {
         stderr.contains("outer") && stderr.contains("inner"),
         "table: {stderr}"
     );
+    // cp_report(NULL) once and the parent's at-exit table once; the child (which exits with
+    // exit(), running the inherited at-exit handlers) must not print the parent's again.
+    assert_eq!(
+        stderr.matches("counterpoint selfmon:").count(),
+        2,
+        "{stderr}"
+    );
     check_report(&json);
+    check_child_report(&tmp.path().join("report.json.child"));
 }
 
 #[test]

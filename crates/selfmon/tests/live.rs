@@ -18,7 +18,8 @@ fn task_clock_advances_across_a_busy_loop() {
     }
     std::hint::black_box(x);
     let b = c.read().expect("read");
-    assert!(b.value > a.value + 100_000, "{a:?} -> {b:?}");
+    // Any CPU time at all: how much the loop took is a speed, not asserted.
+    assert!(b.value > a.value, "{a:?} -> {b:?}");
     assert!(b.time_enabled_ns >= a.time_enabled_ns);
     assert_eq!(
         b.time_running_ns, b.time_enabled_ns,

@@ -46,13 +46,12 @@ pub fn bin_dir() -> PathBuf {
 /// does not build the cdylib).
 pub fn ensure_lockprof_lib() {
     let dir = bin_dir();
-    if !dir.join("libcounterpoint_lockprof.so").exists() {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", "counterpoint-lockprof"]);
-        if dir.ends_with("release") {
-            cmd.arg("--release");
-        }
-        assert!(cmd.status().expect("cargo").success());
+    // Always (a no-op when fresh): `cargo test -p counterpoint` does not rebuild the cdylib.
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-p", "counterpoint-lockprof"]);
+    if dir.ends_with("release") {
+        cmd.arg("--release");
     }
+    assert!(cmd.status().expect("cargo").success());
     assert!(dir.join("libcounterpoint_lockprof.so").exists());
 }

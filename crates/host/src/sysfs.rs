@@ -61,6 +61,19 @@ fn read_num_opt<T: std::str::FromStr>(p: &Path) -> Result<Option<T>, SysfsError>
     }
 }
 
+/// An id file that the kernel may set to `-1` for "unknown": `Ok(None)` when absent,
+/// `Ok(Some(None))` for -1, an error naming the file for anything else that is not a number.
+fn read_id_opt<T: std::str::FromStr>(p: &Path) -> Result<Option<Option<T>>, SysfsError> {
+    match read_opt(p)? {
+        None => Ok(None),
+        Some(text) if text == "-1" => Ok(Some(None)),
+        Some(text) => text
+            .parse()
+            .map(|v| Some(Some(v)))
+            .map_err(|_| bad(p, format!("expected a number or -1, found {text:?}"))),
+    }
+}
+
 /// Parse a sysfs cache size (`48K`, `1280K`, `32M`, or plain bytes) into bytes.
 pub fn parse_size_bytes(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -186,8 +199,17 @@ pub fn read_sysfs(root: &Path) -> Result<SysfsTopology, SysfsError> {
             kind: kinds.get(&id).copied().unwrap_or_default(),
         };
         if topo.is_dir() {
-            cpu.package = read_num_opt(&topo.join("physical_package_id"))?;
-            cpu.die = read_num_opt(&topo.join("die_id"))?;
+            cpu.package = read_id_opt(&topo.join("physical_package_id"))?.map(|v| match v {
+                Some(p) => p,
+                None => {
+                    // Real kernels (arm64 without PPTT, some VMs) report -1: one package.
+                    warnings.push(format!(
+                        "cpu{id}/topology/physical_package_id is -1 (unknown): treated as package 0"
+                    ));
+                    0
+                }
+            });
+            cpu.die = read_id_opt(&topo.join("die_id"))?.flatten();
             cpu.core = read_num_opt(&topo.join("core_id"))?;
             let siblings = match read_list_opt(&topo.join("core_cpus_list"))? {
                 Some(s) => Some(s),

@@ -411,3 +411,218 @@ fn decisions_are_logged_as_structured_events() {
     // Dry run: nothing changed.
     assert_eq!((cpus_allowed(a.pid()), cpus_allowed(b.pid())), before);
 }
+
+// ---- Issue 18: nothing panics, nothing is left changed ----
+
+/// A pipe whose read end is already closed: writing to it fails with EPIPE (or SIGPIPE).
+fn closed_pipe() -> std::io::PipeWriter {
+    let (r, w) = std::io::pipe().expect("pipe");
+    drop(r);
+    w
+}
+
+/// Every command (but `stat`, which ends its counted command on EPIPE itself) ends quietly when
+/// its stdout or stderr is a closed pipe: no panic, never status 101.
+#[test]
+fn closed_stdout_or_stderr_never_panics() {
+    let cmds: Vec<Vec<&str>> = vec![
+        vec!["metrics"],
+        vec!["topology"],
+        vec!["topology", "--json"],
+        vec!["--help"],
+        vec!["--version"],
+        vec!["agent", "--help"],
+        vec!["simulate", "/no/such/scenario.toml"],
+        vec!["top", "--once", "--interval", "50ms", "--targets", "pid:1"],
+        vec!["experiment", "--help"],
+        vec!["no-such-command"],
+        vec!["agent", "--policy", "nope"],
+        vec!["agent", "--policy", "spread", "--interval", "1e300s"],
+    ];
+    for args in &cmds {
+        for closed in ["stdout", "stderr"] {
+            let mut cmd = Command::new(BIN);
+            cmd.args(args).stdin(Stdio::null());
+            if closed == "stdout" {
+                cmd.stdout(closed_pipe()).stderr(Stdio::null());
+            } else {
+                cmd.stdout(Stdio::null()).stderr(closed_pipe());
+            }
+            let status = cmd.status().expect("run");
+            assert_ne!(
+                status.code(),
+                Some(101),
+                "{args:?} with a closed {closed} panicked"
+            );
+        }
+        // And with both open, no panic message either.
+        let out = Command::new(BIN).args(args).output().expect("run");
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+            "{args:?}"
+        );
+    }
+}
+
+fn agent_cmd(policy: &str, targets: &str, journal: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["agent", "--policy", policy, "--interval", "100ms"])
+        .args(["--min-residency", "1", "--targets", targets, "--journal"])
+        .arg(journal);
+    if policy == "spread" {
+        cmd.args(["--hungry-cpus", "0.02"]);
+    }
+    cmd
+}
+
+/// The agent's log is a pipe whose reader goes away after the agent pinned its targets: the
+/// agent notices, restores every affinity and exits (not killed by SIGPIPE, no panic).
+#[test]
+fn agent_under_a_closed_stderr_restores() {
+    let _g = serial();
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("j");
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    let mut agent = Kill(
+        agent_cmd("spread", &format!("pid:{},{}", a.pid(), b.pid()), &journal)
+            .stderr(writer)
+            .spawn()
+            .expect("agent"),
+    );
+    // The pipe's write end now lives only in the agent.
+    assert!(
+        wait_until(Duration::from_secs(10), || pinned_apart(a.pid(), b.pid())),
+        "not pinned"
+    );
+    drop(reader);
+    let mut status = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            status = agent.0.try_wait().ok().flatten();
+            status.is_some()
+        }),
+        "the agent went on with nobody reading its log"
+    );
+    let status = status.expect("status");
+    assert_ne!(status.code(), Some(101), "{status:?}");
+    assert!(status.code().is_some(), "killed by a signal: {status:?}");
+    assert_eq!((cpus_allowed(a.pid()), cpus_allowed(b.pid())), before);
+    assert_eq!(fs::read(&journal).expect("journal").len(), 0, "journal cleared");
+}
+
+/// Every catchable terminating signal ends the agent through the restore path.
+#[test]
+fn every_terminating_signal_restores() {
+    let _g = serial();
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("j");
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
+    let targets = format!("pid:{},{}", a.pid(), b.pid());
+    for sig in [
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGPIPE,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+    ] {
+        let log = dir.path().join(format!("log{sig}"));
+        let mut agent = Kill(
+            agent_cmd("spread", &targets, &journal)
+                .arg("--log-json")
+                .stderr(fs::File::create(&log).expect("log"))
+                .spawn()
+                .expect("agent"),
+        );
+        assert!(
+            wait_until(Duration::from_secs(10), || pinned_apart(a.pid(), b.pid())),
+            "signal {sig}: not pinned"
+        );
+        signal(agent.pid(), sig);
+        let status = agent.0.wait().expect("wait");
+        assert!(status.success(), "signal {sig}: {status:?}");
+        assert_eq!(
+            (cpus_allowed(a.pid()), cpus_allowed(b.pid())),
+            before,
+            "signal {sig} left affinities changed"
+        );
+        let text = fs::read_to_string(&log).expect("log");
+        let last: serde_json::Value =
+            serde_json::from_str(text.lines().last().expect("a line")).expect("json");
+        assert_eq!(last["event"], "restored", "{text}");
+        assert_eq!(last["restored"], 2, "{text}");
+        assert!(last["signal"].as_str().is_some_and(|s| s.starts_with("SIG")), "{last}");
+    }
+}
+
+#[test]
+fn journal_must_be_a_regular_file_locked_by_its_real_path() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = Busy::spawn();
+    let t = format!("pid:{}", a.pid());
+    // /dev/null is refused and stays a device.
+    let e = run_fails(&["agent", "--policy", "linux", "--targets", &t, "--journal", "/dev/null"]);
+    assert!(e.contains("/dev/null") && e.contains("not a regular file"), "{e}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(fs::metadata("/dev/null").expect("meta").file_type().is_char_device());
+    // A second agent through a symlink to the first one's journal refuses to start.
+    let real = dir.path().join("real.journal");
+    let link = dir.path().join("link.journal");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let mut first = Kill(
+        agent_cmd("linux", &t, &real)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("agent"),
+    );
+    assert!(wait_until(Duration::from_secs(5), || real.exists()));
+    sleep(Duration::from_millis(300));
+    let e = run_fails(&[
+        "agent", "--policy", "linux", "--targets", &t, "--journal", link.to_str().expect("utf8"),
+    ]);
+    assert!(e.contains("another agent"), "{e}");
+    assert!(fs::symlink_metadata(&link).expect("meta").file_type().is_symlink());
+    signal(first.pid(), libc::SIGTERM);
+    assert!(first.0.wait().expect("wait").success());
+    // Version 99 is refused; a corrupt journal is named once.
+    let j = dir.path().join("v99");
+    fs::write(&j, r#"{"version": 99, "threads": {}}"#).expect("write");
+    let e = run_fails(&["agent", "--restore-only", "--journal", j.to_str().expect("utf8")]);
+    assert!(e.contains("version 99"), "{e}");
+    fs::write(&j, "garbage\n").expect("write");
+    let e = run_fails(&["agent", "--restore-only", "--journal", j.to_str().expect("utf8")]);
+    assert_eq!(e.matches("corrupt").count(), 1, "{e}");
+    assert_eq!(e.matches("v99").count(), 1, "{e}");
+}
+
+#[test]
+fn smaller_input_checks() {
+    let e = run_fails(&["agent", "--policy", "spread", "--interval", "1e300s"]);
+    assert!(e.contains("too large") && !e.contains("at least"), "{e}");
+    let e = run_fails(&["top", "--once", "--interval", "1e300s"]);
+    assert!(e.contains("too large"), "{e}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let j = dir.path().join("j");
+    let e = run_fails(&[
+        "agent", "--policy", "spread", "--targets", "pid:999999999", "--journal",
+        j.to_str().expect("utf8"),
+    ]);
+    assert!(e.contains("no such process") && e.contains("999999999"), "{e}");
+    assert!(!j.exists(), "nothing created for a refused start");
+}

@@ -626,3 +626,172 @@ fn smaller_input_checks() {
     assert!(e.contains("no such process") && e.contains("999999999"), "{e}");
     assert!(!j.exists(), "nothing created for a refused start");
 }
+
+fn thread_cpus(pid: u32, tid: u32) -> Option<String> {
+    let s = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+}
+
+/// A busy Python process that, once pinned, starts a thread and a child process (both inherit
+/// the pinned set) and writes "TID CHILD_PID" to `out`.
+const SPAWNER: &str = r#"
+import os, sys, threading, subprocess, time
+out = sys.argv[1]
+orig = os.sched_getaffinity(0)
+open(out + ".ready", "w").close()
+while os.sched_getaffinity(0) == orig:
+    pass
+def idle():
+    while True:
+        time.sleep(0.01)
+t = threading.Thread(target=idle, daemon=True)
+t.start()
+child = subprocess.Popen(["sleep", "120"])
+with open(out + ".tmp", "w") as f:
+    f.write(f"{t.native_id} {child.pid}\n")
+os.rename(out + ".tmp", out)
+while True:
+    pass
+"#;
+
+fn spawner(out: &Path) -> Option<Kill> {
+    Command::new("python3")
+        .args(["-c", SPAWNER])
+        .arg(out)
+        .spawn()
+        .ok()
+        .map(Kill)
+}
+
+/// Threads and children created after the agent pinned a process are journaled and restored:
+/// once through SIGTERM (the agent's own sweep), once through SIGKILL + `--restore-only` (the
+/// sweep at restore).
+#[test]
+fn threads_and_children_born_pinned_are_restored() {
+    let _g = serial();
+    if !two_cpus() {
+        return;
+    }
+    for kill in [libc::SIGTERM, libc::SIGKILL] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = dir.path().join("j");
+        let ids = dir.path().join("ids");
+        let Some(p) = spawner(&ids) else {
+            eprintln!("skipped: no python3");
+            return;
+        };
+        let q = Busy::spawn();
+        let original = cpus_allowed(p.pid());
+        // The spawner must know its original set before the agent may change it.
+        assert!(wait_until(Duration::from_secs(20), || dir
+            .path()
+            .join("ids.ready")
+            .exists()));
+        let log = dir.path().join("log");
+        let mut agent = Kill(
+            agent_cmd("spread", &format!("pid:{},{}", p.pid(), q.pid()), &journal)
+                .arg("--log-json")
+                .stderr(fs::File::create(&log).expect("log"))
+                .spawn()
+                .expect("agent"),
+        );
+        assert!(
+            wait_until(Duration::from_secs(20), || ids.exists()),
+            "the spawner was never pinned"
+        );
+        let text = fs::read_to_string(&ids).expect("ids");
+        let mut it = text.split_whitespace().map(|v| v.parse::<u32>().expect("id"));
+        let (tid, child) = (it.next().expect("tid"), it.next().expect("child"));
+        assert_ne!(thread_cpus(p.pid(), tid).as_deref(), Some(original.as_str()));
+        assert_ne!(cpus_allowed(child), original);
+        if kill == libc::SIGTERM {
+            // The per-interval sweep journals them while the agent runs.
+            assert!(
+                wait_until(Duration::from_secs(10), || fs::read_to_string(&journal)
+                    .is_ok_and(|j| j.contains(&format!("\"{child}\"")))),
+                "the child was never journaled"
+            );
+            let l = fs::read_to_string(&log).expect("log");
+            assert!(l.contains("\"event\":\"adopted\""), "{l}");
+        }
+        signal(agent.pid(), kill);
+        let _ = agent.0.wait();
+        if kill == libc::SIGKILL {
+            let out = Command::new(BIN)
+                .args(["agent", "--restore-only", "--journal"])
+                .arg(&journal)
+                .output()
+                .expect("restore-only");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        let now = (
+            cpus_allowed(p.pid()),
+            thread_cpus(p.pid(), tid),
+            cpus_allowed(child),
+        );
+        signal(child, libc::SIGKILL);
+        assert_eq!(
+            now,
+            (original.clone(), Some(original.clone()), original.clone()),
+            "after {kill}: process, new thread, new child"
+        );
+    }
+}
+
+/// Someone else re-pins a task after the agent did: the agent notices, records it, says so,
+/// never moves that task again, and does not restore over it.
+#[test]
+fn a_task_the_user_repinned_is_left_alone() {
+    let _g = serial();
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("j");
+    let log = dir.path().join("log");
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let b_before = cpus_allowed(b.pid());
+    let mut agent = Kill(
+        agent_cmd("spread", &format!("pid:{},{}", a.pid(), b.pid()), &journal)
+            .arg("--log-json")
+            .stderr(fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("agent"),
+    );
+    assert!(wait_until(Duration::from_secs(10), || pinned_apart(
+        a.pid(),
+        b.pid()
+    )));
+    let theirs = if cpus_allowed(a.pid()) == "0" { "1" } else { "0" };
+    let ok = Command::new("taskset")
+        .args(["-pc", theirs, &a.pid().to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return; // no taskset here
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || fs::read_to_string(&log)
+            .is_ok_and(|l| l.contains("\"event\":\"user_override\""))),
+        "override never reported"
+    );
+    assert!(fs::read_to_string(&journal).expect("journal").contains("user_set"));
+    // Several more intervals: the agent must not move A back (spread wants A and B apart, and
+    // they now share a CPU, so it may move B, never A).
+    sleep(Duration::from_millis(600));
+    assert_eq!(cpus_allowed(a.pid()), theirs, "the agent overrode the user");
+    signal(agent.pid(), libc::SIGTERM);
+    assert!(agent.0.wait().expect("wait").success());
+    assert_eq!(cpus_allowed(a.pid()), theirs, "restored over the user's choice");
+    assert_eq!(cpus_allowed(b.pid()), b_before, "B not restored");
+    let l = fs::read_to_string(&log).expect("log");
+    let moved_a_after = l
+        .lines()
+        .skip_while(|x| !x.contains("user_override"))
+        .filter(|x| x.contains("\"event\":\"decision\"") && x.contains(&format!("\"task\":{}", a.pid())))
+        .count();
+    assert_eq!(moved_a_after, 0, "{l}");
+}

@@ -237,6 +237,8 @@ pub struct LoopState {
     pub epoch: u64,
     /// When each task was last changed (for the minimum residency).
     pub last_change: BTreeMap<TaskId, u64>,
+    /// Failures already reported (task, reason): a repeat is logged at debug level only.
+    pub reported: std::collections::BTreeSet<(u64, String)>,
 }
 
 /// What one [`step`] found.
@@ -433,8 +435,9 @@ pub fn step<M: Machine>(
             }
             Err(e) if transient(&e) => {
                 for m in moves(&action, &obs, &online) {
+                    let first = state.reported.insert((m.task, e.to_string()));
                     log.emit(
-                        Level::Warn,
+                        if first { Level::Warn } else { Level::Debug },
                         "action_failed",
                         "action not applied; the agent goes on",
                         &[

@@ -70,6 +70,8 @@ pub struct Host {
     perf_off_reason: Option<String>,
     /// The hardware events that opened in the probe (none without a PMU).
     hw_group: Vec<(&'static str, PerfEvent)>,
+    /// Overrides found while applying an action, reported by the next [`Host::sweep`].
+    found_overrides: Vec<Override>,
     /// When the counters in `prev` were read: deltas cover the time since then, which is longer
     /// than the wait in `advance` by whatever the caller did in between.
     prev_read: Instant,
@@ -101,6 +103,7 @@ impl Host {
             use_perf: false,
             perf_off_reason: None,
             hw_group: Vec::new(),
+            found_overrides: Vec::new(),
         };
         match &avail.software {
             Ok(()) => {
@@ -188,7 +191,8 @@ impl Host {
         let Some(j) = self.journal.as_mut() else {
             return Ok(Sweep::default());
         };
-        let overrides = j.detect_overrides()?;
+        let mut overrides = std::mem::take(&mut self.found_overrides);
+        overrides.extend(j.detect_overrides()?);
         let adopted = j.adopt_new_tasks()?;
         Ok(Sweep { adopted, overrides })
     }
@@ -227,7 +231,8 @@ impl Host {
         let journal = self.journal.as_mut().ok_or(HostError::NoJournal)?;
         // A task re-pinned by someone else since our last look is theirs: never override it.
         if !journal.is_user_owned(pid) {
-            journal.detect_overrides()?;
+            let found = journal.detect_overrides()?;
+            self.found_overrides.extend(found);
         }
         if journal.is_user_owned(pid) {
             return Err(HostError::UserOwned(pid));

@@ -196,6 +196,9 @@ pub struct Journal {
     len: u64,
     saves: u64,
     torn_at: Option<u64>,
+    /// The file does not end with a newline (a torn record, an old format): an append must
+    /// start a line of its own.
+    torn_tail: bool,
 }
 
 fn io_err<'a>(
@@ -249,6 +252,20 @@ fn version_of(json: &str) -> Option<u64> {
         .as_u64()
 }
 
+/// A record line's number and JSON, if its checksum holds.
+fn record_of(body: &[u8]) -> Option<(u64, &str)> {
+    let text = std::str::from_utf8(body).ok()?;
+    let mut it = text.splitn(4, ' ');
+    let (Some(MAGIC), Some(seq), Some(crc), Some(json)) =
+        (it.next(), it.next(), it.next(), it.next())
+    else {
+        return None;
+    };
+    let seq = seq.parse::<u64>().ok()?;
+    let crc = u32::from_str_radix(crc, 16).ok()?;
+    (crc32(json.as_bytes()) == crc).then_some((seq, json))
+}
+
 /// Parse a journal file's bytes. Total: any input gives `Ok` or a [`ParseError`].
 pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -262,6 +279,8 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
         });
     }
     let mut best: Option<(u64, u64, u64, &str)> = None;
+    // Complete lines that are not valid records (damage, unless a valid record exists).
+    let mut bad_lines = 0usize;
     let mut start = 0usize;
     for line in bytes.split_inclusive(|&b| b == b'\n') {
         let begin = start;
@@ -270,21 +289,13 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
         let Some(body) = line.strip_suffix(b"\n") else {
             continue;
         };
-        let Ok(text) = std::str::from_utf8(body) else {
-            continue;
-        };
-        let mut it = text.splitn(4, ' ');
-        let (Some(MAGIC), Some(seq), Some(crc), Some(json)) =
-            (it.next(), it.next(), it.next(), it.next())
-        else {
-            continue;
-        };
-        let (Ok(seq), Ok(crc)) = (seq.parse::<u64>(), u32::from_str_radix(crc, 16)) else {
-            continue;
-        };
-        if crc32(json.as_bytes()) != crc {
+        if body.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        let Some((seq, json)) = record_of(body) else {
+            bad_lines += 1;
+            continue;
+        };
         if best.is_none_or(|(s, ..)| seq > s) {
             best = Some((seq, begin as u64, start as u64, json));
         }
@@ -300,6 +311,21 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
             data,
             seq,
             range: Some((b, e)),
+        });
+    }
+    // Only a torn first record (no newline yet): the change it announced was never made,
+    // because a change is made only after its record is on disk.
+    let trimmed = bytes.trim_ascii_start();
+    let prefix = MAGIC.as_bytes();
+    let magic_start = trimmed.starts_with(prefix) || prefix.starts_with(trimmed);
+    if bad_lines == 0 && magic_start {
+        return Ok(Parsed {
+            data: JournalData {
+                version: JOURNAL_VERSION,
+                ..Default::default()
+            },
+            seq: 0,
+            range: None,
         });
     }
     // No record: the version-1 format was one plain JSON object.
@@ -447,6 +473,7 @@ impl Journal {
             len: bytes.len() as u64,
             saves: 0,
             torn_at,
+            torn_tail: bytes.last().is_some_and(|&b| b != b'\n'),
         })
     }
 
@@ -476,18 +503,23 @@ impl Journal {
                 .map_err(io_err(&p, "cannot clear it"))?;
             self.current = None;
             self.len = 0;
+            self.torn_tail = false;
             return Ok(());
         }
         self.data.version = JOURNAL_VERSION;
         let seq = self.seq + 1;
-        let line = record_line(seq, &self.data)
+        let mut line = record_line(seq, &self.data)
             .map_err(|e| io_err(&p, "cannot serialize it")(std::io::Error::other(e)))?;
-        let n = line.len() as u64;
         // Never overwrite the record this one supersedes.
-        let at = match self.current {
-            Some((start, _)) if n <= start => 0,
+        let mut at = match self.current {
+            Some((start, _)) if line.len() as u64 <= start => 0,
             _ => self.len,
         };
+        if at > 0 && self.torn_tail {
+            // After a torn record or an old-format journal: start on a line of our own.
+            line.insert(0, b'\n');
+        }
+        let n = line.len() as u64;
         self.saves += 1;
         if self.torn_at == Some(self.saves) {
             let half = &line[..line.len() / 2];
@@ -513,7 +545,11 @@ impl Journal {
             self.len = at + n;
         }
         self.seq = seq;
-        self.current = Some((at, at + n));
+        self.torn_tail = false;
+        if line[0] == b'\n' {
+            at += 1;
+        }
+        self.current = Some((at, self.len));
         Ok(())
     }
 
@@ -990,6 +1026,46 @@ mod tests {
         let i = a.len() + b.len() - 5;
         flipped[i] ^= 0x01;
         assert_eq!(parse(&flipped).expect("parse").data.threads.len(), 1);
+    }
+
+    #[test]
+    fn a_torn_first_record_is_an_empty_journal_and_the_next_save_is_readable() {
+        let mut d = JournalData {
+            version: JOURNAL_VERSION,
+            ..Default::default()
+        };
+        d.threads.insert(5, entry(5));
+        let a = record_line(1, &d).expect("a");
+        for cut in 1..a.len() {
+            let p = parse(&a[..cut]).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+            assert!(p.data.threads.is_empty());
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j");
+        fs::write(&p, &a[..a.len() / 2]).expect("write");
+        let mut j = Journal::open(&p).expect("torn first record");
+        assert!(!j.has_entries());
+        j.data.threads.insert(6, entry(6));
+        j.save().expect("save");
+        drop(j);
+        let j = Journal::open(&p).expect("reopen");
+        assert_eq!(j.data().threads.keys().copied().collect::<Vec<_>>(), vec![6]);
+        // A torn record after a valid one: the next save still starts its own line.
+        let dir2 = tempfile::tempdir().expect("tempdir");
+        let p2 = dir2.path().join("j");
+        let mut bytes = a.clone();
+        bytes.extend_from_slice(&record_line(2, &d).expect("b")[..40]);
+        fs::write(&p2, &bytes).expect("write");
+        let mut j = Journal::open(&p2).expect("torn tail");
+        assert_eq!(j.data().threads.len(), 1);
+        j.data.threads.insert(7, entry(7));
+        j.save().expect("save");
+        drop(j);
+        assert_eq!(Journal::open(&p2).expect("reopen").data().threads.len(), 2);
+        // A complete line that fails its checksum, with no valid record, is damage.
+        let mut bad = a.clone();
+        bad[30] ^= 1;
+        assert!(matches!(parse(&bad), Err(ParseError::Corrupt(_))));
     }
 
     #[test]

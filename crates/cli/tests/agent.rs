@@ -465,8 +465,12 @@ fn closed_stdout_or_stderr_never_panics() {
 }
 
 fn agent_cmd(policy: &str, targets: &str, journal: &Path) -> Command {
+    agent_cmd_every(policy, "100ms", targets, journal)
+}
+
+fn agent_cmd_every(policy: &str, interval: &str, targets: &str, journal: &Path) -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.args(["agent", "--policy", policy, "--interval", "100ms"])
+    cmd.args(["agent", "--policy", policy, "--interval", interval])
         .args(["--min-residency", "1", "--targets", targets, "--journal"])
         .arg(journal);
     if policy == "spread" {
@@ -794,4 +798,212 @@ fn a_task_the_user_repinned_is_left_alone() {
         .filter(|x| x.contains("\"event\":\"decision\"") && x.contains(&format!("\"task\":{}", a.pid())))
         .count();
     assert_eq!(moved_a_after, 0, "{l}");
+}
+
+// ---- Fault injection: kill the agent anywhere, restart, nothing is left changed ----
+
+/// splitmix64: a seeded, dependency-free generator (the run is reproducible from its seed).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const FAULT_SIGNALS: &[(libc::c_int, &str)] = &[
+    (libc::SIGTERM, "TERM"),
+    (libc::SIGINT, "INT"),
+    (libc::SIGHUP, "HUP"),
+    (libc::SIGQUIT, "QUIT"),
+    (libc::SIGUSR1, "USR1"),
+    (libc::SIGUSR2, "USR2"),
+    (libc::SIGALRM, "ALRM"),
+    (libc::SIGPIPE, "PIPE"),
+    (libc::SIGXCPU, "XCPU"),
+    (libc::SIGXFSZ, "XFSZ"),
+    (libc::SIGVTALRM, "VTALRM"),
+    (libc::SIGPROF, "PROF"),
+];
+
+#[derive(Debug, Default)]
+struct FaultReport {
+    iterations: usize,
+    signals: std::collections::BTreeMap<&'static str, usize>,
+    torn_writes: usize,
+    /// Torn-write runs where the agent did die inside the write.
+    torn_crashed: usize,
+    user_repins: usize,
+    /// Runs where the agent had changed affinities when the signal came.
+    pinned_at_kill: usize,
+    wrong_affinities: usize,
+    corrupt_journals: usize,
+    hangs: usize,
+}
+
+fn set_affinity(pid: u32, list: &str) -> bool {
+    Command::new("taskset")
+        .args(["-pc", list, &pid.to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Start the agent (spread, 50 ms interval) on two busy loops, end it with a random signal at a
+/// random point (SIGKILL in 40 % of the runs, or a crash inside the N-th journal write through
+/// the test hook), sometimes after a "user" re-pinned one loop, then run `--restore-only` and
+/// compare every affinity with what it must be. Returns the tally.
+fn fault_run(iterations: usize, seed: u64) -> FaultReport {
+    let mut rng = Rng(seed);
+    let mut rep = FaultReport::default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("agent.journal");
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let original = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
+    let targets = format!("pid:{},{}", a.pid(), b.pid());
+    for _ in 0..iterations {
+        rep.iterations += 1;
+        let mut cmd = agent_cmd_every("spread", "50ms", &targets, &journal);
+        cmd.stderr(Stdio::null());
+        let torn = rng.below(4) == 0;
+        if torn {
+            // Saves 1..4: the first pin's before/after records of either loop.
+            let k = 1 + rng.below(4);
+            cmd.env("COUNTERPOINT_TEST_TORN_WRITE", k.to_string());
+            rep.torn_writes += 1;
+        }
+        let mut agent = Kill(cmd.spawn().expect("agent"));
+        // Every draw is made whatever happens, so the run's choices depend on the seed alone.
+        let delay_ms = rng.below(1200);
+        let repin = rng.below(4) == 0;
+        let repin_wait_ms = rng.below(200);
+        let sig = if rng.below(10) < 4 {
+            (libc::SIGKILL, "KILL")
+        } else {
+            FAULT_SIGNALS[rng.below(FAULT_SIGNALS.len() as u64) as usize]
+        };
+        let mut expected = original.clone();
+        if torn {
+            // The agent kills itself inside a journal write; if the write never comes, end it
+            // (with SIGTERM, so the tally below counts only the hook's crashes).
+            let mut st = None;
+            if !wait_until(Duration::from_secs(5), || {
+                st = st.or_else(|| agent.0.try_wait().ok().flatten());
+                st.is_some()
+            }) {
+                signal(agent.pid(), libc::SIGTERM);
+            }
+            use std::os::unix::process::ExitStatusExt;
+            if st.and_then(|s| s.signal()) == Some(libc::SIGKILL) {
+                rep.torn_crashed += 1;
+            }
+        } else {
+            sleep(Duration::from_millis(delay_ms));
+            if repin && cpus_allowed(a.pid()) != original.0 {
+                // The user's own choice, after the agent's: it must survive.
+                let theirs = if cpus_allowed(a.pid()) == "0" { "1" } else { "0" };
+                if set_affinity(a.pid(), theirs) {
+                    expected.0 = theirs.to_string();
+                    rep.user_repins += 1;
+                    // Let the agent see it (or not): both must end the same way.
+                    sleep(Duration::from_millis(repin_wait_ms));
+                }
+            }
+            if pinned_apart(a.pid(), b.pid()) || expected.0 != original.0 {
+                rep.pinned_at_kill += 1;
+            }
+            signal(agent.pid(), sig.0);
+            *rep.signals.entry(sig.1).or_default() += 1;
+        }
+        let mut status = None;
+        let exited = wait_until(Duration::from_secs(20), || {
+            status = status.or_else(|| agent.0.try_wait().ok().flatten());
+            status.is_some()
+        });
+        if !exited {
+            rep.hangs += 1;
+        }
+
+        drop(agent);
+        let out = Command::new(BIN)
+            .args(["agent", "--restore-only", "--journal"])
+            .arg(&journal)
+            .output()
+            .expect("restore-only");
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() || err.contains("corrupt") {
+            rep.corrupt_journals += 1;
+            eprintln!("restore-only failed: {err}");
+        }
+        let now = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
+        if now.0 != expected.0 {
+            rep.wrong_affinities += 1;
+            eprintln!("A is {} but must be {} (signal {}, torn {torn})", now.0, expected.0, sig.1);
+        }
+        if now.1 != expected.1 {
+            rep.wrong_affinities += 1;
+            eprintln!("B is {} but must be {} (signal {}, torn {torn})", now.1, expected.1, sig.1);
+        }
+        // The next iteration starts from the originals.
+        set_affinity(a.pid(), &original.0);
+        set_affinity(b.pid(), &original.1);
+    }
+    rep
+}
+
+fn check_fault_run(iterations: usize) {
+    let _g = serial();
+    if !two_cpus() || !Path::new("/usr/bin/taskset").exists() {
+        eprintln!("skipped: needs two CPUs and taskset");
+        return;
+    }
+    let seed = std::env::var("COUNTERPOINT_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5EED_0018);
+    let rep = fault_run(iterations, seed);
+    eprintln!(
+        "fault injection (seed {seed:#x}): {} iterations, signals {:?}, torn journal writes {} \
+         ({} crashed mid-write), user re-pins {}, pinned when signalled {}, wrong affinities {}, corrupt journals {}, \
+         hangs {}",
+        rep.iterations,
+        rep.signals,
+        rep.torn_writes,
+        rep.torn_crashed,
+        rep.user_repins,
+        rep.pinned_at_kill,
+        rep.wrong_affinities,
+        rep.corrupt_journals,
+        rep.hangs
+    );
+    assert_eq!(rep.wrong_affinities, 0, "{rep:?}");
+    assert_eq!(rep.corrupt_journals, 0, "{rep:?}");
+    assert_eq!(rep.hangs, 0, "{rep:?}");
+    // The run exercised something: the agent had pinned tasks when most signals came.
+    assert!(rep.pinned_at_kill > 0, "{rep:?}");
+}
+
+/// The suite's short run (20 iterations; `COUNTERPOINT_FAULT_ITERATIONS` changes it).
+#[test]
+fn fault_injection_short() {
+    let n = std::env::var("COUNTERPOINT_FAULT_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    check_fault_run(n);
+}
+
+/// The full run: `cargo test -p counterpoint --test agent -- --ignored fault_injection_full
+/// --nocapture`.
+#[test]
+#[ignore]
+fn fault_injection_full() {
+    check_fault_run(200);
 }

@@ -108,7 +108,8 @@ pub fn parse_duration_ns(
             min: format_ns(min_ns),
         });
     }
-    Ok(ns as u64)
+    // `max_ns as f64` may round up: never return more than the bound.
+    Ok((ns as u64).min(max_ns))
 }
 
 /// The agent's and `top`'s interval: at least 10 ms, at most one hour.

@@ -34,16 +34,22 @@ pub const HOST_EVENTS: &[&str] = &[
 /// Host failures.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
+    /// The journal failed.
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// An affinity could not be read or set.
     #[error(transparent)]
     Affinity(#[from] AffinityError),
+    /// The topology could not be read.
     #[error(transparent)]
     Sysfs(#[from] SysfsError),
+    /// Kernel threads are never touched.
     #[error("process {0} is a kernel thread: never touched")]
     KernelThread(u32),
+    /// Changing affinities needs a journal.
     #[error("no journal is open: refusing to change affinities without the safety net")]
     NoJournal,
+    /// Someone else set the process's affinity after the agent did.
     #[error("process {0}: someone else set its affinity after the agent did; left alone")]
     UserOwned(u32),
 }
@@ -154,6 +160,7 @@ impl Host {
         }
     }
 
+    /// The online CPUs.
     pub fn online(&self) -> &CpuSet {
         &self.online
     }

@@ -18,10 +18,23 @@ use std::path::{Path, PathBuf};
 /// Why the topology could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
+    /// A file exists but cannot be read or parsed.
     #[error("{path}: {reason}")]
-    Bad { path: String, reason: String },
+    Bad {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The root has no CPU directory.
     #[error("{path}: not a sysfs CPU directory ({reason})")]
-    NoCpuDir { path: String, reason: String },
+    NoCpuDir {
+        /// The directory.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// What was read does not make a consistent topology.
     #[error("topology: {0}")]
     Topology(#[from] counterpoint_core::topology::TopologyError),
 }
@@ -90,6 +103,7 @@ pub fn parse_size_bytes(s: &str) -> Option<u64> {
 /// and what was missing on the way.
 #[derive(Clone, Debug, Serialize)]
 pub struct SysfsTopology {
+    /// The topology the rest of Counterpoint uses.
     #[serde(flatten)]
     pub topology: Topology,
     /// `cpu/possible`: CPUs the kernel could ever bring up.

@@ -2,6 +2,7 @@
 
 use counterpoint_core::cpuset::CpuSet;
 use counterpoint_host::journal::{self, JournalData, ParseError, ThreadEntry, JOURNAL_VERSION};
+use counterpoint_host::duration::{parse_duration_ns, parse_interval_ns, DurationError};
 use counterpoint_host::TargetSpec;
 use proptest::prelude::*;
 
@@ -70,6 +71,35 @@ proptest! {
         match journal::parse(text.as_bytes()) {
             Ok(p) => prop_assert_eq!(p.data.version, JOURNAL_VERSION),
             Err(ParseError::Corrupt(_)) | Err(ParseError::Version(_)) => {}
+        }
+    }
+
+    /// The one duration parser is total, and what it accepts is within the bounds asked for.
+    #[test]
+    fn durations_parse_total_and_bounded(
+        s in "[-+0-9.eEinfa ]{0,12}(ms|s|m|h|)", min in 0u64..1_000_000_000, span in 0u64..u64::MAX / 2,
+    ) {
+        let max = min.saturating_add(span);
+        match parse_duration_ns("--x", &s, min, max) {
+            Ok(ns) => prop_assert!(ns >= min && ns <= max, "{} -> {}", s, ns),
+            Err(e) => prop_assert!(e.to_string().starts_with("--x "), "{}", e),
+        }
+    }
+
+    /// Any text at all: a value or a typed error, never a panic.
+    #[test]
+    fn durations_parse_any_text(s in ".{0,24}") {
+        let _ = parse_interval_ns(&s);
+    }
+
+    /// Whole milliseconds in range read back exactly; beyond the hour it says too large.
+    #[test]
+    fn milliseconds_round_trip(ms in 10u64..10_000_000) {
+        let r = parse_interval_ns(&format!("{ms}ms"));
+        if ms <= 3_600_000 {
+            prop_assert_eq!(r, Ok(ms * 1_000_000));
+        } else {
+            prop_assert!(matches!(r, Err(DurationError::TooLarge { .. })), "{:?}", r);
         }
     }
 }

@@ -414,9 +414,25 @@ fn decisions_are_logged_as_structured_events() {
 
 // ---- Issue 18: nothing panics, nothing is left changed ----
 
+/// A pipe as (read end, write end).
+fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we pass.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(rc, 0, "pipe2");
+    // SAFETY: both descriptors are fresh and owned by nobody else.
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    }
+}
+
 /// A pipe whose read end is already closed: writing to it fails with EPIPE (or SIGPIPE).
-fn closed_pipe() -> std::io::PipeWriter {
-    let (r, w) = std::io::pipe().expect("pipe");
+fn closed_pipe() -> std::os::fd::OwnedFd {
+    let (r, w) = pipe();
     drop(r);
     w
 }
@@ -491,7 +507,7 @@ fn agent_under_a_closed_stderr_restores() {
     let journal = dir.path().join("j");
     let (a, b) = (Busy::spawn(), Busy::spawn());
     let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
-    let (reader, writer) = std::io::pipe().expect("pipe");
+    let (reader, writer) = pipe();
     let mut agent = Kill(
         agent_cmd("spread", &format!("pid:{},{}", a.pid(), b.pid()), &journal)
             .stderr(writer)
@@ -516,7 +532,11 @@ fn agent_under_a_closed_stderr_restores() {
     assert_ne!(status.code(), Some(101), "{status:?}");
     assert!(status.code().is_some(), "killed by a signal: {status:?}");
     assert_eq!((cpus_allowed(a.pid()), cpus_allowed(b.pid())), before);
-    assert_eq!(fs::read(&journal).expect("journal").len(), 0, "journal cleared");
+    assert_eq!(
+        fs::read(&journal).expect("journal").len(),
+        0,
+        "journal cleared"
+    );
 }
 
 /// Every catchable terminating signal ends the agent through the restore path.
@@ -570,7 +590,12 @@ fn every_terminating_signal_restores() {
             serde_json::from_str(text.lines().last().expect("a line")).expect("json");
         assert_eq!(last["event"], "restored", "{text}");
         assert_eq!(last["restored"], 2, "{text}");
-        assert!(last["signal"].as_str().is_some_and(|s| s.starts_with("SIG")), "{last}");
+        assert!(
+            last["signal"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("SIG")),
+            "{last}"
+        );
     }
 }
 
@@ -581,10 +606,24 @@ fn journal_must_be_a_regular_file_locked_by_its_real_path() {
     let a = Busy::spawn();
     let t = format!("pid:{}", a.pid());
     // /dev/null is refused and stays a device.
-    let e = run_fails(&["agent", "--policy", "linux", "--targets", &t, "--journal", "/dev/null"]);
-    assert!(e.contains("/dev/null") && e.contains("not a regular file"), "{e}");
+    let e = run_fails(&[
+        "agent",
+        "--policy",
+        "linux",
+        "--targets",
+        &t,
+        "--journal",
+        "/dev/null",
+    ]);
+    assert!(
+        e.contains("/dev/null") && e.contains("not a regular file"),
+        "{e}"
+    );
     use std::os::unix::fs::FileTypeExt;
-    assert!(fs::metadata("/dev/null").expect("meta").file_type().is_char_device());
+    assert!(fs::metadata("/dev/null")
+        .expect("meta")
+        .file_type()
+        .is_char_device());
     // A second agent through a symlink to the first one's journal refuses to start.
     let real = dir.path().join("real.journal");
     let link = dir.path().join("link.journal");
@@ -598,19 +637,38 @@ fn journal_must_be_a_regular_file_locked_by_its_real_path() {
     assert!(wait_until(Duration::from_secs(5), || real.exists()));
     sleep(Duration::from_millis(300));
     let e = run_fails(&[
-        "agent", "--policy", "linux", "--targets", &t, "--journal", link.to_str().expect("utf8"),
+        "agent",
+        "--policy",
+        "linux",
+        "--targets",
+        &t,
+        "--journal",
+        link.to_str().expect("utf8"),
     ]);
     assert!(e.contains("another agent"), "{e}");
-    assert!(fs::symlink_metadata(&link).expect("meta").file_type().is_symlink());
+    assert!(fs::symlink_metadata(&link)
+        .expect("meta")
+        .file_type()
+        .is_symlink());
     signal(first.pid(), libc::SIGTERM);
     assert!(first.0.wait().expect("wait").success());
     // Version 99 is refused; a corrupt journal is named once.
     let j = dir.path().join("v99");
     fs::write(&j, r#"{"version": 99, "threads": {}}"#).expect("write");
-    let e = run_fails(&["agent", "--restore-only", "--journal", j.to_str().expect("utf8")]);
+    let e = run_fails(&[
+        "agent",
+        "--restore-only",
+        "--journal",
+        j.to_str().expect("utf8"),
+    ]);
     assert!(e.contains("version 99"), "{e}");
     fs::write(&j, "garbage\n").expect("write");
-    let e = run_fails(&["agent", "--restore-only", "--journal", j.to_str().expect("utf8")]);
+    let e = run_fails(&[
+        "agent",
+        "--restore-only",
+        "--journal",
+        j.to_str().expect("utf8"),
+    ]);
     assert_eq!(e.matches("corrupt").count(), 1, "{e}");
     assert_eq!(e.matches("v99").count(), 1, "{e}");
 }
@@ -624,10 +682,18 @@ fn smaller_input_checks() {
     let dir = tempfile::tempdir().expect("tempdir");
     let j = dir.path().join("j");
     let e = run_fails(&[
-        "agent", "--policy", "spread", "--targets", "pid:999999999", "--journal",
+        "agent",
+        "--policy",
+        "spread",
+        "--targets",
+        "pid:999999999",
+        "--journal",
         j.to_str().expect("utf8"),
     ]);
-    assert!(e.contains("no such process") && e.contains("999999999"), "{e}");
+    assert!(
+        e.contains("no such process") && e.contains("999999999"),
+        "{e}"
+    );
     assert!(!j.exists(), "nothing created for a refused start");
 }
 
@@ -706,9 +772,14 @@ fn threads_and_children_born_pinned_are_restored() {
             "the spawner was never pinned"
         );
         let text = fs::read_to_string(&ids).expect("ids");
-        let mut it = text.split_whitespace().map(|v| v.parse::<u32>().expect("id"));
+        let mut it = text
+            .split_whitespace()
+            .map(|v| v.parse::<u32>().expect("id"));
         let (tid, child) = (it.next().expect("tid"), it.next().expect("child"));
-        assert_ne!(thread_cpus(p.pid(), tid).as_deref(), Some(original.as_str()));
+        assert_ne!(
+            thread_cpus(p.pid(), tid).as_deref(),
+            Some(original.as_str())
+        );
         assert_ne!(cpus_allowed(child), original);
         if kill == libc::SIGTERM {
             // The per-interval sweep journals them while the agent runs.
@@ -728,7 +799,11 @@ fn threads_and_children_born_pinned_are_restored() {
                 .arg(&journal)
                 .output()
                 .expect("restore-only");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let now = (
             cpus_allowed(p.pid()),
@@ -768,7 +843,11 @@ fn a_task_the_user_repinned_is_left_alone() {
         a.pid(),
         b.pid()
     )));
-    let theirs = if cpus_allowed(a.pid()) == "0" { "1" } else { "0" };
+    let theirs = if cpus_allowed(a.pid()) == "0" {
+        "1"
+    } else {
+        "0"
+    };
     let ok = Command::new("taskset")
         .args(["-pc", theirs, &a.pid().to_string()])
         .stdout(Stdio::null())
@@ -782,20 +861,28 @@ fn a_task_the_user_repinned_is_left_alone() {
             .is_ok_and(|l| l.contains("\"event\":\"user_override\""))),
         "override never reported"
     );
-    assert!(fs::read_to_string(&journal).expect("journal").contains("user_set"));
+    assert!(fs::read_to_string(&journal)
+        .expect("journal")
+        .contains("user_set"));
     // Several more intervals: the agent must not move A back (spread wants A and B apart, and
     // they now share a CPU, so it may move B, never A).
     sleep(Duration::from_millis(600));
     assert_eq!(cpus_allowed(a.pid()), theirs, "the agent overrode the user");
     signal(agent.pid(), libc::SIGTERM);
     assert!(agent.0.wait().expect("wait").success());
-    assert_eq!(cpus_allowed(a.pid()), theirs, "restored over the user's choice");
+    assert_eq!(
+        cpus_allowed(a.pid()),
+        theirs,
+        "restored over the user's choice"
+    );
     assert_eq!(cpus_allowed(b.pid()), b_before, "B not restored");
     let l = fs::read_to_string(&log).expect("log");
     let moved_a_after = l
         .lines()
         .skip_while(|x| !x.contains("user_override"))
-        .filter(|x| x.contains("\"event\":\"decision\"") && x.contains(&format!("\"task\":{}", a.pid())))
+        .filter(|x| {
+            x.contains("\"event\":\"decision\"") && x.contains(&format!("\"task\":{}", a.pid()))
+        })
         .count();
     assert_eq!(moved_a_after, 0, "{l}");
 }
@@ -908,7 +995,11 @@ fn fault_run(iterations: usize, seed: u64) -> FaultReport {
             sleep(Duration::from_millis(delay_ms));
             if repin && cpus_allowed(a.pid()) != original.0 {
                 // The user's own choice, after the agent's: it must survive.
-                let theirs = if cpus_allowed(a.pid()) == "0" { "1" } else { "0" };
+                let theirs = if cpus_allowed(a.pid()) == "0" {
+                    "1"
+                } else {
+                    "0"
+                };
                 if set_affinity(a.pid(), theirs) {
                     expected.0 = theirs.to_string();
                     rep.user_repins += 1;
@@ -945,11 +1036,17 @@ fn fault_run(iterations: usize, seed: u64) -> FaultReport {
         let now = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
         if now.0 != expected.0 {
             rep.wrong_affinities += 1;
-            eprintln!("A is {} but must be {} (signal {}, torn {torn})", now.0, expected.0, sig.1);
+            eprintln!(
+                "A is {} but must be {} (signal {}, torn {torn})",
+                now.0, expected.0, sig.1
+            );
         }
         if now.1 != expected.1 {
             rep.wrong_affinities += 1;
-            eprintln!("B is {} but must be {} (signal {}, torn {torn})", now.1, expected.1, sig.1);
+            eprintln!(
+                "B is {} but must be {} (signal {}, torn {torn})",
+                now.1, expected.1, sig.1
+            );
         }
         // The next iteration starts from the originals.
         set_affinity(a.pid(), &original.0);

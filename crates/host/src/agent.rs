@@ -192,7 +192,9 @@ pub enum AgentError {
     #[error(transparent)]
     Signal(#[from] SignalError),
     /// `--targets` names processes none of which exists.
-    #[error("--targets {spec}: no such process ({missing}); refusing to start with nothing to watch")]
+    #[error(
+        "--targets {spec}: no such process ({missing}); refusing to start with nothing to watch"
+    )]
     NoTargets {
         /// The spec as given.
         spec: String,
@@ -401,7 +403,9 @@ pub fn step<M: Machine>(
                 for m in moves(&action, &obs, &online) {
                     let reason = match m.cpus_used {
                         Some(u) => {
-                            format!("{policy_name} placement; task used {u:.2} CPUs in the interval")
+                            format!(
+                                "{policy_name} placement; task used {u:.2} CPUs in the interval"
+                            )
                         }
                         None => format!("{policy_name} placement"),
                     };
@@ -459,6 +463,10 @@ pub fn step<M: Machine>(
     Ok(StepResult::Continue)
 }
 
+/// What runs after each step (the host's safety-net sweep).
+pub type AfterStep<'a, M> =
+    dyn FnMut(&mut M, &mut Logger) -> Result<(), <M as Machine>::Error> + 'a;
+
 /// Run [`step`] until a stop (signal, failed log write), `max_intervals`, every task finished,
 /// or an error. `after_step` runs after each step (the host's safety-net sweep).
 pub fn run_loop<M: Machine>(
@@ -467,7 +475,7 @@ pub fn run_loop<M: Machine>(
     cfg: &LoopConfig,
     log: &mut Logger,
     transient: &dyn Fn(&M::Error) -> bool,
-    after_step: &mut dyn FnMut(&mut M, &mut Logger) -> Result<(), M::Error>,
+    after_step: &mut AfterStep<'_, M>,
 ) -> Result<(), M::Error> {
     let mut state = LoopState::default();
     while !signals::stop_requested() && log.check() {
@@ -723,7 +731,10 @@ pub fn run_on_machine<M: Machine>(
         Level::Info,
         "stopped",
         "agent stopped",
-        &[("signal", json!(signal.map(signals::name).unwrap_or_default()))],
+        &[(
+            "signal",
+            json!(signal.map(signals::name).unwrap_or_default()),
+        )],
     );
     Ok(Outcome {
         signal,
@@ -741,7 +752,10 @@ mod tests {
     struct Buf(Arc<Mutex<Vec<u8>>>);
     impl Write for Buf {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(b);
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .extend_from_slice(b);
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -753,7 +767,12 @@ mod tests {
     fn log_lines_in_both_formats() {
         let buf = Buf::default();
         let mut l = Logger::new(Box::new(buf.clone()), true, Level::Info);
-        l.emit(Level::Info, "decision", "moved task", &[("task", json!(7)), ("to", json!("1"))]);
+        l.emit(
+            Level::Info,
+            "decision",
+            "moved task",
+            &[("task", json!(7)), ("to", json!("1"))],
+        );
         l.emit(Level::Debug, "unchanged", "hidden", &[]);
         let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
         let lines: Vec<&str> = text.lines().collect();
@@ -764,9 +783,17 @@ mod tests {
         assert_eq!(v["level"], "INFO");
         let buf = Buf::default();
         let mut l = Logger::new(Box::new(buf.clone()), false, Level::Debug);
-        l.emit(Level::Warn, "held", "held back", &[("dry_run", json!(true)), ("to", json!("0"))]);
+        l.emit(
+            Level::Warn,
+            "held",
+            "held back",
+            &[("dry_run", json!(true)), ("to", json!("0"))],
+        );
         let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
-        assert!(text.contains("WARN held back event=\"held\" dry_run=true to=\"0\""), "{text}");
+        assert!(
+            text.contains("WARN held back event=\"held\" dry_run=true to=\"0\""),
+            "{text}"
+        );
     }
 
     #[test]

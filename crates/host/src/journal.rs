@@ -83,7 +83,9 @@ pub enum JournalError {
         reason: String,
     },
     /// The newest record has a version this build does not know.
-    #[error("journal {path} has version {found}; this build reads versions 1 and {JOURNAL_VERSION}")]
+    #[error(
+        "journal {path} has version {found}; this build reads versions 1 and {JOURNAL_VERSION}"
+    )]
     Version {
         /// The journal's path.
         path: PathBuf,
@@ -296,7 +298,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
             bad_lines += 1;
             continue;
         };
-        if best.is_none_or(|(s, ..)| seq > s) {
+        if best.map_or(true, |(s, ..)| seq > s) {
             best = Some((seq, begin as u64, start as u64, json));
         }
     }
@@ -754,7 +756,7 @@ impl Journal {
                         break;
                     }
                     if let Some((_, _, at)) = pinned.get(&parent) {
-                        if at.is_none_or(|t| start >= t) {
+                        if at.map_or(true, |t| start >= t) {
                             origin = Some(parent);
                         }
                         break;
@@ -979,7 +981,9 @@ mod tests {
         let p = dir.path().join("j");
         let mut j = Journal::open(&p).expect("open");
         for i in 0..20u32 {
-            j.data.threads.insert(900_000_000 + i, entry(900_000_000 + i));
+            j.data
+                .threads
+                .insert(900_000_000 + i, entry(900_000_000 + i));
             let before = fs::read(&p).expect("read");
             let old = parse(&before).expect("parse before");
             j.save().expect("save");
@@ -1049,7 +1053,10 @@ mod tests {
         j.save().expect("save");
         drop(j);
         let j = Journal::open(&p).expect("reopen");
-        assert_eq!(j.data().threads.keys().copied().collect::<Vec<_>>(), vec![6]);
+        assert_eq!(
+            j.data().threads.keys().copied().collect::<Vec<_>>(),
+            vec![6]
+        );
         // A torn record after a valid one: the next save still starts its own line.
         let dir2 = tempfile::tempdir().expect("tempdir");
         let p2 = dir2.path().join("j");

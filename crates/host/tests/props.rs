@@ -1,8 +1,8 @@
 //! Invariants of the host crate's pure parts, over arbitrary input.
 
 use counterpoint_core::cpuset::CpuSet;
-use counterpoint_host::journal::{self, JournalData, ParseError, ThreadEntry, JOURNAL_VERSION};
 use counterpoint_host::duration::{parse_duration_ns, parse_interval_ns, DurationError};
+use counterpoint_host::journal::{self, JournalData, ParseError, ThreadEntry, JOURNAL_VERSION};
 use counterpoint_host::TargetSpec;
 use proptest::prelude::*;
 

@@ -268,7 +268,10 @@ fn package_id_minus_one_is_package_zero_with_a_warning() {
     let t = &s.topology;
     assert_eq!(t.cpus().len(), 2);
     assert_eq!(t.packages(), vec![0]);
-    assert!(t.cpus().iter().all(|c| c.package == Some(0) && c.die.is_none()));
+    assert!(t
+        .cpus()
+        .iter()
+        .all(|c| c.package == Some(0) && c.die.is_none()));
     let minus_one: Vec<&String> = s
         .warnings
         .iter()

@@ -145,10 +145,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             policy.as_mut(),
             &loop_cfg,
             &mut log,
-            &[
-                ("source", json!(args.source)),
-                ("seed", json!(args.seed)),
-            ],
+            &[("source", json!(args.source)), ("seed", json!(args.seed))],
         )?;
         return Ok(exit_code(&out));
     } else if args.source != "host" {
@@ -176,11 +173,10 @@ fn exit_code(out: &Outcome) -> ExitCode {
     let restore_ok = out
         .restore
         .as_ref()
-        .is_none_or(|r| r.failed.is_empty() && r.clear_failed.is_none());
+        .map_or(true, |r| r.failed.is_empty() && r.clear_failed.is_none());
     if restore_ok && out.log_failed.is_none() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     }
 }
-

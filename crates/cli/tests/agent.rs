@@ -1104,3 +1104,102 @@ fn fault_injection_short() {
 fn fault_injection_full() {
     check_fault_run(200);
 }
+
+/// A small tmpfs mounted for one test, unmounted on drop.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Option<Self> {
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+
+    /// Fill it until the kernel says ENOSPC (again: space freed since is taken too).
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.0.join("filler"))
+            .expect("filler");
+        let block = [0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// On a full disk: an agent that already pinned its targets still restores them, and clearing
+/// the journal (a truncation) is not a failure; an agent whose first journal write fails
+/// changes nothing and says the journal could not be written, never that restoring failed.
+#[test]
+fn full_disk_restores_and_never_says_restoring_failed() {
+    let _g = serial();
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(fs_) = Tmpfs::mount(dir.path(), "256k") else {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    };
+    let journal = dir.path().join("j");
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
+    let targets = format!("pid:{},{}", a.pid(), b.pid());
+    let out_log = tempfile::NamedTempFile::new().expect("log");
+    let mut agent = Kill(
+        agent_cmd("spread", &targets, &journal)
+            .stderr(out_log.reopen().expect("log"))
+            .spawn()
+            .expect("agent"),
+    );
+    assert!(wait_until(Duration::from_secs(10), || pinned_apart(
+        a.pid(),
+        b.pid()
+    )));
+    fs_.fill();
+    signal(agent.pid(), libc::SIGTERM);
+    let status = agent.0.wait().expect("wait");
+    let log = fs::read_to_string(out_log.path()).expect("log");
+    assert!(status.success(), "{status:?}: {log}");
+    assert_eq!(
+        (cpus_allowed(a.pid()), cpus_allowed(b.pid())),
+        before,
+        "{log}"
+    );
+    assert!(
+        !log.contains("clear_failed") && !log.contains("could not be restored"),
+        "{log}"
+    );
+    assert_eq!(fs::read(&journal).expect("journal").len(), 0);
+    // Full from the start (the journal's freed page taken too): the first record cannot be
+    // written, so nothing is changed. Bounded, should the write succeed after all.
+    fs_.fill();
+    let out = agent_cmd("spread", &targets, &journal)
+        .args(["--max-intervals", "30"])
+        .output()
+        .expect("agent");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let last = err
+        .lines()
+        .find(|l| l.starts_with("counterpoint: error:"))
+        .unwrap_or_else(|| panic!("no error line: {err}"));
+    assert_eq!(last.matches("No space left").count(), 1, "{last}");
+    assert!(last.contains("cannot write it"), "{last}");
+    assert!(
+        !err.contains("could not be restored") && !err.contains("panicked"),
+        "{err}"
+    );
+    assert_eq!((cpus_allowed(a.pid()), cpus_allowed(b.pid())), before);
+}

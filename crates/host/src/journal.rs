@@ -65,14 +65,15 @@ pub enum JournalError {
         kind: &'static str,
     },
     /// A system call on the journal failed.
-    #[error("journal {path}: {what}: {source}")]
+    // The OS error is in the message and not a `source`, so an error chain does not say it twice.
+    #[error("journal {path}: {what}: {error}")]
     Io {
         /// The journal's path.
         path: PathBuf,
         /// What was being done.
         what: &'static str,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file holds no valid record.
     #[error("journal {path} is corrupt ({reason}); check and move it away to start afresh")]
@@ -207,10 +208,10 @@ fn io_err<'a>(
     path: &'a Path,
     what: &'static str,
 ) -> impl FnOnce(std::io::Error) -> JournalError + 'a {
-    move |source| JournalError::Io {
+    move |error| JournalError::Io {
         path: path.to_path_buf(),
         what,
-        source,
+        error,
     }
 }
 

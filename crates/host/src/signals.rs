@@ -34,12 +34,12 @@ pub const TERMINATING: &[libc::c_int] = &[
 
 /// A signal handler could not be installed.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot install a handler for signal {signal}: {source}")]
+#[error("cannot install a handler for signal {signal}: {error}")]
 pub struct SignalError {
     /// The signal number.
     pub signal: i32,
-    /// The OS error.
-    pub source: std::io::Error,
+    /// The OS error (in the message, not a `source`: said once in a chain).
+    pub error: std::io::Error,
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
@@ -68,15 +68,12 @@ pub fn install() -> Result<(), SignalError> {
         // SAFETY: the handler only stores to atomics, which is async-signal-safe.
         let rc = unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) };
         if rc != 0 {
-            let source = std::io::Error::last_os_error();
+            let error = std::io::Error::last_os_error();
             // glibc reserves the first real-time signals for itself: skip those it refuses.
             if sig >= libc::SIGRTMIN() {
                 continue;
             }
-            return Err(SignalError {
-                signal: sig,
-                source,
-            });
+            return Err(SignalError { signal: sig, error });
         }
     }
     Ok(())

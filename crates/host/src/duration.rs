@@ -6,7 +6,7 @@
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum DurationError {
     /// No unit, or an unknown one.
-    #[error("{flag} {text:?}: expected a number with a unit: ms, s or m (e.g. 1s, 500ms)")]
+    #[error("{flag} {text:?}: expected a number with a unit: ms, s, m or h (e.g. 1s, 500ms)")]
     NoUnit {
         /// The option it was given to.
         flag: String,
@@ -60,7 +60,7 @@ pub fn format_ns(ns: u64) -> String {
     }
 }
 
-/// Parse `250ms`, `1s`, `2.5s`, `1m` into nanoseconds within `[min_ns, max_ns]`. `flag` names
+/// Parse `250ms`, `1s`, `2.5s`, `1m`, `1h` into nanoseconds within `[min_ns, max_ns]`. `flag` names
 /// the option in messages. Total: any text gives a value or a [`DurationError`].
 pub fn parse_duration_ns(
     flag: &str,
@@ -75,6 +75,8 @@ pub fn parse_duration_ns(
         (n, 1e9)
     } else if let Some(n) = s.strip_suffix('m') {
         (n, 60e9)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600e9)
     } else {
         return Err(DurationError::NoUnit {
             flag: flag.into(),
@@ -127,6 +129,7 @@ mod tests {
         assert_eq!(parse_interval_ns("250ms"), Ok(250_000_000));
         assert_eq!(parse_interval_ns("1.5s"), Ok(1_500_000_000));
         assert_eq!(parse_interval_ns("2m"), Ok(120_000_000_000));
+        assert_eq!(parse_interval_ns("1h"), Ok(3_600_000_000_000));
         assert!(matches!(
             parse_interval_ns("5"),
             Err(DurationError::NoUnit { .. })

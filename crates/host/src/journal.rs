@@ -557,16 +557,15 @@ impl Journal {
     }
 
     /// The original and applied set of a process we pinned (its main thread's entry, else any
-    /// of its threads), unless someone else owns it now.
+    /// of its threads that the user did not re-pin).
     fn process_pin(&self, pid: u32) -> Option<(CpuSet, CpuSet, Option<u64>)> {
+        // A thread the user re-pinned no longer speaks for the process.
         let pick = |e: &ThreadEntry| {
             e.applied
                 .clone()
+                .filter(|_| e.user_set.is_none())
                 .map(|a| (e.original.clone(), a, e.pinned_at_ticks))
         };
-        if self.is_user_owned(pid) {
-            return None;
-        }
         self.data
             .threads
             .get(&pid)
@@ -681,10 +680,18 @@ impl Journal {
     /// and never touched or restored again. Saved when anything was found.
     pub fn detect_overrides(&mut self) -> Result<Vec<Override>, JournalError> {
         let mut found = Vec::new();
+        let proc_ = &self.proc_;
         for (&tid, e) in self.data.threads.iter_mut() {
             let (Some(ours), None, None) = (&e.applied, &e.pending, &e.user_set) else {
                 continue;
             };
+            // A thread id now naming another thread is not a user's change.
+            let same = proc_
+                .thread_stat(e.pid, tid)
+                .is_some_and(|s| e.starttime_ticks == 0 || s.starttime_ticks == e.starttime_ticks);
+            if !same {
+                continue;
+            }
             let Ok(current) = affinity::get(tid) else {
                 continue;
             };
@@ -699,15 +706,8 @@ impl Journal {
             }
         }
         if !found.is_empty() {
-            // The rest of an overridden process is the user's too: leave it all alone.
-            let pids: BTreeSet<u32> = found.iter().map(|o| o.pid).collect();
-            for (&tid, e) in self.data.threads.iter_mut() {
-                if pids.contains(&e.pid) && e.user_set.is_none() {
-                    if let Ok(c) = affinity::get(tid) {
-                        e.user_set = Some(c);
-                    }
-                }
-            }
+            // Only the re-pinned threads are the user's: the process is not changed again
+            // (`is_user_owned`), and its other threads still get their originals back.
             self.save()?;
         }
         Ok(found)
@@ -1098,6 +1098,75 @@ mod tests {
         assert_eq!(r.clear_failed, None);
         assert!(!j.has_entries());
         assert_eq!(fs::read(&p).expect("read").len(), 0);
+    }
+
+    fn gettid() -> u32 {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() as u32 }
+    }
+
+    /// On threads of this test process: a thread born from a pinned thread is adopted with the
+    /// original of its process; a thread re-pinned by "someone else" is recorded and left alone.
+    #[test]
+    fn adoption_and_overrides_on_real_threads() {
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            return;
+        }
+        let (c0, c1) = (
+            CpuSet::single(online.first().expect("cpu")),
+            CpuSet::single(online.iter().nth(1).expect("cpu")),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<()>();
+        let parent = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = pinned_rx.recv();
+            // Born after the pin: inherits it.
+            let tx2 = tx.clone();
+            let child = std::thread::spawn(move || {
+                let _ = tx2.send(gettid());
+                let _ = go_rx.recv();
+            });
+            let _ = child.join();
+        });
+        let ptid = rx.recv().expect("parent tid");
+        let original = affinity::get(ptid).expect("get");
+        j.before_change(pid, ptid, &c0).expect("before");
+        let applied = affinity::set(ptid, &c0, &online).expect("set");
+        j.after_change(ptid, Some(&applied)).expect("after");
+        pinned_tx.send(()).expect("go");
+        let ctid = rx.recv().expect("child tid");
+        let adopted = j.adopt_new_tasks().expect("adopt");
+        assert!(
+            adopted
+                .iter()
+                .any(|a| a.tid == ctid && a.original == original && a.from_pid == pid),
+            "{adopted:?}"
+        );
+        // "Someone else" moves the child thread: recorded, the process is left alone.
+        affinity::set(ctid, &c1, &online).expect("user");
+        let o = j.detect_overrides().expect("detect");
+        assert!(o.iter().any(|o| o.tid == ctid && o.theirs == c1), "{o:?}");
+        assert!(j.is_user_owned(pid));
+        let r = j.restore_all(&online);
+        assert!(
+            r.left_alone.iter().any(|(t, s)| *t == ctid && *s == c1),
+            "{r:?}"
+        );
+        // The thread the user did not touch is still ours: it gets its original back.
+        assert!(r.restored.iter().any(|(t, _)| *t == ptid), "{r:?}");
+        assert_eq!(
+            affinity::get(ptid).expect("get"),
+            original.intersection(&online)
+        );
+        assert_eq!(affinity::get(ctid).expect("get"), c1);
+        go_tx.send(()).expect("end");
+        parent.join().expect("join");
     }
 
     #[test]

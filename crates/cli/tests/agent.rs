@@ -1209,3 +1209,32 @@ fn full_disk_restores_and_never_says_restoring_failed() {
     );
     assert_eq!((cpus_allowed(a.pid()), cpus_allowed(b.pid())), before);
 }
+
+/// A panic inside the loop (a policy bug, here the test hook) still restores every affinity.
+#[test]
+fn a_panic_in_the_loop_still_restores() {
+    let _g = serial();
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("j");
+    let (a, b) = (Busy::spawn(), Busy::spawn());
+    let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
+    // Several intervals in, so spread has pinned the two loops (or the run says so below).
+    let out = agent_cmd("spread", &format!("pid:{},{}", a.pid(), b.pid()), &journal)
+        .env("COUNTERPOINT_TEST_PANIC_AT_INTERVAL", "30")
+        .arg("--log-json")
+        .output()
+        .expect("agent");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("the agent loop panicked"), "{err}");
+    assert!(
+        err.contains("\"event\":\"decision\""),
+        "nothing was pinned: {err}"
+    );
+    assert!(err.contains("\"event\":\"restored\""), "{err}");
+    assert_eq!((cpus_allowed(a.pid()), cpus_allowed(b.pid())), before);
+    assert_eq!(fs::read(&journal).expect("journal").len(), 0);
+}

@@ -23,6 +23,10 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
+/// Environment variable for the tests: panic in the loop after this many intervals (a policy
+/// bug), to show that the affinities are still restored.
+pub const PANIC_AT_ENV: &str = "COUNTERPOINT_TEST_PANIC_AT_INTERVAL";
+
 /// Severity of a log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -201,6 +205,9 @@ pub enum AgentError {
         /// The pids that do not exist.
         missing: String,
     },
+    /// The loop panicked (a bug); the affinities were restored.
+    #[error("the agent loop panicked ({0}); affinities were restored")]
+    Panicked(String),
     /// The machine the loop runs on failed (e.g. the simulator).
     #[error("{0}")]
     Machine(Box<dyn std::error::Error + Send + Sync>),
@@ -478,7 +485,13 @@ pub fn run_loop<M: Machine>(
     after_step: &mut AfterStep<'_, M>,
 ) -> Result<(), M::Error> {
     let mut state = LoopState::default();
+    let panic_at: Option<u64> = std::env::var(PANIC_AT_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok());
     while !signals::stop_requested() && log.check() {
+        if panic_at == Some(state.epoch) {
+            panic!("test hook {PANIC_AT_ENV}={}", state.epoch);
+        }
         if cfg.max_intervals.is_some_and(|m| state.epoch >= m) {
             break;
         }
@@ -644,31 +657,34 @@ pub fn run_on_host(
             ),
         ],
     );
-    let result = run_loop(
-        &mut host,
-        policy,
-        &cfg.loop_cfg,
-        log,
-        // A task that exited, refused, or belongs to the user now does not stop the agent;
-        // journal errors do.
-        &|e| matches!(e, HostError::Affinity(_) | HostError::UserOwned(_)),
-        &mut |h, log| {
-            let sweep = h.sweep()?;
-            for a in &sweep.adopted {
-                log.emit(
-                    Level::Info,
-                    "adopted",
-                    "a thread or child born after a pin inherited our set: journaled",
-                    &[
-                        ("pid", json!(a.pid)),
-                        ("tid", json!(a.tid)),
-                        ("from_pid", json!(a.from_pid)),
-                        ("original", json!(a.original.to_list())),
-                    ],
-                );
-            }
-            for o in &sweep.overrides {
-                log.emit(
+    // A panic (a policy bug) must not skip the restore either: it is caught, the affinities are
+    // put back, and it is reported as an error.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_loop(
+            &mut host,
+            policy,
+            &cfg.loop_cfg,
+            &mut *log,
+            // A task that exited, refused, or belongs to the user now does not stop the agent;
+            // journal errors do.
+            &|e| matches!(e, HostError::Affinity(_) | HostError::UserOwned(_)),
+            &mut |h, log| {
+                let sweep = h.sweep()?;
+                for a in &sweep.adopted {
+                    log.emit(
+                        Level::Info,
+                        "adopted",
+                        "a thread or child born after a pin inherited our set: journaled",
+                        &[
+                            ("pid", json!(a.pid)),
+                            ("tid", json!(a.tid)),
+                            ("from_pid", json!(a.from_pid)),
+                            ("original", json!(a.original.to_list())),
+                        ],
+                    );
+                }
+                for o in &sweep.overrides {
+                    log.emit(
                     Level::Warn,
                     "user_override",
                     "someone else set this task's affinity after the agent did: left alone from now on, not restored",
@@ -679,10 +695,22 @@ pub fn run_on_host(
                         ("theirs", json!(o.theirs.to_list())),
                     ],
                 );
-            }
-            Ok(())
-        },
-    );
+                }
+                Ok(())
+            },
+        )
+    }));
+    let result = match caught {
+        Ok(r) => r.map_err(AgentError::from),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Err(AgentError::Panicked(what))
+        }
+    };
     if let Err(e) = &result {
         log.emit(
             Level::Error,

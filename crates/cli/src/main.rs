@@ -64,7 +64,25 @@ enum Command {
     Lockprof(cmd::lockprof::LockprofArgs),
 }
 
+/// A closed output pipe ends a command quietly: the default SIGPIPE action (Rust starts with it
+/// ignored, which turns every print into a panic on a closed pipe). Not for `agent`, which must
+/// restore affinities before it exits (it catches SIGPIPE and stops on a failed log write), nor
+/// `stat`, which ends its counted command itself on EPIPE.
+fn default_sigpipe_unless_agent_or_stat() {
+    let sub = std::env::args_os()
+        .skip(1)
+        .find(|a| !a.to_string_lossy().starts_with('-'));
+    let keeps_ignored = sub.is_some_and(|s| s == "agent" || s == "stat");
+    if !keeps_ignored {
+        // SAFETY: setting a signal's disposition to SIG_DFL before any thread is started.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe_unless_agent_or_stat();
     let cli = Cli::parse();
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Metrics(args) => cmd::metrics::run(args),
@@ -92,7 +110,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("counterpoint: error: {err:#}");
+            // Never a panic on a closed stderr: the exit status still says it failed.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "counterpoint: error: {err:#}");
             ExitCode::from(2)
         }
     }

@@ -10,12 +10,30 @@ use std::path::Path;
 /// Actuator failures.
 #[derive(Debug, thiserror::Error)]
 pub enum ActuateError {
+    /// The group's `cpuset.cpus` could not be read or written.
     #[error("{path}: {reason}")]
-    Cgroup { path: String, reason: String },
+    Cgroup {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     #[error("refusing an empty cpuset for {path} ({requested} has no online CPU)")]
-    Empty { path: String, requested: String },
+    /// The requested set has no online CPU.
+    Empty {
+        /// The file.
+        path: String,
+        /// The set asked for.
+        requested: String,
+    },
     #[error("core scheduling refused by the kernel for pid {pid}: {reason}")]
-    CoreSched { pid: u32, reason: String },
+    /// `prctl(PR_SCHED_CORE)` was refused.
+    CoreSched {
+        /// The process.
+        pid: u32,
+        /// The kernel's reason.
+        reason: String,
+    },
 }
 
 /// Write `cpus ∩ online` to `DIR/cpuset.cpus` (cgroup v2); returns the previous value.

@@ -8,20 +8,42 @@ use nix::unistd::Pid;
 /// Why an affinity could not be read or set.
 #[derive(Debug, thiserror::Error)]
 pub enum AffinityError {
+    /// The thread does not exist (any more).
     #[error("thread {tid} has exited")]
-    Gone { tid: u32 },
+    Gone {
+        /// The thread.
+        tid: u32,
+    },
+    /// Changing it needs a privilege we lack.
     #[error("not permitted to change the affinity of thread {tid} (needs CAP_SYS_NICE or the same user)")]
-    Permission { tid: u32 },
+    Permission {
+        /// The thread.
+        tid: u32,
+    },
+    /// The set has no online CPU.
     #[error("refusing to give thread {tid} an empty CPU set ({requested} has no online CPU; online: {online})")]
     Empty {
+        /// The thread.
         tid: u32,
+        /// The set asked for.
         requested: String,
+        /// The online CPUs.
         online: String,
     },
+    /// The CPU number does not fit a `cpu_set_t`.
     #[error("CPU {cpu} is beyond what sched_setaffinity can address here")]
-    TooLarge { cpu: CpuId },
+    TooLarge {
+        /// The CPU.
+        cpu: CpuId,
+    },
+    /// Any other failure of the system call.
     #[error("sched_*affinity on thread {tid}: {source}")]
-    Os { tid: u32, source: nix::Error },
+    Os {
+        /// The thread.
+        tid: u32,
+        /// The OS error.
+        source: nix::Error,
+    },
 }
 
 fn classify(tid: u32, e: nix::Error) -> AffinityError {

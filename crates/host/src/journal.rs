@@ -1,44 +1,117 @@
-//! The safety net: a JSON journal of every thread's original affinity, written atomically
-//! (temporary file, fsync, rename, fsync of the directory) *before* the first change, and held
-//! under an exclusive `flock` so a second agent on the same journal refuses to start.
+//! The safety net: a journal of every thread's original affinity, on disk *before* the first
+//! change, held under an exclusive `flock` so a second agent on the same journal refuses to
+//! start.
 //!
+//! # The file
+//! The journal is opened once, by its real path (symlinks resolved), and must be a regular file
+//! (a device such as `/dev/null` is refused, never replaced). It is written in place, never
+//! renamed over, so the lock (taken on the open file itself) names the same inode for as long as
+//! the agent runs, whatever link a second agent comes through.
+//!
+//! It holds one or more record lines, each
+//! `counterpoint-journal SEQ CRC32 JSON` where `CRC32` (8 hex digits, IEEE) covers the JSON and
+//! the JSON is a [`JournalData`] (`"version": 2`). The valid record with the highest `SEQ` is
+//! the journal. A save never overwrites the record it supersedes: the new record goes at the
+//! start of the file when it fits before the current one (then the file is cut after it), else
+//! after the current one; each write is followed by `fdatasync`. A crash (even `SIGKILL`
+//! mid-write) therefore leaves either the old or the new record intact, and a torn record fails
+//! its checksum and is skipped. An empty file is an empty journal, so clearing is a truncation
+//! (which needs no free space). A plain JSON file with `"version": 1` (the format before
+//! records) is still read; any other version is refused.
+//!
+//! # Restoring
 //! Restoring walks the journal: a thread still running with the affinity we set (or were about
 //! to set) gets its original back, limited to online CPUs and never empty; a thread whose
-//! affinity differs changed it itself and is left alone; a thread that exited, or whose id was
-//! reused by another thread (different start time), is simply dropped.
+//! affinity differs, or that someone else changed while we ran (`user_set`), is left alone; a
+//! thread that exited, or whose id was reused by another thread (different start time), is
+//! dropped. Threads and child processes created after a pin inherit the pinned set; before
+//! restoring (and each interval, see [`Journal::adopt_new_tasks`]) they are journaled with the
+//! original of the process they inherited from.
 
 use crate::affinity;
 use crate::procfs::Proc;
 use counterpoint_core::cpuset::CpuSet;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+/// The record format this build writes.
+pub const JOURNAL_VERSION: u32 = 2;
+/// The first word of every record line.
+const MAGIC: &str = "counterpoint-journal";
+/// Environment variable for the fault-injection tests: at the N-th save of this process, write
+/// half the record, sync it, and `SIGKILL` ourselves (a crash inside the write).
+pub const TORN_WRITE_ENV: &str = "COUNTERPOINT_TEST_TORN_WRITE";
 
 /// Journal failures.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
-    #[error("journal {path}: another agent holds its lock ({lock}); refusing to start")]
-    Locked { path: PathBuf, lock: PathBuf },
-    #[error("journal {path}: {what}")]
-    Io {
+    /// Another process holds the journal's lock.
+    #[error("journal {path}: another agent holds its lock; refusing to start")]
+    Locked {
+        /// The journal's real path.
         path: PathBuf,
-        what: &'static str,
-        source: std::io::Error,
     },
-    #[error("journal {path} is not valid: {source}")]
-    Corrupt {
+    /// The path names something other than a regular file.
+    #[error("journal {path}: not a regular file ({kind}); refusing to use it")]
+    NotRegular {
+        /// The path as given.
         path: PathBuf,
-        source: serde_json::Error,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// A system call on the journal failed.
+    // The OS error is in the message and not a `source`, so an error chain does not say it twice.
+    #[error("journal {path}: {what}: {error}")]
+    Io {
+        /// The journal's path.
+        path: PathBuf,
+        /// What was being done.
+        what: &'static str,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// The file holds no valid record.
+    #[error("journal {path} is corrupt ({reason}); check and move it away to start afresh")]
+    Corrupt {
+        /// The journal's path.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The newest record has a version this build does not know.
+    #[error(
+        "journal {path} has version {found}; this build reads versions 1 and {JOURNAL_VERSION}"
+    )]
+    Version {
+        /// The journal's path.
+        path: PathBuf,
+        /// The version found.
+        found: u64,
     },
 }
 
-/// One thread we changed.
+/// Why a journal's contents could not be parsed (see [`parse`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// No record and no plain JSON journal.
+    #[error("{0}")]
+    Corrupt(String),
+    /// A known format with an unknown version.
+    #[error("version {0}")]
+    Version(u64),
+}
+
+/// One thread we changed (or that inherited our change).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadEntry {
+    /// The process the thread belongs to.
     pub pid: u32,
+    /// The thread's name when journaled.
     pub comm: String,
     /// The thread's start time (ticks since boot): tells a reused thread id apart.
     pub starttime_ticks: u64,
@@ -48,11 +121,22 @@ pub struct ThreadEntry {
     pub applied: Option<CpuSet>,
     /// Affinity we are about to set (written before the call, so a crash in between is safe).
     pub pending: Option<CpuSet>,
+    /// When (ticks since boot) we first applied a set to this thread: a child process started
+    /// after it inherited our set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_at_ticks: Option<u64>,
+    /// The process this thread inherited our set from (a thread or child created after a pin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inherited_from: Option<u32>,
+    /// Someone else set this affinity after our change: never touched or restored again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_set: Option<CpuSet>,
 }
 
 /// What the journal file holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalData {
+    /// Format version ([`JOURNAL_VERSION`]).
     pub version: u32,
     /// Keyed by thread id.
     pub threads: BTreeMap<u32, ThreadEntry>,
@@ -63,86 +147,345 @@ pub struct JournalData {
 pub struct RestoreReport {
     /// (tid, restored set)
     pub restored: Vec<(u32, CpuSet)>,
-    /// Threads that changed their own affinity since: (tid, their current set).
+    /// Threads whose affinity someone else set since: (tid, their current set).
     pub left_alone: Vec<(u32, CpuSet)>,
     /// Threads that exited (or whose id now names another thread).
     pub gone: Vec<u32>,
     /// Threads we could not restore, with the reason.
     pub failed: Vec<(u32, String)>,
+    /// Restoring is done, but the journal could not be cleared (the next start restores again,
+    /// which is harmless): the reason.
+    pub clear_failed: Option<String>,
+}
+
+/// A thread or child process found carrying our set without being journaled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Adopted {
+    /// Its process.
+    pub pid: u32,
+    /// The thread.
+    pub tid: u32,
+    /// The pinned process it inherited the set from.
+    pub from_pid: u32,
+    /// The original it will be restored to.
+    pub original: CpuSet,
+}
+
+/// A task whose affinity someone else changed after we did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Override {
+    /// Its process.
+    pub pid: u32,
+    /// The thread.
+    pub tid: u32,
+    /// What we had set.
+    pub ours: CpuSet,
+    /// What it has now.
+    pub theirs: CpuSet,
 }
 
 /// An open, locked journal.
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
-    _lock: File,
+    file: File,
     data: JournalData,
     proc_: Proc,
+    /// Highest record number in the file.
+    seq: u64,
+    /// Byte range of the current record (`None`: no record in the file).
+    current: Option<(u64, u64)>,
+    /// Bytes in the file.
+    len: u64,
+    saves: u64,
+    torn_at: Option<u64>,
+    /// The file does not end with a newline (a torn record, an old format): an append must
+    /// start a line of its own.
+    torn_tail: bool,
 }
 
 fn io_err<'a>(
     path: &'a Path,
     what: &'static str,
 ) -> impl FnOnce(std::io::Error) -> JournalError + 'a {
-    move |source| JournalError::Io {
+    move |error| JournalError::Io {
         path: path.to_path_buf(),
         what,
-        source,
+        error,
     }
 }
 
+/// CRC-32 (IEEE 802.3, reflected), bitwise: records are small and written rarely.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// One record line (with its newline).
+fn record_line(seq: u64, data: &JournalData) -> Result<Vec<u8>, serde_json::Error> {
+    let json = serde_json::to_string(data)?;
+    Ok(format!("{MAGIC} {seq} {:08x} {json}\n", crc32(json.as_bytes())).into_bytes())
+}
+
+/// A parsed journal: its data, the highest record number and that record's byte range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    /// The journal's contents.
+    pub data: JournalData,
+    /// The record number (0 for an empty or version-1 file).
+    pub seq: u64,
+    /// Byte range of the record in the file, when it is a record.
+    pub range: Option<(u64, u64)>,
+}
+
+fn version_of(json: &str) -> Option<u64> {
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()?
+        .get("version")?
+        .as_u64()
+}
+
+/// A record line's number and JSON, if its checksum holds.
+fn record_of(body: &[u8]) -> Option<(u64, &str)> {
+    let text = std::str::from_utf8(body).ok()?;
+    let mut it = text.splitn(4, ' ');
+    let (Some(MAGIC), Some(seq), Some(crc), Some(json)) =
+        (it.next(), it.next(), it.next(), it.next())
+    else {
+        return None;
+    };
+    let seq = seq.parse::<u64>().ok()?;
+    let crc = u32::from_str_radix(crc, 16).ok()?;
+    (crc32(json.as_bytes()) == crc).then_some((seq, json))
+}
+
+/// Parse a journal file's bytes. Total: any input gives `Ok` or a [`ParseError`].
+pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Parsed {
+            data: JournalData {
+                version: JOURNAL_VERSION,
+                ..Default::default()
+            },
+            seq: 0,
+            range: None,
+        });
+    }
+    let mut best: Option<(u64, u64, u64, &str)> = None;
+    // Complete lines that are not valid records (damage, unless a valid record exists).
+    let mut bad_lines = 0usize;
+    let mut start = 0usize;
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
+        let begin = start;
+        start += line.len();
+        // A record is complete only with its newline: a torn tail is skipped.
+        let Some(body) = line.strip_suffix(b"\n") else {
+            continue;
+        };
+        if body.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Some((seq, json)) = record_of(body) else {
+            bad_lines += 1;
+            continue;
+        };
+        if best.map_or(true, |(s, ..)| seq > s) {
+            best = Some((seq, begin as u64, start as u64, json));
+        }
+    }
+    if let Some((seq, b, e, json)) = best {
+        let version = version_of(json).unwrap_or(0);
+        if version != JOURNAL_VERSION as u64 {
+            return Err(ParseError::Version(version));
+        }
+        let data: JournalData = serde_json::from_str(json)
+            .map_err(|e| ParseError::Corrupt(format!("record {seq}: {e}")))?;
+        return Ok(Parsed {
+            data,
+            seq,
+            range: Some((b, e)),
+        });
+    }
+    // Only a torn first record (no newline yet): the change it announced was never made,
+    // because a change is made only after its record is on disk.
+    let trimmed = bytes.trim_ascii_start();
+    let prefix = MAGIC.as_bytes();
+    let magic_start = trimmed.starts_with(prefix) || prefix.starts_with(trimmed);
+    if bad_lines == 0 && magic_start {
+        return Ok(Parsed {
+            data: JournalData {
+                version: JOURNAL_VERSION,
+                ..Default::default()
+            },
+            seq: 0,
+            range: None,
+        });
+    }
+    // No record: the version-1 format was one plain JSON object.
+    let text = String::from_utf8_lossy(bytes);
+    match version_of(&text) {
+        Some(1) => {
+            let data: JournalData = serde_json::from_str(&text)
+                .map_err(|e| ParseError::Corrupt(format!("version 1 journal: {e}")))?;
+            Ok(Parsed {
+                data,
+                seq: 0,
+                range: None,
+            })
+        }
+        Some(v) => Err(ParseError::Version(v)),
+        None => Err(ParseError::Corrupt(
+            "no record with a valid checksum".to_string(),
+        )),
+    }
+}
+
+/// The real path of a journal: the file a link points to, or, for a file that does not exist
+/// yet, the name in its resolved directory. Refuses anything that is not a regular file.
+pub fn resolve(path: &Path) -> Result<PathBuf, JournalError> {
+    match fs::metadata(path) {
+        Ok(m) => {
+            let ft = m.file_type();
+            if !ft.is_file() {
+                use std::os::unix::fs::FileTypeExt;
+                let kind = if ft.is_dir() {
+                    "a directory"
+                } else if ft.is_char_device() {
+                    "a character device"
+                } else if ft.is_block_device() {
+                    "a block device"
+                } else if ft.is_fifo() {
+                    "a FIFO"
+                } else if ft.is_socket() {
+                    "a socket"
+                } else {
+                    "not a file"
+                };
+                return Err(JournalError::NotRegular {
+                    path: path.to_path_buf(),
+                    kind,
+                });
+            }
+            fs::canonicalize(path).map_err(io_err(path, "cannot resolve its real path"))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if fs::symlink_metadata(path).is_ok() {
+                return Err(JournalError::NotRegular {
+                    path: path.to_path_buf(),
+                    kind: "a dangling symbolic link",
+                });
+            }
+            let name = path.file_name().ok_or_else(|| JournalError::NotRegular {
+                path: path.to_path_buf(),
+                kind: "not a file name",
+            })?;
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            let dir = fs::canonicalize(dir).map_err(io_err(path, "cannot open its directory"))?;
+            Ok(dir.join(name))
+        }
+        Err(e) => Err(io_err(path, "cannot inspect it")(e)),
+    }
+}
+
+/// Clock ticks since boot now (the unit of `/proc/PID/stat`'s start time).
+fn now_ticks() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if rc != 0 || hz <= 0 {
+        return 0;
+    }
+    let hz = hz as u64;
+    ts.tv_sec as u64 * hz + ts.tv_nsec as u64 * hz / 1_000_000_000
+}
+
 impl Journal {
-    /// Lock and load the journal at `path` (empty when absent), and prove it is writable by
-    /// rewriting it, so an unwritable journal fails before anything is changed.
+    /// Open (creating it if absent), lock and load the journal at `path`.
     pub fn open(path: &Path) -> Result<Self, JournalError> {
-        let mut lock_path = path.as_os_str().to_owned();
-        lock_path.push(".lock");
-        let lock_path = PathBuf::from(lock_path);
-        let lock = OpenOptions::new()
+        let real = resolve(path)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
             .create(true)
             .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_err(path, "cannot create its lock file"))?;
+            // Resolved above: a link swapped in since is refused, not followed.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(0o600)
+            .open(&real)
+            .map_err(io_err(&real, "cannot open it for writing"))?;
+        let meta = file
+            .metadata()
+            .map_err(io_err(&real, "cannot inspect it"))?;
+        if !meta.file_type().is_file() {
+            return Err(JournalError::NotRegular {
+                path: real,
+                kind: "not a regular file",
+            });
+        }
         // SAFETY: flock on a descriptor we own; no memory is passed.
-        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                return Err(JournalError::Locked {
-                    path: path.to_path_buf(),
-                    lock: lock_path,
-                });
+                return Err(JournalError::Locked { path: real });
             }
-            return Err(JournalError::Io {
-                path: path.to_path_buf(),
-                what: "cannot lock it",
-                source: e,
-            });
+            return Err(io_err(&real, "cannot lock it")(e));
         }
-        let data = match fs::read_to_string(path) {
-            Ok(text) if text.trim().is_empty() => JournalData::default(),
-            Ok(text) => serde_json::from_str(&text).map_err(|source| JournalError::Corrupt {
-                path: path.to_path_buf(),
-                source,
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => JournalData::default(),
-            Err(e) => return Err(io_err(path, "cannot read it")(e)),
-        };
-        let j = Self {
-            path: path.to_path_buf(),
-            _lock: lock,
-            data,
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.read_to_end(&mut bytes))
+            .map_err(io_err(&real, "cannot read it"))?;
+        let parsed = parse(&bytes).map_err(|e| match e {
+            ParseError::Corrupt(reason) => JournalError::Corrupt {
+                path: real.clone(),
+                reason,
+            },
+            ParseError::Version(found) => JournalError::Version {
+                path: real.clone(),
+                found,
+            },
+        })?;
+        let torn_at = std::env::var(TORN_WRITE_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok());
+        Ok(Self {
+            path: real,
+            file,
+            data: parsed.data,
             proc_: Proc::default(),
-        };
-        j.save()?;
-        Ok(j)
+            seq: parsed.seq,
+            current: parsed.range,
+            len: bytes.len() as u64,
+            saves: 0,
+            torn_at,
+            torn_tail: bytes.last().is_some_and(|&b| b != b'\n'),
+        })
     }
 
+    /// The journal's real path.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The journal's contents.
     pub fn data(&self) -> &JournalData {
         &self.data
     }
@@ -152,28 +495,97 @@ impl Journal {
         !self.data.threads.is_empty()
     }
 
-    /// Write the journal atomically.
-    pub fn save(&self) -> Result<(), JournalError> {
-        let p = &self.path;
-        let mut tmp = p.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        let text = serde_json::to_string_pretty(&JournalData {
-            version: 1,
-            threads: self.data.threads.clone(),
-        })
-        .map_err(|e| io_err(p, "cannot serialize it")(std::io::Error::other(e)))?;
-        let mut f = File::create(&tmp).map_err(io_err(p, "cannot create its temporary file"))?;
-        f.write_all(text.as_bytes())
-            .map_err(io_err(p, "cannot write its temporary file"))?;
-        f.sync_all().map_err(io_err(p, "cannot fsync it"))?;
-        fs::rename(&tmp, p).map_err(io_err(p, "cannot rename the temporary file over it"))?;
-        if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
+    /// Write the journal in place (see the module comment) and sync it.
+    pub fn save(&mut self) -> Result<(), JournalError> {
+        let p = self.path.clone();
+        if self.data.threads.is_empty() {
+            // Empty file = empty journal; truncation needs no free space.
+            self.file
+                .set_len(0)
+                .and_then(|_| self.file.sync_data())
+                .map_err(io_err(&p, "cannot clear it"))?;
+            self.current = None;
+            self.len = 0;
+            self.torn_tail = false;
+            return Ok(());
+        }
+        self.data.version = JOURNAL_VERSION;
+        let seq = self.seq + 1;
+        let mut line = record_line(seq, &self.data)
+            .map_err(|e| io_err(&p, "cannot serialize it")(std::io::Error::other(e)))?;
+        // Never overwrite the record this one supersedes.
+        let mut at = match self.current {
+            Some((start, _)) if line.len() as u64 <= start => 0,
+            _ => self.len,
+        };
+        if at > 0 && self.torn_tail {
+            // After a torn record or an old-format journal: start on a line of our own.
+            line.insert(0, b'\n');
+        }
+        let n = line.len() as u64;
+        self.saves += 1;
+        if self.torn_at == Some(self.saves) {
+            let half = &line[..line.len() / 2];
+            let _ = self.file.write_all_at(half, at);
+            let _ = self.file.sync_data();
+            // SAFETY: raise has no preconditions; this is the test hook's crash.
+            unsafe {
+                libc::raise(libc::SIGKILL);
             }
         }
+        self.file
+            .write_all_at(&line, at)
+            .and_then(|_| self.file.sync_data())
+            .map_err(io_err(&p, "cannot write it"))?;
+        if at == 0 {
+            // The old record is after the new one: cut it off.
+            self.file
+                .set_len(n)
+                .and_then(|_| self.file.sync_data())
+                .map_err(io_err(&p, "cannot truncate it"))?;
+            self.len = n;
+        } else {
+            self.len = at + n;
+        }
+        self.seq = seq;
+        self.torn_tail = false;
+        if line[0] == b'\n' {
+            at += 1;
+        }
+        self.current = Some((at, self.len));
         Ok(())
+    }
+
+    /// The original and applied set of a process we pinned (its main thread's entry, else any
+    /// of its threads that the user did not re-pin).
+    fn process_pin(&self, pid: u32) -> Option<(CpuSet, CpuSet, Option<u64>)> {
+        // A thread the user re-pinned no longer speaks for the process.
+        let pick = |e: &ThreadEntry| {
+            e.applied
+                .clone()
+                .filter(|_| e.user_set.is_none())
+                .map(|a| (e.original.clone(), a, e.pinned_at_ticks))
+        };
+        self.data
+            .threads
+            .get(&pid)
+            .filter(|e| e.pid == pid)
+            .and_then(pick)
+            .or_else(|| {
+                self.data
+                    .threads
+                    .values()
+                    .filter(|e| e.pid == pid)
+                    .find_map(pick)
+            })
+    }
+
+    /// Whether someone else changed a thread of `pid` after we did (we leave it alone).
+    pub fn is_user_owned(&self, pid: u32) -> bool {
+        self.data
+            .threads
+            .values()
+            .any(|e| e.pid == pid && e.user_set.is_some())
     }
 
     /// Record that we are about to set `tid`'s affinity to `target`: the original is captured
@@ -187,19 +599,26 @@ impl Journal {
         self.before_change_all(pid, &[tid], target)
     }
 
-    /// [`Journal::before_change`] for several threads of one process, with one write.
+    /// [`Journal::before_change`] for several threads of one process, with one write. A thread
+    /// not yet journaled that carries the set we gave its process was born after the pin: its
+    /// original is the process's.
     pub fn before_change_all(
         &mut self,
         pid: u32,
         tids: &[u32],
         target: &CpuSet,
     ) -> Result<(), JournalError> {
+        let pin = self.process_pin(pid);
         for &tid in tids {
             if !self.data.threads.contains_key(&tid) {
-                let original = match affinity::get(tid) {
+                let current = match affinity::get(tid) {
                     Ok(s) => s,
                     // Gone already: nothing to journal; the set call will report it.
                     Err(_) => continue,
+                };
+                let (original, inherited_from) = match &pin {
+                    Some((orig, applied, _)) if *applied == current => (orig.clone(), Some(pid)),
+                    _ => (current, None),
                 };
                 let st = self.proc_.thread_stat(pid, tid);
                 self.data.threads.insert(
@@ -211,11 +630,16 @@ impl Journal {
                         original,
                         applied: None,
                         pending: None,
+                        pinned_at_ticks: None,
+                        inherited_from,
+                        user_set: None,
                     },
                 );
             }
             if let Some(e) = self.data.threads.get_mut(&tid) {
-                e.pending = Some(target.clone());
+                if e.user_set.is_none() {
+                    e.pending = Some(target.clone());
+                }
             }
         }
         self.save()
@@ -231,11 +655,13 @@ impl Journal {
         &mut self,
         outcomes: &[(u32, Option<CpuSet>)],
     ) -> Result<(), JournalError> {
+        let now = now_ticks();
         for (tid, applied) in outcomes {
             if let Some(e) = self.data.threads.get_mut(tid) {
                 e.pending = None;
                 if let Some(a) = applied {
                     e.applied = Some(a.clone());
+                    e.pinned_at_ticks.get_or_insert(now);
                 }
                 if e.applied.is_none() {
                     self.data.threads.remove(tid);
@@ -250,9 +676,142 @@ impl Journal {
         self.data.threads.get(&tid).and_then(|e| e.applied.as_ref())
     }
 
+    /// Find tasks that someone else re-pinned after our change: each is recorded (`user_set`)
+    /// and never touched or restored again. Saved when anything was found.
+    pub fn detect_overrides(&mut self) -> Result<Vec<Override>, JournalError> {
+        let mut found = Vec::new();
+        let proc_ = &self.proc_;
+        for (&tid, e) in self.data.threads.iter_mut() {
+            let (Some(ours), None, None) = (&e.applied, &e.pending, &e.user_set) else {
+                continue;
+            };
+            // A thread id now naming another thread is not a user's change.
+            let same = proc_
+                .thread_stat(e.pid, tid)
+                .is_some_and(|s| e.starttime_ticks == 0 || s.starttime_ticks == e.starttime_ticks);
+            if !same {
+                continue;
+            }
+            let Ok(current) = affinity::get(tid) else {
+                continue;
+            };
+            if current != *ours {
+                found.push(Override {
+                    pid: e.pid,
+                    tid,
+                    ours: ours.clone(),
+                    theirs: current.clone(),
+                });
+                e.user_set = Some(current);
+            }
+        }
+        if !found.is_empty() {
+            // Only the re-pinned threads are the user's: the process is not changed again
+            // (`is_user_owned`), and its other threads still get their originals back.
+            self.save()?;
+        }
+        Ok(found)
+    }
+
+    /// Journal the threads and child processes created after we pinned a process: they
+    /// inherited our set and get the pinned process's original back at restore. A task counts
+    /// when it carries exactly the set we gave its origin and (for a child process) started
+    /// after the pin. Saved when anything was found.
+    pub fn adopt_new_tasks(&mut self) -> Result<Vec<Adopted>, JournalError> {
+        let pinned: BTreeMap<u32, (CpuSet, CpuSet, Option<u64>)> = self
+            .data
+            .threads
+            .values()
+            .map(|e| e.pid)
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .filter_map(|pid| self.process_pin(pid).map(|p| (pid, p)))
+            .collect();
+        if pinned.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        let pids = self.proc_.pids().unwrap_or_default();
+        let mut ppid: BTreeMap<u32, (u32, u64)> = BTreeMap::new();
+        for &pid in &pids {
+            if let Some(st) = self.proc_.stat(pid) {
+                ppid.insert(pid, (st.ppid, st.starttime_ticks));
+            }
+        }
+        for &pid in &pids {
+            // The pinned process itself, or the nearest pinned ancestor of a child process
+            // that started after the pin.
+            let origin = if pinned.contains_key(&pid) {
+                Some(pid)
+            } else {
+                let Some(&(_, start)) = ppid.get(&pid) else {
+                    continue;
+                };
+                let mut cur = pid;
+                let mut origin = None;
+                for _ in 0..64 {
+                    let Some(&(parent, _)) = ppid.get(&cur) else {
+                        break;
+                    };
+                    if parent <= 1 {
+                        break;
+                    }
+                    if let Some((_, _, at)) = pinned.get(&parent) {
+                        if at.map_or(true, |t| start >= t) {
+                            origin = Some(parent);
+                        }
+                        break;
+                    }
+                    cur = parent;
+                }
+                origin
+            };
+            let Some(origin) = origin else { continue };
+            let (original, applied, at) = &pinned[&origin];
+            for tid in self.proc_.threads(pid) {
+                if self.data.threads.contains_key(&tid) {
+                    continue;
+                }
+                if affinity::get(tid).ok().as_ref() != Some(applied) {
+                    continue;
+                }
+                let st = self.proc_.thread_stat(pid, tid);
+                self.data.threads.insert(
+                    tid,
+                    ThreadEntry {
+                        pid,
+                        comm: st.as_ref().map(|s| s.comm.clone()).unwrap_or_default(),
+                        starttime_ticks: st.map(|s| s.starttime_ticks).unwrap_or(0),
+                        original: original.clone(),
+                        applied: Some(applied.clone()),
+                        pending: None,
+                        pinned_at_ticks: *at,
+                        inherited_from: Some(origin),
+                        user_set: None,
+                    },
+                );
+                found.push(Adopted {
+                    pid,
+                    tid,
+                    from_pid: origin,
+                    original: original.clone(),
+                });
+            }
+        }
+        if !found.is_empty() {
+            self.save()?;
+        }
+        Ok(found)
+    }
+
     /// Put every journaled thread back (see the module comment), then empty the journal.
-    pub fn restore_all(&mut self, online: &CpuSet) -> Result<RestoreReport, JournalError> {
+    /// Threads and children born since the last sweep are adopted first, so they are restored
+    /// too. Never fails: per-thread failures and a journal that could not be cleared are in the
+    /// report.
+    pub fn restore_all(&mut self, online: &CpuSet) -> RestoreReport {
         let mut report = RestoreReport::default();
+        // A failed save only loses the on-disk copy; the entries are restored below anyway.
+        let _ = self.adopt_new_tasks();
         for (&tid, e) in &self.data.threads {
             let same_thread = self
                 .proc_
@@ -273,7 +832,8 @@ impl Journal {
                     continue;
                 }
             };
-            let ours = e.applied.as_ref() == Some(&current) || e.pending.as_ref() == Some(&current);
+            let ours = e.user_set.is_none()
+                && (e.applied.as_ref() == Some(&current) || e.pending.as_ref() == Some(&current));
             if !ours {
                 if current != e.original {
                     report.left_alone.push((tid, current));
@@ -290,15 +850,33 @@ impl Journal {
                 Err(err) => report.failed.push((tid, err.to_string())),
             }
         }
-        self.data.threads.clear();
-        self.save()?;
-        Ok(report)
+        // Failed threads stay journaled, so a later restore can try again.
+        let failed: BTreeSet<u32> = report.failed.iter().map(|(t, _)| *t).collect();
+        self.data.threads.retain(|t, _| failed.contains(t));
+        if let Err(e) = self.save() {
+            report.clear_failed = Some(e.to_string());
+        }
+        report
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(pid: u32) -> ThreadEntry {
+        ThreadEntry {
+            pid,
+            comm: "gone".into(),
+            starttime_ticks: 1,
+            original: CpuSet::parse_list("0-1").expect("list"),
+            applied: Some(CpuSet::single(0)),
+            pending: None,
+            pinned_at_ticks: None,
+            inherited_from: None,
+            user_set: None,
+        }
+    }
 
     #[test]
     fn second_open_is_refused_while_the_first_holds_the_lock() {
@@ -312,12 +890,190 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_journal_is_reported_with_its_path() {
+    fn a_symlink_reaches_the_same_lock() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j.json");
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&p, &link).expect("symlink");
+        let first = Journal::open(&p).expect("first");
+        let err = Journal::open(&link).expect_err("through the link");
+        assert!(matches!(err, JournalError::Locked { .. }), "{err}");
+        drop(first);
+        // Opened through the link, the journal is the real file; the link stays a link.
+        let mut j = Journal::open(&link).expect("through the link");
+        assert_eq!(j.path(), fs::canonicalize(&p).expect("canon"));
+        j.data.threads.insert(999_999_999, entry(999_999_999));
+        j.save().expect("save");
+        assert!(fs::symlink_metadata(&link)
+            .expect("meta")
+            .file_type()
+            .is_symlink());
+        assert!(fs::read_to_string(&p).expect("read").contains("999999999"));
+    }
+
+    #[test]
+    fn non_regular_files_are_refused_and_left_as_they_are() {
+        let err = Journal::open(Path::new("/dev/null")).expect_err("/dev/null");
+        assert!(matches!(err, JournalError::NotRegular { .. }), "{err}");
+        assert!(err.to_string().contains("/dev/null"), "{err}");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(fs::metadata("/dev/null")
+            .expect("meta")
+            .file_type()
+            .is_char_device());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = Journal::open(dir.path()).expect_err("directory");
+        assert!(err.to_string().contains("a directory"), "{err}");
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nowhere/x"), &dangling).expect("symlink");
+        let err = Journal::open(&dangling).expect_err("dangling");
+        assert!(err.to_string().contains("dangling"), "{err}");
+    }
+
+    #[test]
+    fn corrupt_journal_is_reported_once_with_its_path() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("j.json");
         fs::write(&p, "{not json").expect("write");
-        let err = Journal::open(&p).expect_err("corrupt");
-        assert!(err.to_string().contains("j.json"), "{err}");
+        let err = Journal::open(&p).expect_err("corrupt").to_string();
+        assert!(err.contains("j.json"), "{err}");
+        assert_eq!(err.matches("corrupt").count(), 1, "{err}");
+        assert_eq!(err.matches("j.json").count(), 1, "{err}");
+        // Left as it was, for a human to look at.
+        assert_eq!(fs::read_to_string(&p).expect("read"), "{not json");
+    }
+
+    #[test]
+    fn unknown_versions_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j.json");
+        fs::write(&p, r#"{"version": 99, "threads": {}}"#).expect("write");
+        let err = Journal::open(&p).expect_err("v99");
+        assert!(
+            matches!(err, JournalError::Version { found: 99, .. }),
+            "{err}"
+        );
+        let data = JournalData {
+            version: 99,
+            threads: BTreeMap::new(),
+        };
+        fs::write(&p, record_line(3, &data).expect("line")).expect("write");
+        let err = Journal::open(&p).expect_err("v99 record");
+        assert!(err.to_string().contains("version 99"), "{err}");
+    }
+
+    #[test]
+    fn version_1_plain_json_is_still_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j.json");
+        let v1 = r#"{"version": 1, "threads": {"999999999": {"pid": 999999999, "comm": "x",
+            "starttime_ticks": 1, "original": "0-1", "applied": "0", "pending": null}}}"#;
+        fs::write(&p, v1).expect("write");
+        let mut j = Journal::open(&p).expect("v1");
+        assert!(j.has_entries());
+        let r = j.restore_all(&CpuSet::parse_list("0-1").expect("list"));
+        assert_eq!(r.gone, vec![999_999_999]);
+        assert_eq!(fs::read(&p).expect("read").len(), 0, "cleared");
+    }
+
+    #[test]
+    fn saves_never_overwrite_the_record_they_supersede() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).expect("open");
+        for i in 0..20u32 {
+            j.data
+                .threads
+                .insert(900_000_000 + i, entry(900_000_000 + i));
+            let before = fs::read(&p).expect("read");
+            let old = parse(&before).expect("parse before");
+            j.save().expect("save");
+            let after = fs::read(&p).expect("read");
+            let new = parse(&after).expect("parse after");
+            assert_eq!(new.data.threads.len(), i as usize + 1);
+            assert!(new.seq > old.seq);
+            // The superseded record's bytes are untouched unless the file was cut after the
+            // new one (which is then complete and synced).
+            if let Some((b, e)) = old.range {
+                let (nb, ne) = new.range.expect("range");
+                assert!(ne <= b || nb >= e, "new {nb}..{ne} overlaps old {b}..{e}");
+            }
+            // Bounded: the file never holds more than a few records.
+            assert!(after.len() < 4 * (new.range.expect("r").1 - new.range.expect("r").0) as usize);
+        }
+        drop(j);
+        let j = Journal::open(&p).expect("reopen");
+        assert_eq!(j.data().threads.len(), 20);
+    }
+
+    #[test]
+    fn a_torn_record_falls_back_to_the_previous_one() {
+        let mut one = JournalData {
+            version: JOURNAL_VERSION,
+            ..Default::default()
+        };
+        one.threads.insert(5, entry(5));
+        let mut two = one.clone();
+        two.threads.insert(6, entry(6));
+        let a = record_line(1, &one).expect("a");
+        let b = record_line(2, &two).expect("b");
+        for cut in 0..b.len() {
+            let mut bytes = a.clone();
+            bytes.extend_from_slice(&b[..cut]);
+            let p = parse(&bytes).expect("parse");
+            assert_eq!(p.data.threads.len(), 1, "cut at {cut}");
+        }
+        let mut bytes = a.clone();
+        bytes.extend_from_slice(&b);
+        assert_eq!(parse(&bytes).expect("parse").data.threads.len(), 2);
+        // A flipped bit in the newest record: the checksum catches it.
+        let mut flipped = bytes.clone();
+        let i = a.len() + b.len() - 5;
+        flipped[i] ^= 0x01;
+        assert_eq!(parse(&flipped).expect("parse").data.threads.len(), 1);
+    }
+
+    #[test]
+    fn a_torn_first_record_is_an_empty_journal_and_the_next_save_is_readable() {
+        let mut d = JournalData {
+            version: JOURNAL_VERSION,
+            ..Default::default()
+        };
+        d.threads.insert(5, entry(5));
+        let a = record_line(1, &d).expect("a");
+        for cut in 1..a.len() {
+            let p = parse(&a[..cut]).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+            assert!(p.data.threads.is_empty());
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j");
+        fs::write(&p, &a[..a.len() / 2]).expect("write");
+        let mut j = Journal::open(&p).expect("torn first record");
+        assert!(!j.has_entries());
+        j.data.threads.insert(6, entry(6));
+        j.save().expect("save");
+        drop(j);
+        let j = Journal::open(&p).expect("reopen");
+        assert_eq!(
+            j.data().threads.keys().copied().collect::<Vec<_>>(),
+            vec![6]
+        );
+        // A torn record after a valid one: the next save still starts its own line.
+        let dir2 = tempfile::tempdir().expect("tempdir");
+        let p2 = dir2.path().join("j");
+        let mut bytes = a.clone();
+        bytes.extend_from_slice(&record_line(2, &d).expect("b")[..40]);
+        fs::write(&p2, &bytes).expect("write");
+        let mut j = Journal::open(&p2).expect("torn tail");
+        assert_eq!(j.data().threads.len(), 1);
+        j.data.threads.insert(7, entry(7));
+        j.save().expect("save");
+        drop(j);
+        assert_eq!(Journal::open(&p2).expect("reopen").data().threads.len(), 2);
+        // A complete line that fails its checksum, with no valid record, is damage.
+        let mut bad = a.clone();
+        bad[30] ^= 1;
+        assert!(matches!(parse(&bad), Err(ParseError::Corrupt(_))));
     }
 
     #[test]
@@ -332,27 +1088,90 @@ mod tests {
         let p = dir.path().join("j.json");
         {
             let mut j = Journal::open(&p).expect("open");
-            j.data.threads.insert(
-                999_999_999,
-                ThreadEntry {
-                    pid: 999_999_999,
-                    comm: "gone".into(),
-                    starttime_ticks: 1,
-                    original: CpuSet::parse_list("0-1").expect("list"),
-                    applied: Some(CpuSet::single(0)),
-                    pending: None,
-                },
-            );
+            j.data.threads.insert(999_999_999, entry(999_999_999));
             j.save().expect("save");
         }
         let mut j = Journal::open(&p).expect("reopen");
         assert!(j.has_entries());
-        let r = j
-            .restore_all(&CpuSet::parse_list("0-1").expect("list"))
-            .expect("restore");
+        let r = j.restore_all(&CpuSet::parse_list("0-1").expect("list"));
         assert_eq!(r.gone, vec![999_999_999]);
+        assert_eq!(r.clear_failed, None);
         assert!(!j.has_entries());
-        let text = fs::read_to_string(&p).expect("read");
-        assert!(text.contains("\"threads\": {}"), "{text}");
+        assert_eq!(fs::read(&p).expect("read").len(), 0);
+    }
+
+    fn gettid() -> u32 {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() as u32 }
+    }
+
+    /// On threads of this test process: a thread born from a pinned thread is adopted with the
+    /// original of its process; a thread re-pinned by "someone else" is recorded and left alone.
+    #[test]
+    fn adoption_and_overrides_on_real_threads() {
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            return;
+        }
+        let (c0, c1) = (
+            CpuSet::single(online.first().expect("cpu")),
+            CpuSet::single(online.iter().nth(1).expect("cpu")),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<()>();
+        let parent = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = pinned_rx.recv();
+            // Born after the pin: inherits it.
+            let tx2 = tx.clone();
+            let child = std::thread::spawn(move || {
+                let _ = tx2.send(gettid());
+                let _ = go_rx.recv();
+            });
+            let _ = child.join();
+        });
+        let ptid = rx.recv().expect("parent tid");
+        let original = affinity::get(ptid).expect("get");
+        j.before_change(pid, ptid, &c0).expect("before");
+        let applied = affinity::set(ptid, &c0, &online).expect("set");
+        j.after_change(ptid, Some(&applied)).expect("after");
+        pinned_tx.send(()).expect("go");
+        let ctid = rx.recv().expect("child tid");
+        let adopted = j.adopt_new_tasks().expect("adopt");
+        assert!(
+            adopted
+                .iter()
+                .any(|a| a.tid == ctid && a.original == original && a.from_pid == pid),
+            "{adopted:?}"
+        );
+        // "Someone else" moves the child thread: recorded, the process is left alone.
+        affinity::set(ctid, &c1, &online).expect("user");
+        let o = j.detect_overrides().expect("detect");
+        assert!(o.iter().any(|o| o.tid == ctid && o.theirs == c1), "{o:?}");
+        assert!(j.is_user_owned(pid));
+        let r = j.restore_all(&online);
+        assert!(
+            r.left_alone.iter().any(|(t, s)| *t == ctid && *s == c1),
+            "{r:?}"
+        );
+        // The thread the user did not touch is still ours: it gets its original back.
+        assert!(r.restored.iter().any(|(t, _)| *t == ptid), "{r:?}");
+        assert_eq!(
+            affinity::get(ptid).expect("get"),
+            original.intersection(&online)
+        );
+        assert_eq!(affinity::get(ctid).expect("get"), c1);
+        go_tx.send(()).expect("end");
+        parent.join().expect("join");
+    }
+
+    #[test]
+    fn crc32_matches_the_reference_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
     }
 }

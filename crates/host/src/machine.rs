@@ -6,7 +6,7 @@
 //! of a process, journaled first.
 
 use crate::affinity::{self, AffinityError};
-use crate::journal::{Journal, JournalError, RestoreReport};
+use crate::journal::{Adopted, Journal, JournalError, Override, RestoreReport};
 use crate::perf::{self, PerfEvent, ThreadGroup, HARDWARE_GROUP, SOFTWARE_GROUP};
 use crate::procfs::{self, Proc, ThreadTimes};
 use crate::sysfs::{self, SysfsError};
@@ -34,16 +34,24 @@ pub const HOST_EVENTS: &[&str] = &[
 /// Host failures.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
+    /// The journal failed.
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// An affinity could not be read or set.
     #[error(transparent)]
     Affinity(#[from] AffinityError),
+    /// The topology could not be read.
     #[error(transparent)]
     Sysfs(#[from] SysfsError),
+    /// Kernel threads are never touched.
     #[error("process {0} is a kernel thread: never touched")]
     KernelThread(u32),
+    /// Changing affinities needs a journal.
     #[error("no journal is open: refusing to change affinities without the safety net")]
     NoJournal,
+    /// Someone else set the process's affinity after the agent did.
+    #[error("process {0}: someone else set its affinity after the agent did; left alone")]
+    UserOwned(u32),
 }
 
 /// The live Linux host.
@@ -68,6 +76,8 @@ pub struct Host {
     perf_off_reason: Option<String>,
     /// The hardware events that opened in the probe (none without a PMU).
     hw_group: Vec<(&'static str, PerfEvent)>,
+    /// Overrides found while applying an action, reported by the next [`Host::sweep`].
+    found_overrides: Vec<Override>,
     /// When the counters in `prev` were read: deltas cover the time since then, which is longer
     /// than the wait in `advance` by whatever the caller did in between.
     prev_read: Instant,
@@ -99,6 +109,7 @@ impl Host {
             use_perf: false,
             perf_off_reason: None,
             hw_group: Vec::new(),
+            found_overrides: Vec::new(),
         };
         match &avail.software {
             Ok(()) => {
@@ -149,6 +160,7 @@ impl Host {
         }
     }
 
+    /// The online CPUs.
     pub fn online(&self) -> &CpuSet {
         &self.online
     }
@@ -172,11 +184,29 @@ impl Host {
     }
 
     /// Restore every journaled thread (see [`Journal::restore_all`]).
-    pub fn restore(&mut self) -> Result<RestoreReport, HostError> {
+    pub fn restore(&mut self) -> RestoreReport {
         match self.journal.as_mut() {
-            Some(j) => Ok(j.restore_all(&self.online)?),
-            None => Ok(RestoreReport::default()),
+            Some(j) => j.restore_all(&self.online),
+            None => RestoreReport::default(),
         }
+    }
+
+    /// The safety net's sweep, once per interval: journal threads and children born with a
+    /// set we gave (see [`Journal::adopt_new_tasks`]) and find tasks someone else re-pinned
+    /// (see [`Journal::detect_overrides`]), which are never touched again.
+    pub fn sweep(&mut self) -> Result<Sweep, HostError> {
+        let Some(j) = self.journal.as_mut() else {
+            return Ok(Sweep::default());
+        };
+        let mut overrides = std::mem::take(&mut self.found_overrides);
+        overrides.extend(j.detect_overrides()?);
+        let adopted = j.adopt_new_tasks()?;
+        Ok(Sweep { adopted, overrides })
+    }
+
+    /// Whether the agent leaves `pid` alone because someone else set its affinity.
+    pub fn is_user_owned(&self, pid: u32) -> bool {
+        self.journal.as_ref().is_some_and(|j| j.is_user_owned(pid))
     }
 
     fn snapshot_threads(&mut self) -> BTreeMap<u32, Reading> {
@@ -206,6 +236,14 @@ impl Host {
             .into());
         }
         let journal = self.journal.as_mut().ok_or(HostError::NoJournal)?;
+        // A task re-pinned by someone else since our last look is theirs: never override it.
+        if !journal.is_user_owned(pid) {
+            let found = journal.detect_overrides()?;
+            self.found_overrides.extend(found);
+        }
+        if journal.is_user_owned(pid) {
+            return Err(HostError::UserOwned(pid));
+        }
         let tids = self.proc_.threads(pid);
         // One journal write before any thread changes, one after all of them.
         journal.before_change_all(pid, &tids, &effective)?;
@@ -318,6 +356,15 @@ impl Host {
     fn process_affinity(&self, pid: u32) -> Option<CpuSet> {
         affinity::get(pid).ok()
     }
+}
+
+/// What one sweep of the safety net found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// Threads and child processes that inherited a set we gave, now journaled.
+    pub adopted: Vec<Adopted>,
+    /// Tasks someone else re-pinned after us, now left alone.
+    pub overrides: Vec<Override>,
 }
 
 /// How the watched threads are counted.

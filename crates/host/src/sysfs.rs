@@ -18,10 +18,23 @@ use std::path::{Path, PathBuf};
 /// Why the topology could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
+    /// A file exists but cannot be read or parsed.
     #[error("{path}: {reason}")]
-    Bad { path: String, reason: String },
+    Bad {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The root has no CPU directory.
     #[error("{path}: not a sysfs CPU directory ({reason})")]
-    NoCpuDir { path: String, reason: String },
+    NoCpuDir {
+        /// The directory.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// What was read does not make a consistent topology.
     #[error("topology: {0}")]
     Topology(#[from] counterpoint_core::topology::TopologyError),
 }
@@ -61,6 +74,19 @@ fn read_num_opt<T: std::str::FromStr>(p: &Path) -> Result<Option<T>, SysfsError>
     }
 }
 
+/// An id file that the kernel may set to `-1` for "unknown": `Ok(None)` when absent,
+/// `Ok(Some(None))` for -1, an error naming the file for anything else that is not a number.
+fn read_id_opt<T: std::str::FromStr>(p: &Path) -> Result<Option<Option<T>>, SysfsError> {
+    match read_opt(p)? {
+        None => Ok(None),
+        Some(text) if text == "-1" => Ok(Some(None)),
+        Some(text) => text
+            .parse()
+            .map(|v| Some(Some(v)))
+            .map_err(|_| bad(p, format!("expected a number or -1, found {text:?}"))),
+    }
+}
+
 /// Parse a sysfs cache size (`48K`, `1280K`, `32M`, or plain bytes) into bytes.
 pub fn parse_size_bytes(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -77,6 +103,7 @@ pub fn parse_size_bytes(s: &str) -> Option<u64> {
 /// and what was missing on the way.
 #[derive(Clone, Debug, Serialize)]
 pub struct SysfsTopology {
+    /// The topology the rest of Counterpoint uses.
     #[serde(flatten)]
     pub topology: Topology,
     /// `cpu/possible`: CPUs the kernel could ever bring up.
@@ -186,8 +213,17 @@ pub fn read_sysfs(root: &Path) -> Result<SysfsTopology, SysfsError> {
             kind: kinds.get(&id).copied().unwrap_or_default(),
         };
         if topo.is_dir() {
-            cpu.package = read_num_opt(&topo.join("physical_package_id"))?;
-            cpu.die = read_num_opt(&topo.join("die_id"))?;
+            cpu.package = read_id_opt(&topo.join("physical_package_id"))?.map(|v| match v {
+                Some(p) => p,
+                None => {
+                    // Real kernels (arm64 without PPTT, some VMs) report -1: one package.
+                    warnings.push(format!(
+                        "cpu{id}/topology/physical_package_id is -1 (unknown): treated as package 0"
+                    ));
+                    0
+                }
+            });
+            cpu.die = read_id_opt(&topo.join("die_id"))?.flatten();
             cpu.core = read_num_opt(&topo.join("core_id"))?;
             let siblings = match read_list_opt(&topo.join("core_cpus_list"))? {
                 Some(s) => Some(s),

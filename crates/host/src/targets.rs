@@ -10,13 +10,19 @@ use std::path::{Path, PathBuf};
 /// A parsed `--targets` value.
 #[derive(Clone, Debug)]
 pub enum TargetSpec {
+    /// Every user process.
     All,
+    /// These process ids.
     Pids(Vec<u32>),
+    /// Processes whose name matches.
     Comm(Regex),
     /// Directory of a cgroup v2 group (its `cgroup.procs` lists the members).
     Cgroup(PathBuf),
+    /// Processes of one user.
     User {
+        /// The name as given.
         name: String,
+        /// Its uid.
         uid: u32,
     },
 }
@@ -24,21 +30,51 @@ pub enum TargetSpec {
 /// Why a `--targets` value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetsParseError {
+    /// Not one of the known forms.
     #[error("--targets {0:?}: expected all, pid:1,2,..., comm:REGEX, cgroup:PATH or user:NAME")]
     UnknownKind(String),
+    /// A `pid:` item is not a positive integer.
     #[error("--targets {spec:?}: {token:?} is not a process id (a positive integer)")]
-    BadPid { spec: String, token: String },
+    BadPid {
+        /// The spec.
+        spec: String,
+        /// The bad item.
+        token: String,
+    },
+    /// Nothing after the kind.
     #[error("--targets {spec:?}: empty list")]
-    Empty { spec: String },
+    Empty {
+        /// The spec.
+        spec: String,
+    },
+    /// The `comm:` regex does not compile.
     #[error("--targets {spec:?}: bad regular expression: {reason}")]
-    BadRegex { spec: String, reason: String },
+    BadRegex {
+        /// The spec.
+        spec: String,
+        /// The regex error.
+        reason: String,
+    },
+    /// No cgroup v2 group there.
     #[error("--targets {spec:?}: no cgroup v2 group at {path} (no cgroup.procs there)")]
-    NoCgroup { spec: String, path: String },
+    NoCgroup {
+        /// The spec.
+        spec: String,
+        /// Where the group was looked for.
+        path: String,
+    },
+    /// No such user.
     #[error("--targets {spec:?}: no such user {name:?}")]
-    NoUser { spec: String, name: String },
+    NoUser {
+        /// The spec.
+        spec: String,
+        /// The user.
+        name: String,
+    },
 }
 
 impl TargetSpec {
+    /// Parse a `--targets` value (cgroups and users are checked to exist).
     pub fn parse(spec: &str) -> Result<Self, TargetsParseError> {
         if spec == "all" {
             return Ok(TargetSpec::All);

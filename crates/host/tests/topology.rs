@@ -259,3 +259,23 @@ fn synthetic_fixtures_match_their_generator() {
         );
     }
 }
+
+/// Real kernels report `physical_package_id = -1` (and `die_id = -1`) where the firmware does
+/// not say (arm64 without PPTT, some hypervisors): one package, with a warning, never an error.
+#[test]
+fn package_id_minus_one_is_package_zero_with_a_warning() {
+    let s = load("package-minus-one");
+    let t = &s.topology;
+    assert_eq!(t.cpus().len(), 2);
+    assert_eq!(t.packages(), vec![0]);
+    assert!(t
+        .cpus()
+        .iter()
+        .all(|c| c.package == Some(0) && c.die.is_none()));
+    let minus_one: Vec<&String> = s
+        .warnings
+        .iter()
+        .filter(|w| w.contains("physical_package_id is -1"))
+        .collect();
+    assert_eq!(minus_one.len(), 2, "{:?}", s.warnings);
+}

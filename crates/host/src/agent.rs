@@ -1,0 +1,833 @@
+//! The live agent: MASA's user-level daemon made safe. Every interval it observes the targets,
+//! asks a [`Policy`] for actions and applies them (or only logs them in a dry run). Every
+//! affinity change is journaled before it is made; the safety net sweeps each interval for
+//! threads and children born pinned and for tasks someone else re-pinned; every terminating
+//! signal it can catch, the end of `--max-intervals`, an error, or a log it can no longer write
+//! ends it through one restore path. A journal left by a killed agent is restored at start.
+//!
+//! The observe → decide → act step is one function, [`step`], run by [`run_loop`] on any
+//! [`Machine`] (the host, or the simulator in real time). Decisions and lifecycle events are
+//! [`Logger`] lines: text, or one JSON object per line (`--log-json`), same fields.
+
+use crate::journal::{Journal, JournalError, RestoreReport};
+use crate::machine::{Host, HostError};
+use crate::signals::{self, SignalError};
+use crate::targets::TargetSpec;
+use counterpoint_core::action::Action;
+use counterpoint_core::cpuset::CpuSet;
+use counterpoint_core::machine::{Machine, Policy};
+use counterpoint_core::observation::Observation;
+use counterpoint_core::task::TaskId;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Environment variable for the tests: panic in the loop after this many intervals (a policy
+/// bug), to show that the affinities are still restored.
+pub const PANIC_AT_ENV: &str = "COUNTERPOINT_TEST_PANIC_AT_INTERVAL";
+
+/// Severity of a log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Shown with `COUNTERPOINT_LOG=debug`.
+    Debug,
+    /// Decisions and lifecycle.
+    Info,
+    /// Something the user should know (a target missing, a task left alone).
+    Warn,
+    /// Something failed.
+    Error,
+}
+
+impl Level {
+    fn as_str(self) -> &'static str {
+        match self {
+            Level::Debug => "DEBUG",
+            Level::Info => "INFO",
+            Level::Warn => "WARN",
+            Level::Error => "ERROR",
+        }
+    }
+}
+
+/// The agent's log: one line per event on a writer. A write that fails (a closed pipe, a full
+/// disk) stops the agent through the restore path: an agent nobody can hear must not go on
+/// changing affinities.
+pub struct Logger {
+    out: Box<dyn Write + Send>,
+    /// The descriptor behind `out`, polled each interval: a pipe whose reader went away is
+    /// noticed even when the agent has nothing to say.
+    fd: Option<std::os::fd::RawFd>,
+    json: bool,
+    min: Level,
+    failed: Option<String>,
+}
+
+/// UTC `YYYY-MM-DDTHH:MM:SS.mmmZ` for a Unix time in milliseconds.
+fn rfc3339_ms(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let sod = secs % 86_400;
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60,
+        unix_ms % 1000
+    )
+}
+
+impl Logger {
+    /// A logger on `out`; `json` for JSON lines; `min` the lowest level written.
+    pub fn new(out: Box<dyn Write + Send>, json: bool, min: Level) -> Self {
+        Self {
+            out,
+            fd: None,
+            json,
+            min,
+            failed: None,
+        }
+    }
+
+    /// A logger on stderr, which is also polled for a closed reader.
+    pub fn stderr(json: bool, min: Level) -> Self {
+        let mut l = Self::new(Box::new(std::io::stderr()), json, min);
+        l.fd = Some(libc::STDERR_FILENO);
+        l
+    }
+
+    /// Whether the log's reader is still there (a pipe's read end open): when it is gone the
+    /// log counts as failed and a stop is asked for.
+    pub fn check(&mut self) -> bool {
+        if self.failed.is_some() {
+            return false;
+        }
+        let Some(fd) = self.fd else { return true };
+        let mut p = libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: one pollfd we own, zero timeout.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        if n > 0 && p.revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
+            self.failed = Some("the log's reader went away (closed pipe)".to_string());
+            signals::request_stop();
+            return false;
+        }
+        true
+    }
+
+    /// Why the log can no longer be written, if it cannot.
+    pub fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// One line: `event` names it, `fields` carry its data (flattened to the top level of the
+    /// JSON object; `key=value` in text).
+    pub fn emit(&mut self, level: Level, event: &str, message: &str, fields: &[(&str, Value)]) {
+        if level < self.min || self.failed.is_some() {
+            return;
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let line = if self.json {
+            let mut m = serde_json::Map::new();
+            m.insert("timestamp".into(), json!(rfc3339_ms(now_ms)));
+            m.insert("level".into(), json!(level.as_str()));
+            m.insert("message".into(), json!(message));
+            m.insert("event".into(), json!(event));
+            for (k, v) in fields {
+                m.insert((*k).to_string(), v.clone());
+            }
+            Value::Object(m).to_string()
+        } else {
+            let mut s = format!(
+                "{} {:>5} {message} event={event:?}",
+                rfc3339_ms(now_ms),
+                level.as_str()
+            );
+            for (k, v) in fields {
+                match v {
+                    Value::String(t) => s.push_str(&format!(" {k}={t:?}")),
+                    other => s.push_str(&format!(" {k}={other}")),
+                }
+            }
+            s
+        };
+        let r = self
+            .out
+            .write_all(line.as_bytes())
+            .and_then(|_| self.out.write_all(b"\n"))
+            .and_then(|_| self.out.flush());
+        if let Err(e) = r {
+            self.failed = Some(e.to_string());
+            signals::request_stop();
+        }
+    }
+}
+
+/// Agent failures.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The journal could not be opened, read or written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The host failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The agent may not change the targets' affinities.
+    #[error("insufficient privileges for the target processes; nothing was changed: {0}")]
+    Permission(HostError),
+    /// Signal handlers could not be installed.
+    #[error(transparent)]
+    Signal(#[from] SignalError),
+    /// `--targets` names processes none of which exists.
+    #[error(
+        "--targets {spec}: no such process ({missing}); refusing to start with nothing to watch"
+    )]
+    NoTargets {
+        /// The spec as given.
+        spec: String,
+        /// The pids that do not exist.
+        missing: String,
+    },
+    /// The loop panicked (a bug); the affinities were restored.
+    #[error("the agent loop panicked ({0}); affinities were restored")]
+    Panicked(String),
+    /// The machine the loop runs on failed (e.g. the simulator).
+    #[error("{0}")]
+    Machine(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// How the loop runs.
+#[derive(Clone, Debug)]
+pub struct LoopConfig {
+    /// Observation interval.
+    pub interval_ns: u64,
+    /// A task changed is not changed again for this many intervals (hysteresis).
+    pub min_residency: u32,
+    /// Log decisions without applying them.
+    pub dry_run: bool,
+    /// Stop after this many intervals.
+    pub max_intervals: Option<u64>,
+    /// Sleep one interval of wall time after each one (a simulated machine does not wait).
+    pub real_time: bool,
+}
+
+/// How the agent ended.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// The signal that stopped it.
+    pub signal: Option<i32>,
+    /// The log could no longer be written (why).
+    pub log_failed: Option<String>,
+    /// What restoring did (none for a dry run or a simulated machine).
+    pub restore: Option<RestoreReport>,
+}
+
+/// The loop's memory between intervals.
+#[derive(Debug, Default)]
+pub struct LoopState {
+    /// Intervals decided so far.
+    pub epoch: u64,
+    /// When each task was last changed (for the minimum residency).
+    pub last_change: BTreeMap<TaskId, u64>,
+    /// Failures already reported (task, reason): a repeat is logged at debug level only.
+    pub reported: std::collections::BTreeSet<(u64, String)>,
+}
+
+/// What one [`step`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepResult {
+    /// Go on.
+    Continue,
+    /// A stop was asked for during the observation.
+    Stopped,
+    /// Every task finished.
+    AllFinished,
+}
+
+/// One task's move within an action, for the decision log.
+struct Move {
+    task: u64,
+    from: String,
+    to: String,
+    /// Share of one CPU the task used in the interval, when observed.
+    cpus_used: Option<f64>,
+}
+
+fn moves(action: &Action, obs: &Observation, online: &CpuSet) -> Vec<Move> {
+    let used = |t: TaskId| {
+        obs.task(t).and_then(|o| {
+            o.sample
+                .get(counterpoint_core::event::TASK_CLOCK)
+                .map(|ns| ns / obs.interval_ns.max(1) as f64)
+        })
+    };
+    let aff = |t: TaskId| {
+        obs.task(t)
+            .map(|o| o.affinity.to_list())
+            .unwrap_or_default()
+    };
+    match action {
+        Action::SetAffinity { task, cpus } => vec![Move {
+            task: task.0,
+            from: aff(*task),
+            to: cpus.intersection(online).to_list(),
+            cpus_used: used(*task),
+        }],
+        Action::Swap { a, b } => vec![
+            Move {
+                task: a.0,
+                from: aff(*a),
+                to: aff(*b),
+                cpus_used: used(*a),
+            },
+            Move {
+                task: b.0,
+                from: aff(*b),
+                to: aff(*a),
+                cpus_used: used(*b),
+            },
+        ],
+    }
+}
+
+/// Observe → decide → act, once. `transient` says which apply errors are logged and skipped
+/// (a task that exited, a task someone else owns); any other error ends the loop.
+pub fn step<M: Machine>(
+    machine: &mut M,
+    policy: &mut dyn Policy,
+    cfg: &LoopConfig,
+    state: &mut LoopState,
+    log: &mut Logger,
+    transient: &dyn Fn(&M::Error) -> bool,
+) -> Result<StepResult, M::Error> {
+    let obs = machine.advance(cfg.interval_ns)?;
+    if cfg.real_time {
+        let t0 = std::time::Instant::now();
+        let want = std::time::Duration::from_nanos(cfg.interval_ns);
+        while t0.elapsed() < want && !signals::stop_requested() {
+            std::thread::sleep((want - t0.elapsed()).min(std::time::Duration::from_millis(50)));
+        }
+    }
+    if signals::stop_requested() {
+        return Ok(StepResult::Stopped);
+    }
+    if !obs.tasks.is_empty() && obs.tasks.iter().all(|t| t.finished) {
+        log.emit(
+            Level::Info,
+            "all_finished",
+            "every task finished",
+            &[("interval", json!(state.epoch + 1))],
+        );
+        return Ok(StepResult::AllFinished);
+    }
+    state.epoch += 1;
+    let epoch = state.epoch;
+    let topology = machine.topology().clone();
+    let online = topology.online_cpus();
+    let actions = policy.decide(&topology, &obs);
+    let policy_name = policy.name().to_string();
+    for action in actions {
+        // Stop between actions too: a signal must not wait for a long batch.
+        if signals::stop_requested() {
+            return Ok(StepResult::Stopped);
+        }
+        let tasks = action.tasks();
+        if let Action::SetAffinity { task, cpus } = &action {
+            let want = cpus.intersection(&online);
+            if obs.task(*task).is_some_and(|t| t.affinity == want) {
+                log.emit(
+                    Level::Debug,
+                    "unchanged",
+                    "task already has the affinity the policy wants",
+                    &[
+                        ("interval", json!(epoch)),
+                        ("task", json!(task.0)),
+                        ("cpus", json!(want.to_list())),
+                    ],
+                );
+                continue;
+            }
+        }
+        let kind = match &action {
+            Action::SetAffinity { .. } => "set_affinity",
+            Action::Swap { .. } => "swap",
+        };
+        let held = tasks.iter().find_map(|t| {
+            state
+                .last_change
+                .get(t)
+                .filter(|&&e| epoch - e < cfg.min_residency as u64)
+                .map(|&e| (*t, e))
+        });
+        if let Some((t, since)) = held {
+            for m in moves(&action, &obs, &online) {
+                let reason = format!(
+                    "minimum residency: task {} was moved at interval {since}, {} interval(s) required",
+                    t.0, cfg.min_residency
+                );
+                log.emit(
+                    Level::Info,
+                    "held",
+                    "decision held back",
+                    &[
+                        ("interval", json!(epoch)),
+                        ("policy", json!(policy_name)),
+                        ("action", json!(kind)),
+                        ("task", json!(m.task)),
+                        ("from", json!(m.from)),
+                        ("to", json!(m.to)),
+                        ("dry_run", json!(cfg.dry_run)),
+                        ("reason", json!(reason)),
+                    ],
+                );
+            }
+            continue;
+        }
+        let result = if cfg.dry_run {
+            Ok(())
+        } else {
+            machine.apply(&action)
+        };
+        match result {
+            Ok(()) => {
+                for m in moves(&action, &obs, &online) {
+                    let reason = match m.cpus_used {
+                        Some(u) => {
+                            format!(
+                                "{policy_name} placement; task used {u:.2} CPUs in the interval"
+                            )
+                        }
+                        None => format!("{policy_name} placement"),
+                    };
+                    let msg = if cfg.dry_run {
+                        "would move task (dry run)"
+                    } else {
+                        "moved task"
+                    };
+                    log.emit(
+                        Level::Info,
+                        "decision",
+                        msg,
+                        &[
+                            ("interval", json!(epoch)),
+                            ("policy", json!(policy_name)),
+                            ("action", json!(kind)),
+                            ("task", json!(m.task)),
+                            ("from", json!(m.from)),
+                            ("to", json!(m.to)),
+                            ("reason", json!(reason)),
+                            ("dry_run", json!(cfg.dry_run)),
+                            ("applied", json!(!cfg.dry_run)),
+                        ],
+                    );
+                }
+                if !cfg.dry_run {
+                    for t in tasks {
+                        state.last_change.insert(t, epoch);
+                    }
+                }
+            }
+            Err(e) if transient(&e) => {
+                for m in moves(&action, &obs, &online) {
+                    let first = state.reported.insert((m.task, e.to_string()));
+                    log.emit(
+                        if first { Level::Warn } else { Level::Debug },
+                        "action_failed",
+                        "action not applied; the agent goes on",
+                        &[
+                            ("interval", json!(epoch)),
+                            ("policy", json!(policy_name)),
+                            ("action", json!(kind)),
+                            ("task", json!(m.task)),
+                            ("from", json!(m.from)),
+                            ("to", json!(m.to)),
+                            ("dry_run", json!(cfg.dry_run)),
+                            ("reason", json!(e.to_string())),
+                        ],
+                    );
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(StepResult::Continue)
+}
+
+/// What runs after each step (the host's safety-net sweep).
+pub type AfterStep<'a, M> =
+    dyn FnMut(&mut M, &mut Logger) -> Result<(), <M as Machine>::Error> + 'a;
+
+/// Run [`step`] until a stop (signal, failed log write), `max_intervals`, every task finished,
+/// or an error. `after_step` runs after each step (the host's safety-net sweep).
+pub fn run_loop<M: Machine>(
+    machine: &mut M,
+    policy: &mut dyn Policy,
+    cfg: &LoopConfig,
+    log: &mut Logger,
+    transient: &dyn Fn(&M::Error) -> bool,
+    after_step: &mut AfterStep<'_, M>,
+) -> Result<(), M::Error> {
+    let mut state = LoopState::default();
+    let panic_at: Option<u64> = std::env::var(PANIC_AT_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok());
+    while !signals::stop_requested() && log.check() {
+        if panic_at == Some(state.epoch) {
+            panic!("test hook {PANIC_AT_ENV}={}", state.epoch);
+        }
+        if cfg.max_intervals.is_some_and(|m| state.epoch >= m) {
+            break;
+        }
+        match step(machine, policy, cfg, &mut state, log, transient)? {
+            StepResult::Continue => {}
+            StepResult::Stopped | StepResult::AllFinished => break,
+        }
+        after_step(machine, log)?;
+        log.check();
+    }
+    Ok(())
+}
+
+/// Log a restore report: counts as fields, the per-thread detail as one JSON string.
+pub fn log_restore(log: &mut Logger, event: &str, signal: Option<i32>, r: &RestoreReport) {
+    let detail = json!({
+        "restored": r.restored.iter().map(|(t, s)| json!({"tid": t, "cpus": s.to_list()})).collect::<Vec<_>>(),
+        "left_alone": r.left_alone.iter().map(|(t, s)| json!({"tid": t, "cpus": s.to_list()})).collect::<Vec<_>>(),
+        "gone": r.gone,
+        "failed": r.failed.iter().map(|(t, e)| json!({"tid": t, "error": e})).collect::<Vec<_>>(),
+    });
+    let sig = signal.map(signals::name).unwrap_or_default();
+    let (level, msg) = if r.failed.is_empty() {
+        (Level::Info, "affinities restored from the journal")
+    } else {
+        (Level::Error, "some affinities could not be restored")
+    };
+    log.emit(
+        level,
+        event,
+        msg,
+        &[
+            ("signal", json!(sig)),
+            ("restored", json!(r.restored.len())),
+            ("left_alone", json!(r.left_alone.len())),
+            ("gone", json!(r.gone.len())),
+            ("failed", json!(r.failed.len())),
+            ("detail", json!(detail.to_string())),
+        ],
+    );
+    if let Some(e) = &r.clear_failed {
+        log.emit(
+            Level::Error,
+            "clear_failed",
+            "affinities are restored, but clearing the journal failed (the next start restores again, which is harmless)",
+            &[("error", json!(e))],
+        );
+    }
+}
+
+/// Restore what the journal at `path` records, and exit (`agent --restore-only`).
+pub fn restore_only(path: &std::path::Path, log: &mut Logger) -> Result<Outcome, AgentError> {
+    let mut j = Journal::open(path)?;
+    let online = crate::affinity::online_cpus();
+    let r = j.restore_all(&online);
+    log_restore(log, "restored", None, &r);
+    Ok(Outcome {
+        restore: Some(r),
+        ..Default::default()
+    })
+}
+
+/// What the agent on the host needs.
+#[derive(Clone, Debug)]
+pub struct HostAgentConfig {
+    /// Which processes.
+    pub targets: TargetSpec,
+    /// The `--targets` text, for messages.
+    pub targets_text: String,
+    /// The journal.
+    pub journal: PathBuf,
+    /// The loop.
+    pub loop_cfg: LoopConfig,
+}
+
+/// Refuse a pid list none of whose processes exists; warn about the missing ones, and about a
+/// spec that selects nothing now.
+fn check_targets(cfg: &HostAgentConfig, log: &mut Logger) -> Result<(), AgentError> {
+    let proc_ = crate::procfs::Proc::default();
+    if let TargetSpec::Pids(pids) = &cfg.targets {
+        let missing: Vec<String> = pids
+            .iter()
+            .filter(|&&p| proc_.stat(p).is_none())
+            .map(|p| p.to_string())
+            .collect();
+        if missing.len() == pids.len() {
+            return Err(AgentError::NoTargets {
+                spec: cfg.targets_text.clone(),
+                missing: missing.join(", "),
+            });
+        }
+        if !missing.is_empty() {
+            log.emit(
+                Level::Warn,
+                "targets_missing",
+                "some target processes do not exist",
+                &[("missing", json!(missing.join(",")))],
+            );
+        }
+    } else if cfg.targets.select(&proc_, std::process::id()).is_empty() {
+        log.emit(
+            Level::Warn,
+            "no_targets",
+            "no process matches the targets now: the agent watches nothing until one does",
+            &[("targets", json!(cfg.targets_text))],
+        );
+    }
+    Ok(())
+}
+
+/// The agent on this host: checks everything that can be refused before anything changes,
+/// restores a journal left by a killed agent, runs the loop, and always restores at the end.
+pub fn run_on_host(
+    cfg: HostAgentConfig,
+    policy: &mut dyn Policy,
+    log: &mut Logger,
+) -> Result<Outcome, AgentError> {
+    // Caught from the start: a signal during start-up also ends through the restore path.
+    signals::install()?;
+    check_targets(&cfg, log)?;
+    let online = crate::affinity::online_cpus();
+    let journal = if cfg.loop_cfg.dry_run {
+        None
+    } else {
+        let mut j = Journal::open(&cfg.journal)?;
+        if j.has_entries() {
+            log.emit(
+                Level::Warn,
+                "recovering",
+                "a previous agent left changes in its journal; restoring them first",
+                &[("journal", json!(j.path().display().to_string()))],
+            );
+            let r = j.restore_all(&online);
+            log_restore(log, "recovered", None, &r);
+        }
+        Some(j)
+    };
+    let journal_path = journal.as_ref().map(|j| j.path().display().to_string());
+    let mut host = Host::new(cfg.targets.clone(), journal)?;
+    if !cfg.loop_cfg.dry_run {
+        host.check_permissions().map_err(AgentError::Permission)?;
+    }
+    host.set_stop_flag(signals::stop_flag());
+    let src = host.counter_sources();
+    log.emit(
+        Level::Info,
+        "start",
+        "agent started",
+        &[
+            ("policy", json!(policy.name())),
+            ("interval_ns", json!(cfg.loop_cfg.interval_ns)),
+            ("dry_run", json!(cfg.loop_cfg.dry_run)),
+            ("targets", json!(cfg.targets_text)),
+            ("journal", json!(journal_path.unwrap_or_default())),
+            ("online", json!(online.to_list())),
+            ("pid", json!(std::process::id())),
+            ("events", json!(host.counted_events().join(","))),
+            ("perf_threads", json!(src.perf_threads)),
+            ("proc_threads", json!(src.proc_threads)),
+            (
+                "perf_off",
+                json!(src.perf_off_reason.as_deref().unwrap_or("")),
+            ),
+        ],
+    );
+    // A panic (a policy bug) must not skip the restore either: it is caught, the affinities are
+    // put back, and it is reported as an error.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_loop(
+            &mut host,
+            policy,
+            &cfg.loop_cfg,
+            &mut *log,
+            // A task that exited, refused, or belongs to the user now does not stop the agent;
+            // journal errors do.
+            &|e| matches!(e, HostError::Affinity(_) | HostError::UserOwned(_)),
+            &mut |h, log| {
+                let sweep = h.sweep()?;
+                for a in &sweep.adopted {
+                    log.emit(
+                        Level::Info,
+                        "adopted",
+                        "a thread or child born after a pin inherited our set: journaled",
+                        &[
+                            ("pid", json!(a.pid)),
+                            ("tid", json!(a.tid)),
+                            ("from_pid", json!(a.from_pid)),
+                            ("original", json!(a.original.to_list())),
+                        ],
+                    );
+                }
+                for o in &sweep.overrides {
+                    log.emit(
+                    Level::Warn,
+                    "user_override",
+                    "someone else set this task's affinity after the agent did: left alone from now on, not restored",
+                    &[
+                        ("pid", json!(o.pid)),
+                        ("tid", json!(o.tid)),
+                        ("ours", json!(o.ours.to_list())),
+                        ("theirs", json!(o.theirs.to_list())),
+                    ],
+                );
+                }
+                Ok(())
+            },
+        )
+    }));
+    let result = match caught {
+        Ok(r) => r.map_err(AgentError::from),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Err(AgentError::Panicked(what))
+        }
+    };
+    if let Err(e) = &result {
+        log.emit(
+            Level::Error,
+            "loop_failed",
+            "the agent loop failed; restoring",
+            &[("error", json!(e.to_string()))],
+        );
+    }
+    let restore = host.restore();
+    let signal = signals::received();
+    log_restore(log, "restored", signal, &restore);
+    result?;
+    Ok(Outcome {
+        signal,
+        log_failed: log.failed().map(str::to_string),
+        restore: Some(restore),
+    })
+}
+
+/// The same loop on a machine that is not the host (the simulator run in real time): nothing on
+/// the host changes and no journal is used.
+pub fn run_on_machine<M: Machine>(
+    machine: &mut M,
+    policy: &mut dyn Policy,
+    cfg: &LoopConfig,
+    log: &mut Logger,
+    describe: &[(&str, Value)],
+) -> Result<Outcome, AgentError> {
+    signals::install()?;
+    let mut fields = vec![
+        ("policy", json!(policy.name())),
+        ("interval_ns", json!(cfg.interval_ns)),
+        ("dry_run", json!(cfg.dry_run)),
+    ];
+    fields.extend(describe.iter().cloned());
+    log.emit(
+        Level::Info,
+        "start",
+        "agent started on a simulated machine",
+        &fields,
+    );
+    run_loop(machine, policy, cfg, log, &|_| false, &mut |_, _| Ok(()))
+        .map_err(|e| AgentError::Machine(Box::new(e)))?;
+    let signal = signals::received();
+    log.emit(
+        Level::Info,
+        "stopped",
+        "agent stopped",
+        &[(
+            "signal",
+            json!(signal.map(signals::name).unwrap_or_default()),
+        )],
+    );
+    Ok(Outcome {
+        signal,
+        log_failed: log.failed().map(str::to_string),
+        restore: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn log_lines_in_both_formats() {
+        let buf = Buf::default();
+        let mut l = Logger::new(Box::new(buf.clone()), true, Level::Info);
+        l.emit(
+            Level::Info,
+            "decision",
+            "moved task",
+            &[("task", json!(7)), ("to", json!("1"))],
+        );
+        l.emit(Level::Debug, "unchanged", "hidden", &[]);
+        let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        let v: Value = serde_json::from_str(lines[0]).expect("json");
+        assert_eq!(v["event"], "decision");
+        assert_eq!(v["task"], 7);
+        assert_eq!(v["level"], "INFO");
+        let buf = Buf::default();
+        let mut l = Logger::new(Box::new(buf.clone()), false, Level::Debug);
+        l.emit(
+            Level::Warn,
+            "held",
+            "held back",
+            &[("dry_run", json!(true)), ("to", json!("0"))],
+        );
+        let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
+        assert!(
+            text.contains("WARN held back event=\"held\" dry_run=true to=\"0\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339_ms(1_795_000_000_000), "2026-11-18T11:06:40.000Z");
+    }
+}

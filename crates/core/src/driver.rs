@@ -183,6 +183,27 @@ pub struct DriverReport {
     pub stop: StopReason,
 }
 
+impl DriverReport {
+    /// Nothing done yet (`stop` is a placeholder until the loop ends).
+    pub fn new() -> Self {
+        Self {
+            intervals: 0,
+            applied: 0,
+            dry_run: 0,
+            unchanged: 0,
+            held_back: 0,
+            failed: 0,
+            stop: StopReason::Stopped,
+        }
+    }
+}
+
+impl Default for DriverReport {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A failure that ended the loop.
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError<E: std::error::Error + 'static> {
@@ -243,47 +264,57 @@ impl<'s> Driver<'s> {
         policy: &mut (dyn Policy + '_),
         observer: &mut (dyn Observer<M> + '_),
     ) -> Result<DriverReport, DriverError<M::Error>> {
+        let mut report = DriverReport::new();
+        report.stop = loop {
+            if let Some(reason) = self.step(machine, policy, observer, &mut report)? {
+                break reason;
+            }
+        };
+        Ok(report)
+    }
+
+    /// One interval: observe, decide, act. `Ok(None)` when an interval was run and the loop
+    /// may go on; `Ok(Some(reason))` when a stop condition holds (nothing more was done).
+    /// For callers that do their own work between intervals (the live agent's safety-net
+    /// sweep needs the machine mutably); [`Driver::run`] is a loop over it. Counts go to
+    /// `report`.
+    pub fn step<M: Machine + ?Sized>(
+        &mut self,
+        machine: &mut M,
+        policy: &mut (dyn Policy + '_),
+        observer: &mut (dyn Observer<M> + '_),
+        report: &mut DriverReport,
+    ) -> Result<Option<StopReason>, DriverError<M::Error>> {
         if self.config.interval_ns == 0 {
             return Err(DriverError::ZeroInterval);
         }
-        let mut report = DriverReport {
-            intervals: 0,
-            applied: 0,
-            dry_run: 0,
-            unchanged: 0,
-            held_back: 0,
-            failed: 0,
-            stop: StopReason::Stopped,
-        };
-        report.stop = loop {
-            if self.stopped() {
-                break StopReason::Stopped;
-            }
-            if self
-                .config
-                .max_intervals
-                .is_some_and(|m| self.interval >= m)
-            {
-                break StopReason::MaxIntervals;
-            }
-            if machine.finished() {
-                break StopReason::MachineFinished;
-            }
-            let obs = machine
-                .advance(self.config.interval_ns)
-                .map_err(DriverError::Machine)?;
-            observer.observed(machine, self.interval + 1, &obs);
-            if self.stopped() {
-                break StopReason::Stopped;
-            }
-            if !obs.tasks.is_empty() && obs.tasks.iter().all(|t| t.finished) {
-                break StopReason::AllFinished;
-            }
-            self.interval += 1;
-            report.intervals += 1;
-            self.act(machine, policy, observer, &obs, &mut report)?;
-        };
-        Ok(report)
+        if self.stopped() {
+            return Ok(Some(StopReason::Stopped));
+        }
+        if self
+            .config
+            .max_intervals
+            .is_some_and(|m| self.interval >= m)
+        {
+            return Ok(Some(StopReason::MaxIntervals));
+        }
+        if machine.finished() {
+            return Ok(Some(StopReason::MachineFinished));
+        }
+        let obs = machine
+            .advance(self.config.interval_ns)
+            .map_err(DriverError::Machine)?;
+        observer.observed(machine, self.interval + 1, &obs);
+        if self.stopped() {
+            return Ok(Some(StopReason::Stopped));
+        }
+        if !obs.tasks.is_empty() && obs.tasks.iter().all(|t| t.finished) {
+            return Ok(Some(StopReason::AllFinished));
+        }
+        self.interval += 1;
+        report.intervals += 1;
+        self.act(machine, policy, observer, &obs, report)?;
+        Ok(None)
     }
 
     fn verdict(&self, action: &Action, obs: &Observation, topology: &Topology) -> Verdict {
@@ -329,6 +360,10 @@ impl<'s> Driver<'s> {
         let actions = policy.decide(&topology, obs);
         let name = policy.name().to_string();
         for action in &actions {
+            // A stop (a signal) must not wait for a long batch of actions.
+            if self.stopped() {
+                break;
+            }
             let d = Decision {
                 interval: self.interval,
                 policy: &name,

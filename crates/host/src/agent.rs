@@ -15,11 +15,13 @@ use crate::signals::{self, SignalError};
 use crate::targets::TargetSpec;
 use counterpoint_core::action::Action;
 use counterpoint_core::cpuset::CpuSet;
+use counterpoint_core::driver::{
+    Decision, Driver, DriverConfig, DriverError, DriverReport, Observer, StopReason, Verdict,
+};
 use counterpoint_core::machine::{Machine, Policy};
 use counterpoint_core::observation::Observation;
 use counterpoint_core::task::TaskId;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -239,28 +241,6 @@ pub struct Outcome {
     pub restore: Option<RestoreReport>,
 }
 
-/// The loop's memory between intervals.
-#[derive(Debug, Default)]
-pub struct LoopState {
-    /// Intervals decided so far.
-    pub epoch: u64,
-    /// When each task was last changed (for the minimum residency).
-    pub last_change: BTreeMap<TaskId, u64>,
-    /// Failures already reported (task, reason): a repeat is logged at debug level only.
-    pub reported: std::collections::BTreeSet<(u64, String)>,
-}
-
-/// What one [`step`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StepResult {
-    /// Go on.
-    Continue,
-    /// A stop was asked for during the observation.
-    Stopped,
-    /// Every task finished.
-    AllFinished,
-}
-
 /// One task's move within an action, for the decision log.
 struct Move {
     task: u64,
@@ -307,175 +287,158 @@ fn moves(action: &Action, obs: &Observation, online: &CpuSet) -> Vec<Move> {
     }
 }
 
-/// Observe → decide → act, once. `transient` says which apply errors are logged and skipped
-/// (a task that exited, a task someone else owns); any other error ends the loop.
-pub fn step<M: Machine>(
-    machine: &mut M,
-    policy: &mut dyn Policy,
-    cfg: &LoopConfig,
-    state: &mut LoopState,
-    log: &mut Logger,
-    transient: &dyn Fn(&M::Error) -> bool,
-) -> Result<StepResult, M::Error> {
-    let obs = machine.advance(cfg.interval_ns)?;
-    if cfg.real_time {
-        let t0 = std::time::Instant::now();
-        let want = std::time::Duration::from_nanos(cfg.interval_ns);
-        while t0.elapsed() < want && !signals::stop_requested() {
-            std::thread::sleep((want - t0.elapsed()).min(std::time::Duration::from_millis(50)));
-        }
-    }
-    if signals::stop_requested() {
-        return Ok(StepResult::Stopped);
-    }
-    if !obs.tasks.is_empty() && obs.tasks.iter().all(|t| t.finished) {
-        log.emit(
-            Level::Info,
-            "all_finished",
-            "every task finished",
-            &[("interval", json!(state.epoch + 1))],
-        );
-        return Ok(StepResult::AllFinished);
-    }
-    state.epoch += 1;
-    let epoch = state.epoch;
-    let topology = machine.topology().clone();
-    let online = topology.online_cpus();
-    let actions = policy.decide(&topology, &obs);
-    let policy_name = policy.name().to_string();
-    for action in actions {
-        // Stop between actions too: a signal must not wait for a long batch.
-        if signals::stop_requested() {
-            return Ok(StepResult::Stopped);
-        }
-        let tasks = action.tasks();
-        if let Action::SetAffinity { task, cpus } = &action {
-            let want = cpus.intersection(&online);
-            if obs.task(*task).is_some_and(|t| t.affinity == want) {
-                log.emit(
-                    Level::Debug,
-                    "unchanged",
-                    "task already has the affinity the policy wants",
-                    &[
-                        ("interval", json!(epoch)),
-                        ("task", json!(task.0)),
-                        ("cpus", json!(want.to_list())),
-                    ],
-                );
-                continue;
-            }
-        }
-        let kind = match &action {
-            Action::SetAffinity { .. } => "set_affinity",
-            Action::Swap { .. } => "swap",
-        };
-        let held = tasks.iter().find_map(|t| {
-            state
-                .last_change
-                .get(t)
-                .filter(|&&e| epoch - e < cfg.min_residency as u64)
-                .map(|&e| (*t, e))
-        });
-        if let Some((t, since)) = held {
-            for m in moves(&action, &obs, &online) {
-                let reason = format!(
-                    "minimum residency: task {} was moved at interval {since}, {} interval(s) required",
-                    t.0, cfg.min_residency
-                );
-                log.emit(
-                    Level::Info,
-                    "held",
-                    "decision held back",
-                    &[
-                        ("interval", json!(epoch)),
-                        ("policy", json!(policy_name)),
-                        ("action", json!(kind)),
-                        ("task", json!(m.task)),
-                        ("from", json!(m.from)),
-                        ("to", json!(m.to)),
-                        ("dry_run", json!(cfg.dry_run)),
-                        ("reason", json!(reason)),
-                    ],
-                );
-            }
-            continue;
-        }
-        let result = if cfg.dry_run {
-            Ok(())
-        } else {
-            machine.apply(&action)
-        };
-        match result {
-            Ok(()) => {
-                for m in moves(&action, &obs, &online) {
-                    let reason = match m.cpus_used {
-                        Some(u) => {
-                            format!(
-                                "{policy_name} placement; task used {u:.2} CPUs in the interval"
-                            )
-                        }
-                        None => format!("{policy_name} placement"),
-                    };
-                    let msg = if cfg.dry_run {
-                        "would move task (dry run)"
-                    } else {
-                        "moved task"
-                    };
-                    log.emit(
-                        Level::Info,
-                        "decision",
-                        msg,
-                        &[
-                            ("interval", json!(epoch)),
-                            ("policy", json!(policy_name)),
-                            ("action", json!(kind)),
-                            ("task", json!(m.task)),
-                            ("from", json!(m.from)),
-                            ("to", json!(m.to)),
-                            ("reason", json!(reason)),
-                            ("dry_run", json!(cfg.dry_run)),
-                            ("applied", json!(!cfg.dry_run)),
-                        ],
-                    );
-                }
-                if !cfg.dry_run {
-                    for t in tasks {
-                        state.last_change.insert(t, epoch);
-                    }
-                }
-            }
-            Err(e) if transient(&e) => {
-                for m in moves(&action, &obs, &online) {
-                    let first = state.reported.insert((m.task, e.to_string()));
-                    log.emit(
-                        if first { Level::Warn } else { Level::Debug },
-                        "action_failed",
-                        "action not applied; the agent goes on",
-                        &[
-                            ("interval", json!(epoch)),
-                            ("policy", json!(policy_name)),
-                            ("action", json!(kind)),
-                            ("task", json!(m.task)),
-                            ("from", json!(m.from)),
-                            ("to", json!(m.to)),
-                            ("dry_run", json!(cfg.dry_run)),
-                            ("reason", json!(e.to_string())),
-                        ],
-                    );
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(StepResult::Continue)
+/// The agent's side of the one driver loop ([`counterpoint_core::driver`]): paces a
+/// simulated machine in wall time, logs every decision by its verdict, and says which apply
+/// errors are transient.
+struct AgentObserver<'a, E> {
+    cfg: &'a LoopConfig,
+    log: &'a mut Logger,
+    transient: &'a dyn Fn(&E) -> bool,
+    /// Failures already reported (task, reason): a repeat is logged at debug level only.
+    reported: &'a mut std::collections::BTreeSet<(u64, String)>,
 }
 
-/// What runs after each step (the host's safety-net sweep).
+fn action_kind(action: &Action) -> &'static str {
+    match action {
+        Action::SetAffinity { .. } => "set_affinity",
+        Action::Swap { .. } => "swap",
+    }
+}
+
+impl<M: Machine> Observer<M> for AgentObserver<'_, M::Error> {
+    fn observed(&mut self, _machine: &M, _interval: u64, _observation: &Observation) {
+        if self.cfg.real_time {
+            let t0 = std::time::Instant::now();
+            let want = std::time::Duration::from_nanos(self.cfg.interval_ns);
+            while t0.elapsed() < want && !signals::stop_requested() {
+                std::thread::sleep((want - t0.elapsed()).min(std::time::Duration::from_millis(50)));
+            }
+        }
+    }
+
+    fn decision(&mut self, d: &Decision<'_>) -> Result<(), M::Error> {
+        let online = d.topology.online_cpus();
+        match d.verdict {
+            Verdict::Unchanged => {
+                for m in moves(d.action, d.observation, &online) {
+                    self.log.emit(
+                        Level::Debug,
+                        "unchanged",
+                        "task already has the affinity the policy wants",
+                        &[
+                            ("interval", json!(d.interval)),
+                            ("task", json!(m.task)),
+                            ("cpus", json!(m.to)),
+                        ],
+                    );
+                }
+            }
+            Verdict::HeldBack { task, since } => {
+                for m in moves(d.action, d.observation, &online) {
+                    let reason = format!(
+                        "minimum residency: task {} was moved at interval {since}, {} interval(s) required",
+                        task.0, self.cfg.min_residency
+                    );
+                    self.log.emit(
+                        Level::Info,
+                        "held",
+                        "decision held back",
+                        &[
+                            ("interval", json!(d.interval)),
+                            ("policy", json!(d.policy)),
+                            ("action", json!(action_kind(d.action))),
+                            ("task", json!(m.task)),
+                            ("from", json!(m.from)),
+                            ("to", json!(m.to)),
+                            ("dry_run", json!(self.cfg.dry_run)),
+                            ("reason", json!(reason)),
+                        ],
+                    );
+                }
+            }
+            Verdict::DryRun => self.log_decision(d, false),
+            // Logged once applied; the host journals inside `apply`, before the change.
+            Verdict::Apply => {}
+        }
+        Ok(())
+    }
+
+    fn applied(&mut self, d: &Decision<'_>) {
+        self.log_decision(d, true);
+    }
+
+    fn failed(&mut self, d: &Decision<'_>, e: &M::Error) -> bool {
+        if !(self.transient)(e) {
+            return false;
+        }
+        let online = d.topology.online_cpus();
+        for m in moves(d.action, d.observation, &online) {
+            let first = self.reported.insert((m.task, e.to_string()));
+            self.log.emit(
+                if first { Level::Warn } else { Level::Debug },
+                "action_failed",
+                "action not applied; the agent goes on",
+                &[
+                    ("interval", json!(d.interval)),
+                    ("policy", json!(d.policy)),
+                    ("action", json!(action_kind(d.action))),
+                    ("task", json!(m.task)),
+                    ("from", json!(m.from)),
+                    ("to", json!(m.to)),
+                    ("dry_run", json!(self.cfg.dry_run)),
+                    ("reason", json!(e.to_string())),
+                ],
+            );
+        }
+        true
+    }
+}
+
+impl<E> AgentObserver<'_, E> {
+    fn log_decision(&mut self, d: &Decision<'_>, applied: bool) {
+        let online = d.topology.online_cpus();
+        for m in moves(d.action, d.observation, &online) {
+            let reason = match m.cpus_used {
+                Some(u) => format!(
+                    "{} placement; task used {u:.2} CPUs in the interval",
+                    d.policy
+                ),
+                None => format!("{} placement", d.policy),
+            };
+            let msg = if applied {
+                "moved task"
+            } else {
+                "would move task (dry run)"
+            };
+            self.log.emit(
+                Level::Info,
+                "decision",
+                msg,
+                &[
+                    ("interval", json!(d.interval)),
+                    ("policy", json!(d.policy)),
+                    ("action", json!(action_kind(d.action))),
+                    ("task", json!(m.task)),
+                    ("from", json!(m.from)),
+                    ("to", json!(m.to)),
+                    ("reason", json!(reason)),
+                    ("dry_run", json!(!applied)),
+                    ("applied", json!(applied)),
+                ],
+            );
+        }
+    }
+}
+
+/// What runs after each interval (the host's safety-net sweep).
 pub type AfterStep<'a, M> =
     dyn FnMut(&mut M, &mut Logger) -> Result<(), <M as Machine>::Error> + 'a;
 
-/// Run [`step`] until a stop (signal, failed log write), `max_intervals`, every task finished,
-/// or an error. `after_step` runs after each step (the host's safety-net sweep).
+/// The observe → decide → act loop on any [`Machine`], through the one driver
+/// ([`counterpoint_core::driver::Driver`], the same loop `simulate` and the experiments use),
+/// until a stop (signal, failed log write), `max_intervals`, every task finished, or an error.
+/// `transient` says which apply errors are logged and skipped (a task that exited, a task
+/// someone else owns); `after_step` runs after each interval (the host's safety-net sweep).
 pub fn run_loop<M: Machine>(
     machine: &mut M,
     policy: &mut dyn Policy,
@@ -483,26 +446,51 @@ pub fn run_loop<M: Machine>(
     log: &mut Logger,
     transient: &dyn Fn(&M::Error) -> bool,
     after_step: &mut AfterStep<'_, M>,
-) -> Result<(), M::Error> {
-    let mut state = LoopState::default();
+) -> Result<DriverReport, M::Error> {
+    let mut driver = Driver::new(DriverConfig {
+        interval_ns: cfg.interval_ns,
+        min_residency_intervals: cfg.min_residency,
+        dry_run: cfg.dry_run,
+        max_intervals: cfg.max_intervals,
+    })
+    .with_stop_flag(signals::stop_flag());
+    let mut report = DriverReport::new();
+    let mut reported = std::collections::BTreeSet::new();
     let panic_at: Option<u64> = std::env::var(PANIC_AT_ENV)
         .ok()
         .and_then(|v| v.parse().ok());
-    while !signals::stop_requested() && log.check() {
-        if panic_at == Some(state.epoch) {
-            panic!("test hook {PANIC_AT_ENV}={}", state.epoch);
+    report.stop = loop {
+        if !log.check() {
+            break StopReason::Stopped;
         }
-        if cfg.max_intervals.is_some_and(|m| state.epoch >= m) {
-            break;
+        if panic_at == Some(driver.intervals()) {
+            panic!("test hook {PANIC_AT_ENV}={}", driver.intervals());
         }
-        match step(machine, policy, cfg, &mut state, log, transient)? {
-            StepResult::Continue => {}
-            StepResult::Stopped | StepResult::AllFinished => break,
+        let mut observer = AgentObserver {
+            cfg,
+            log: &mut *log,
+            transient,
+            reported: &mut reported,
+        };
+        let stepped = driver.step(machine, policy, &mut observer, &mut report);
+        match stepped {
+            Ok(None) => {}
+            Ok(Some(reason)) => break reason,
+            Err(DriverError::Machine(e)) => return Err(e),
+            // The interval was checked positive when it was parsed.
+            Err(DriverError::ZeroInterval) => break StopReason::Stopped,
         }
         after_step(machine, log)?;
-        log.check();
+    };
+    if report.stop == StopReason::AllFinished {
+        log.emit(
+            Level::Info,
+            "all_finished",
+            "every task finished",
+            &[("interval", json!(driver.intervals() + 1))],
+        );
     }
-    Ok(())
+    Ok(report)
 }
 
 /// Log a restore report: counts as fields, the per-thread detail as one JSON string.

@@ -160,7 +160,7 @@ fn live(apply: bool) -> Result<(), Box<dyn Error>> {
     };
     let report = Driver::new(config).run(&mut host, &mut BalanceCores, &mut Log);
     if apply {
-        let restored = host.restore()?;
+        let restored = host.restore();
         println!("restored {} thread(s)", restored.restored.len());
         let _ = std::fs::remove_file(&journal_path);
     }

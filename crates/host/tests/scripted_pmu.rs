@@ -2,7 +2,8 @@
 //! feature) claims `cycles`, `instructions`, `cache-misses`, `mem-transactions` and `fp-ops`
 //! (resolved on the Skylake fixture tree) and the software group, the live [`Host`] opens its
 //! per-thread groups on four real busy processes through it, and four placement policies decide
-//! on the observation. Every count is scripted, so nothing depends on timing or load.
+//! on the observation; then the live agent loop applies bus-pair-affinity there and restores.
+//! Every count is scripted, so nothing depends on timing or load.
 
 use counterpoint_core::action::Action;
 use counterpoint_core::cpuset::CpuSet;
@@ -13,7 +14,7 @@ use counterpoint_core::task::TaskId;
 use counterpoint_core::topology::{SymmetricSpec, Topology};
 use counterpoint_counters::scripted::{self, Script};
 use counterpoint_counters::PmuTree;
-use counterpoint_host::{perf, Host, TargetSpec};
+use counterpoint_host::{agent, perf, Host, TargetSpec};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -227,4 +228,90 @@ fn live_host_on_a_scripted_pmu_feeds_the_placement_policies() {
         cpu.iter().any(|t| moved.get(t) == Some(&CpuSet::single(0))),
         "{acts:?}"
     );
+
+    // The live agent: the one driver loop (host::agent::run_loop) runs bus-pair-affinity on
+    // this scripted-PMU host with a journal, applies its decision to the real processes, and
+    // restoring puts every affinity back.
+    drop(host);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal =
+        counterpoint_host::Journal::open(&dir.path().join("agent.journal")).expect("journal");
+    let targets = TargetSpec::parse(&format!(
+        "pid:{},{},{},{}",
+        a.tid(),
+        b.tid(),
+        c.tid(),
+        d.tid()
+    ))
+    .expect("targets");
+    let mut host = Host::new(targets, Some(journal)).expect("host with journal");
+    let log_buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let mut log = agent::Logger::new(
+        Box::new(SharedBuf(log_buf.clone())),
+        true,
+        agent::Level::Debug,
+    );
+    let cfg = agent::LoopConfig {
+        interval_ns: 20_000_000,
+        min_residency: 3,
+        dry_run: false,
+        max_intervals: Some(3),
+        real_time: false,
+    };
+    let mut policy = by_name("bus-pair-affinity", "bus-pair");
+    let report = agent::run_loop(
+        &mut host,
+        policy.as_mut(),
+        &cfg,
+        &mut log,
+        &|_| false,
+        &mut |_, _| Ok(()),
+    )
+    .expect("agent loop");
+    assert_eq!(report.intervals, 3, "{report:?}");
+    assert!(report.applied >= 1, "{report:?}");
+    // Nothing ping-pongs: after the first interval the placement stays where it is.
+    assert_eq!(report.held_back, 0, "{report:?}");
+    let now = |p: &Busy| counterpoint_host::affinity::get(p.tid() as u32).expect("affinity");
+    let (na, nb, nc, nd) = (now(&a), now(&b), now(&c), now(&d));
+    assert_ne!(na, nb, "the memory-bound tasks share a CPU after the agent");
+    assert_ne!(
+        nc, nd,
+        "the compute-bound tasks share a CPU after the agent"
+    );
+    let text = String::from_utf8(log_buf.lock().expect("log").clone()).expect("utf8");
+    let decisions: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "decision")
+        .collect();
+    assert!(!decisions.is_empty(), "{text}");
+    assert!(
+        decisions
+            .iter()
+            .all(|v| v["policy"] == "bus-pair-affinity" && v["applied"] == true),
+        "{text}"
+    );
+    let restored = host.restore();
+    assert!(restored.failed.is_empty(), "{restored:?}");
+    assert_eq!(now(&a), CpuSet::single(0));
+    assert_eq!(now(&b), CpuSet::single(0));
+    assert_eq!(now(&c), CpuSet::single(1));
+    assert_eq!(now(&d), CpuSet::single(1));
+}
+
+/// A log sink the test can read back.
+struct SharedBuf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -65,8 +65,10 @@ fn zhang_spec_json_has_ours_beside_the_paper() {
         "linux",
         "ipc-pair",
         "bus-pair",
-        "ipc-pair-user",
-        "bus-pair-user",
+        "ipc-pair-affinity",
+        "bus-pair-affinity",
+        "bus-pair jitter=0.05",
+        "linux jitter=0.1",
     ] {
         let v = np(p).unwrap_or_else(|| panic!("{p} has no NP"));
         assert!(v > 0.0 && v <= 1.05, "{p}: NP {v}");
@@ -75,6 +77,17 @@ fn zhang_spec_json_has_ours_beside_the_paper() {
     assert_eq!(spec["paper"]["bus-pair"]["normalized_performance"], 0.883);
     assert_eq!(spec["paper"]["linux"]["unfairness"], 0.178);
     assert_eq!(spec["policies"]["linux"]["normalized_performance"]["n"], 1);
+    // Every entry says whether it was fitted or predicted; only the jitter-0 baseline was fitted.
+    let basis = |p: &str| spec["policies"][p]["normalized_performance"]["basis"].clone();
+    assert_eq!(basis("linux"), "calibrated");
+    assert_eq!(basis("linux jitter=0.1"), "predicted");
+    assert_eq!(basis("bus-pair"), "predicted");
+    for (p, metrics) in spec["policies"].as_object().expect("policies object") {
+        for (m, e) in metrics.as_object().expect("metrics object") {
+            let b = e["basis"].as_str().unwrap_or("");
+            assert!(b == "calibrated" || b == "predicted", "{p} {m}: {b}");
+        }
+    }
     // The seed paper's result: bus pairing beats the default scheduler on both metrics.
     assert!(np("bus-pair") > np("linux"));
     assert!(unf("bus-pair") < unf("linux"));

@@ -11,6 +11,7 @@
 pub mod di_oracle;
 pub mod lab;
 pub mod masa;
+pub mod paper;
 pub mod progress;
 pub mod report;
 pub mod result;

@@ -44,8 +44,8 @@ fn machine(m: &str) -> Result<Topology, LabError> {
 fn expand(job: &Job) -> Result<(String, Vec<JobTask>), LabError> {
     match job {
         Job::Custom { machine, tasks, .. } => Ok((machine.clone(), tasks.clone())),
-        Job::Scenario(name) if name == "zhang-spec" || name == "zhang-server" => {
-            let progs: &[(&str, CpuId)] = if name == "zhang-spec" {
+        Job::Scenario(name) if name.starts_with("zhang-spec") || name == "zhang-server" => {
+            let progs: &[(&str, CpuId)] = if name.starts_with("zhang-spec") {
                 &[
                     ("gzip", 0),
                     ("parser", 0),

@@ -8,10 +8,10 @@
 //! two copies coupled on one package.
 
 use crate::lab::{Job, JobTask, Lab, LabError, Outcome, RunSpec};
-use crate::progress::Progress;
 use crate::paper::{self, Basis};
-use crate::summary::Verdict;
+use crate::progress::Progress;
 use crate::result::{ours_cell, BarFigure, BarSeries, ExperimentResult, Table};
+use crate::summary::Verdict;
 use counterpoint_core::cpuset::{CpuId, CpuSet};
 use counterpoint_core::topology::Topology;
 use counterpoint_policy::masa::{

@@ -353,7 +353,9 @@ pub fn calibration_targets() -> Vec<CalibrationTarget> {
 /// gains) are calibrated too.
 pub fn basis(experiment: &str, policy: &str, metric: &str) -> Basis {
     let calibrated = match experiment {
-        "zhang-spec" => policy == "linux" && matches!(metric, "normalized_performance" | "unfairness"),
+        "zhang-spec" => {
+            policy == "linux" && matches!(metric, "normalized_performance" | "unfairness")
+        }
         // Tables 1 and 2 are pinned baseline placements: every quantity of them was fitted.
         "masa-placement" => true,
         _ => false,

@@ -43,9 +43,9 @@ impl Verdict {
 /// Two-sided 97.5 % quantile of Student's t for `df` degrees of freedom (1..=30; 1.96 beyond).
 fn t975(df: usize) -> f64 {
     const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
     ];
     match df {
         0 => f64::INFINITY,
@@ -102,13 +102,7 @@ impl Summary {
     /// `mean [lo, hi]` with `digits` decimals and a sign (a difference with its interval).
     pub fn show_interval(&self, digits: usize) -> String {
         let (lo, hi) = self.interval95();
-        format!(
-            "{:+.d$} [{:+.d$}, {:+.d$}]",
-            self.mean,
-            lo,
-            hi,
-            d = digits
-        )
+        format!("{:+.d$} [{:+.d$}, {:+.d$}]", self.mean, lo, hi, d = digits)
     }
 
     /// `mean ± std` with `digits` decimals (just the mean for one seed).

@@ -4,8 +4,8 @@
 //! the kernel-level bus-pair scheduler.
 
 use crate::lab::{Job, Lab, LabError, RunSpec};
-use crate::progress::Progress;
 use crate::paper;
+use crate::progress::Progress;
 use crate::result::{ours_cell, paper_cell, BarFigure, BarSeries, ExperimentResult, Table};
 use crate::summary::Verdict;
 use counterpoint_core::machine::{PickNext, Policy};

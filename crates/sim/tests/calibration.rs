@@ -69,7 +69,12 @@ fn the_fit_reads_only_calibration_targets() {
     use counterpoint_experiment::paper::{self, Use};
     let src = include_str!("../examples/calibrate.rs");
     // Only the calibration-target API of the paper module is used.
-    for forbidden in ["paper::figures", "MASA_TEST_CASES", "paper::zhang", "DI_DISTANCE"] {
+    for forbidden in [
+        "paper::figures",
+        "MASA_TEST_CASES",
+        "paper::zhang",
+        "DI_DISTANCE",
+    ] {
         assert!(!src.contains(forbidden), "calibrate.rs uses {forbidden}");
     }
     // Every literal id passed to calibration_target / target(...) is a calibration target.
@@ -106,7 +111,10 @@ fn the_fit_reads_only_calibration_targets() {
         .iter()
         .map(|t| t.value())
         .collect();
-    for f in paper::figures().into_iter().filter(|f| f.use_ == Use::Validation) {
+    for f in paper::figures()
+        .into_iter()
+        .filter(|f| f.use_ == Use::Validation)
+    {
         // Small whole numbers (swap counts) are too common as bounds to tell apart.
         let small_count = f.value.fract() == 0.0 && f.value < 100.0;
         if calibration.contains(&f.value) || small_count {

@@ -27,6 +27,9 @@ pub struct SimulateArgs {
     /// Write result.json, series.csv, bus.csv and SVG figures into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run even beyond the simulated-work budget (scenario::TASK_TICK_BUDGET task-ticks).
+    #[arg(long)]
+    force: bool,
 }
 
 /// The policies `simulate` can run: an epoch-level policy and/or a pick-next hook.
@@ -71,7 +74,12 @@ pub fn policy_for(name: &str) -> Result<PolicyChoice> {
 
 pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let catalog = Catalog::builtin();
-    let scenario = Scenario::from_file(&args.scenario, &catalog)?;
+    let limits = if args.force {
+        counterpoint_sim::scenario::Limits::unbounded()
+    } else {
+        counterpoint_sim::scenario::Limits::default()
+    };
+    let scenario = Scenario::from_file_with(&args.scenario, &catalog, limits)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let policy_name = args
         .policy

@@ -120,3 +120,67 @@ fn out_dir_gets_markdown_json_and_figures() {
     assert_eq!(json[0]["experiment"], "masa-placement");
     assert!(json[0]["paper"]["table1"]["mix_gain"].is_number());
 }
+
+#[test]
+fn too_many_seeds_are_estimated_and_refused_unless_forced() {
+    let out = counterpoint()
+        .args(["experiment", "all", "--seeds", "100000", "--out"])
+        .arg(tempfile::tempdir().expect("temp dir").path())
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("100000 seed(s) would take about"), "{err}");
+    assert!(err.contains("--force"), "{err}");
+    // Refused before any run: no report was written.
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn seeds_past_u64_max_are_refused() {
+    let out = counterpoint()
+        .args([
+            "experiment",
+            "zhang-spec",
+            "--first-seed",
+            "18446744073709551615",
+            "--seeds",
+            "2",
+        ])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("goes past the largest seed"), "{err}");
+    // One seed at u64::MAX is fine to ask for (checked, not run here: --out is unwritable).
+    let out = counterpoint()
+        .args([
+            "experiment",
+            "zhang-spec",
+            "--first-seed",
+            "18446744073709551615",
+            "--seeds",
+            "1",
+            "--out",
+            "/proc/counterpoint-no-such-dir",
+        ])
+        .output()
+        .expect("run counterpoint");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("largest seed"), "{err}");
+}
+
+#[test]
+fn an_unwritable_out_dir_fails_before_any_work() {
+    let out = counterpoint()
+        .args(["experiment", "all", "--out", "/proc/x"])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/proc/x"), "{err}");
+    assert!(err.contains("cannot create the report directory"), "{err}");
+    // No run started: nothing but the error was printed (no progress, no timing line).
+    assert!(!err.contains("runs"), "{err}");
+    assert!(out.stdout.is_empty());
+}

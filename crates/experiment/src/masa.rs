@@ -32,8 +32,11 @@ pub const PLACEMENT_DURATION_NS: u64 = 60_000_000_000;
 pub const RUN_LIMIT_NS: u64 = 200_000_000_000_000;
 /// Tick for the long runs (probes, shells): 10 ms, a tenth of the scheduler's time slice.
 pub const LONG_TICK_NS: u64 = 10_000_000;
+/// The paper's INT probe (164.gzip).
 pub const INT: &str = "gzip";
+/// The paper's FP probe (177.mesa).
 pub const FP: &str = "mesa";
+/// The paper's L2C probe (197.parser).
 pub const L2C: &str = "parser";
 /// Epoch between MASA's looks at the counters (it accumulates to its 5 s period).
 pub const EPOCH_NS: u64 = 1_000_000_000;

@@ -28,9 +28,11 @@ impl std::ops::Deref for Entry {
 pub struct ExperimentResult {
     /// The name `counterpoint experiment` takes.
     pub experiment: String,
+    /// Heading.
     pub title: String,
     /// The simulated machine(s), in words.
     pub machine: String,
+    /// Seeds run.
     pub seeds: Vec<u64>,
     /// Policy → metric (`normalized_performance`, `unfairness`, `gain`, ...) → summary with
     /// its basis (`calibrated` or `predicted`, from [`paper::basis`]).
@@ -40,6 +42,7 @@ pub struct ExperimentResult {
     /// Tables for the report (ours vs paper).
     pub tables: Vec<Table>,
     #[serde(skip)]
+    /// Bar charts (not in the JSON).
     pub figures: Vec<BarFigure>,
     /// Where the result differs from the paper and why; what it shows.
     pub findings: Vec<String>,
@@ -203,16 +206,22 @@ impl Table {
 pub struct BarFigure {
     /// File name inside the report directory (`*.svg`).
     pub file: String,
+    /// Caption.
     pub title: String,
+    /// Y axis label.
     pub y_label: String,
+    /// One group of bars per category.
     pub categories: Vec<String>,
+    /// One bar per series in each group.
     pub series: Vec<BarSeries>,
 }
 
 /// One bar per category.
 #[derive(Clone, Debug)]
 pub struct BarSeries {
+    /// Legend entry.
     pub name: String,
+    /// Per category; `None` = no bar.
     pub values: Vec<Option<f64>>,
     /// Error bar half-length (std over seeds).
     pub errors: Vec<Option<f64>>,

@@ -105,14 +105,23 @@ enum State {
 /// Cumulative per-task counters (f64 where a tick retires fractions).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Counters {
+    /// Core cycles the task ran.
     pub cycles: f64,
+    /// Instructions retired.
     pub instructions: f64,
+    /// LLC references.
     pub llc_references: f64,
+    /// LLC misses.
     pub llc_misses: f64,
+    /// Memory-bus transactions (one per LLC miss: a line fill).
     pub mem_transactions: f64,
+    /// Floating-point operations retired.
     pub fp_ops: f64,
+    /// Time on a CPU.
     pub task_clock_ns: u64,
+    /// Involuntary context switches (slice expiries with others waiting).
     pub context_switches: u64,
+    /// Moves to another CPU.
     pub migrations: u64,
     /// Programs (or requests) completed.
     pub completions: u64,
@@ -429,15 +438,19 @@ impl Simulation {
         (ms * 1e6).round().max(self.tick_ns as f64) as u64
     }
 
+    /// Simulated time since the start.
     pub fn now_ns(&self) -> u64 {
         self.now_ns
     }
+    /// Length of one tick.
     pub fn tick_ns(&self) -> u64 {
         self.tick_ns
     }
+    /// The machine being simulated.
     pub fn spec(&self) -> &MachineSpec {
         &self.spec
     }
+    /// Number of tasks (ids are 0..count).
     pub fn task_count(&self) -> usize {
         self.tasks.len()
     }
@@ -449,9 +462,11 @@ impl Simulation {
     pub fn finish_ns(&self, i: usize) -> Option<u64> {
         self.tasks.get(i).and_then(|t| t.finish_ns)
     }
+    /// Display label of task `i` (its program, shell or server).
     pub fn task_label(&self, i: usize) -> Option<&str> {
         self.tasks.get(i).map(|t| t.label.as_str())
     }
+    /// Name of task `i` as the scenario gave it.
     pub fn task_name(&self, i: usize) -> Option<&str> {
         self.tasks.get(i).map(|t| t.name.as_str())
     }

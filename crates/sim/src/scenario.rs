@@ -43,7 +43,9 @@ impl Workload {
 /// One task of a scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskSpec {
+    /// Task name (unique within the scenario when `count` > 1: `name#k`).
     pub name: String,
+    /// What the task runs.
     pub workload: Workload,
     /// Initial affinity; `None` = every CPU.
     pub affinity: Option<CpuSet>,
@@ -56,16 +58,23 @@ pub struct TaskSpec {
 /// A resolved scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
+    /// Scenario name.
     pub name: String,
+    /// The machine, resolved from the catalog.
     pub machine: MachineSpec,
+    /// Baseline scheduler parameters.
     pub sched: SchedParams,
+    /// Simulation tick.
     pub tick_us: u64,
+    /// Simulated duration.
     pub duration_ms: u64,
     /// Interval between policy decisions and time-series points.
     pub epoch_ms: u64,
+    /// Seed for every random choice (arrivals, jitter, request streams).
     pub seed: u64,
     /// Policy named by the scenario (`linux` = baseline).
     pub policy: String,
+    /// Tasks, in id order.
     pub tasks: Vec<TaskSpec>,
 }
 
@@ -115,6 +124,7 @@ pub struct ScenarioError {
     pub column: usize,
     /// Field path, e.g. `task[2].cpus` (`<document>` when unknown).
     pub path: String,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -567,26 +577,32 @@ pub struct ScenarioBuilder {
 }
 
 impl ScenarioBuilder {
+    /// Set the scenario name.
     pub fn name(mut self, name: &str) -> Self {
         self.scenario.name = name.into();
         self
     }
+    /// Set the simulated duration.
     pub fn duration_ms(mut self, ms: u64) -> Self {
         self.scenario.duration_ms = ms;
         self
     }
+    /// Set the interval between policy decisions.
     pub fn epoch_ms(mut self, ms: u64) -> Self {
         self.scenario.epoch_ms = ms;
         self
     }
+    /// Set the simulation tick.
     pub fn tick_us(mut self, us: u64) -> Self {
         self.scenario.tick_us = us;
         self
     }
+    /// Set the seed.
     pub fn seed(mut self, seed: u64) -> Self {
         self.scenario.seed = seed;
         self
     }
+    /// Set the baseline scheduler's parameters.
     pub fn sched(mut self, sched: SchedParams) -> Self {
         self.scenario.sched = sched;
         self
@@ -614,6 +630,7 @@ impl ScenarioBuilder {
         self.scenario.tasks.push(spec);
         self
     }
+    /// The scenario.
     pub fn build(self) -> Scenario {
         self.scenario
     }

@@ -40,6 +40,10 @@ impl Verdict {
     }
 }
 
+/// Differences smaller than this are below the reports' last digit (0.001 of NP, 0.1 % of a
+/// gain) and never count as a gain or a loss.
+pub const RESOLUTION: f64 = 5e-4;
+
 /// Two-sided 97.5 % quantile of Student's t for `df` degrees of freedom (1..=30; 1.96 beyond).
 fn t975(df: usize) -> f64 {
     const T: [f64; 30] = [
@@ -87,12 +91,13 @@ impl Summary {
     }
 
     /// Gain, loss, or no measurable gain: whether the 95 % interval of this difference
-    /// excludes zero.
+    /// excludes zero, by more than [`RESOLUTION`] (a deterministic difference of 1e-6 is not a
+    /// gain the reports could show).
     pub fn verdict(&self) -> Verdict {
         let (lo, hi) = self.interval95();
-        if lo > 0.0 {
+        if lo > RESOLUTION {
             Verdict::Gain
-        } else if hi < 0.0 {
+        } else if hi < -RESOLUTION {
             Verdict::Loss
         } else {
             Verdict::NoMeasurableGain
@@ -145,6 +150,9 @@ mod tests {
         let e = Summary::of(&[0.0, 0.0]).unwrap();
         assert_eq!(e.verdict(), Verdict::NoMeasurableGain);
         assert_eq!(Summary::of(&[0.1]).unwrap().verdict(), Verdict::Gain);
+        // A deterministic difference below the resolution is no gain and no loss.
+        let tiny = Summary::of(&[-1e-6, -1e-6]).unwrap();
+        assert_eq!(tiny.verdict(), Verdict::NoMeasurableGain);
         // Two seeds with spread: the t quantile is wide.
         let two = Summary::of(&[0.01, 0.03]).unwrap();
         let (lo, hi) = two.interval95();

@@ -446,7 +446,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
             }
         };
         findings.push(format!(
-            "paper ordering {hi} vs {lo}: published NP difference {published_diff:+.3}, ours              {} (paired by seed, 95 % CI) — {verdict}",
+            "paper ordering {hi} vs {lo}: published NP difference {published_diff:+.3}, ours {} (paired by seed, 95 % CI) — {verdict}",
             d.show_interval(3)
         ));
     }
@@ -469,7 +469,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
                 _ => "the kernel-level form has no measurable gain to keep".to_string(),
             };
             findings.push(format!(
-                "{p} at slice jitter {jitter}: gain over linux kernel level {}, user space                  (affinity) {}; {kept}",
+                "{p} at slice jitter {jitter}: gain over linux kernel level {}, user space (affinity) {}; {kept}",
                 k.show_interval(3),
                 u.show_interval(3)
             ));
@@ -483,7 +483,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
     if let Some(&(_, full)) = share_gain.last() {
         if full.verdict() != Verdict::Gain {
             findings.push(format!(
-                "counter-collection share: the full-share NP gain ({}) is not measurable, so no                  share threshold can be read (paper: about {:.0}%)",
+                "counter-collection share: the full-share NP gain ({}) is not measurable, so no share threshold can be read (paper: about {:.0}%)",
                 full.show_interval(3),
                 paper_share * 100.0
             ));
@@ -494,7 +494,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
                 .map(|(s, _)| format!("{:.0}%", s * 100.0))
                 .unwrap_or_else(|| "100%".into());
             findings.push(format!(
-                "counter-collection share reaching 90% of the full-share NP gain: {enough}                  (paper: about {:.0}%)",
+                "counter-collection share reaching 90% of the full-share NP gain: {enough} (paper: about {:.0}%)",
                 paper_share * 100.0
             ));
         }

@@ -36,15 +36,16 @@ impl Progress for CountProgress {
     }
 }
 
-/// Wall-clock seconds one seed of each experiment takes with a release build on a 2-vCPU
-/// machine (measured with `counterpoint experiment NAME --seeds 5`, divided by 5; see
-/// docs/experiments.md). Used to estimate a run's cost before it starts.
+/// Seconds one seed of each experiment takes with a release build on an otherwise idle 2-vCPU
+/// machine: CPU (user) time of `counterpoint experiment all --seeds 5` split by experiment, over
+/// 5 seeds and 2 vCPUs (docs/experiments.md, "Run time"). A loaded machine takes longer; the
+/// estimate is for refusing runaway requests before they start, not a promise.
 pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
-    ("zhang-spec", 1.6),
-    ("zhang-server", 0.6),
-    ("masa-placement", 0.4),
-    ("masa-testcases", 8.0),
-    ("di-vs-oracle", 9.0),
+    ("zhang-spec", 2.5),
+    ("zhang-server", 0.8),
+    ("masa-placement", 0.3),
+    ("masa-testcases", 2.5),
+    ("di-vs-oracle", 2.0),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

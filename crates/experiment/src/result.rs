@@ -39,6 +39,9 @@ pub struct ExperimentResult {
     pub policies: BTreeMap<String, BTreeMap<String, Entry>>,
     /// The paper's numbers, same shape as `policies` (absent where the paper gives none).
     pub paper: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Same shape as `paper`: whether each published figure was a calibration target of the
+    /// fit (`calibrated`) or is only compared with (`predicted`).
+    pub paper_basis: BTreeMap<String, BTreeMap<String, Basis>>,
     /// Tables for the report (ours vs paper).
     pub tables: Vec<Table>,
     #[serde(skip)]
@@ -58,6 +61,7 @@ impl ExperimentResult {
             seeds: seeds.to_vec(),
             policies: BTreeMap::new(),
             paper: BTreeMap::new(),
+            paper_basis: BTreeMap::new(),
             tables: Vec::new(),
             figures: Vec::new(),
             findings: Vec::new(),
@@ -85,6 +89,11 @@ impl ExperimentResult {
 
     /// Record the paper's value of `policy`'s `metric`.
     pub fn put_paper(&mut self, policy: &str, metric: &str, value: f64) {
+        let basis = paper::basis(&self.experiment, policy, metric);
+        self.paper_basis
+            .entry(policy.to_string())
+            .or_default()
+            .insert(metric.to_string(), basis);
         self.paper
             .entry(policy.to_string())
             .or_default()
@@ -286,5 +295,9 @@ mod tests {
             j["policies"]["bus-pair"]["normalized_performance"]["basis"],
             "predicted"
         );
+        z.put_paper("linux", "unfairness", 0.178);
+        let j = serde_json::to_value(&z).unwrap();
+        assert_eq!(j["paper"]["linux"]["unfairness"], 0.178);
+        assert_eq!(j["paper_basis"]["linux"]["unfairness"], "calibrated");
     }
 }

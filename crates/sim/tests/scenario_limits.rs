@@ -73,6 +73,11 @@ fn a_huge_count_is_refused_with_the_field_named() {
     assert_eq!(e.path, "task[0].count", "{e}");
     assert_eq!(e.line, 7, "{e}");
     assert!(e.message.contains(&MAX_TASKS.to_string()), "{e}");
+    // Written as a float (`4e9`, as in the issue) it is a type error at the same field.
+    let e = load(&doc("duration_ms = 100", "count = 4e9")).unwrap_err();
+    assert_eq!((e.path.as_str(), e.line), ("task[0].count", 7), "{e}");
+    let e = load(&doc("duration_ms = 1e15", "")).unwrap_err();
+    assert_eq!(e.path, "duration_ms", "{e}");
     // Beyond u64 is a TOML type error at the same field, not a panic.
     let e = load(&doc("duration_ms = 100", "count = 99999999999999999999")).unwrap_err();
     assert_eq!(e.path, "task[0].count", "{e}");

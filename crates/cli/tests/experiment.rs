@@ -184,3 +184,20 @@ fn an_unwritable_out_dir_fails_before_any_work() {
     assert!(!err.contains("runs"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn a_closed_output_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut child = counterpoint()
+        .args(["experiment", "masa-placement", "--seeds", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run counterpoint");
+    // The reader goes away before anything is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(!err.contains("panicked"), "{err}");
+}

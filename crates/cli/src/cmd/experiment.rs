@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use counterpoint_experiment::{self as experiment, Progress};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -180,27 +180,40 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             elapsed.as_secs_f64()
         );
     }
+    let mut text = String::new();
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&experiment::to_json(&results))?
-        );
+        text = serde_json::to_string_pretty(&experiment::to_json(&results))?;
+        text.push('\n');
     } else if out_dir.is_none() || args.name != "all" {
         for r in &results {
-            println!("== {} ({})", r.title, r.experiment);
-            println!("machine: {}; seeds: {}", r.machine, r.seeds.len());
+            text.push_str(&format!("== {} ({})\n", r.title, r.experiment));
+            text.push_str(&format!(
+                "machine: {}; seeds: {}\n",
+                r.machine,
+                r.seeds.len()
+            ));
             for t in &r.tables {
-                println!();
-                print!("{}", t.text());
+                text.push('\n');
+                text.push_str(&t.text());
             }
             if !r.findings.is_empty() {
-                println!();
+                text.push('\n');
                 for f in &r.findings {
-                    println!("- {f}");
+                    text.push_str(&format!("- {f}\n"));
                 }
             }
-            println!();
+            text.push('\n');
         }
+    }
+    if !text.is_empty() {
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            // A reader that went away (`| head`) ends the command quietly.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            r => r.context("writing the results to stdout")?,
+        }
+    }
+    if !args.json && (out_dir.is_none() || args.name != "all") {
         eprintln!("counterpoint: {:.1} s", elapsed.as_secs_f64());
     }
     Ok(ExitCode::SUCCESS)

@@ -134,6 +134,14 @@ fn too_many_seeds_are_estimated_and_refused_unless_forced() {
     assert!(err.contains("--force"), "{err}");
     // Refused before any run: no report was written.
     assert!(out.stdout.is_empty());
+    // Refused before the seed list is built (4e9 seeds would be 32 GB).
+    let out = counterpoint()
+        .args(["experiment", "zhang-spec", "--seeds", "4000000000"])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("4000000000 seed(s) would take about"), "{err}");
 }
 
 #[test]

@@ -101,19 +101,20 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
                 u64::MAX
             )
         })?;
-    let seeds: Vec<u64> = (args.first_seed..=last).collect();
+    // Estimated before the seed list exists: `--seeds 4000000000` must not allocate first.
     let estimate_s =
-        experiment::progress::estimate_seconds(&args.name, seeds.len() as u64).unwrap_or(0.0);
+        experiment::progress::estimate_seconds(&args.name, u64::from(args.seeds)).unwrap_or(0.0);
     if estimate_s > experiment::progress::BUDGET_SECONDS && !args.force {
         bail!(
             "experiment {} over {} seed(s) would take about {} on 2 vCPUs, beyond the budget of \
              {}; use fewer --seeds or pass --force",
             args.name,
-            seeds.len(),
+            args.seeds,
             human_time(estimate_s),
             human_time(experiment::progress::BUDGET_SECONDS)
         );
     }
+    let seeds: Vec<u64> = (args.first_seed..=last).collect();
     let out_dir = match (&args.out, args.name.as_str()) {
         (Some(d), _) => Some(d.clone()),
         (None, "all") => Some(PathBuf::from("report")),

@@ -65,8 +65,10 @@ fn zhang_spec_json_has_ours_beside_the_paper() {
         "linux",
         "ipc-pair",
         "bus-pair",
-        "ipc-pair-user",
-        "bus-pair-user",
+        "ipc-pair-affinity",
+        "bus-pair-affinity",
+        "bus-pair jitter=0.05",
+        "linux jitter=0.1",
     ] {
         let v = np(p).unwrap_or_else(|| panic!("{p} has no NP"));
         assert!(v > 0.0 && v <= 1.05, "{p}: NP {v}");
@@ -75,6 +77,17 @@ fn zhang_spec_json_has_ours_beside_the_paper() {
     assert_eq!(spec["paper"]["bus-pair"]["normalized_performance"], 0.883);
     assert_eq!(spec["paper"]["linux"]["unfairness"], 0.178);
     assert_eq!(spec["policies"]["linux"]["normalized_performance"]["n"], 1);
+    // Every entry says whether it was fitted or predicted; only the jitter-0 baseline was fitted.
+    let basis = |p: &str| spec["policies"][p]["normalized_performance"]["basis"].clone();
+    assert_eq!(basis("linux"), "calibrated");
+    assert_eq!(basis("linux jitter=0.1"), "predicted");
+    assert_eq!(basis("bus-pair"), "predicted");
+    for (p, metrics) in spec["policies"].as_object().expect("policies object") {
+        for (m, e) in metrics.as_object().expect("metrics object") {
+            let b = e["basis"].as_str().unwrap_or("");
+            assert!(b == "calibrated" || b == "predicted", "{p} {m}: {b}");
+        }
+    }
     // The seed paper's result: bus pairing beats the default scheduler on both metrics.
     assert!(np("bus-pair") > np("linux"));
     assert!(unf("bus-pair") < unf("linux"));
@@ -106,4 +119,93 @@ fn out_dir_gets_markdown_json_and_figures() {
     .expect("valid JSON");
     assert_eq!(json[0]["experiment"], "masa-placement");
     assert!(json[0]["paper"]["table1"]["mix_gain"].is_number());
+}
+
+#[test]
+fn too_many_seeds_are_estimated_and_refused_unless_forced() {
+    let out = counterpoint()
+        .args(["experiment", "all", "--seeds", "100000", "--out"])
+        .arg(tempfile::tempdir().expect("temp dir").path())
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("100000 seed(s) would take about"), "{err}");
+    assert!(err.contains("--force"), "{err}");
+    // Refused before any run: no report was written.
+    assert!(out.stdout.is_empty());
+    // Refused before the seed list is built (4e9 seeds would be 32 GB).
+    let out = counterpoint()
+        .args(["experiment", "zhang-spec", "--seeds", "4000000000"])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("4000000000 seed(s) would take about"), "{err}");
+}
+
+#[test]
+fn seeds_past_u64_max_are_refused() {
+    let out = counterpoint()
+        .args([
+            "experiment",
+            "zhang-spec",
+            "--first-seed",
+            "18446744073709551615",
+            "--seeds",
+            "2",
+        ])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("goes past the largest seed"), "{err}");
+    // One seed at u64::MAX is fine to ask for (checked, not run here: --out is unwritable).
+    let out = counterpoint()
+        .args([
+            "experiment",
+            "zhang-spec",
+            "--first-seed",
+            "18446744073709551615",
+            "--seeds",
+            "1",
+            "--out",
+            "/proc/counterpoint-no-such-dir",
+        ])
+        .output()
+        .expect("run counterpoint");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("largest seed"), "{err}");
+}
+
+#[test]
+fn an_unwritable_out_dir_fails_before_any_work() {
+    let out = counterpoint()
+        .args(["experiment", "all", "--out", "/proc/x"])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/proc/x"), "{err}");
+    assert!(err.contains("cannot create the report directory"), "{err}");
+    // No run started: nothing but the error was printed (no progress, no timing line).
+    assert!(!err.contains("runs"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_closed_output_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut child = counterpoint()
+        .args(["experiment", "masa-placement", "--seeds", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run counterpoint");
+    // The reader goes away before anything is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(!err.contains("panicked"), "{err}");
 }

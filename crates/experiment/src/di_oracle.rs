@@ -320,6 +320,23 @@ pub fn run(
             r.put(&key(p), "normalized_performance", &nps);
             let d = r.put(&key(p), "distance_from_oracle_pct", &dist);
             row.push(ours_cell(d, 2));
+            // DI's claim judged per machine shape, on the 95 % interval over the mixes.
+            if let (true, Some(d)) = (*p == "di", d) {
+                let bound = crate::paper::DI_DISTANCE_FROM_ORACLE_PCT;
+                let (lo, hi) = d.interval95();
+                let verdict = if hi <= bound {
+                    "reproduced"
+                } else if lo > bound {
+                    "not reproduced"
+                } else {
+                    "not decided (the interval straddles the bound)"
+                };
+                r.findings.push(format!(
+                    "di on {}: {:.2}% [95 % CI {lo:.2}, {hi:.2}] from the oracle (paper: within \
+                     {bound}%) — {verdict}",
+                    s.label, d.mean
+                ));
+            }
         }
         row.push(
             mine.first()
@@ -349,13 +366,16 @@ pub fn run(
         r.findings.insert(
             0,
             format!(
-                "di over all mixes: {:.2}% ± {:.2}% from the oracle (paper: within 2%) — {}",
+                "di over all mixes: {:.2}% ± {:.2}% from the oracle (paper: within 2%) — {} \
+                 (the verdicts per machine shape below are the ones that count)",
                 d.mean,
                 d.std,
-                if d.mean <= 2.0 {
-                    "reproduced"
+                if d.interval95().1 <= 2.0 {
+                    "reproduced on average"
+                } else if d.interval95().0 > 2.0 {
+                    "not reproduced on average"
                 } else {
-                    "NOT within 2%"
+                    "not decided on average"
                 }
             ),
         );

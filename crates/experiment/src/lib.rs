@@ -36,6 +36,7 @@ pub mod di_oracle;
 pub mod lab;
 #[allow(missing_docs)] // documented by its owner
 pub mod masa;
+pub mod paper;
 pub mod progress;
 #[allow(missing_docs)] // documented by its owner
 pub mod report;

@@ -21,9 +21,9 @@ impl Progress for NoProgress {
 /// Counts planned and finished runs (for tests and summaries).
 #[derive(Default)]
 pub struct CountProgress {
-    /// Runs announced.
+    /// Runs planned so far.
     pub total: AtomicU64,
-    /// Runs finished.
+    /// Runs finished so far.
     pub finished: AtomicU64,
 }
 
@@ -33,5 +33,49 @@ impl Progress for CountProgress {
     }
     fn done(&self, _label: &str) {
         self.finished.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Seconds one seed of each experiment takes with a release build on an otherwise idle 2-vCPU
+/// machine: CPU (user) time of `counterpoint experiment all --seeds 5` split by experiment, over
+/// 5 seeds and 2 vCPUs (docs/experiments.md, "Run time"). A loaded machine takes longer; the
+/// estimate is for refusing runaway requests before they start, not a promise.
+pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
+    ("zhang-spec", 2.5),
+    ("zhang-server", 0.8),
+    ("masa-placement", 0.3),
+    ("masa-testcases", 2.5),
+    ("di-vs-oracle", 2.0),
+];
+
+/// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.
+pub const BUDGET_SECONDS: f64 = 1800.0;
+
+/// Estimated wall-clock seconds of experiment `name` (or `all`) over `seeds` seeds on a
+/// 2-vCPU machine; `None` for an unknown name.
+pub fn estimate_seconds(name: &str, seeds: u64) -> Option<f64> {
+    let per_seed = if name == "all" {
+        SECONDS_PER_SEED.iter().map(|(_, s)| s).sum()
+    } else {
+        SECONDS_PER_SEED.iter().find(|(n, _)| *n == name)?.1
+    };
+    Some(per_seed * seeds as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimates_scale_with_seeds_and_cover_every_experiment() {
+        for (name, _) in crate::EXPERIMENTS {
+            assert!(estimate_seconds(name, 1).is_some(), "{name}");
+        }
+        let one = estimate_seconds("all", 1).unwrap();
+        assert!((estimate_seconds("all", 100_000).unwrap() - one * 1e5).abs() < 1e-6);
+        // 100000 seeds are far beyond the budget; the default 5 are well within it.
+        assert!(estimate_seconds("all", 100_000).unwrap() > BUDGET_SECONDS);
+        assert!(estimate_seconds("all", 5).unwrap() < BUDGET_SECONDS);
+        assert_eq!(estimate_seconds("nope", 1), None);
     }
 }

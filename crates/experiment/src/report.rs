@@ -9,13 +9,23 @@ use std::path::{Path, PathBuf};
 /// Why the report could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// A file could not be written.
     #[error("cannot write {}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The OS error.
         source: std::io::Error,
     },
+    /// A figure could not be drawn.
     #[error("cannot draw {path}: {message}")]
-    Plot { path: PathBuf, message: String },
+    Plot {
+        /// The SVG file.
+        path: PathBuf,
+        /// What plotters said.
+        message: String,
+    },
+    /// The results could not be encoded.
     #[error("cannot encode JSON: {0}")]
     Json(#[from] serde_json::Error),
 }

@@ -1,32 +1,58 @@
 //! What an experiment produces: per-policy summaries over seeds beside the paper's numbers,
 //! tables for the report, figure data, and the findings (where and why we differ).
 
+use crate::paper::{self, Basis};
 use crate::summary::Summary;
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// One reported quantity: its summary over seeds and whether it was fitted or predicted.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Entry {
+    /// Mean, spread and range over seeds.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// `calibrated` (a calibration target of the fit) or `predicted`.
+    pub basis: Basis,
+}
+
+impl std::ops::Deref for Entry {
+    type Target = Summary;
+    fn deref(&self) -> &Summary {
+        &self.summary
+    }
+}
 
 /// One experiment's outcome.
 #[derive(Clone, Debug, Serialize)]
 pub struct ExperimentResult {
     /// The name `counterpoint experiment` takes.
     pub experiment: String,
+    /// Heading.
     pub title: String,
     /// The simulated machine(s), in words.
     pub machine: String,
+    /// Seeds run.
     pub seeds: Vec<u64>,
-    /// Policy → metric (`normalized_performance`, `unfairness`, `gain`, ...) → summary.
-    pub policies: BTreeMap<String, BTreeMap<String, Summary>>,
+    /// Policy → metric (`normalized_performance`, `unfairness`, `gain`, ...) → summary with
+    /// its basis (`calibrated` or `predicted`, from [`paper::basis`]).
+    pub policies: BTreeMap<String, BTreeMap<String, Entry>>,
     /// The paper's numbers, same shape as `policies` (absent where the paper gives none).
     pub paper: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Same shape as `paper`: whether each published figure was a calibration target of the
+    /// fit (`calibrated`) or is only compared with (`predicted`).
+    pub paper_basis: BTreeMap<String, BTreeMap<String, Basis>>,
     /// Tables for the report (ours vs paper).
     pub tables: Vec<Table>,
     #[serde(skip)]
+    /// Bar charts (not in the JSON).
     pub figures: Vec<BarFigure>,
     /// Where the result differs from the paper and why; what it shows.
     pub findings: Vec<String>,
 }
 
 impl ExperimentResult {
+    /// An empty result for `experiment` over `seeds`.
     pub fn new(experiment: &str, title: &str, machine: &str, seeds: &[u64]) -> Self {
         Self {
             experiment: experiment.to_string(),
@@ -35,6 +61,7 @@ impl ExperimentResult {
             seeds: seeds.to_vec(),
             policies: BTreeMap::new(),
             paper: BTreeMap::new(),
+            paper_basis: BTreeMap::new(),
             tables: Vec::new(),
             figures: Vec::new(),
             findings: Vec::new(),
@@ -44,64 +71,115 @@ impl ExperimentResult {
     /// Record one metric of one policy over seeds (skipped if it has no finite value).
     pub fn put(&mut self, policy: &str, metric: &str, values: &[f64]) -> Option<Summary> {
         let s = Summary::of(values)?;
+        let basis = paper::basis(&self.experiment, policy, metric);
         self.policies
             .entry(policy.to_string())
             .or_default()
-            .insert(metric.to_string(), s);
+            .insert(metric.to_string(), Entry { summary: s, basis });
         Some(s)
     }
 
+    /// Whether `policy`'s `metric` was fitted or predicted (predicted if never recorded).
+    pub fn basis(&self, policy: &str, metric: &str) -> Basis {
+        self.policies
+            .get(policy)
+            .and_then(|m| m.get(metric))
+            .map_or(Basis::Predicted, |e| e.basis)
+    }
+
+    /// Record the paper's value of `policy`'s `metric`.
     pub fn put_paper(&mut self, policy: &str, metric: &str, value: f64) {
+        let basis = paper::basis(&self.experiment, policy, metric);
+        self.paper_basis
+            .entry(policy.to_string())
+            .or_default()
+            .insert(metric.to_string(), basis);
         self.paper
             .entry(policy.to_string())
             .or_default()
             .insert(metric.to_string(), value);
     }
 
+    /// Our summary of `policy`'s `metric`.
     pub fn get(&self, policy: &str, metric: &str) -> Option<Summary> {
-        self.policies.get(policy)?.get(metric).copied()
+        self.policies.get(policy)?.get(metric).map(|e| e.summary)
     }
 
+    /// The paper's value of `policy`'s `metric`, if it gives one.
     pub fn paper_value(&self, policy: &str, metric: &str) -> Option<f64> {
         self.paper.get(policy)?.get(metric).copied()
     }
 }
 
-/// A Markdown table.
+/// A Markdown table. Every row carries its basis (`calibrated` or `predicted`), shown as the
+/// last column.
 #[derive(Clone, Debug, Serialize)]
 pub struct Table {
+    /// Caption.
     pub title: String,
+    /// Column headers (without the basis column).
     pub columns: Vec<String>,
+    /// Cells, row by row.
     pub rows: Vec<Vec<String>>,
+    /// Per row: fitted or predicted.
+    pub basis: Vec<Basis>,
 }
 
 impl Table {
+    /// An empty table.
     pub fn new(title: &str, columns: &[&str]) -> Self {
         Self {
             title: title.to_string(),
             columns: columns.iter().map(|c| c.to_string()).collect(),
             rows: Vec::new(),
+            basis: Vec::new(),
         }
     }
+    /// Add a row of predicted quantities (anything a policy produces).
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.row_with(Basis::Predicted, cells);
     }
+    /// Add a row with an explicit basis.
+    pub fn row_with(&mut self, basis: Basis, cells: Vec<String>) {
+        self.rows.push(cells);
+        self.basis.push(basis);
+    }
+    /// Columns and cells with the basis column appended.
+    fn full(&self) -> (Vec<String>, Vec<Vec<String>>) {
+        let mut cols = self.columns.clone();
+        cols.push("basis".into());
+        let rows = self
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let mut r = r.clone();
+                let b = self.basis.get(i).copied().unwrap_or(Basis::Predicted);
+                r.push(b.label().to_string());
+                r
+            })
+            .collect();
+        (cols, rows)
+    }
+    /// The table in Markdown.
     pub fn markdown(&self) -> String {
+        let (columns, rows) = self.full();
         let mut out = format!("**{}**\n\n", self.title);
-        out.push_str(&format!("| {} |\n", self.columns.join(" | ")));
+        out.push_str(&format!("| {} |\n", columns.join(" | ")));
         out.push_str(&format!(
             "|{}\n",
-            self.columns.iter().map(|_| "---|").collect::<String>()
+            columns.iter().map(|_| "---|").collect::<String>()
         ));
-        for r in &self.rows {
+        for r in &rows {
             out.push_str(&format!("| {} |\n", r.join(" | ")));
         }
         out
     }
     /// Plain text for the terminal: columns padded to width.
     pub fn text(&self) -> String {
-        let mut widths: Vec<usize> = self.columns.iter().map(|c| c.chars().count()).collect();
-        for r in &self.rows {
+        let (columns, rows) = self.full();
+        let mut widths: Vec<usize> = columns.iter().map(|c| c.chars().count()).collect();
+        for r in &rows {
             for (i, c) in r.iter().enumerate() {
                 if i < widths.len() {
                     widths[i] = widths[i].max(c.chars().count());
@@ -122,9 +200,9 @@ impl Table {
                 .to_string()
         };
         let mut out = format!("{}\n", self.title);
-        out.push_str(&line(&self.columns));
+        out.push_str(&line(&columns));
         out.push('\n');
-        for r in &self.rows {
+        for r in &rows {
             out.push_str(&line(r));
             out.push('\n');
         }
@@ -137,16 +215,22 @@ impl Table {
 pub struct BarFigure {
     /// File name inside the report directory (`*.svg`).
     pub file: String,
+    /// Caption.
     pub title: String,
+    /// Y axis label.
     pub y_label: String,
+    /// One group of bars per category.
     pub categories: Vec<String>,
+    /// One bar per series in each group.
     pub series: Vec<BarSeries>,
 }
 
 /// One bar per category.
 #[derive(Clone, Debug)]
 pub struct BarSeries {
+    /// Legend entry.
     pub name: String,
+    /// Per category; `None` = no bar.
     pub values: Vec<Option<f64>>,
     /// Error bar half-length (std over seeds).
     pub errors: Vec<Option<f64>>,
@@ -178,9 +262,13 @@ mod tests {
         t.row(vec!["linux".into(), "0.818".into()]);
         assert_eq!(
             t.markdown(),
-            "**T**\n\n| policy | NP |\n|---|---|\n| linux | 0.818 |\n"
+            "**T**\n\n| policy | NP | basis |\n|---|---|---|\n| linux | 0.818 | predicted |\n"
         );
-        assert_eq!(t.text(), "T\npolicy  NP\nlinux   0.818\n");
+        t.row_with(Basis::Calibrated, vec!["x".into(), "1".into()]);
+        assert_eq!(
+            t.text(),
+            "T\npolicy  NP     basis\nlinux   0.818  predicted\nx       1      calibrated\n"
+        );
     }
 
     #[test]
@@ -194,5 +282,22 @@ mod tests {
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["paper"]["linux"]["np"], 0.818);
         assert_eq!(j["policies"]["linux"]["np"]["n"], 2);
+        assert_eq!(j["policies"]["linux"]["np"]["basis"], "predicted");
+        let mut z = ExperimentResult::new("zhang-spec", "Z", "m", &[1]);
+        z.put("linux", "normalized_performance", &[0.8]);
+        z.put("bus-pair", "normalized_performance", &[0.9]);
+        let j = serde_json::to_value(&z).unwrap();
+        assert_eq!(
+            j["policies"]["linux"]["normalized_performance"]["basis"],
+            "calibrated"
+        );
+        assert_eq!(
+            j["policies"]["bus-pair"]["normalized_performance"]["basis"],
+            "predicted"
+        );
+        z.put_paper("linux", "unfairness", 0.178);
+        let j = serde_json::to_value(&z).unwrap();
+        assert_eq!(j["paper"]["linux"]["unfairness"], 0.178);
+        assert_eq!(j["paper_basis"]["linux"]["unfairness"], "calibrated");
     }
 }

@@ -4,8 +4,10 @@
 //! the kernel-level bus-pair scheduler.
 
 use crate::lab::{Job, Lab, LabError, RunSpec};
+use crate::paper;
 use crate::progress::Progress;
 use crate::result::{ours_cell, paper_cell, BarFigure, BarSeries, ExperimentResult, Table};
+use crate::summary::Verdict;
 use counterpoint_core::machine::{PickNext, Policy};
 use counterpoint_policy::{ComplementPick, Linux, LinuxPick, Multiplexed, PairingPolicy};
 use rayon::prelude::*;
@@ -13,48 +15,40 @@ use rayon::prelude::*;
 /// One of the two Zhang workloads.
 #[derive(Clone, Debug)]
 pub struct ZhangSetup {
+    /// The name `counterpoint experiment` takes.
     pub experiment: &'static str,
+    /// Report heading.
     pub title: &'static str,
-    /// Catalog scenario.
-    pub scenario: &'static str,
+    /// Catalog scenario per baseline slice jitter (the first is jitter 0, the paper's setting).
+    pub scenarios: &'static [(f64, &'static str)],
+    /// The machine, in words.
     pub machine: &'static str,
-    /// (policy, normalized performance, unfairness) as published.
-    pub paper: [(&'static str, f64, f64); 3],
-    /// Counter-collection share the paper found sufficient.
-    pub paper_share: f64,
+    /// Interval between the user-space policies' decisions.
     pub epoch_ns: u64,
 }
 
+/// Zhang et al.'s SPEC mix, at the baseline's slice jitter 0 (the calibrated setting), 0.05
+/// and 0.1.
 pub const SPEC: ZhangSetup = ZhangSetup {
     experiment: "zhang-spec",
     title: "Zhang et al.: SPEC-CPU2000 mix on a 2-CPU bus-sharing SMP",
-    scenario: "zhang-spec",
-    machine: "2-CPU SMP, one shared memory bus (catalog scenario `zhang-spec`)",
-    paper: [
-        ("linux", 0.818, 0.178),
-        ("ipc-pair", 0.829, 0.164),
-        ("bus-pair", 0.883, 0.074),
+    scenarios: &[
+        (0.0, "zhang-spec"),
+        (0.05, "zhang-spec-jitter05"),
+        (0.1, "zhang-spec-jitter10"),
     ],
-    paper_share: 0.05,
+    machine: "2-CPU SMP, one shared memory bus (catalog scenario `zhang-spec`)",
     epoch_ns: 100_000_000,
 };
 
+/// Zhang et al.'s web-clip + TPC-H servers.
 pub const SERVER: ZhangSetup = ZhangSetup {
     experiment: "zhang-server",
     title: "Zhang et al.: web-clip + TPC-H servers on a 2-CPU bus-sharing SMP",
-    scenario: "zhang-server",
+    scenarios: &[(0.0, "zhang-server")],
     machine: "2-CPU SMP, one shared memory bus (catalog scenario `zhang-server`)",
-    paper: [
-        ("linux", 0.894, 0.118),
-        ("ipc-pair", 0.951, 0.025),
-        ("bus-pair", 0.952, 0.024),
-    ],
-    paper_share: 0.33,
     epoch_ns: 100_000_000,
 };
-
-/// NP differences below this are reported as noise rather than as gains.
-const NOISE_NP: f64 = 0.01;
 
 /// Counter-collection shares swept for the bus-pair hook (Figures 4 and 5).
 pub const SHARES: [f64; 4] = [0.01, 0.05, 0.33, 1.0];
@@ -69,6 +63,9 @@ struct Config {
     make: Box<dyn Fn(u64) -> Pair + Sync>,
 }
 
+/// The configurations. Names follow the policy registry: `ipc-pair` / `bus-pair` are the
+/// kernel-level pick-next hooks (the paper's form), `ipc-pair-affinity` /
+/// `bus-pair-affinity` the user-space epoch forms that act by affinity only.
 fn configs() -> Vec<Config> {
     let mut v: Vec<Config> = vec![
         Config {
@@ -84,11 +81,11 @@ fn configs() -> Vec<Config> {
             make: Box::new(|_| (Box::new(Linux), Box::new(ComplementPick::bus()))),
         },
         Config {
-            key: "ipc-pair-user".into(),
+            key: "ipc-pair-affinity".into(),
             make: Box::new(|_| (Box::new(PairingPolicy::ipc()), Box::new(LinuxPick))),
         },
         Config {
-            key: "bus-pair-user".into(),
+            key: "bus-pair-affinity".into(),
             make: Box::new(|_| (Box::new(PairingPolicy::bus()), Box::new(LinuxPick))),
         },
     ];
@@ -114,65 +111,103 @@ fn share_key(share: f64) -> String {
     }
 }
 
-/// Run one Zhang experiment over `seeds`.
+/// The result key of configuration `key` at slice jitter `jitter` (jitter 0 keeps the bare
+/// name, the paper's setting).
+pub fn jitter_key(key: &str, jitter: f64) -> String {
+    if jitter == 0.0 {
+        key.to_string()
+    } else {
+        format!("{key} jitter={jitter}")
+    }
+}
+
+/// Run one Zhang experiment over `seeds`: every configuration at every jitter of the setup.
 pub fn run(
     lab: &dyn Lab,
     setup: &ZhangSetup,
     seeds: &[u64],
     progress: &dyn Progress,
 ) -> Result<ExperimentResult, LabError> {
-    let job = Job::Scenario(setup.scenario.to_string());
     let configs = configs();
-    let work: Vec<(usize, u64)> = (0..configs.len())
-        .flat_map(|c| seeds.iter().map(move |s| (c, *s)))
+    let work: Vec<(usize, usize, u64)> = (0..setup.scenarios.len())
+        .flat_map(|j| (0..configs.len()).flat_map(move |c| seeds.iter().map(move |s| (j, c, *s))))
         .collect();
     progress.add_total(work.len() as u64);
-    let outcomes: Vec<(usize, u64, (f64, f64))> = work
+    let outcomes: Vec<(usize, usize, u64, (f64, f64))> = work
         .par_iter()
-        .map(|&(c, seed)| {
+        .map(|&(j, c, seed)| {
             let (mut policy, mut pick) = (configs[c].make)(seed);
             let spec = RunSpec {
                 seed,
                 epoch_ns: setup.epoch_ns,
             };
+            let job = Job::Scenario(setup.scenarios[j].1.to_string());
             let out = lab.run(&job, spec, policy.as_mut(), pick.as_mut())?;
             let m = out.system().ok_or_else(|| {
                 LabError(format!(
                     "{} / {} seed {seed}: no normalized performance",
-                    setup.experiment, configs[c].key
+                    setup.scenarios[j].1, configs[c].key
                 ))
             })?;
             progress.done(&configs[c].key);
-            Ok((c, seed, (m.normalized_performance, m.unfairness)))
+            Ok((j, c, seed, (m.normalized_performance, m.unfairness)))
         })
         .collect::<Result<_, LabError>>()?;
 
     let mut r = ExperimentResult::new(setup.experiment, setup.title, setup.machine, seeds);
-    for (c, cfg) in configs.iter().enumerate() {
-        let np: Vec<f64> = outcomes
+    let of = |j: usize, c: usize| -> Vec<(u64, f64, f64)> {
+        outcomes
             .iter()
-            .filter(|o| o.0 == c)
-            .map(|o| o.2 .0)
-            .collect();
-        let unf: Vec<f64> = outcomes
-            .iter()
-            .filter(|o| o.0 == c)
-            .map(|o| o.2 .1)
-            .collect();
-        r.put(&cfg.key, "normalized_performance", &np);
-        r.put(&cfg.key, "unfairness", &unf);
+            .filter(|o| o.0 == j && o.1 == c)
+            .map(|o| (o.2, o.3 .0, o.3 .1))
+            .collect()
+    };
+    for (j, &(jitter, _)) in setup.scenarios.iter().enumerate() {
+        let base = of(j, 0);
+        for (c, cfg) in configs.iter().enumerate() {
+            let key = jitter_key(&cfg.key, jitter);
+            let runs = of(j, c);
+            let np: Vec<f64> = runs.iter().map(|o| o.1).collect();
+            let unf: Vec<f64> = runs.iter().map(|o| o.2).collect();
+            r.put(&key, NP, &np);
+            r.put(&key, UNF, &unf);
+            if c > 0 {
+                // Paired by seed: the same seed draws the same slice jitter for both.
+                let gain: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|o| base.iter().find(|b| b.0 == o.0).map(|b| o.1 - b.1))
+                    .collect();
+                r.put(&key, GAIN, &gain);
+            }
+        }
     }
-    for (p, np, unf) in setup.paper {
-        r.put_paper(p, "normalized_performance", np);
-        r.put_paper(p, "unfairness", unf);
+    // bus-pair minus ipc-pair, paired by seed, for the paper's ordering.
+    let diff: Vec<f64> = of(0, 2)
+        .iter()
+        .filter_map(|b| of(0, 1).iter().find(|i| i.0 == b.0).map(|i| b.1 - i.1))
+        .collect();
+    r.put("bus-pair minus ipc-pair", NP, &diff);
+    if let Some(published) = paper::zhang(setup.experiment) {
+        for (p, np, unf) in published {
+            r.put_paper(p, NP, np);
+            r.put_paper(p, UNF, unf);
+        }
     }
     tables_and_findings(&mut r, setup);
     Ok(r)
 }
 
+const NP: &str = "normalized_performance";
+const UNF: &str = "unfairness";
+/// NP minus the baseline's NP at the same seed and jitter.
+const GAIN: &str = "np_gain_over_linux";
+
 fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
-    const NP: &str = "normalized_performance";
-    const UNF: &str = "unfairness";
+    let published = paper::zhang(setup.experiment).unwrap_or([
+        ("linux", f64::NAN, f64::NAN),
+        ("ipc-pair", f64::NAN, f64::NAN),
+        ("bus-pair", f64::NAN, f64::NAN),
+    ]);
     let mut t = Table::new(
         "Kernel-level schedulers (pick-next at every context switch), ours vs paper",
         &[
@@ -183,9 +218,11 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
             "unfairness",
             "paper",
             "Δ",
+            "NP gain over linux [95 % CI]",
+            "verdict",
         ],
     );
-    for (p, _, _) in setup.paper {
+    for (p, _, _) in published {
         let np = r.get(p, NP);
         let unf = r.get(p, UNF);
         let pnp = r.paper_value(p, NP);
@@ -194,46 +231,97 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
             (Some(a), Some(b)) => format!("{:+.3}", a.mean - b),
             _ => "—".into(),
         };
-        t.row(vec![
-            p.to_string(),
-            ours_cell(np, 3),
-            paper_cell(pnp, 3),
-            delta(np, pnp),
-            ours_cell(unf, 3),
-            paper_cell(punf, 3),
-            delta(unf, punf),
-        ]);
+        let gain = r.get(p, GAIN);
+        t.row_with(
+            r.basis(p, NP),
+            vec![
+                p.to_string(),
+                ours_cell(np, 3),
+                paper_cell(pnp, 3),
+                delta(np, pnp),
+                ours_cell(unf, 3),
+                paper_cell(punf, 3),
+                delta(unf, punf),
+                gain.map_or("—".into(), |g| g.show_interval(3)),
+                gain.map_or("—".into(), |g| g.verdict().label().to_string()),
+            ],
+        );
     }
     r.tables.push(t);
 
     let mut g = Table::new(
-        "Kernel level (pick-next) vs user space (affinity every epoch): the gap",
+        "Kernel level (pick-next) vs user space (affinity every epoch): the gap, per slice jitter",
         &[
             "policy",
+            "slice jitter",
             "NP kernel",
-            "NP user space",
-            "NP gap",
-            "unfairness kernel",
-            "unfairness user space",
+            "NP affinity",
+            "gain kernel [95 % CI]",
+            "gain affinity [95 % CI]",
+            "verdict affinity",
+            "share of the kernel gain kept",
         ],
     );
-    for p in ["ipc-pair", "bus-pair"] {
-        let user = format!("{p}-user");
-        let (k, u) = (r.get(p, NP), r.get(&user, NP));
-        let gap = match (k, u) {
-            (Some(k), Some(u)) => format!("{:+.3}", k.mean - u.mean),
-            _ => "—".into(),
-        };
-        g.row(vec![
-            p.to_string(),
-            ours_cell(k, 3),
-            ours_cell(u, 3),
-            gap,
-            ours_cell(r.get(p, UNF), 3),
-            ours_cell(r.get(&user, UNF), 3),
-        ]);
+    for &(jitter, _) in setup.scenarios {
+        for p in ["ipc-pair", "bus-pair"] {
+            let kk = jitter_key(p, jitter);
+            let ku = jitter_key(&format!("{p}-affinity"), jitter);
+            let (gk, gu) = (r.get(&kk, GAIN), r.get(&ku, GAIN));
+            let kept = match (gk, gu) {
+                (Some(k), Some(u)) if k.verdict() == Verdict::Gain => {
+                    if u.verdict() == Verdict::NoMeasurableGain {
+                        "none measurable".to_string()
+                    } else {
+                        format!("{:.0} %", 100.0 * u.mean / k.mean)
+                    }
+                }
+                _ => "no kernel-level gain to keep".into(),
+            };
+            g.row(vec![
+                p.to_string(),
+                format!("{jitter}"),
+                ours_cell(r.get(&kk, NP), 3),
+                ours_cell(r.get(&ku, NP), 3),
+                gk.map_or("—".into(), |s| s.show_interval(3)),
+                gu.map_or("—".into(), |s| s.show_interval(3)),
+                gu.map_or("—".into(), |s| s.verdict().label().to_string()),
+                kept,
+            ]);
+        }
     }
     r.tables.push(g);
+
+    if setup.scenarios.len() > 1 {
+        let mut j = Table::new(
+            "Sensitivity to the baseline's slice jitter: every row at jitter 0 (calibrated), 0.05 and 0.1",
+            &[
+                "policy",
+                "slice jitter",
+                "normalized performance",
+                "unfairness",
+                "NP gain over linux [95 % CI]",
+                "verdict",
+            ],
+        );
+        for cfg in configs() {
+            for &(jitter, _) in setup.scenarios {
+                let k = jitter_key(&cfg.key, jitter);
+                let gain = r.get(&k, GAIN);
+                j.row_with(
+                    r.basis(&k, NP),
+                    vec![
+                        cfg.key.clone(),
+                        format!("{jitter}"),
+                        ours_cell(r.get(&k, NP), 3),
+                        ours_cell(r.get(&k, UNF), 3),
+                        gain.map_or("(baseline)".into(), |g| g.show_interval(3)),
+                        gain.map_or("—".into(), |g| g.verdict().label().to_string()),
+                    ],
+                );
+            }
+        }
+        r.tables.push(j);
+    }
 
     let mut s = Table::new(
         "Counter-collection share for the kernel-level bus-pair scheduler (Figures 4/5)",
@@ -241,20 +329,32 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
             "share of counter time",
             "normalized performance",
             "unfairness",
+            "NP gain over linux [95 % CI]",
+            "verdict",
         ],
     );
     for share in SHARES {
         let k = share_key(share);
+        let gain = r.get(&k, GAIN);
         s.row(vec![
             format!("{}%", (share * 100.0).round() as u32),
             ours_cell(r.get(&k, NP), 3),
             ours_cell(r.get(&k, UNF), 3),
+            gain.map_or("—".into(), |g| g.show_interval(3)),
+            gain.map_or("—".into(), |g| g.verdict().label().to_string()),
         ]);
     }
     r.tables.push(s);
 
     // Figure: NP and unfairness, ours vs paper.
-    let cats: Vec<String> = setup.paper.iter().map(|p| p.0.to_string()).collect();
+    let cats: Vec<String> = published.iter().map(|p| p.0.to_string()).collect();
+    let user_key = |c: &String| {
+        if c == "linux" {
+            c.clone()
+        } else {
+            format!("{c}-affinity")
+        }
+    };
     for (metric, label, file) in [
         (NP, "normalized performance", "np"),
         (UNF, "unfairness", "unfairness"),
@@ -277,28 +377,14 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
                         .collect(),
                 },
                 BarSeries {
-                    name: "ours (user space)".into(),
+                    name: "ours (user space, affinity)".into(),
                     values: cats
                         .iter()
-                        .map(|c| {
-                            let key = if c == "linux" {
-                                c.clone()
-                            } else {
-                                format!("{c}-user")
-                            };
-                            r.get(&key, metric).map(|s| s.mean)
-                        })
+                        .map(|c| r.get(&user_key(c), metric).map(|s| s.mean))
                         .collect(),
                     errors: cats
                         .iter()
-                        .map(|c| {
-                            let key = if c == "linux" {
-                                c.clone()
-                            } else {
-                                format!("{c}-user")
-                            };
-                            r.get(&key, metric).map(|s| s.std)
-                        })
+                        .map(|c| r.get(&user_key(c), metric).map(|s| s.std))
                         .collect(),
                 },
                 BarSeries {
@@ -311,11 +397,13 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
     }
 
     // Findings, computed from the numbers.
-    for (p, pnp, punf) in setup.paper {
+    let mut findings = Vec::new();
+    for (p, pnp, punf) in published {
         if let (Some(np), Some(unf)) = (r.get(p, NP), r.get(p, UNF)) {
             let ok = (np.mean - pnp).abs() <= 0.03 && (unf.mean - punf).abs() <= 0.03;
-            r.findings.push(format!(
-                "{p}: NP {:.3} vs {pnp:.3} ({:+.3}), unfairness {:.3} vs {punf:.3} ({:+.3}) — {}",
+            findings.push(format!(
+                "{p} ({}): NP {:.3} vs {pnp:.3} ({:+.3}), unfairness {:.3} vs {punf:.3} ({:+.3}) — {}",
+                r.basis(p, NP).label(),
                 np.mean,
                 np.mean - pnp,
                 unf.mean,
@@ -328,80 +416,87 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
             ));
         }
     }
-    let mut findings = Vec::new();
-    let get = |p: &str, m: &str| r.get(p, m).map(|s| s.mean);
-    if let (Some(b), Some(l), Some(i), Some(bu), Some(lu), Some(iu)) = (
-        get("bus-pair", NP),
-        get("linux", NP),
-        get("ipc-pair", NP),
-        get("bus-pair", UNF),
-        get("linux", UNF),
-        get("ipc-pair", UNF),
-    ) {
-        findings.push(format!(
-            "bus-pair vs linux and ipc-pair: NP {} ({:.3} vs {:.3} / {:.3}), unfairness {} \
-             ({:.3} vs {:.3} / {:.3}); the paper's ordering is bus-pair best on both",
-            if b > l && b > i { "best" } else { "not best" },
-            b,
-            l,
-            i,
-            if bu < lu && bu < iu {
-                "lowest"
+    // The paper's ordering, pair by pair: a published NP difference of at least 0.01 is
+    // reproduced only if our paired difference's 95 % interval excludes zero on the same side.
+    for (hi, lo, ours) in [
+        ("bus-pair", "linux", r.get("bus-pair", GAIN)),
+        ("ipc-pair", "linux", r.get("ipc-pair", GAIN)),
+        ("bus-pair", "ipc-pair", r.get("bus-pair minus ipc-pair", NP)),
+    ] {
+        let (Some(ph), Some(pl), Some(d)) = (r.paper_value(hi, NP), r.paper_value(lo, NP), ours)
+        else {
+            continue;
+        };
+        let published_diff = ph - pl;
+        let verdict = if published_diff.abs() < 0.01 {
+            match d.verdict() {
+                Verdict::NoMeasurableGain => "reproduced (no difference either)",
+                _ => "not reproduced (the paper shows no difference)",
+            }
+        } else {
+            let want = if published_diff > 0.0 {
+                Verdict::Gain
             } else {
-                "not lowest"
-            },
-            bu,
-            lu,
-            iu
+                Verdict::Loss
+            };
+            if d.verdict() == want {
+                "reproduced"
+            } else {
+                "not reproduced"
+            }
+        };
+        findings.push(format!(
+            "paper ordering {hi} vs {lo}: published NP difference {published_diff:+.3}, ours {} (paired by seed, 95 % CI) — {verdict}",
+            d.show_interval(3)
         ));
     }
-    for p in ["ipc-pair", "bus-pair"] {
-        if let (Some(k), Some(u), Some(l)) =
-            (get(p, NP), get(&format!("{p}-user"), NP), get("linux", NP))
-        {
-            let kernel_gain = k - l;
-            let user_gain = u - l;
-            // Below one hundredth of NP the ratio is noise, not a result.
-            let kept = if kernel_gain.abs() >= NOISE_NP {
-                format!(
-                    "user space keeps {:.0}% of the kernel-level gain",
-                    100.0 * user_gain / kernel_gain
-                )
-            } else {
-                "the kernel-level gain is below 0.01, too small to compare".into()
+    for &(jitter, _) in setup.scenarios {
+        for p in ["ipc-pair", "bus-pair"] {
+            let (Some(k), Some(u)) = (
+                r.get(&jitter_key(p, jitter), GAIN),
+                r.get(&jitter_key(&format!("{p}-affinity"), jitter), GAIN),
+            ) else {
+                continue;
+            };
+            let kept = match (k.verdict(), u.verdict()) {
+                (Verdict::Gain, Verdict::NoMeasurableGain) => {
+                    "user space keeps no measurable part of the kernel-level gain".to_string()
+                }
+                (Verdict::Gain, _) => format!(
+                    "user space keeps {:.0} % of the kernel-level gain",
+                    100.0 * u.mean / k.mean
+                ),
+                _ => "the kernel-level form has no measurable gain to keep".to_string(),
             };
             findings.push(format!(
-                "{p} kernel level vs user space: NP {k:.3} vs {u:.3} (gain over linux {:+.3} vs \
-                 {:+.3}; {kept})",
-                kernel_gain, user_gain
+                "{p} at slice jitter {jitter}: gain over linux kernel level {}, user space (affinity) {}; {kept}",
+                k.show_interval(3),
+                u.show_interval(3)
             ));
         }
     }
-    let share_np: Vec<(f64, f64)> = SHARES
+    let share_gain: Vec<(f64, crate::Summary)> = SHARES
         .iter()
-        .filter_map(|s| get(&share_key(*s), NP).map(|v| (*s, v)))
+        .filter_map(|s| r.get(&share_key(*s), GAIN).map(|v| (*s, v)))
         .collect();
-    if let Some(&(_, full)) = share_np.last() {
-        if let Some(l) = get("linux", NP) {
-            if full - l < NOISE_NP {
-                findings.push(format!(
-                    "counter-collection share: the full-share NP gain ({:+.3}) is below 0.01, \
-                     so no share threshold can be read (paper: about {:.0}%)",
-                    full - l,
-                    setup.paper_share * 100.0
-                ));
-            } else {
-                let enough = share_np
-                    .iter()
-                    .find(|(_, v)| (full - v) <= 0.1 * (full - l))
-                    .map(|(s, _)| format!("{:.0}%", s * 100.0))
-                    .unwrap_or_else(|| "100%".into());
-                findings.push(format!(
-                    "counter-collection share reaching 90% of the full-share NP gain: {enough} \
-                     (paper: about {:.0}%)",
-                    setup.paper_share * 100.0
-                ));
-            }
+    let paper_share = paper::zhang_share(setup.experiment).unwrap_or(f64::NAN);
+    if let Some(&(_, full)) = share_gain.last() {
+        if full.verdict() != Verdict::Gain {
+            findings.push(format!(
+                "counter-collection share: the full-share NP gain ({}) is not measurable, so no share threshold can be read (paper: about {:.0}%)",
+                full.show_interval(3),
+                paper_share * 100.0
+            ));
+        } else {
+            let enough = share_gain
+                .iter()
+                .find(|(_, v)| (full.mean - v.mean) <= 0.1 * full.mean)
+                .map(|(s, _)| format!("{:.0}%", s * 100.0))
+                .unwrap_or_else(|| "100%".into());
+            findings.push(format!(
+                "counter-collection share reaching 90% of the full-share NP gain: {enough} (paper: about {:.0}%)",
+                paper_share * 100.0
+            ));
         }
     }
     r.findings.extend(findings);

@@ -1,10 +1,42 @@
 //! Baseline calibration (docs/calibration.md): fit the catalog's free parameters once so that
-//! the Linux-like baseline reproduces Zhang's SPEC mix (NP 0.818, unfairness 0.178) and MASA's
-//! placement tables 1 and 2. Coordinate descent in log space over named parameters; prints the
-//! chosen values and residuals. `cargo run --release -p counterpoint-sim --example calibrate`.
+//! the Linux-like baseline reproduces Zhang's SPEC mix under the default scheduler and MASA's
+//! pinned placements (tables 1 and 2). Coordinate descent in log space over named parameters;
+//! prints the chosen values and residuals.
+//! `cargo run --release -p counterpoint-sim --example calibrate [-- --fit]`.
+//!
+//! Every published number comes from the paper module through
+//! `paper::calibration_target`, which refuses validation figures (policy results): the fit never
+//! sees what the experiments later predict. `crates/sim/tests/calibration.rs` checks this file.
 
 use counterpoint_core::CpuSet;
+use counterpoint_experiment::paper::{self, CalibrationTarget};
 use counterpoint_sim::*;
+
+/// The published value of calibration target `id` (the program stops if it is not one).
+fn target(id: &str) -> f64 {
+    match paper::calibration_target(id) {
+        Ok(t) => t.value(),
+        Err(e) => {
+            eprintln!("calibrate: {e}");
+            std::process::exit(2)
+        }
+    }
+}
+
+/// The fit's inputs: calibration targets only (the type cannot hold a validation figure).
+struct Targets {
+    zhang_np: CalibrationTarget,
+    zhang_unfairness: CalibrationTarget,
+}
+
+impl Targets {
+    fn load() -> Result<Self, paper::PaperError> {
+        Ok(Self {
+            zhang_np: paper::calibration_target("zhang-spec/linux/normalized_performance")?,
+            zhang_unfairness: paper::calibration_target("zhang-spec/linux/unfairness")?,
+        })
+    }
+}
 
 type Setter = fn(&mut Catalog, f64);
 type Getter = fn(&Catalog) -> f64;
@@ -110,75 +142,100 @@ struct Eval {
     lines: Vec<String>,
 }
 
-const SOLO_S: [(&str, f64); 3] = [("INT", 171.5), ("FP", 134.2), ("L2C", 246.0)];
 fn solo_s(p: &str) -> f64 {
-    SOLO_S.iter().find(|x| x.0 == p).unwrap().1
+    target(&format!("masa-solo/{p}/time_s"))
 }
 
-fn evaluate(c: &Catalog, ms: u64) -> Eval {
+/// Published per-task times (INT, INT, other, other order of the paper module) of a MASA row,
+/// reordered to the task order `tasks` uses.
+fn masa_times(table: u8, label: &str, tasks: &[(&str, &str)]) -> Vec<f64> {
+    let names = ["INT#1", "INT#2", "other#1", "other#2"];
+    let pub_s: Vec<f64> = names
+        .iter()
+        .map(|n| target(&format!("masa-table{table}/{label}/{n}_s")))
+        .collect();
+    let (mut int_i, mut other_i) = (0, 2);
+    tasks
+        .iter()
+        .map(|(p, _)| {
+            let i = if *p == "INT" {
+                int_i += 1;
+                int_i - 1
+            } else {
+                other_i += 1;
+                other_i - 1
+            };
+            pub_s[i]
+        })
+        .collect()
+}
+
+fn evaluate(c: &Catalog, ms: u64, targets: &Targets) -> Eval {
     let mut loss = 0.0;
     let mut lines = Vec::new();
     let (np, unf, per) = zhang(c, ms * 10);
-    loss += ((np - 0.818) / 0.01).powi(2) + ((unf - 0.178) / 0.01).powi(2);
+    let (p_np, p_unf) = (targets.zhang_np.value(), targets.zhang_unfairness.value());
+    loss += ((np - p_np) / 0.01).powi(2) + ((unf - p_unf) / 0.01).powi(2);
     lines.push(format!(
-        "zhang-spec: NP {np:.3} (0.818, residual {:+.3}), unfairness {unf:.3} (0.178, residual {:+.3}); per task {:?}",
-        np - 0.818,
-        unf - 0.178,
+        "zhang-spec: NP {np:.3} ({p_np}, residual {:+.3}), unfairness {unf:.3} ({p_unf}, residual {:+.3}); per task {:?}",
+        np - p_np,
+        unf - p_unf,
         per.iter().map(|v| (v * 1000.0).round() / 1000.0).collect::<Vec<_>>()
     ));
-    // MASA: (placement, machine, tasks, published per-task times, published total).
+    // MASA: (placement, machine, tasks, (table, label) of the published row).
     let tables = [
         (
             "T1 (INT,FP)(INT,FP)",
             "masa-2x2ht",
             vec![("INT", "0"), ("FP", "1"), ("INT", "2"), ("FP", "3")],
-            vec![269.3, 234.0, 270.7, 234.7],
+            (1, "(INT, FP) (INT, FP)"),
         ),
         (
             "T1 (INT,INT)(FP,FP)",
             "masa-2x2ht",
             vec![("INT", "0"), ("INT", "1"), ("FP", "2"), ("FP", "3")],
-            vec![317.6, 316.0, 256.3, 255.7],
+            (1, "(INT, INT) (FP, FP)"),
         ),
         (
             "T1 [INT,FP][INT,FP]",
             "masa-2x1",
             vec![("INT", "0"), ("FP", "0"), ("INT", "1"), ("FP", "1")],
-            vec![342.0, 271.6, 337.6, 272.3],
+            (1, "[INT, FP] [INT, FP]"),
         ),
         (
             "T1 [INT,INT][FP,FP]",
             "masa-2x1",
             vec![("INT", "0"), ("INT", "0"), ("FP", "1"), ("FP", "1")],
-            vec![343.0, 342.6, 268.7, 268.3],
+            (1, "[INT, INT] [FP, FP]"),
         ),
         (
             "T2 (INT,L2C)(INT,L2C)",
             "masa-2x2ht",
             vec![("INT", "0"), ("L2C", "1"), ("INT", "2"), ("L2C", "3")],
-            vec![291.0, 437.7, 291.0, 440.3],
+            (2, "(INT, L2C) (INT, L2C)"),
         ),
         (
             "T2 (INT,INT)(L2C,L2C)",
             "masa-2x2ht",
             vec![("INT", "0"), ("INT", "1"), ("L2C", "2"), ("L2C", "3")],
-            vec![317.3, 317.7, 462.0, 459.0],
+            (2, "(INT, INT) (L2C, L2C)"),
         ),
         (
             "T2 [INT,L2C][INT,L2C]",
             "masa-2x1",
             vec![("INT", "0"), ("L2C", "0"), ("INT", "1"), ("L2C", "1")],
-            vec![342.6, 509.0, 341.7, 509.7],
+            (2, "[INT, L2C] [INT, L2C]"),
         ),
         (
             "T2 [INT,INT][L2C,L2C]",
             "masa-2x1",
             vec![("INT", "0"), ("INT", "0"), ("L2C", "1"), ("L2C", "1")],
-            vec![344.3, 345.7, 492.3, 492.0],
+            (2, "[INT, INT] [L2C, L2C]"),
         ),
     ];
     let mut totals = Vec::new();
-    for (name, machine, tasks, published) in &tables {
+    for (name, machine, tasks, (tn, label)) in &tables {
+        let published = masa_times(*tn, label, tasks);
         let sd = masa(c, machine, tasks, ms);
         let times: Vec<f64> = tasks
             .iter()
@@ -187,7 +244,7 @@ fn evaluate(c: &Catalog, ms: u64) -> Eval {
             .collect();
         let total: f64 = times.iter().sum();
         let ptotal: f64 = published.iter().sum();
-        for (t, p) in times.iter().zip(published) {
+        for (t, p) in times.iter().zip(&published) {
             loss += ((t / p).ln() / 0.02).powi(2);
         }
         lines.push(format!(
@@ -200,10 +257,19 @@ fn evaluate(c: &Catalog, ms: u64) -> Eval {
     }
     for (i, t) in [(0, "table 1"), (4, "table 2")] {
         let (mixed, alike, off) = (totals[i], totals[i + 1], totals[i + 3]);
+        let total = |label: &str| target(&format!("masa-table{}/{label}/total_s", i / 4 + 1));
         let (pm, pa, po) = if i == 0 {
-            (1008.7, 1145.6, 1222.6)
+            (
+                total("(INT, FP) (INT, FP)"),
+                total("(INT, INT) (FP, FP)"),
+                total("[INT, INT] [FP, FP]"),
+            )
         } else {
-            (1460.0, 1556.0, 1674.3)
+            (
+                total("(INT, L2C) (INT, L2C)"),
+                total("(INT, INT) (L2C, L2C)"),
+                total("[INT, INT] [L2C, L2C]"),
+            )
         };
         let g_mix = 1.0 - mixed / alike;
         let g_ht = 1.0 - mixed / off;
@@ -242,6 +308,13 @@ fn bounds(name: &str) -> (f64, f64) {
 }
 
 fn main() {
+    let targets = match Targets::load() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("calibrate: {e}");
+            std::process::exit(2)
+        }
+    };
     let mut cat = Catalog::builtin();
     let params: Vec<(&str, Getter, Setter)> = vec![
         sparam!(issue_penalty),
@@ -288,7 +361,7 @@ fn main() {
         }
     };
     sync(&mut cat);
-    let mut best = evaluate(&cat, ms);
+    let mut best = evaluate(&cat, ms, &targets);
     if fit {
         let mut step = 0.2f64;
         while step > 0.01 {
@@ -304,7 +377,7 @@ fn main() {
                     }
                     set(&mut c2, nv);
                     sync(&mut c2);
-                    let e = evaluate(&c2, ms);
+                    let e = evaluate(&c2, ms, &targets);
                     if e.loss < best.loss {
                         eprintln!(
                             "{name}: {v:.4} -> {nv:.4}  loss {:.2} -> {:.2}",

@@ -11,12 +11,19 @@ use std::time::Instant;
 /// One measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchPoint {
+    /// Catalog machine simulated.
     pub machine: String,
+    /// Logical CPUs of the machine.
     pub cpus: usize,
+    /// Tasks in the scenario.
     pub tasks: usize,
+    /// Simulated time.
     pub simulated_ms: u64,
+    /// CPU-ticks simulated (CPUs x ticks).
     pub core_ticks: u64,
+    /// Wall-clock seconds the run took.
     pub wall_s: f64,
+    /// Simulation speed: CPU-ticks per wall-clock second.
     pub core_ticks_per_s: f64,
 }
 

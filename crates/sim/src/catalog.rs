@@ -231,21 +231,27 @@ impl Catalog {
         c
     }
 
+    /// A program by name.
     pub fn program(&self, name: &str) -> Option<Program> {
         self.programs.get(name).cloned()
     }
+    /// A server (request stream) by name.
     pub fn server(&self, name: &str) -> Option<Server> {
         self.servers.get(name).cloned()
     }
+    /// A machine by name.
     pub fn machine(&self, name: &str) -> Option<MachineSpec> {
         self.machines.get(name).cloned()
     }
+    /// Names of every program, sorted.
     pub fn program_names(&self) -> Vec<String> {
         self.programs.keys().cloned().collect()
     }
+    /// Names of every server, sorted.
     pub fn server_names(&self) -> Vec<String> {
         self.servers.keys().cloned().collect()
     }
+    /// Names of every machine, sorted.
     pub fn machine_names(&self) -> Vec<String> {
         self.machines.keys().cloned().collect()
     }

@@ -43,7 +43,9 @@ impl Workload {
 /// One task of a scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskSpec {
+    /// Task name (unique within the scenario when `count` > 1: `name#k`).
     pub name: String,
+    /// What the task runs.
     pub workload: Workload,
     /// Initial affinity; `None` = every CPU.
     pub affinity: Option<CpuSet>,
@@ -56,28 +58,73 @@ pub struct TaskSpec {
 /// A resolved scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
+    /// Scenario name.
     pub name: String,
+    /// The machine, resolved from the catalog.
     pub machine: MachineSpec,
+    /// Baseline scheduler parameters.
     pub sched: SchedParams,
+    /// Simulation tick.
     pub tick_us: u64,
+    /// Simulated duration.
     pub duration_ms: u64,
     /// Interval between policy decisions and time-series points.
     pub epoch_ms: u64,
+    /// Seed for every random choice (arrivals, jitter, request streams).
     pub seed: u64,
     /// Policy named by the scenario (`linux` = baseline).
     pub policy: String,
+    /// Tasks, in id order.
     pub tasks: Vec<TaskSpec>,
+}
+
+/// Most simulated task-ticks (tasks x duration in ticks) a scenario file may ask for unless the
+/// caller lifts the budget (`simulate --force`). The engine retires a few million task-ticks per
+/// second on one core in a release build (`counterpoint bench sim`), so the budget is minutes of
+/// work; `duration_ms = 1e15` (years) is refused before anything is allocated.
+pub const TASK_TICK_BUDGET: u64 = 2_000_000_000;
+
+/// Most tasks a scenario file may declare in all (`count` summed): each is built up front, so
+/// `count = 4e9` is refused instead of aborting on allocation. Not lifted by `--force`.
+pub const MAX_TASKS: u64 = 100_000;
+
+/// What a scenario file may ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Refuse beyond this many task-ticks; `None` = no budget (`--force`).
+    pub task_tick_budget: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            task_tick_budget: Some(TASK_TICK_BUDGET),
+        }
+    }
+}
+
+impl Limits {
+    /// No cost budget (the hard limits that keep arithmetic and memory sound still apply).
+    pub fn unbounded() -> Self {
+        Self {
+            task_tick_budget: None,
+        }
+    }
 }
 
 /// Why a scenario could not be loaded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{}", self.render())]
 pub struct ScenarioError {
+    /// The file (or the name given to [`Scenario::from_toml_str`]).
     pub file: String,
+    /// 1-based line; 0 when the file could not be read.
     pub line: usize,
+    /// 1-based column.
     pub column: usize,
     /// Field path, e.g. `task[2].cpus` (`<document>` when unknown).
     pub path: String,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -110,13 +157,13 @@ struct TaskFile {
     #[serde(default)]
     start_ms: u64,
     #[serde(default = "one")]
-    count: u32,
+    count: u64,
 }
 
 fn yes() -> bool {
     true
 }
-fn one() -> u32 {
+fn one() -> u64 {
     1
 }
 
@@ -203,8 +250,17 @@ fn path_at(src: &str, offset: usize) -> String {
 }
 
 impl Scenario {
-    /// Load a scenario file.
+    /// Load a scenario file within the default [`Limits`].
     pub fn from_file(path: &Path, catalog: &Catalog) -> Result<Self, ScenarioError> {
+        Self::from_file_with(path, catalog, Limits::default())
+    }
+
+    /// Load a scenario file within `limits`.
+    pub fn from_file_with(
+        path: &Path,
+        catalog: &Catalog,
+        limits: Limits,
+    ) -> Result<Self, ScenarioError> {
         let file = path.display().to_string();
         let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
             file: file.clone(),
@@ -213,11 +269,29 @@ impl Scenario {
             path: "<document>".into(),
             message: format!("cannot read: {e}"),
         })?;
-        Self::from_toml_str(&src, &file, catalog)
+        Self::from_toml_str_with(&src, &file, catalog, limits)
     }
 
-    /// Parse and validate scenario TOML; `file` names the source in errors.
+    /// Parse and validate scenario TOML within the default [`Limits`]; `file` names the source
+    /// in errors.
     pub fn from_toml_str(src: &str, file: &str, catalog: &Catalog) -> Result<Self, ScenarioError> {
+        Self::from_toml_str_with(src, file, catalog, Limits::default())
+    }
+
+    /// Simulated task-ticks the scenario asks for: tasks x duration in ticks (what the engine's
+    /// time grows with; the solo reference runs double it at most).
+    pub fn task_ticks(&self) -> u128 {
+        let ticks = u128::from(self.duration_ms) * 1000 / u128::from(self.tick_us.max(1));
+        ticks * self.tasks.len() as u128
+    }
+
+    /// Parse and validate scenario TOML within `limits`.
+    pub fn from_toml_str_with(
+        src: &str,
+        file: &str,
+        catalog: &Catalog,
+        limits: Limits,
+    ) -> Result<Self, ScenarioError> {
         let err_at = |offset: usize, message: String| {
             let (line, column) = line_col(src, offset);
             ScenarioError {
@@ -231,7 +305,13 @@ impl Scenario {
         let parsed: ScenarioFile = toml::from_str(src).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
             // toml's message repeats the location and a source excerpt; keep the reason only.
-            err_at(offset, e.message().trim().to_string())
+            let reason = e.message().trim();
+            let reason = if reason.is_empty() {
+                "invalid TOML".to_string()
+            } else {
+                reason.to_string()
+            };
+            err_at(offset, reason)
         })?;
         let machine_name = parsed.machine.get_ref();
         let machine = catalog.machine(machine_name).ok_or_else(|| {
@@ -265,6 +345,17 @@ impl Scenario {
                 "duration_ms must be at least 1".into(),
             ));
         }
+        // Times become nanoseconds in the engine: refuse what would not fit in a u64.
+        let fits_ns = |ms: u64| ms.checked_mul(1_000_000).is_some();
+        if !fits_ns(epoch_ms) {
+            return Err(err_at(
+                parsed.epoch_ms.span().start,
+                format!(
+                    "epoch_ms {epoch_ms} is too large (at most {} ms)",
+                    u64::MAX / 1_000_000
+                ),
+            ));
+        }
         if epoch_ms == 0 || epoch_ms * 1000 < tick_us {
             return Err(err_at(
                 parsed.epoch_ms.span().start,
@@ -273,7 +364,68 @@ impl Scenario {
         }
         let topo = machine.topology().map_err(|e| err_at(0, e.to_string()))?;
         let all = topo.all_cpus();
-        let mut tasks = Vec::new();
+        // Where `key` is written inside task entry `t` (the entry's start if it is not).
+        let key_in = |t: &toml::Spanned<TaskFile>, key: &str| {
+            let (a, b) = (t.span().start.min(src.len()), t.span().end.min(src.len()));
+            src.get(a..b)
+                .and_then(|text| text.find(key))
+                .map_or(a, |o| a + o)
+        };
+        // Count the tasks before building any (a huge `count` must not allocate).
+        let mut total_tasks = 0u64;
+        for (i, t) in parsed.task.iter().enumerate() {
+            total_tasks = total_tasks.saturating_add(t.get_ref().count);
+            if total_tasks > MAX_TASKS {
+                let off = key_in(t, "count");
+                return Err(ScenarioError {
+                    path: format!("task[{i}].count"),
+                    ..err_at(
+                        off,
+                        format!(
+                            "count {} brings the scenario to more than {MAX_TASKS} tasks",
+                            t.get_ref().count
+                        ),
+                    )
+                });
+            }
+            if !fits_ns(t.get_ref().start_ms) {
+                return Err(ScenarioError {
+                    path: format!("task[{i}].start_ms"),
+                    ..err_at(
+                        key_in(t, "start_ms"),
+                        format!(
+                            "start_ms {} is too large (at most {} ms)",
+                            t.get_ref().start_ms,
+                            u64::MAX / 1_000_000
+                        ),
+                    )
+                });
+            }
+        }
+        if let Some(budget) = limits.task_tick_budget {
+            let ticks = u128::from(duration_ms) * 1000 / u128::from(tick_us);
+            let cost = ticks * u128::from(total_tasks);
+            if cost > u128::from(budget) {
+                return Err(err_at(
+                    parsed.duration_ms.span().start,
+                    format!(
+                        "the scenario asks for {cost} simulated task-ticks ({total_tasks} tasks x \
+                         {ticks} ticks), beyond the budget of {budget}; shorten duration_ms or \
+                         run fewer tasks (`simulate --force` lifts the budget)"
+                    ),
+                ));
+            }
+        }
+        if !fits_ns(duration_ms) {
+            return Err(err_at(
+                parsed.duration_ms.span().start,
+                format!(
+                    "duration_ms {duration_ms} is too large (at most {} ms)",
+                    u64::MAX / 1_000_000
+                ),
+            ));
+        }
+        let mut tasks = Vec::with_capacity(total_tasks as usize);
         for (i, t) in parsed.task.iter().enumerate() {
             let span = t.span();
             let t = t.get_ref();
@@ -425,26 +577,32 @@ pub struct ScenarioBuilder {
 }
 
 impl ScenarioBuilder {
+    /// Set the scenario name.
     pub fn name(mut self, name: &str) -> Self {
         self.scenario.name = name.into();
         self
     }
+    /// Set the simulated duration.
     pub fn duration_ms(mut self, ms: u64) -> Self {
         self.scenario.duration_ms = ms;
         self
     }
+    /// Set the interval between policy decisions.
     pub fn epoch_ms(mut self, ms: u64) -> Self {
         self.scenario.epoch_ms = ms;
         self
     }
+    /// Set the simulation tick.
     pub fn tick_us(mut self, us: u64) -> Self {
         self.scenario.tick_us = us;
         self
     }
+    /// Set the seed.
     pub fn seed(mut self, seed: u64) -> Self {
         self.scenario.seed = seed;
         self
     }
+    /// Set the baseline scheduler's parameters.
     pub fn sched(mut self, sched: SchedParams) -> Self {
         self.scenario.sched = sched;
         self
@@ -472,6 +630,7 @@ impl ScenarioBuilder {
         self.scenario.tasks.push(spec);
         self
     }
+    /// The scenario.
     pub fn build(self) -> Scenario {
         self.scenario
     }

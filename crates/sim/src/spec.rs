@@ -46,19 +46,27 @@ impl Default for SmtSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MachineSpec {
+    /// Catalog name.
     pub name: String,
+    /// Sockets.
     pub packages: u32,
+    /// Cores per socket.
     pub cores_per_package: u32,
+    /// SMT threads per core.
     pub threads_per_core: u32,
     #[serde(default = "one")]
+    /// LLC domains per package (CCXs); each has `llc_bytes`.
     pub llc_domains_per_package: u32,
     /// Capacity of one LLC instance.
     pub llc_bytes: u64,
     #[serde(default = "line64")]
+    /// Cache line size.
     pub line_bytes: u32,
+    /// Core clock.
     pub freq_ghz: f64,
     /// Unloaded memory latency (LLC miss to data).
     pub mem_latency_ns: f64,
+    /// Shared bus or per-package controllers.
     pub memory: MemoryKind,
     /// Peak bandwidth of one bus / controller.
     pub peak_bandwidth_gb_per_s: f64,
@@ -67,6 +75,7 @@ pub struct MachineSpec {
     #[serde(default = "rho_cap")]
     pub rho_cap: f64,
     #[serde(default)]
+    /// SMT sharing parameters.
     pub smt: SmtSpec,
 }
 
@@ -81,9 +90,11 @@ fn rho_cap() -> f64 {
 }
 
 impl MachineSpec {
+    /// Logical CPUs.
     pub fn cpus(&self) -> usize {
         (self.packages * self.cores_per_package * self.threads_per_core) as usize
     }
+    /// Physical cores.
     pub fn cores(&self) -> usize {
         (self.packages * self.cores_per_package) as usize
     }
@@ -156,14 +167,21 @@ impl MachineSpec {
 pub enum MissCurve {
     /// `m(c) = clamp(m_ref * (c / c_ref)^-alpha, m_min, 1)`.
     PowerLaw {
+        /// Miss ratio at the reference capacity.
         m_ref: f64,
+        /// Reference capacity.
         c_ref_bytes: f64,
+        /// Power-law exponent (miss ratio falls as capacity^-alpha).
         alpha: f64,
+        /// Floor of the miss ratio (compulsory misses).
         m_min: f64,
     },
     /// Stack-distance table: `(capacity_bytes, miss_ratio)` points, capacity ascending, miss
     /// ratio non-increasing; linear interpolation, flat beyond the ends.
-    Table { points: Vec<(f64, f64)> },
+    Table {
+        /// `(capacity_bytes, miss_ratio)` points.
+        points: Vec<(f64, f64)>,
+    },
 }
 
 impl MissCurve {
@@ -206,6 +224,7 @@ impl MissCurve {
             }
         }
     }
+    /// Check the machine's parameters are usable; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         match self {
             MissCurve::PowerLaw {
@@ -262,6 +281,7 @@ pub struct Profile {
     pub cpi_core: f64,
     /// LLC accesses per thousand instructions.
     pub llc_apki: f64,
+    /// Miss ratio as a function of the LLC capacity the task holds.
     pub miss_curve: MissCurve,
     /// Average overlapping misses (memory-level parallelism), >= 1.
     pub mlp: f64,
@@ -273,6 +293,7 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// Check the profile's parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.cpi_core.is_finite() && self.cpi_core > 0.0) {
             return Err(format!("cpi_core must be positive, got {}", self.cpi_core));
@@ -297,7 +318,9 @@ impl Profile {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Phase {
+    /// Instructions in the phase.
     pub instructions: u64,
+    /// How the phase behaves.
     pub profile: Profile,
 }
 
@@ -305,11 +328,14 @@ pub struct Phase {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Program {
+    /// Catalog name.
     pub name: String,
+    /// Phases, run in order.
     pub phases: Vec<Phase>,
 }
 
 impl Program {
+    /// Instructions of the whole program.
     pub fn instructions(&self) -> u64 {
         self.phases.iter().map(|p| p.instructions).sum()
     }
@@ -319,9 +345,13 @@ impl Program {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestClass {
+    /// Class name.
     pub name: String,
+    /// Relative frequency of the class.
     pub weight: f64,
+    /// Instructions per request.
     pub instructions: u64,
+    /// How a request behaves.
     pub profile: Profile,
 }
 
@@ -329,7 +359,9 @@ pub struct RequestClass {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Server {
+    /// Catalog name.
     pub name: String,
+    /// Request classes.
     pub classes: Vec<RequestClass>,
 }
 
@@ -371,6 +403,7 @@ impl Default for SchedParams {
 }
 
 impl SchedParams {
+    /// Check the parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.timeslice_ms.is_finite() && self.timeslice_ms > 0.0) {
             return Err(format!(

@@ -60,3 +60,81 @@ fn masa_tables_order_and_ratios() {
         );
     }
 }
+
+/// The fitting program reads only calibration targets: every figure id it names is
+/// calibration-tagged in the paper module, it never asks the module for anything but
+/// calibration targets, and no validation value (a policy result) appears in its source.
+#[test]
+fn the_fit_reads_only_calibration_targets() {
+    use counterpoint_experiment::paper::{self, Use};
+    let src = include_str!("../examples/calibrate.rs");
+    // Only the calibration-target API of the paper module is used.
+    for forbidden in [
+        "paper::figures",
+        "MASA_TEST_CASES",
+        "paper::zhang",
+        "DI_DISTANCE",
+    ] {
+        assert!(!src.contains(forbidden), "calibrate.rs uses {forbidden}");
+    }
+    // Every literal id passed to calibration_target / target(...) is a calibration target.
+    let mut named = 0;
+    for call in ["calibration_target(\"", "target(\""] {
+        for (i, _) in src.match_indices(call) {
+            let rest = &src[i + call.len()..];
+            let id = &rest[..rest.find('"').unwrap()];
+            let f = paper::figures()
+                .into_iter()
+                .find(|f| f.id == id)
+                .unwrap_or_else(|| panic!("calibrate.rs names unknown figure {id}"));
+            assert_eq!(f.use_, Use::CalibrationTarget, "{id}");
+            named += 1;
+        }
+    }
+    assert!(named >= 2, "calibrate.rs names no target");
+    // Ids built with format! resolve at run time; check every id the MASA rows can form.
+    for t in 1..=2 {
+        for r in paper::MASA_TABLES.iter().filter(|r| r.table == t) {
+            for n in ["INT#1", "INT#2", "other#1", "other#2", "total"] {
+                let id = format!("masa-table{t}/{}/{n}_s", r.label);
+                assert!(paper::calibration_target(&id).is_ok(), "{id}");
+            }
+        }
+    }
+    // No validation value is written into the fit as a number.
+    let literals: Vec<f64> = src
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter(|w| w.contains('.') && w.len() > 2)
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let calibration: Vec<f64> = paper::calibration_targets()
+        .iter()
+        .map(|t| t.value())
+        .collect();
+    for f in paper::figures()
+        .into_iter()
+        .filter(|f| f.use_ == Use::Validation)
+    {
+        // Small whole numbers (swap counts) are too common as bounds to tell apart.
+        let small_count = f.value.fract() == 0.0 && f.value < 100.0;
+        if calibration.contains(&f.value) || small_count {
+            continue;
+        }
+        assert!(
+            !literals.contains(&f.value),
+            "calibrate.rs contains the validation value {} ({})",
+            f.value,
+            f.id
+        );
+    }
+}
+
+/// The published baseline comes from the paper module, not a second copy.
+#[test]
+fn baseline_targets_come_from_the_paper_module() {
+    let t = counterpoint_experiment::paper::calibration_target(
+        "zhang-spec/linux/normalized_performance",
+    )
+    .unwrap();
+    assert_eq!(t.value(), 0.818);
+}

@@ -7,9 +7,10 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use counterpoint_experiment::{self as experiment, Progress};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 #[derive(Args)]
@@ -29,19 +30,53 @@ pub struct ExperimentArgs {
     /// (default for `all`: report/).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Start even when the estimated time exceeds the budget (30 min on 2 vCPUs).
+    #[arg(long)]
+    force: bool,
 }
 
-/// An indicatif bar, drawn only when stderr is a terminal.
-struct Bar(ProgressBar);
+/// An indicatif bar when stderr is a terminal; otherwise, for long runs, a plain progress line
+/// at every tenth of the runs.
+struct Bar {
+    bar: ProgressBar,
+    /// Print plain lines (stderr is not a terminal and the run is long).
+    lines: bool,
+    total: AtomicU64,
+    finished: AtomicU64,
+    started: Instant,
+}
 
 impl Progress for Bar {
     fn add_total(&self, runs: u64) {
-        self.0.inc_length(runs);
+        self.bar.inc_length(runs);
+        self.total.fetch_add(runs, Ordering::Relaxed);
     }
     fn done(&self, label: &str) {
-        self.0.set_message(label.to_string());
-        self.0.inc(1);
+        self.bar.set_message(label.to_string());
+        self.bar.inc(1);
+        let done = self.finished.fetch_add(1, Ordering::Relaxed) + 1;
+        let total = self.total.load(Ordering::Relaxed).max(1);
+        // One line per tenth (experiments add their runs as they start, so total grows).
+        if self.lines && (done * 10 / total) != ((done - 1) * 10 / total) {
+            eprintln!(
+                "counterpoint: {done}/{total} runs ({:.0} %), {:.0} s",
+                100.0 * done as f64 / total as f64,
+                self.started.elapsed().as_secs_f64()
+            );
+        }
     }
+}
+
+/// Fail now, before any work, if the report cannot be written into `dir`.
+fn check_writable(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the report directory {}", dir.display()))?;
+    let probe = dir.join(".counterpoint-write-check");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("cannot write into the report directory {}", dir.display()))?;
+    // Best effort: the probe is empty and hidden if it cannot be removed.
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
@@ -55,13 +90,44 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     if args.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
-    let seeds: Vec<u64> = (0..args.seeds as u64)
-        .map(|i| args.first_seed.wrapping_add(i))
-        .collect();
+    let last = args
+        .first_seed
+        .checked_add(u64::from(args.seeds) - 1)
+        .with_context(|| {
+            format!(
+                "--first-seed {} with --seeds {} goes past the largest seed {}",
+                args.first_seed,
+                args.seeds,
+                u64::MAX
+            )
+        })?;
+    // Estimated before the seed list exists: `--seeds 4000000000` must not allocate first.
+    let estimate_s =
+        experiment::progress::estimate_seconds(&args.name, u64::from(args.seeds)).unwrap_or(0.0);
+    if estimate_s > experiment::progress::BUDGET_SECONDS && !args.force {
+        bail!(
+            "experiment {} over {} seed(s) would take about {} on 2 vCPUs, beyond the budget of \
+             {}; use fewer --seeds or pass --force",
+            args.name,
+            args.seeds,
+            human_time(estimate_s),
+            human_time(experiment::progress::BUDGET_SECONDS)
+        );
+    }
+    let seeds: Vec<u64> = (args.first_seed..=last).collect();
+    let out_dir = match (&args.out, args.name.as_str()) {
+        (Some(d), _) => Some(d.clone()),
+        (None, "all") => Some(PathBuf::from("report")),
+        _ => None,
+    };
+    if let Some(dir) = &out_dir {
+        check_writable(dir)?;
+    }
     let lab = experiment::sim_lab::SimLab::new()
         .context("cannot load the simulator's scenario catalog")?;
     let pb = ProgressBar::new(0);
-    if !std::io::stderr().is_terminal() {
+    let terminal = std::io::stderr().is_terminal();
+    if !terminal {
         pb.set_draw_target(ProgressDrawTarget::hidden());
     }
     pb.set_style(
@@ -69,23 +135,37 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
-    let bar = Bar(pb);
+    let long = estimate_s >= 60.0;
+    if long {
+        eprintln!(
+            "counterpoint: experiment {} over {} seed(s): about {} on 2 vCPUs",
+            args.name,
+            seeds.len(),
+            human_time(estimate_s)
+        );
+    }
     let started = Instant::now();
+    let bar = Bar {
+        bar: pb,
+        lines: !terminal && long,
+        total: AtomicU64::new(0),
+        finished: AtomicU64::new(0),
+        started,
+    };
     // The error names the experiment (and the run) already.
     let results = experiment::run(&args.name, &lab, &seeds, &bar)?;
-    bar.0.finish_and_clear();
+    bar.bar.finish_and_clear();
     let elapsed = started.elapsed();
 
-    let out_dir = match (&args.out, args.name.as_str()) {
-        (Some(d), _) => Some(d.clone()),
-        (None, "all") => Some(PathBuf::from("report")),
-        _ => None,
-    };
     if let Some(dir) = &out_dir {
         let preamble = format!(
             "Generated by `counterpoint experiment {}` with {} seed(s) ({}..={}) in {:.1} s.\n\
              Every policy number is a prediction of the calibrated simulator baseline; no \
-             profile or model parameter was tuned towards a policy result.\n",
+             profile or model parameter was tuned towards a policy result. Each table row and \
+             JSON entry says `calibrated` (a baseline figure the simulator was fitted to) or \
+             `predicted` (never fitted). A gain's verdict comes from its 95 % confidence \
+             interval over seeds (paired by seed): an interval that includes zero is \"no \
+             measurable gain\".\n",
             args.name,
             seeds.len(),
             seeds[0],
@@ -101,28 +181,54 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             elapsed.as_secs_f64()
         );
     }
+    let mut text = String::new();
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&experiment::to_json(&results))?
-        );
+        text = serde_json::to_string_pretty(&experiment::to_json(&results))?;
+        text.push('\n');
     } else if out_dir.is_none() || args.name != "all" {
         for r in &results {
-            println!("== {} ({})", r.title, r.experiment);
-            println!("machine: {}; seeds: {}", r.machine, r.seeds.len());
+            text.push_str(&format!("== {} ({})\n", r.title, r.experiment));
+            text.push_str(&format!(
+                "machine: {}; seeds: {}\n",
+                r.machine,
+                r.seeds.len()
+            ));
             for t in &r.tables {
-                println!();
-                print!("{}", t.text());
+                text.push('\n');
+                text.push_str(&t.text());
             }
             if !r.findings.is_empty() {
-                println!();
+                text.push('\n');
                 for f in &r.findings {
-                    println!("- {f}");
+                    text.push_str(&format!("- {f}\n"));
                 }
             }
-            println!();
+            text.push('\n');
         }
+    }
+    if !text.is_empty() {
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            // A reader that went away (`| head`) ends the command quietly.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            r => r.context("writing the results to stdout")?,
+        }
+    }
+    if !args.json && (out_dir.is_none() || args.name != "all") {
         eprintln!("counterpoint: {:.1} s", elapsed.as_secs_f64());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `42 s`, `12 min`, `3.5 h`, `70 days`.
+fn human_time(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} min", s / 60.0)
+    } else if s < 172_800.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.0} days", s / 86_400.0)
+    }
 }

@@ -42,11 +42,19 @@ pub struct SimulateArgs {
     /// Write result.json, series.csv, bus.csv and SVG figures into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run even beyond the simulated-work budget (scenario::TASK_TICK_BUDGET task-ticks).
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let catalog = Catalog::builtin();
-    let scenario = Scenario::from_file(&args.scenario, &catalog)?;
+    let limits = if args.force {
+        counterpoint_sim::scenario::Limits::unbounded()
+    } else {
+        counterpoint_sim::scenario::Limits::default()
+    };
+    let scenario = Scenario::from_file_with(&args.scenario, &catalog, limits)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let policy_name = args
         .policy

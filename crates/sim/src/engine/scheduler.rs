@@ -1,0 +1,353 @@
+//! The Linux-like baseline scheduler: per-CPU run queues with round-robin slices, wake-up
+//! placement (idle core first), idle pull and periodic balancing by queue length, all within
+//! each task's affinity, and the pick-next hook at every context switch.
+
+use super::*;
+
+pub(super) fn mask_of(set: &CpuSet, ncpu: usize) -> Vec<u64> {
+    let mut m = vec![0u64; ncpu.div_ceil(64)];
+    for c in set.iter() {
+        if (c as usize) < ncpu {
+            m[c as usize / 64] |= 1 << (c % 64);
+        }
+    }
+    m
+}
+
+#[inline]
+pub(super) fn allowed(mask: &[u64], cpu: u32) -> bool {
+    mask[cpu as usize / 64] & (1 << (cpu % 64)) != 0
+}
+
+impl Simulation {
+    pub(super) fn slice_ns(&mut self) -> u64 {
+        let base = self.sched.timeslice_ms * 1e6;
+        let j = self.sched.timeslice_jitter;
+        let f = if j > 0.0 {
+            1.0 + self.rng.gen_range(-j..j)
+        } else {
+            1.0
+        };
+        // Whole ticks: the scheduler acts on tick boundaries.
+        let ticks = ((base * f) / self.tick_ns as f64).round().max(1.0) as u64;
+        ticks * self.tick_ns
+    }
+
+    /// Take the running task off CPU `c`; it keeps its occupancy in the domain's idle pool.
+    pub(super) fn switch_out(&mut self, c: usize, involuntary: bool) {
+        let t = self.cpus[c].current;
+        if t == NONE {
+            return;
+        }
+        self.cpus[c].current = NONE;
+        self.dirty = true;
+        self.dirty_bus[self.cpus[c].bus as usize] = true;
+        let now = self.now_ns;
+        let task = &mut self.tasks[t as usize];
+        if involuntary {
+            task.c.context_switches += 1;
+        }
+        // Last-value statistics of the slice just ended.
+        let d_instr = task.c.instructions - task.slice_start.instructions;
+        let d_cyc = task.c.cycles - task.slice_start.cycles;
+        let d_miss = task.c.llc_misses - task.slice_start.llc_misses;
+        let d_fp = task.c.fp_ops - task.slice_start.fp_ops;
+        let d_ns = now.saturating_sub(task.slice_start_ns);
+        if d_cyc > 0.0 && d_ns > 0 {
+            task.last_stats = Some(slice_stats(
+                TaskId(t as u64),
+                d_instr,
+                d_cyc,
+                d_miss,
+                d_fp,
+                d_ns,
+                self.spec.peak_bandwidth_gb_per_s * 1e9 / self.spec.line_bytes as f64,
+            ));
+        }
+        if task.state == State::Running {
+            task.state = State::Queued;
+        }
+        // Park the lines in the domain's idle pool.
+        if task.occ_domain != NONE && task.state != State::Done {
+            let dom = &mut self.domains[task.occ_domain as usize];
+            dom.idle_total += task.occ;
+            task.occ /= dom.idle_scale;
+        } else {
+            task.occ = 0.0;
+            task.occ_domain = NONE;
+        }
+    }
+
+    /// Run task `t` on idle CPU `c`.
+    pub(super) fn switch_in(&mut self, c: usize, t: u32) {
+        debug_assert_eq!(self.cpus[c].current, NONE);
+        let slice = self.slice_ns();
+        let now = self.now_ns;
+        let d = self.cpus[c].domain;
+        let task = &mut self.tasks[t as usize];
+        if task.last_cpu != NONE && task.last_cpu != c as u32 {
+            task.c.migrations += 1;
+        }
+        // Reclaim parked lines; a new cache domain means a cold start.
+        if task.occ_domain == d {
+            let dom = &mut self.domains[d as usize];
+            let held = (task.occ * dom.idle_scale).min(dom.idle_total);
+            dom.idle_total -= held;
+            task.occ = held;
+        } else {
+            if task.occ_domain != NONE {
+                let dom = &mut self.domains[task.occ_domain as usize];
+                let held = (task.occ * dom.idle_scale).min(dom.idle_total);
+                dom.idle_total -= held;
+            }
+            task.occ = 0.0;
+            task.occ_domain = d;
+        }
+        task.state = State::Running;
+        task.cpu = c as u32;
+        task.last_cpu = c as u32;
+        task.slice_start = task.c;
+        task.slice_start_ns = now;
+        self.cpus[c].current = t;
+        self.cpus[c].slice_end_ns = now + slice;
+        self.dirty = true;
+        self.dirty_bus[self.cpus[c].bus as usize] = true;
+    }
+
+    /// CPU `c` is free: run the next queued task (the pick-next hook chooses if present).
+    pub(super) fn dispatch(&mut self, c: usize, pick: Option<&mut (dyn PickNext + '_)>) {
+        if self.cpus[c].queue.is_empty() {
+            return;
+        }
+        let idx = match pick {
+            Some(p) if self.cpus[c].queue.len() > 1 => {
+                let ready: Vec<TaskStats> = self.cpus[c]
+                    .queue
+                    .iter()
+                    .map(|&t| self.stats_of(t))
+                    .collect();
+                let others: Vec<(CpuId, Option<TaskStats>)> = (0..self.cpus.len())
+                    .filter(|&o| o != c)
+                    .map(|o| {
+                        let cur = self.cpus[o].current;
+                        (o as CpuId, (cur != NONE).then(|| self.running_stats(cur)))
+                    })
+                    .collect();
+                let ctx = PickContext {
+                    cpu: c as CpuId,
+                    now_ns: self.now_ns,
+                    topology: &self.topo,
+                    ready: &ready,
+                    others: &others,
+                    bus_peak_transactions_per_s: self.spec.peak_bandwidth_gb_per_s * 1e9
+                        / self.spec.line_bytes as f64,
+                };
+                p.pick(&ctx).min(ready.len() - 1)
+            }
+            _ => 0,
+        };
+        let Some(t) = self.cpus[c].queue.remove(idx) else {
+            return;
+        };
+        self.switch_in(c, t);
+    }
+
+    pub(super) fn stats_of(&self, t: u32) -> TaskStats {
+        self.tasks[t as usize].last_stats.unwrap_or(TaskStats {
+            task: TaskId(t as u64),
+            ipc: 0.0,
+            bus_utilization: 0.0,
+            llc_mpki: 0.0,
+            fp_fraction: 0.0,
+        })
+    }
+
+    /// Stats of a running task: its current slice so far if it has run a tick, else the last.
+    pub(super) fn running_stats(&self, t: u32) -> TaskStats {
+        let task = &self.tasks[t as usize];
+        let d_cyc = task.c.cycles - task.slice_start.cycles;
+        let d_ns = self.now_ns.saturating_sub(task.slice_start_ns);
+        if d_cyc > 0.0 && d_ns > 0 {
+            slice_stats(
+                TaskId(t as u64),
+                task.c.instructions - task.slice_start.instructions,
+                d_cyc,
+                task.c.llc_misses - task.slice_start.llc_misses,
+                task.c.fp_ops - task.slice_start.fp_ops,
+                d_ns,
+                self.spec.peak_bandwidth_gb_per_s * 1e9 / self.spec.line_bytes as f64,
+            )
+        } else {
+            self.stats_of(t)
+        }
+    }
+
+    pub(super) fn nr_running(&self, c: usize) -> usize {
+        self.cpus[c].queue.len() + usize::from(self.cpus[c].current != NONE)
+    }
+
+    /// Wake-up placement: a fully idle core first, then an idle sibling, then the shortest
+    /// queue; the previous CPU wins ties (cache affinity).
+    pub(super) fn place(&self, t: u32) -> usize {
+        let task = &self.tasks[t as usize];
+        let mut best: Option<(u32, usize, usize)> = None; // (class, nr, cpu)
+        let prev = task.last_cpu;
+        for c in 0..self.cpus.len() {
+            if !allowed(&task.mask, c as u32) {
+                continue;
+            }
+            let nr = self.nr_running(c);
+            let class = if nr == 0 {
+                let (a, b) = (self.sib_off[c] as usize, self.sib_off[c + 1] as usize);
+                if self.sib[a..b]
+                    .iter()
+                    .all(|&s| self.nr_running(s as usize) == 0)
+                {
+                    0
+                } else {
+                    1
+                }
+            } else {
+                2
+            };
+            let key = (class, nr, usize::from(c as u32 != prev));
+            let better = match best {
+                None => true,
+                Some((bc, bn, bcpu)) => key < (bc, bn, usize::from(bcpu as u32 != prev)),
+            };
+            if better {
+                best = Some((class, nr, c));
+            }
+        }
+        best.map_or(0, |b| b.2)
+    }
+
+    pub(super) fn enqueue(&mut self, t: u32, c: usize, pick: Option<&mut (dyn PickNext + '_)>) {
+        self.tasks[t as usize].state = State::Queued;
+        self.tasks[t as usize].cpu = c as u32;
+        self.cpus[c].queue.push_back(t);
+        if self.cpus[c].current == NONE {
+            self.dispatch(c, pick);
+        }
+    }
+
+    pub(super) fn arrivals(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
+        if self.now_ns < self.next_arrival_ns {
+            return;
+        }
+        let mut next = u64::MAX;
+        for t in 0..self.tasks.len() {
+            if self.tasks[t].state != State::NotArrived {
+                continue;
+            }
+            if self.tasks[t].start_ns <= self.now_ns {
+                let c = self.place(t as u32);
+                self.enqueue(t as u32, c, pick.as_deref_mut());
+            } else {
+                next = next.min(self.tasks[t].start_ns);
+            }
+        }
+        self.next_arrival_ns = next;
+    }
+
+    /// An idle CPU pulls a queued task from the busiest CPU that has one it may run.
+    pub(super) fn idle_pull(&mut self, c: usize, pick: Option<&mut (dyn PickNext + '_)>) {
+        let mut best: Option<(usize, usize, usize)> = None; // (nr, src, pos)
+        for s in 0..self.cpus.len() {
+            if s == c || self.cpus[s].queue.is_empty() {
+                continue;
+            }
+            let nr = self.nr_running(s);
+            if nr < 2 {
+                continue;
+            }
+            if let Some(pos) = self.cpus[s]
+                .queue
+                .iter()
+                .rposition(|&t| allowed(&self.tasks[t as usize].mask, c as u32))
+            {
+                if best.map_or(true, |b| nr > b.0) {
+                    best = Some((nr, s, pos));
+                }
+            }
+        }
+        if let Some((_, s, pos)) = best {
+            if let Some(t) = self.cpus[s].queue.remove(pos) {
+                self.enqueue(t, c, pick);
+            }
+        }
+    }
+
+    /// Periodic balancing by run-queue length: move queued tasks from the longest queues to
+    /// CPUs at least two shorter, affinity permitting.
+    pub(super) fn balance(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
+        let n = self.cpus.len();
+        let mut moves = 0;
+        while moves < n {
+            // Busiest and idlest by nr_running.
+            let mut order: Vec<(usize, usize)> = (0..n).map(|c| (self.nr_running(c), c)).collect();
+            order.sort_unstable();
+            let mut moved = false;
+            'outer: for &(nr_dst, dst) in &order {
+                for &(nr_src, src) in order.iter().rev() {
+                    if nr_src < nr_dst + 2 {
+                        break;
+                    }
+                    if let Some(pos) = self.cpus[src]
+                        .queue
+                        .iter()
+                        .rposition(|&t| allowed(&self.tasks[t as usize].mask, dst as u32))
+                    {
+                        if let Some(t) = self.cpus[src].queue.remove(pos) {
+                            self.enqueue(t, dst, pick.as_deref_mut());
+                            moved = true;
+                            break 'outer;
+                        }
+                    }
+                }
+            }
+            if !moved {
+                break;
+            }
+            moves += 1;
+        }
+    }
+
+    /// Change a task's affinity, moving it if its CPU is no longer allowed.
+    pub(super) fn set_affinity(&mut self, t: usize, cpus: CpuSet) -> Result<(), SimError> {
+        let all = self.topo.all_cpus();
+        if cpus.is_empty() || !cpus.is_subset(&all) {
+            return Err(SimError::BadAction(format!(
+                "CPU set {:?} for task {t} is empty or outside the machine's {}",
+                cpus.to_list(),
+                all.to_list()
+            )));
+        }
+        let n = self.cpus.len();
+        let task = &mut self.tasks[t];
+        task.mask = mask_of(&cpus, n);
+        task.affinity = cpus;
+        let c = task.cpu;
+        match task.state {
+            State::Running if !allowed(&task.mask, c) => {
+                self.switch_out(c as usize, true);
+                self.dispatch(c as usize, None);
+                let dst = self.place(t as u32);
+                self.enqueue(t as u32, dst, None);
+            }
+            State::Queued if !allowed(&task.mask, c) => {
+                if let Some(pos) = self.cpus[c as usize]
+                    .queue
+                    .iter()
+                    .position(|&x| x == t as u32)
+                {
+                    self.cpus[c as usize].queue.remove(pos);
+                }
+                let dst = self.place(t as u32);
+                self.enqueue(t as u32, dst, None);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

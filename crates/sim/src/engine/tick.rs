@@ -1,0 +1,215 @@
+//! Time: one tick retires instructions at the solved rates, warms caches, ends phases and
+//! slices, and runs arrivals and the periodic balancer; `advance_*` step whole intervals.
+
+use super::*;
+
+impl Simulation {
+    /// Advance one tick.
+    pub(super) fn tick(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
+        if self.dirty {
+            for b in 0..self.buses.len() {
+                if self.dirty_bus[b] {
+                    self.solve(b);
+                    self.dirty_bus[b] = false;
+                }
+            }
+            self.dirty = false;
+        }
+        let line = self.spec.line_bytes as f64;
+        let tick_ns = self.tick_ns;
+        let cyc = self.cycles_per_tick;
+        for d in 0..self.domains.len() {
+            self.scratch_dom_running[d] = 0.0;
+        }
+        let mut finished_any = false;
+        for c in 0..self.cpus.len() {
+            let cur = self.cpus[c].current;
+            if cur == NONE {
+                continue;
+            }
+            let (cpi, miss, share) = (self.cpus[c].cpi, self.cpus[c].miss, self.cpus[c].share);
+            let bus = self.cpus[c].bus as usize;
+            let t = &mut self.tasks[cur as usize];
+            let mut instr = cyc / cpi;
+            let mut tick_instr = 0.0;
+            let mut fp = 0.0;
+            let mut refs = 0.0;
+            let mut misses = 0.0;
+            // Retire, crossing phase boundaries at the current rates.
+            loop {
+                let p = &self.profs[t.prof as usize];
+                let n = instr.min(t.phase_left);
+                tick_instr += n;
+                fp += n * p.fp;
+                refs += n * p.api;
+                misses += n * p.api * miss;
+                t.phase_left -= n;
+                instr -= n;
+                if t.phase_left > 0.0 {
+                    break;
+                }
+                // Phase done: next phase, program completion, or the end.
+                match next_phase(&mut t.src, t.repeat) {
+                    Next::Phase(p, n, ended) => {
+                        t.prof = p;
+                        t.phase_left = n as f64;
+                        if ended {
+                            t.c.completions += 1;
+                        }
+                        self.dirty = true;
+                        self.dirty_bus[bus] = true;
+                    }
+                    Next::Done => {
+                        t.c.completions += 1;
+                        t.state = State::Done;
+                        // Finished part-way through the tick.
+                        let used = ((cyc - instr * cpi) / cyc).clamp(0.0, 1.0);
+                        t.finish_ns = Some(self.now_ns + (used * tick_ns as f64).round() as u64);
+                        finished_any = true;
+                        break;
+                    }
+                }
+                if instr <= 0.0 {
+                    break;
+                }
+            }
+            let used_cycles = if t.state == State::Done {
+                (tick_instr * cpi).min(cyc)
+            } else {
+                cyc
+            };
+            t.c.cycles += used_cycles;
+            t.c.instructions += tick_instr;
+            t.c.fp_ops += fp;
+            t.c.llc_references += refs;
+            t.c.llc_misses += misses;
+            t.c.mem_transactions += misses;
+            // A task that finished part-way through the tick ran only for that part.
+            let used_ns = if used_cycles < cyc {
+                (used_cycles / cyc * tick_ns as f64).round() as u64
+            } else {
+                tick_ns
+            };
+            t.c.task_clock_ns += used_ns;
+            // Warm-up: misses bring lines in until the task holds its share (or all it can use).
+            let p = &self.profs[t.prof as usize];
+            let target = share.min(p.saturation_bytes);
+            if t.occ < target * (1.0 - 1e-9) {
+                t.occ = (t.occ + misses * line).min(target);
+                // Re-solve while the miss ratio still moves by more than 0.5 %, and once more
+                // when the share is filled, so that warm tasks run at exact steady-state rates.
+                let m_now = p.curve.miss_ratio(share.min(t.occ));
+                if t.occ >= target || (m_now - miss).abs() > 0.005 * miss {
+                    self.dirty = true;
+                    self.dirty_bus[bus] = true;
+                }
+            } else if t.occ > share {
+                t.occ = share;
+            }
+            self.scratch_dom_running[self.cpus[c].domain as usize] += t.occ;
+            let cpu = &mut self.cpus[c];
+            cpu.busy_ns_obs += used_ns;
+            cpu.cycles_obs += used_cycles;
+            cpu.instr_obs += tick_instr;
+        }
+        // Lines filled by running tasks evict lines of tasks waiting in the same domain.
+        for d in 0..self.domains.len() {
+            let dom = &mut self.domains[d];
+            let over = self.scratch_dom_running[d] + dom.idle_total - dom.capacity;
+            if over > 0.0 && dom.idle_total > 0.0 {
+                let keep = (dom.idle_total - over).max(0.0);
+                dom.idle_scale *= keep / dom.idle_total;
+                dom.idle_total = keep;
+                if dom.idle_total < 1.0 {
+                    dom.idle_total = 0.0;
+                }
+            }
+        }
+        for b in 0..self.buses.len() {
+            self.buses[b].rho_obs_sum += self.buses[b].rho;
+        }
+        self.now_ns += tick_ns;
+        self.obs_ticks += 1;
+        if finished_any {
+            for c in 0..self.cpus.len() {
+                let cur = self.cpus[c].current;
+                if cur != NONE && self.tasks[cur as usize].state == State::Done {
+                    self.switch_out(c, false);
+                    self.dispatch(c, pick.as_deref_mut());
+                    if self.cpus[c].current == NONE {
+                        self.idle_pull(c, pick.as_deref_mut());
+                    }
+                }
+            }
+        }
+        // Slice expiry.
+        for c in 0..self.cpus.len() {
+            if self.cpus[c].current != NONE && self.cpus[c].slice_end_ns <= self.now_ns {
+                if self.cpus[c].queue.is_empty() {
+                    let slice = self.slice_ns();
+                    self.cpus[c].slice_end_ns = self.now_ns + slice;
+                } else {
+                    let t = self.cpus[c].current;
+                    self.switch_out(c, true);
+                    self.cpus[c].queue.push_back(t);
+                    self.tasks[t as usize].state = State::Queued;
+                    self.tasks[t as usize].cpu = c as u32;
+                    self.dispatch(c, pick.as_deref_mut());
+                }
+            }
+        }
+        self.arrivals(pick.as_deref_mut());
+        if self.now_ns >= self.next_balance_ns {
+            self.next_balance_ns = self.now_ns + self.ms_to_ns(self.sched.balance_interval_ms);
+            self.balance(pick);
+        }
+    }
+
+    /// Advance by `interval_ns` (whole ticks), consulting `pick` at every context switch.
+    pub fn advance_with(
+        &mut self,
+        interval_ns: u64,
+        mut pick: Option<&mut (dyn PickNext + '_)>,
+    ) -> Observation {
+        let ticks = interval_ns.div_ceil(self.tick_ns).max(1);
+        for _ in 0..ticks {
+            self.tick(pick.as_deref_mut());
+        }
+        self.observe()
+    }
+
+    /// Advance by `interval_ns` without building an [`Observation`]; read the interval with
+    /// [`Self::take_interval`]. What `run` uses when no epoch-level policy needs observations.
+    pub fn advance_quiet(&mut self, interval_ns: u64, mut pick: Option<&mut (dyn PickNext + '_)>) {
+        let ticks = interval_ns.div_ceil(self.tick_ns).max(1);
+        for _ in 0..ticks {
+            self.tick(pick.as_deref_mut());
+        }
+    }
+
+    /// Counter deltas of every task since the last observation (into `deltas`, indexed by task)
+    /// and mean bus utilizations (into `bus`); resets the interval as [`Machine::advance`]'s
+    /// observation does. Returns the interval length.
+    pub fn take_interval(&mut self, deltas: &mut Vec<Counters>, bus: &mut Vec<f64>) -> u64 {
+        deltas.clear();
+        for t in &mut self.tasks {
+            deltas.push(diff(&t.c, &t.obs_base));
+            t.obs_base = t.c;
+        }
+        for c in &mut self.cpus {
+            c.busy_ns_obs = 0;
+            c.cycles_obs = 0.0;
+            c.instr_obs = 0.0;
+        }
+        let ticks = self.obs_ticks.max(1) as f64;
+        bus.clear();
+        for b in &mut self.buses {
+            bus.push(b.rho_obs_sum / ticks);
+            b.rho_obs_sum = 0.0;
+        }
+        let interval = self.now_ns - self.obs_start_ns;
+        self.obs_start_ns = self.now_ns;
+        self.obs_ticks = 0;
+        interval
+    }
+}

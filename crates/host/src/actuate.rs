@@ -1,4 +1,4 @@
-//! The two other actuators of DESIGN §5: a cgroup v2 group's `cpuset.cpus`, and core-scheduling
+//! The two other actuators of the live host (docs/design.md, "The live host"): a cgroup v2 group's `cpuset.cpus`, and core-scheduling
 //! cookies (`prctl(PR_SCHED_CORE)`) that keep untrusted or interfering tasks off each other's
 //! SMT siblings. Neither is driven by the agent yet (only per-thread affinity is, journaled);
 //! both return the previous state so a caller can restore it.

@@ -1,5 +1,6 @@
-//! The simulated machine of Counterpoint (DESIGN §3): where placement policies are evaluated on
-//! machines we do not have, and where the seeds' experiments are reproduced.
+//! The simulated machine of Counterpoint (docs/design.md, "The simulated machine"): where
+//! placement policies are evaluated on machines we do not have, and where the seeds'
+//! experiments are reproduced.
 //!
 //! A [`Simulation`] is a machine of packages, cores and SMT threads with an LLC per cache domain
 //! and memory behind a shared bus or per-package controllers. Tasks run programs made of phases

@@ -1,4 +1,4 @@
-//! Property tests for the model's invariants (DESIGN §3): bus utilization stays below 1, cache
+//! Property tests for the model's invariants (docs/design.md, "The simulated machine"): bus utilization stays below 1, cache
 //! shares of a domain sum to its capacity, identical tasks get identical slowdowns, more
 //! contention never speeds a task up, contention never beats running alone, affinity is always
 //! respected, and CPU time is conserved.

@@ -72,7 +72,15 @@ fn default_sigpipe_unless_agent_or_stat() {
     let sub = std::env::args_os()
         .skip(1)
         .find(|a| !a.to_string_lossy().starts_with('-'));
-    let keeps_ignored = sub.is_some_and(|s| s == "agent" || s == "stat");
+    if sub.as_ref().is_some_and(|s| s == "agent") {
+        // The agent catches every terminating signal from its first instruction on, so a
+        // signal that arrives during start-up (SIGPIPE included, which is ignored by default
+        // here) is never lost: the loop sees the stop flag before it changes anything. A
+        // failure is reported when the agent installs them again.
+        let _ = counterpoint_host::signals::install();
+        return;
+    }
+    let keeps_ignored = sub.is_some_and(|s| s == "stat");
     if !keeps_ignored {
         // SAFETY: setting a signal's disposition to SIG_DFL before any thread is started.
         unsafe {

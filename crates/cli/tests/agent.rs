@@ -1038,6 +1038,34 @@ fn fault_run(iterations: usize, seed: u64) -> FaultReport {
         });
         if !exited {
             rep.hangs += 1;
+            // Say where it is stuck before it is killed: the state and kernel wait channel of
+            // each of its threads.
+            let pid = agent.pid();
+            let mut where_ = String::new();
+            if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+                for t in tasks.flatten() {
+                    let p = t.path();
+                    let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+                    let wchan = std::fs::read_to_string(p.join("wchan")).unwrap_or_default();
+                    let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+                    where_.push_str(&format!(
+                        "[{} {} state {} wchan {}] ",
+                        t.file_name().to_string_lossy(),
+                        comm.trim(),
+                        stat.rsplit(')')
+                            .next()
+                            .unwrap_or("")
+                            .split_whitespace()
+                            .next()
+                            .unwrap_or("?"),
+                        wchan.trim()
+                    ));
+                }
+            }
+            eprintln!(
+                "hang: agent {pid} did not exit 20 s after signal {} (torn {torn}, delay {delay_ms} ms): {where_}",
+                sig.1
+            );
         }
 
         drop(agent);

@@ -57,7 +57,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     if let Some((_, set)) = sets.first() {
         for r in set.read_all()? {
             if r.value.is_none() {
-                eprintln!("not counted here, left out: {} ({:?})", r.spec.name, r.status);
+                eprintln!(
+                    "not counted here, left out: {} ({:?})",
+                    r.spec.name, r.status
+                );
             }
         }
     }

@@ -204,7 +204,10 @@ mod tests {
         let half = reading("x", 10, 100, 50);
         assert_eq!((coverage(&half), scaled(&half)), (0.5, 20.0));
         let never_enabled = reading("x", 0, 0, 0);
-        assert_eq!((coverage(&never_enabled), scaled(&never_enabled)), (1.0, 0.0));
+        assert_eq!(
+            (coverage(&never_enabled), scaled(&never_enabled)),
+            (1.0, 0.0)
+        );
         let never_ran = reading("x", 0, 100, 0);
         assert_eq!(coverage(&never_ran), 0.0);
         assert!(scaled(&never_ran).is_nan());
@@ -243,7 +246,10 @@ mod tests {
             fams[0].samples[0].labels,
             vec![("cpu".into(), "1".into()), ("event".into(), "cs:u".into())]
         );
-        assert_eq!(fams[0].samples[1].labels, vec![("event".into(), "cs-u".into())]);
+        assert_eq!(
+            fams[0].samples[1].labels,
+            vec![("event".into(), "cs-u".into())]
+        );
         assert!(fams[0].help.contains("cs:u, cs-u"));
         assert_eq!(fams[1].samples[0].value, 2.0);
         assert_eq!(fams[2].samples[0].value, 1.0);
@@ -261,6 +267,9 @@ mod tests {
         let mut r = reading("x", 1, 1, 1);
         r.labels.push(("event".into(), "mine".into()));
         let fams = counter_families(&[r]);
-        assert_eq!(fams[0].samples[0].labels, vec![("event".into(), "mine".into())]);
+        assert_eq!(
+            fams[0].samples[0].labels,
+            vec![("event".into(), "mine".into())]
+        );
     }
 }

@@ -127,7 +127,14 @@ fn accept_loop(listener: TcpListener, source: Source, stop: Arc<AtomicBool>) {
         let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
         if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             active.fetch_sub(1, Ordering::SeqCst);
-            let _ = respond(&mut stream, 503, "Service Unavailable", &[], b"busy\n", false);
+            let _ = respond(
+                &mut stream,
+                503,
+                "Service Unavailable",
+                &[],
+                b"busy\n",
+                false,
+            );
             continue;
         }
         let guard = Active(active.clone());
@@ -245,7 +252,10 @@ fn handle(mut stream: TcpStream, source: &Source) {
                 let (body, ctype) = if openmetrics {
                     (render(&families), OPENMETRICS_CONTENT_TYPE)
                 } else {
-                    (render_prometheus_text(&families), PROMETHEUS_TEXT_CONTENT_TYPE)
+                    (
+                        render_prometheus_text(&families),
+                        PROMETHEUS_TEXT_CONTENT_TYPE,
+                    )
                 };
                 respond(
                     &mut stream,

@@ -198,7 +198,10 @@ mod tests {
     fn names_are_sanitized() {
         assert_eq!(sanitize_metric_name("task-clock"), "task_clock");
         assert_eq!(sanitize_metric_name("cs:u"), "cs_u");
-        assert_eq!(sanitize_metric_name("cpu/event=0x3c,umask=1/"), "cpu_event_0x3c_umask_1");
+        assert_eq!(
+            sanitize_metric_name("cpu/event=0x3c,umask=1/"),
+            "cpu_event_0x3c_umask_1"
+        );
         assert_eq!(sanitize_metric_name("__x__y__"), "x_y");
         assert_eq!(sanitize_metric_name("1st"), "_1st");
         assert_eq!(sanitize_metric_name(""), "_");

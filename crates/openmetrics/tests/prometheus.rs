@@ -110,7 +110,9 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
         Arc::new(move || {
             // A poisoned lock or a failed read exposes nothing rather than a made-up value.
             let Ok(set) = set.lock() else { return vec![] };
-            let Ok(readings) = set.read_all() else { return vec![] };
+            let Ok(readings) = set.read_all() else {
+                return vec![];
+            };
             let readings: Vec<CounterReading> = readings
                 .into_iter()
                 .filter_map(|r| {
@@ -146,7 +148,10 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
     let mut server = Server(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address={prom}"))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
@@ -174,7 +179,10 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
     eprintln!("prometheus returned: {total}");
 
     // The raw count of a real event, with our labels back unchanged (escapes undone).
-    assert!(value_of(&total) > 0.0, "task-clock is not positive: {total}");
+    assert!(
+        value_of(&total) > 0.0,
+        "task-clock is not positive: {total}"
+    );
     let m = &total["metric"];
     assert_eq!(m["__name__"], "counterpoint_task_clock_total");
     assert_eq!(m["event"], "task-clock");

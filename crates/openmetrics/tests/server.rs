@@ -56,12 +56,18 @@ fn metrics_in_both_formats_from_the_source_at_each_scrape() {
         &["Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"],
     )
     .expect("GET");
-    assert_eq!(prom_scrape.header("content-type"), Some(OPENMETRICS_CONTENT_TYPE));
+    assert_eq!(
+        prom_scrape.header("content-type"),
+        Some(OPENMETRICS_CONTENT_TYPE)
+    );
     assert_eq!(prom_scrape.body, render(&families(2)));
 
     let text = get(addr, "/metrics?x=y", &["Accept: text/plain; version=0.0.4"]).expect("GET");
     assert_eq!(text.status, 200);
-    assert_eq!(text.header("content-type"), Some(PROMETHEUS_TEXT_CONTENT_TYPE));
+    assert_eq!(
+        text.header("content-type"),
+        Some(PROMETHEUS_TEXT_CONTENT_TYPE)
+    );
     assert_eq!(text.body, render_prometheus_text(&families(3)));
 
     let head = exchange(addr, b"HEAD /metrics HTTP/1.1\r\n\r\n").expect("HEAD");
@@ -79,7 +85,10 @@ fn errors_for_anything_else() {
     let post = exchange(addr, b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").unwrap();
     assert_eq!(post.status, 405);
     assert_eq!(post.header("allow"), Some("GET, HEAD"));
-    assert_eq!(exchange(addr, b"\x00\xff garbage\r\n\r\n").unwrap().status, 400);
+    assert_eq!(
+        exchange(addr, b"\x00\xff garbage\r\n\r\n").unwrap().status,
+        400
+    );
     assert_eq!(exchange(addr, b"GET /metrics\r\n\r\n").unwrap().status, 400);
     // An endless header: answered 431 once the bound is reached, not read forever.
     let mut huge = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();

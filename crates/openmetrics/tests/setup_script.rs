@@ -60,16 +60,29 @@ fn run_setup(installed: bool, uid: u32, apt_exit: i32, args: &[&str]) -> (i32, S
 fn offline_as_root_skips_and_exits_zero() {
     let (code, err, apt) = run_setup(false, 0, 100, &[]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("prometheus: skipped: prometheus (apt could not fetch"), "{err}");
-    assert!(err.contains("lockprof: skipped: pigz xz-utils sqlite3 binutils g++"), "{err}");
+    assert!(
+        err.contains("prometheus: skipped: prometheus (apt could not fetch"),
+        "{err}"
+    );
+    assert!(
+        err.contains("lockprof: skipped: pigz xz-utils sqlite3 binutils g++"),
+        "{err}"
+    );
     assert!(err.contains("tools: skipped: gcc tmux python3"), "{err}");
     assert!(
         err.contains("setup: 1 part(s) complete; skipped: lockprof prometheus tools"),
         "{err}"
     );
     // One install from the cached lists, one update, one more install; per part, no retries.
-    assert_eq!(apt.lines().filter(|l| l.contains("update")).count(), 3, "{apt}");
-    assert!(!apt.contains("linux-perf"), "perf is not installed without --extras: {apt}");
+    assert_eq!(
+        apt.lines().filter(|l| l.contains("update")).count(),
+        3,
+        "{apt}"
+    );
+    assert!(
+        !apt.contains("linux-perf"),
+        "perf is not installed without --extras: {apt}"
+    );
 }
 
 #[test]
@@ -90,7 +103,10 @@ fn everything_present_is_quiet_and_calls_no_apt() {
     assert!(err.contains("prometheus: present: prometheus"), "{err}");
     assert!(err.contains("setup: 4 part(s) complete"), "{err}");
     assert!(!err.contains("skipped"), "{err}");
-    assert!(apt.is_empty(), "apt-get called with everything present: {apt}");
+    assert!(
+        apt.is_empty(),
+        "apt-get called with everything present: {apt}"
+    );
 }
 
 #[test]

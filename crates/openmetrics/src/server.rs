@@ -335,6 +335,24 @@ fn respond(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Total: any bytes give a classification, never a panic.
+        #[test]
+        fn parse_request_is_total(head in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = parse_request(&head);
+        }
+
+        /// Arbitrary request lines of the right shape never reach /metrics unless they name it.
+        #[test]
+        fn only_the_metrics_path_is_served(method in "[A-Z]{1,7}", path in "/[ -~&&[^ ?]]{0,20}") {
+            let r = parse_request(format!("{method} {path} HTTP/1.1\r\nHost: x").as_bytes());
+            if path != "/metrics" {
+                prop_assert!(matches!(r, Request::NotFound | Request::Bad));
+            }
+        }
+    }
 
     #[test]
     fn requests_are_classified() {

@@ -158,3 +158,33 @@ fn a_busy_address_is_an_error_not_a_panic() {
     let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
     assert!(serve(exporter.addr(), Arc::new(|| families(1))).is_err());
 }
+
+/// Arbitrary bytes from clients: every connection gets an answer or is closed, and the server
+/// still serves a proper scrape afterwards.
+#[test]
+fn arbitrary_bytes_never_stop_the_server() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    let mut runner = TestRunner::new(Config::with_cases(64));
+    runner
+        .run(
+            &proptest::collection::vec(any::<u8>(), 0..2048),
+            |mut bytes| {
+                // End the head so the server answers at once instead of waiting for more.
+                bytes.extend_from_slice(b"\r\n\r\n");
+                if let Ok(r) = exchange(addr, &bytes) {
+                    prop_assert!(
+                        matches!(r.status, 200 | 400 | 404 | 405 | 431),
+                        "{}",
+                        r.status
+                    );
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+    let ok = get(addr, "/metrics", &[]).unwrap();
+    assert_eq!((ok.status, ok.body), (200, render(&families(1))));
+}

@@ -143,26 +143,37 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
         ),
     )
     .expect("write prometheus.yml");
-    let prom: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let log = dir.path().join("prometheus.log");
-    let mut server = Server(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={prom}"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .current_dir(dir.path())
-            .spawn()
-            .expect("start prometheus"),
-    );
+    let start_server = |prom: SocketAddr| {
+        Server(
+            Command::new("prometheus")
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.path().join("data").display()
+                ))
+                .arg(format!("--web.listen-address={prom}"))
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).expect("log file"))
+                .current_dir(dir.path())
+                .spawn()
+                .expect("start prometheus"),
+        )
+    };
+    let mut prom: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut server = start_server(prom);
+    let mut port_retries = 3;
 
     let start = Instant::now();
     let total = loop {
         if let Ok(Some(status)) = server.0.try_wait() {
+            // The free port was taken between our probe and Prometheus' bind: try another.
+            if port_retries > 0 && log_tail(&log).contains("address already in use") {
+                port_retries -= 1;
+                prom = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+                server = start_server(prom);
+                continue;
+            }
             panic!("prometheus exited ({status}):\n{}", log_tail(&log));
         }
         if let Some(r) = query_one(prom, "counterpoint_task_clock_total") {

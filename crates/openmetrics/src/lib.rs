@@ -50,7 +50,10 @@ mod server;
 mod text;
 
 pub use family::{counter_families, CounterReading, Family, Kind, Sample};
-pub use server::{serve, ExporterHandle, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
+pub use server::{
+    serve, ExporterHandle, Source, IO_TIMEOUT, MAX_CONNECTIONS, MAX_REQUEST_BYTES,
+    OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE,
+};
 pub use text::{
     escape_label_value, render, render_prometheus_text, sanitize_label_name, sanitize_metric_name,
 };

@@ -62,6 +62,21 @@ fn query_one(prom: SocketAddr, q: &str) -> Option<Value> {
     data["result"].as_array()?.first().cloned()
 }
 
+fn fixed_readings() -> Vec<CounterReading> {
+    let r = |event: &str, consumer: &str, raw, enabled_ns, running_ns| CounterReading {
+        event: event.into(),
+        labels: vec![("consumer".into(), consumer.into())],
+        raw,
+        enabled_ns,
+        running_ns,
+    };
+    vec![
+        r("cycles", "agent", 3_000_000, 2_000_000_000, 500_000_000),
+        r("instructions", "starved", 0, 1_000_000_000, 0),
+        r("cpu/event=0x3c,umask=0x0/u", "x\"y\\z", 42, 10, 10),
+    ]
+}
+
 fn value_of(result: &Value) -> f64 {
     result["value"][1]
         .as_str()
@@ -126,7 +141,12 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
                     })
                 })
                 .collect();
-            counter_families(&readings)
+            let mut families = counter_families(&readings);
+            // Fixed readings in the same scrape: a multiplexed event, one that never ran (NaN
+            // estimate), an odd name. Prometheus drops the whole scrape on one bad line, so
+            // the real series appearing also means its OpenMetrics parser took all of these.
+            families.extend(counter_families(&fixed_readings()));
+            families
         }),
     )
     .expect("start the exporter");
@@ -214,6 +234,21 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
             .unwrap_or_else(|| panic!("no enabled time for {event}"));
         assert!(value_of(&en) > 0.0, "{en}");
     }
+
+    // The fixed families arrived with their values.
+    let cov = query_one(prom, "counterpoint_cycles_coverage").expect("cycles coverage");
+    assert_eq!(value_of(&cov), 0.25, "{cov}");
+    let mux = query_one(prom, "counterpoint_cycles_multiplexed").expect("cycles flag");
+    assert_eq!(value_of(&mux), 1.0, "{mux}");
+    let raw = query_one(prom, "counterpoint_cycles_total").expect("cycles raw");
+    assert_eq!(value_of(&raw), 3_000_000.0, "{raw}");
+    let est = query_one(prom, "counterpoint_cycles_scaled").expect("cycles estimate");
+    assert_eq!(value_of(&est), 12_000_000.0, "{est}");
+    let none = query_one(prom, "counterpoint_instructions_scaled").expect("no estimate");
+    assert!(value_of(&none).is_nan(), "{none}");
+    let odd = query_one(prom, "counterpoint_cpu_event_0x3c_umask_0x0_u_total").expect("odd name");
+    assert_eq!(odd["metric"]["event"], "cpu/event=0x3c,umask=0x0/u");
+    assert_eq!(odd["metric"]["consumer"], "x\"y\\z");
 
     // The OpenMetrics metadata arrived: Prometheus knows the family as a counter.
     let meta = api(prom, "/api/v1/metadata?metric=counterpoint_task_clock")

@@ -61,7 +61,7 @@ fn offline_as_root_skips_and_exits_zero() {
     let (code, err, apt) = run_setup(false, 0, 100, &[]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("prometheus: skipped: prometheus (apt could not fetch"),
+        err.contains("prometheus: skipped: prometheus (apt-get could not install them: offline"),
         "{err}"
     );
     assert!(

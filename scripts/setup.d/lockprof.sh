@@ -1,12 +1,6 @@
 #!/bin/sh
-# lockprof: Debian multithreaded programs run under the profiler by the tests (xz, sqlite3 are
-# normally present; pigz is not), and g++ for the C++ condition_variable test. Idempotent.
-set -e
-missing=""
-for p in pigz xz-utils sqlite3 binutils g++; do
-    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y $missing
-fi
+# lockprof: real multithreaded programs run under the profiler by the tests (xz and pigz compress
+# the same input; sqlite3), binutils' addr2line to check resolved call sites, g++ for the C++
+# condition_variable test. Tests skip the programs that are missing, saying so.
+. "$(dirname "$0")/apt-lib"
+apt_ensure lockprof pigz xz-utils sqlite3 binutils g++

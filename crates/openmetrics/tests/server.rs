@@ -1,0 +1,190 @@
+//! The exporter over real sockets: content types and negotiation, errors for other paths,
+//! methods and malformed or oversized requests, a panicking source, a silent client that does
+//! not block a scrape, and a clean stop.
+
+mod common;
+
+use common::{exchange, get};
+use counterpoint_openmetrics::{
+    counter_families, render, render_prometheus_text, serve, CounterReading, Family,
+    OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE,
+};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+fn families(n: u64) -> Vec<Family> {
+    counter_families(&[CounterReading {
+        event: "context-switches".into(),
+        labels: vec![("consumer".into(), "test".into())],
+        raw: n,
+        enabled_ns: 2_000,
+        running_ns: 1_000,
+    }])
+}
+
+fn local() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+#[test]
+fn metrics_in_both_formats_from_the_source_at_each_scrape() {
+    let scrapes = Arc::new(AtomicU64::new(0));
+    let s = scrapes.clone();
+    let exporter = serve(
+        local(),
+        Arc::new(move || families(s.fetch_add(1, Ordering::SeqCst) + 1)),
+    )
+    .expect("serve");
+    let addr = exporter.addr();
+    assert_ne!(addr.port(), 0);
+
+    let om = get(addr, "/metrics", &[]).expect("GET");
+    assert_eq!(om.status, 200);
+    assert_eq!(om.header("content-type"), Some(OPENMETRICS_CONTENT_TYPE));
+    assert_eq!(om.body, render(&families(1)));
+    assert_eq!(
+        om.header("content-length"),
+        Some(om.body.len().to_string().as_str())
+    );
+
+    // Prometheus' scrape header: OpenMetrics preferred.
+    let prom_scrape = get(
+        addr,
+        "/metrics",
+        &["Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"],
+    )
+    .expect("GET");
+    assert_eq!(
+        prom_scrape.header("content-type"),
+        Some(OPENMETRICS_CONTENT_TYPE)
+    );
+    assert_eq!(prom_scrape.body, render(&families(2)));
+
+    let text = get(addr, "/metrics?x=y", &["Accept: text/plain; version=0.0.4"]).expect("GET");
+    assert_eq!(text.status, 200);
+    assert_eq!(
+        text.header("content-type"),
+        Some(PROMETHEUS_TEXT_CONTENT_TYPE)
+    );
+    assert_eq!(text.body, render_prometheus_text(&families(3)));
+
+    let head = exchange(addr, b"HEAD /metrics HTTP/1.1\r\n\r\n").expect("HEAD");
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    assert_eq!(scrapes.load(Ordering::SeqCst), 4);
+}
+
+#[test]
+fn errors_for_anything_else() {
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    assert_eq!(get(addr, "/", &[]).unwrap().status, 404);
+    assert_eq!(get(addr, "/metricsx", &[]).unwrap().status, 404);
+    let post = exchange(addr, b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").unwrap();
+    assert_eq!(post.status, 405);
+    assert_eq!(post.header("allow"), Some("GET, HEAD"));
+    assert_eq!(
+        exchange(addr, b"\x00\xff garbage\r\n\r\n").unwrap().status,
+        400
+    );
+    assert_eq!(exchange(addr, b"GET /metrics\r\n\r\n").unwrap().status, 400);
+    // An endless header: answered 431 once the bound is reached, not read forever.
+    let mut huge = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
+    huge.extend(vec![b'a'; 64 * 1024]);
+    let big = exchange(addr, &huge);
+    // The server may close while we still write; either way it must not answer 200.
+    if let Ok(r) = big {
+        assert_eq!(r.status, 431);
+    }
+    // Still serving.
+    assert_eq!(get(addr, "/metrics", &[]).unwrap().status, 200);
+}
+
+#[test]
+fn a_panicking_source_gets_500_and_the_server_goes_on() {
+    let calls = Arc::new(AtomicU64::new(0));
+    let c = calls.clone();
+    let exporter = serve(
+        local(),
+        Arc::new(move || {
+            if c.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("source failed on purpose");
+            }
+            families(7)
+        }),
+    )
+    .expect("serve");
+    assert_eq!(get(exporter.addr(), "/metrics", &[]).unwrap().status, 500);
+    let ok = get(exporter.addr(), "/metrics", &[]).unwrap();
+    assert_eq!((ok.status, ok.body), (200, render(&families(7))));
+}
+
+#[test]
+fn a_silent_client_does_not_block_a_scrape() {
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    // Connected, half a request line, then nothing: holds one connection thread only.
+    let mut silent = TcpStream::connect(addr).expect("connect");
+    silent.write_all(b"GET /met").expect("write");
+    let mut others: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    for o in &mut others {
+        o.write_all(b"GET").unwrap();
+    }
+    assert_eq!(get(addr, "/metrics", &[]).unwrap().status, 200);
+    drop(silent);
+}
+
+#[test]
+fn stop_closes_the_listener() {
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    assert_eq!(get(addr, "/metrics", &[]).unwrap().status, 200);
+    exporter.stop();
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "still accepting on {addr} after stop"
+    );
+    // Dropping without stop() does the same.
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    drop(exporter);
+    assert!(TcpStream::connect(addr).is_err());
+}
+
+#[test]
+fn a_busy_address_is_an_error_not_a_panic() {
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    assert!(serve(exporter.addr(), Arc::new(|| families(1))).is_err());
+}
+
+/// Arbitrary bytes from clients: every connection gets an answer or is closed, and the server
+/// still serves a proper scrape afterwards.
+#[test]
+fn arbitrary_bytes_never_stop_the_server() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    let mut runner = TestRunner::new(Config::with_cases(64));
+    runner
+        .run(
+            &proptest::collection::vec(any::<u8>(), 0..2048),
+            |mut bytes| {
+                // End the head so the server answers at once instead of waiting for more.
+                bytes.extend_from_slice(b"\r\n\r\n");
+                if let Ok(r) = exchange(addr, &bytes) {
+                    prop_assert!(
+                        matches!(r.status, 200 | 400 | 404 | 405 | 431),
+                        "{}",
+                        r.status
+                    );
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+    let ok = get(addr, "/metrics", &[]).unwrap();
+    assert_eq!((ok.status, ok.body), (200, render(&families(1))));
+}

@@ -450,11 +450,7 @@ fn thread_label(tid: i32) -> String {
 
 /// Split per-instance readings into rows, one per instance, each with every event (an event
 /// with no counter on that instance is `<not counted>` there).
-fn rows_per_instance(
-    base: &[EventReading],
-    per: &[Vec<InstanceReading>],
-    aggr: Aggr,
-) -> Vec<Row> {
+fn rows_per_instance(base: &[EventReading], per: &[Vec<InstanceReading>], aggr: Aggr) -> Vec<Row> {
     let mut instances: Vec<Instance> = Vec::new();
     for r in per.iter().flatten() {
         if !instances.contains(&r.instance) {
@@ -482,10 +478,7 @@ fn rows_per_instance(
                             },
                         )
                     });
-                    EventReading {
-                        value,
-                        ..b.clone()
-                    }
+                    EventReading { value, ..b.clone() }
                 })
                 .collect();
             let label = match *inst {
@@ -585,10 +578,7 @@ fn summarize(runs: &[Measured]) -> Summary {
             } else {
                 None
             });
-            readings.push(EventReading {
-                value,
-                ..r.clone()
-            });
+            readings.push(EventReading { value, ..r.clone() });
         }
         rows.push(Row {
             label: row.label.clone(),
@@ -708,7 +698,9 @@ fn interval_header(aggr: Aggr) -> &'static str {
     match aggr {
         Aggr::Global => "#           time             counts unit events",
         Aggr::PerCpu => "#           time CPU                    counts unit events",
-        Aggr::PerThread => "#           time             comm-pid                  counts unit events",
+        Aggr::PerThread => {
+            "#           time             comm-pid                  counts unit events"
+        }
     }
 }
 
@@ -914,12 +906,7 @@ fn value_text(r: &EventReading) -> String {
 }
 
 /// Print the final counts.
-fn print_counts(
-    out: &mut dyn Write,
-    fmt: &Format,
-    s: &Summary,
-    args: &StatArgs,
-) -> Result<()> {
+fn print_counts(out: &mut dyn Write, fmt: &Format, s: &Summary, args: &StatArgs) -> Result<()> {
     print_counts_at(out, fmt, s, None, args)
 }
 
@@ -938,7 +925,11 @@ fn print_counts_at(
         .map(|row| line_metrics(&row.readings, span))
         .collect();
     let noise = |ri: usize, ei: usize| -> Option<f64> {
-        s.noise_pct.get(ri).and_then(|n| n.get(ei)).copied().flatten()
+        s.noise_pct
+            .get(ri)
+            .and_then(|n| n.get(ei))
+            .copied()
+            .flatten()
     };
     let n_events = s.rows.first().map_or(0, |r| r.readings.len());
     if fmt.json {
@@ -1282,5 +1273,99 @@ mod tests {
         );
         assert!((ms[0][0].value - 0.5).abs() < 1e-9, "{}", ms[0][0].value);
         assert!(ms[1].is_empty());
+    }
+
+    #[test]
+    fn standard_error_of_the_mean_is_perfs() {
+        // perf's stddev_stats: sample standard deviation / sqrt(n).
+        let (m, sem) = mean_and_sem(&[1.0, 2.0, 3.0, 4.0]);
+        assert!((m - 2.5).abs() < 1e-12);
+        let sd = (5.0f64 / 3.0).sqrt();
+        assert!((sem.unwrap() - sd / 2.0).abs() < 1e-12);
+        assert_eq!(mean_and_sem(&[7.0]), (7.0, None));
+        assert_eq!(relative_pct(0.0, Some(1.0)), None);
+        assert!((relative_pct(2.0, Some(0.5)).unwrap() - 25.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn repeated_runs_print_mean_and_spread() {
+        let run = |faults: u64, wall_ms: u64| Measured {
+            rows: vec![Row {
+                label: None,
+                readings: vec![
+                    reading("task-clock", 1_000_000, 10, 10),
+                    reading("page-faults", faults, 10, 10),
+                ],
+            }],
+            wall: Duration::from_millis(wall_ms),
+            cpu: None,
+        };
+        let s = summarize(&[run(100, 100), run(200, 100), run(300, 100)]);
+        assert_eq!(s.rows[0].readings[1].value.unwrap().raw, 200);
+        // sd 100, sem 100/sqrt(3) = 57.735, relative to 200: 28.87 %.
+        assert!((s.noise_pct[0][1].unwrap() - 28.8675).abs() < 1e-3);
+        // Constant task-clock: no spread printed.
+        assert_eq!(s.noise_pct[0][0], Some(0.0));
+        let w = Wrap::parse_from(["stat", "-r", "3", "--", "true"]);
+        let fmt = Format {
+            sep: None,
+            json: false,
+            aggr: Aggr::Global,
+        };
+        let mut out = Vec::new();
+        print_counts(&mut out, &fmt, &s, &w.args).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("for 'true' (3 runs):"), "{text}");
+        let pf = text.lines().find(|l| l.contains("page-faults")).unwrap();
+        assert!(pf.ends_with("( +- 28.87% )"), "{pf}");
+        // 200 faults per 1 ms of task-clock: 200 K/sec.
+        assert!(pf.contains("#  200.000 K/sec"), "{pf}");
+        let tc = text.lines().find(|l| l.contains("task-clock")).unwrap();
+        assert!(!tc.contains("+-"), "{tc}");
+        assert!(
+            text.contains("0.100000 +- 0.000000 seconds time elapsed"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn per_instance_rows_split_by_cpu_in_order() {
+        let base = vec![reading("cpu-clock", 30, 10, 10), reading("cs", 3, 10, 10)];
+        let v = |raw| CounterValue {
+            raw,
+            time_enabled_ns: 5,
+            time_running_ns: 5,
+        };
+        let per = vec![
+            vec![
+                InstanceReading {
+                    instance: Instance::Cpu(1),
+                    value: v(20),
+                },
+                InstanceReading {
+                    instance: Instance::Cpu(0),
+                    value: v(10),
+                },
+            ],
+            vec![
+                InstanceReading {
+                    instance: Instance::Cpu(0),
+                    value: v(1),
+                },
+                InstanceReading {
+                    instance: Instance::Cpu(1),
+                    value: v(2),
+                },
+            ],
+        ];
+        let rows = rows_per_instance(&base, &per, Aggr::PerCpu);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].label.as_deref(), Some("CPU0"));
+        assert_eq!(rows[0].readings[0].value.unwrap().raw, 10);
+        assert_eq!(rows[1].readings[1].value.unwrap().raw, 2);
+        // A CPU's rate uses its own cpu-clock: 2 cs over 20 ns = 1e8/s.
+        let ms = line_metrics(&rows[1].readings, Duration::from_secs(1));
+        assert_eq!(ms[1][0].unit, "M/sec");
+        assert!((ms[1][0].value - 100.0).abs() < 1e-9);
     }
 }

@@ -285,27 +285,7 @@ impl Policy for Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use counterpoint_core::observation::TaskObservation;
-    use counterpoint_core::testutils::{observation as fixture, task, topo};
-
-    /// The fixture with each CPU exactly as busy as the tasks on it (no other load).
-    fn observation(t: &Topology, tasks: Vec<TaskObservation>) -> Observation {
-        let mut o = fixture(t, tasks);
-        let on: Vec<(Option<CpuId>, f64)> = o
-            .tasks
-            .iter()
-            .map(|t| (t.cpu, signal::cpu_utilization(&t.sample)))
-            .collect();
-        for c in &mut o.cpus {
-            c.busy_fraction = on
-                .iter()
-                .filter(|(cpu, _)| *cpu == Some(c.cpu))
-                .map(|(_, u)| u)
-                .sum::<f64>()
-                .min(1.0);
-        }
-        o
-    }
+    use counterpoint_core::testutils::{observation, task, topo};
 
     fn targets(actions: &[Action]) -> BTreeMap<u64, String> {
         actions
@@ -382,7 +362,7 @@ mod tests {
                 counterpoint_core::testutils::INTERVAL_NS,
             ),
         );
-        let mut obs = fixture(&t, vec![tk]);
+        let mut obs = observation(&t, vec![tk]);
         obs.cpus[0].busy_fraction = 1.0;
         obs.cpus[1].busy_fraction = 0.0;
         let f = foreign_load(&obs);
@@ -416,7 +396,7 @@ mod tests {
             event::TASK_CLOCK,
             CounterValue::exact((INTERVAL_NS as f64 * share) as u64, INTERVAL_NS),
         );
-        let mut obs = fixture(t, vec![tk]);
+        let mut obs = observation(t, vec![tk]);
         obs.cpus[0].busy_fraction = 1.0;
         obs.cpus[1].busy_fraction = 0.0;
         obs
@@ -446,7 +426,7 @@ mod tests {
         // no busier than the targets.
         let t = topo(1, 2, 1);
         let all = t.online_cpus();
-        let mut obs = fixture(&t, vec![task(1, 1, &all, &[])]);
+        let mut obs = observation(&t, vec![task(1, 1, &all, &[])]);
         obs.cpus[0].busy_fraction = 0.5;
         obs.cpus[1].busy_fraction = 0.5;
         assert!(foreign_load(&obs).values().all(|&f| f == 0.0));

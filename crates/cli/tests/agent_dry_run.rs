@@ -35,6 +35,15 @@ fn dry_run_says_no_journal_and_each_decision_once() {
         "the journal is not used in a dry run: {journal}"
     );
     assert!(!std::path::Path::new("/nonexistent-dir").exists());
+    // And at the end: nothing to restore, not "restored from the journal".
+    let last = events.last().expect("events");
+    assert_eq!(last["event"], "stopped", "{err}");
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nothing was changed")),
+        "{last}"
+    );
     // Whatever the load did to the hunger of the loop, a decision is never said again in the
     // very next interval with the same target (it is news only when it changes).
     let decisions: Vec<(u64, u64, String)> = events

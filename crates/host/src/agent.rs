@@ -778,7 +778,20 @@ pub fn run_on_host(
     }
     let restore = host.restore();
     let signal = signals::received();
-    log_restore(log, "restored", signal, &restore);
+    if cfg.loop_cfg.dry_run {
+        // No journal, nothing changed: say so rather than "restored from the journal".
+        log.emit(
+            Level::Info,
+            "stopped",
+            "dry run ended: nothing was changed, so there is nothing to restore",
+            &[(
+                "signal",
+                json!(signal.map(signals::name).unwrap_or_default()),
+            )],
+        );
+    } else {
+        log_restore(log, "restored", signal, &restore);
+    }
     result?;
     Ok(Outcome {
         signal,

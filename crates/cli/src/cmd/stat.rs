@@ -911,6 +911,8 @@ fn print_counts(out: &mut dyn Write, fmt: &Format, s: &Summary, args: &StatArgs)
 }
 
 /// Print counts: the final ones (`interval_ts` none) or one interval's.
+// Event-major over rows, as perf prints -A: the event index addresses every row's vectors.
+#[allow(clippy::needless_range_loop)]
 fn print_counts_at(
     out: &mut dyn Write,
     fmt: &Format,

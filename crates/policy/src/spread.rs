@@ -11,8 +11,8 @@
 //!
 //! Load from tasks the policy does not watch counts too: a CPU that other processes keep busy
 //! (its busy fraction from the observation, less what the targets that last ran there used, at
-//! least [`Spread::hungry_threshold_cpus`]) is treated as taken, so a hungry target is not put
-//! there, and one pinned there is moved. Attributing a CPU's busy time to the targets by where
+//! least [`FOREIGN_SATURATION`]) is treated as taken, so a hungry target is not put there, and
+//! one pinned there is moved — unless others saturate every CPU, where moving cannot help. Attributing a CPU's busy time to the targets by where
 //! they last ran is approximate (a target that migrated in the interval leaves time behind),
 //! so it is only trusted when the machine as a whole is busier than the targets account for:
 //! a foreign CPU's load is capped by that difference. On a machine whose only tasks are the
@@ -64,6 +64,11 @@ impl Spread {
         &self.pinned
     }
 }
+
+/// Share of a CPU (0..1) that tasks other than the targets must keep busy for the CPU to count
+/// as taken (fixed, not the hunger threshold: a low threshold for starved targets must not make
+/// every flicker of other work a reason to move).
+pub const FOREIGN_SATURATION: f64 = 0.5;
 
 /// Per CPU, the share of it (0..1) that tasks other than the targets kept busy over the
 /// interval: the CPU's busy fraction less the utilization of the live targets that last ran
@@ -136,13 +141,18 @@ impl Policy for Spread {
         let mut load: BTreeMap<CpuId, usize> = order.iter().map(|&c| (c, 0)).collect();
         let mut new_pins: BTreeMap<TaskId, CpuSet> = BTreeMap::new();
         self.reasons.clear();
-        // CPUs other processes saturate count as taken by a hungry task of their own.
+        // CPUs other processes saturate count as taken by a hungry task of their own, as long
+        // as some CPU is not: when others load every CPU, moving cannot help (and would only
+        // churn with their load).
         let foreign = foreign_load(observation);
-        let taken_by_others: BTreeMap<CpuId, f64> = foreign
+        let mut taken_by_others: BTreeMap<CpuId, f64> = foreign
             .iter()
-            .filter(|&(c, &f)| f >= self.hungry_threshold_cpus && load.contains_key(c))
+            .filter(|&(c, &f)| f >= FOREIGN_SATURATION && load.contains_key(c))
             .map(|(&c, &f)| (c, f))
             .collect();
+        if taken_by_others.len() >= load.len() {
+            taken_by_others.clear();
+        }
         for &c in taken_by_others.keys() {
             used.insert(c);
             *load.entry(c).or_default() += 1;
@@ -418,6 +428,19 @@ mod tests {
         let why = p.reason(&a[0]).expect("reason");
         assert!(why.contains("moved off CPU(s) 0"), "{why}");
         assert!(why.contains("CPU 0 60 %"), "{why}");
+    }
+
+    #[test]
+    fn foreign_load_on_every_cpu_moves_nothing() {
+        let t = topo(1, 2, 1);
+        let all = t.online_cpus();
+        let mut p = Spread::new(0.3);
+        let first = p.decide(&t, &observation(&t, vec![task(1, 0, &all, &[])]));
+        assert_eq!(targets(&first).get(&1).map(String::as_str), Some("0"));
+        // Others take 0.6 of CPU 0 and all of CPU 1: nowhere better to go.
+        let mut obs = hogged(&t, &CpuSet::single(0), 0.4);
+        obs.cpus[1].busy_fraction = 1.0;
+        assert!(p.decide(&t, &obs).is_empty());
     }
 
     #[test]

@@ -534,6 +534,19 @@ pub fn mean_and_sem(xs: &[f64]) -> (f64, Option<f64>) {
     (mean, Some((var / n).sqrt()))
 }
 
+/// Decimals for `MEAN +- SEM seconds time elapsed`, as perf picks them: two digits past the
+/// first significant digit of the spread (perf's `get_precision(sd) + 2`).
+fn elapsed_precision(sem_s: f64) -> usize {
+    if sem_s > 1.0 {
+        2
+    } else if sem_s > 0.0 {
+        // At most ns: a spread of float noise must not print 20 decimals.
+        ((-sem_s.log10()).ceil() as usize + 2).min(9)
+    } else {
+        6
+    }
+}
+
 /// Relative spread in percent, as perf prints it: none when the mean is zero.
 fn relative_pct(mean: f64, sem: Option<f64>) -> Option<f64> {
     match sem {
@@ -1089,11 +1102,14 @@ fn print_counts_at(
             writeln!(out, "   <not supported>: {}: {why}", names.join(", "))?;
         }
         match s.wall_noise {
-            Some((sem_s, pct)) => writeln!(
-                out,
-                "\n{:>18.6} +- {sem_s:.6} seconds time elapsed  ( +-{pct:>6.2}% )\n",
-                span.as_secs_f64()
-            )?,
+            Some((sem_s, pct)) => {
+                let p = elapsed_precision(sem_s);
+                writeln!(
+                    out,
+                    "\n{:>18.p$} +- {sem_s:.p$} seconds time elapsed  ( +-{pct:>6.2}% )\n",
+                    span.as_secs_f64()
+                )?
+            }
             None => writeln!(out, "\n{:>18.9} seconds time elapsed\n", span.as_secs_f64())?,
         }
         if let Some((user, sys)) = s.cpu {
@@ -1325,9 +1341,14 @@ mod tests {
         let tc = text.lines().find(|l| l.contains("task-clock")).unwrap();
         assert!(!tc.contains("+-"), "{tc}");
         assert!(
-            text.contains("0.100000 +- 0.000000 seconds time elapsed"),
+            text.contains("       0.100000000 +- 0.000000000 seconds time elapsed"),
             "{text}"
         );
+        // perf's decimals: 0.00577 -> 5, 0.000139 -> 6.
+        assert_eq!(elapsed_precision(0.00577), 5);
+        assert_eq!(elapsed_precision(0.000139), 6);
+        assert_eq!(elapsed_precision(2.5), 2);
+        assert_eq!(elapsed_precision(1e-17), 9);
     }
 
     #[test]

@@ -58,7 +58,7 @@ fn cycles_not_supported_task_clock_counted_exit_zero() {
     let v: f64 = tc.split_whitespace().next().unwrap().parse().unwrap();
     assert!(v > 0.0, "{tc}");
     if !has_hw_pmu() {
-        assert!(err.contains("<not supported>       cycles"), "{err}");
+        assert!(err.contains("<not supported>      cycles"), "{err}");
         // The reason once.
         assert_eq!(
             err.matches("no hardware PMU on this machine").count(),
@@ -526,4 +526,207 @@ fn an_error_with_stderr_closed_ends_quietly() {
     cmd.stderr(closed_pipe());
     let o = cmd.output().unwrap();
     assert_eq!(o.status.code(), Some(141));
+}
+
+#[test]
+fn repeat_prints_runs_and_spread_like_perf() {
+    let o = stat(&["-r", "3", "-e", "task-clock,page-faults", "--", "true"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("Performance counter stats for 'true' (3 runs):"),
+        "{err}"
+    );
+    let el = err
+        .lines()
+        .find(|l| l.contains("seconds time elapsed"))
+        .unwrap();
+    // `MEAN +- SEM seconds time elapsed  ( +- x% )`
+    let words: Vec<&str> = el.split_whitespace().collect();
+    assert_eq!(words[1], "+-", "{el}");
+    assert!(words[0].parse::<f64>().unwrap() > 0.0, "{el}");
+    assert!(words[2].parse::<f64>().unwrap() >= 0.0, "{el}");
+    assert!(el.trim_end().ends_with("% )"), "{el}");
+    // user/sys are per run only (perf prints them without -r).
+    assert!(!err.contains("seconds user"), "{err}");
+    // -x with -r: the spread column after the event name (8 columns).
+    let o = stat(&["-r", "2", "-x,", "-e", "page-faults", "--", "true"]);
+    let rows = csv_rows(&stderr(&o));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].len(), 8, "{rows:?}");
+    assert!(rows[0][3].ends_with('%'), "{rows:?}");
+    // JSON says how many runs.
+    let o = stat(&["-r", "2", "--json", "-e", "page-faults", "--", "true"]);
+    let v: serde_json::Value = serde_json::from_str(stderr(&o).trim()).unwrap();
+    assert_eq!(v["runs"], 2);
+}
+
+#[test]
+fn repeat_and_modes_refuse_what_perf_refuses() {
+    for args in [
+        &["-r", "0", "--", "true"][..],
+        &["-r", "2", "-I", "100", "--", "true"],
+        &["-r", "2", "-a"],
+        &["-A", "--", "true"],
+        &["--per-thread", "--", "true"],
+        &["-A", "--per-thread", "-a", "--", "true"],
+    ] {
+        let o = stat(args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = stderr(&o);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn command_prints_user_and_sys_seconds() {
+    let o = stat(&["-e", "task-clock", "--", "true"]);
+    let err = stderr(&o);
+    for what in ["seconds user", "seconds sys"] {
+        let l = err.lines().find(|l| l.ends_with(what)).expect(what);
+        let v: f64 = l.split_whitespace().next().unwrap().parse().unwrap();
+        assert!(v >= 0.0, "{l}");
+    }
+    // Not for -a, where the command only times the count (as perf).
+    let o = stat(&["-a", "-e", "cpu-clock", "--", "true"]);
+    assert!(!stderr(&o).contains("seconds user"), "{}", stderr(&o));
+}
+
+#[test]
+fn rates_are_per_task_clock_second() {
+    // context-switches rate = count / task-clock seconds (perf's K/sec), checked on -x output.
+    let o = stat(&[
+        "-x,",
+        "-e",
+        "task-clock,page-faults",
+        "--",
+        "sh",
+        "-c",
+        "true",
+    ]);
+    let rows = csv_rows(&stderr(&o));
+    let msec: f64 = rows[0][0].parse().unwrap();
+    let faults: f64 = rows[1][0].parse().unwrap();
+    let rate: f64 = rows[1][5].parse().unwrap();
+    let scale = match rows[1][6].as_str() {
+        "M/sec" => 1e6,
+        "K/sec" => 1e3,
+        "/sec" => 1.0,
+        other => panic!("unit {other}"),
+    };
+    let expect = faults / (msec / 1e3);
+    // Rounding of the printed task-clock (0.01 ms) and the rate (3 decimals).
+    assert!(
+        ((rate * scale) - expect).abs() <= expect * 0.05 + scale * 0.001,
+        "{rate} {} vs {expect}",
+        rows[1][6]
+    );
+    // Without a clock event there is no rate (as perf).
+    let o = stat(&["-x,", "-e", "page-faults", "--", "true"]);
+    let rows = csv_rows(&stderr(&o));
+    assert_eq!(rows[0][5], "", "{rows:?}");
+}
+
+#[test]
+fn no_aggr_has_one_row_per_cpu_and_event() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let cpus: Vec<usize> = online
+        .trim()
+        .split(',')
+        .flat_map(|r| match r.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<usize>>(),
+            None => vec![r.parse().unwrap()],
+        })
+        .collect();
+    let o = stat(&["-a", "-A", "-x,", "-e", "cpu-clock,cs", "--", "true"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = csv_rows(&stderr(&o));
+    assert_eq!(rows.len(), 2 * cpus.len(), "{rows:?}");
+    // Event-major, CPUs in order, each row labelled.
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r[0], format!("CPU{}", cpus[i % cpus.len()]), "{r:?}");
+        assert_eq!(r[3], if i < cpus.len() { "cpu-clock" } else { "cs" });
+    }
+    // Human format: the label column, then perf's columns.
+    let o = stat(&["-a", "-A", "-e", "cpu-clock", "--", "true"]);
+    let err = stderr(&o);
+    let first = format!("CPU{}", cpus[0]);
+    let l = err
+        .lines()
+        .find(|l| l.starts_with(&first))
+        .expect("CPU row");
+    assert!(l.contains(" msec cpu-clock "), "{l}");
+    assert!(l.contains("CPUs utilized"), "{l}");
+}
+
+#[test]
+fn per_thread_has_one_row_per_thread() {
+    // A helper with three threads in total, all asleep.
+    let mut child = Command::new("sh")
+        .args(["-c", "sleep 30 & sleep 30 & wait"])
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let o = stat(&[
+        "-p",
+        &pid,
+        "--per-thread",
+        "-x,",
+        "-e",
+        "task-clock",
+        "--",
+        "sleep",
+        "0.1",
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = csv_rows(&stderr(&o));
+    // sh has one thread: one row, labelled comm-tid.
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0][0], format!("sh-{pid}"), "{rows:?}");
+    assert_eq!(rows[0][3], "task-clock");
+}
+
+#[test]
+fn interval_prints_perfs_header_once() {
+    let o = stat(&["-I", "100", "-e", "task-clock", "--", "sleep", "0.25"]);
+    let err = stderr(&o);
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with('#')).count(),
+        1,
+        "{err}"
+    );
+    assert_eq!(
+        err.lines().next().unwrap(),
+        "#           time             counts unit events"
+    );
+    let o = stat(&[
+        "-a",
+        "-A",
+        "-I",
+        "100",
+        "-e",
+        "cpu-clock",
+        "--",
+        "sleep",
+        "0.15",
+    ]);
+    assert_eq!(
+        stderr(&o).lines().next().unwrap(),
+        "#           time CPU                    counts unit events"
+    );
+    // CSV has no header (parsers read every line).
+    let o = stat(&[
+        "-x,",
+        "-I",
+        "100",
+        "-e",
+        "task-clock",
+        "--",
+        "sleep",
+        "0.15",
+    ]);
+    assert!(!stderr(&o).contains('#'), "{}", stderr(&o));
 }

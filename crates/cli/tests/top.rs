@@ -36,12 +36,31 @@ fn text_over_a_pipe_is_plain_tables() {
         .rev()
         .find(|l| l.split_whitespace().next() == Some(&a.pid().to_string()))
         .unwrap_or_else(|| panic!("no row for {}: {text}", a.pid()));
-    // PID COMM CPU% CS/s MIG/s, then the three hardware columns.
+    // PID COMM CPU% CS/s MIG/s, then (with a PMU) the three hardware columns, CNT%.
     let cols: Vec<&str> = row.split_whitespace().collect();
     let cpu: f64 = cols[2].parse().expect("CPU%");
     assert!(cpu > 5.0 && cpu < 105.0, "busy loop at {cpu} %: {row}");
     assert!(cols[4].parse::<f64>().is_ok(), "migrations/s: {row}");
-    assert_eq!(row.matches("n/a (no PMU)").count(), 3, "{row}");
+    // "n/a" is said once per interval in a header note, never in a row.
+    assert!(!row.contains("n/a"), "{row}");
+    let pmu = !text.contains("IPC, LLC MPKI, MEM BW: n/a (no PMU)");
+    if !pmu {
+        assert_eq!(text.matches("n/a").count(), 2, "once per interval: {text}");
+    }
+    // The counted fraction: CNT% in the header, a percentage in the row.
+    let header = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("PID"))
+        .unwrap();
+    let hcols: Vec<&str> = header.split_whitespace().collect();
+    let cnt = hcols
+        .iter()
+        .position(|c| *c == "CNT%")
+        .expect("CNT% column");
+    // Header words: "LLC MPKI" and "MEM BW" are two words each, like their one-word cells.
+    let cell_idx = if pmu { cnt - 2 } else { cnt };
+    let cnt_cell: f64 = cols[cell_idx].parse().expect("CNT% cell");
+    assert!((0.0..=100.0).contains(&cnt_cell), "{row}");
     assert!(text.contains("runs:"), "placement per CPU missing: {text}");
 }
 

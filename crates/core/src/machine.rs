@@ -37,6 +37,11 @@ pub trait Policy {
     fn required_events(&self) -> Vec<&'static str>;
     /// Decide on the actions for the next interval.
     fn decide(&mut self, topology: &Topology, observation: &Observation) -> Vec<Action>;
+    /// Why the last [`Policy::decide`] asked for `action`, in the policy's own terms (for the
+    /// agent's log); `None` when the policy does not say.
+    fn reason(&self, _action: &Action) -> Option<String> {
+        None
+    }
 }
 
 /// Last-value statistics of a task, as a kernel-level scheduler would keep them.

@@ -50,7 +50,8 @@ pub fn task(id: u64, cpu: CpuId, all: &CpuSet, events: &[(&str, f64)]) -> TaskOb
 }
 
 /// An observation of one [`INTERVAL_NS`] ending at `INTERVAL_NS`: the tasks (sorted by id)
-/// and every online CPU, busy, running the task that sits on it.
+/// and every online CPU running the task that sits on it, exactly as busy as the task-clock of
+/// the tasks on it says (no load from other processes).
 pub fn observation(topology: &Topology, tasks: Vec<TaskObservation>) -> Observation {
     observation_at(topology, tasks, INTERVAL_NS)
 }
@@ -68,7 +69,13 @@ pub fn observation_at(
         .map(|c| CpuObservation {
             cpu: c,
             running: tasks.iter().find(|t| t.cpu == Some(c)).map(|t| t.id),
-            busy_fraction: 1.0,
+            busy_fraction: tasks
+                .iter()
+                .filter(|t| t.cpu == Some(c))
+                .filter_map(|t| t.sample.get(event::TASK_CLOCK))
+                .map(|ns| ns / INTERVAL_NS as f64)
+                .sum::<f64>()
+                .min(1.0),
             sample: Sample::new(None, INTERVAL_NS),
         })
         .collect();

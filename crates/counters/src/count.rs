@@ -352,8 +352,27 @@ pub struct CounterSet {
     list: EventList,
     specs: Vec<EventSpec>,
     status: Vec<Status>,
-    /// Per event, one counter per target instance (thread or CPU) that opened.
-    counters: Vec<Vec<Counter>>,
+    /// Per event, one counter per target instance (thread or CPU) that opened, with the
+    /// instance it counts (for `--per-thread` and `-A`).
+    counters: Vec<Vec<(Instance, Counter)>>,
+}
+
+/// One target instance a counter was opened on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Instance {
+    /// A thread (or the started command), by id.
+    Thread(i32),
+    /// A CPU, by number.
+    Cpu(usize),
+}
+
+/// One event's value on one instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceReading {
+    /// The thread or CPU.
+    pub instance: Instance,
+    /// Its count.
+    pub value: CounterValue,
 }
 
 impl CounterSet {
@@ -384,7 +403,7 @@ impl CounterSet {
         let paranoid = read_paranoid();
         let mut specs = Vec::new();
         let mut status = Vec::new();
-        let mut counters: Vec<Vec<Counter>> = Vec::new();
+        let mut counters: Vec<Vec<(Instance, Counter)>> = Vec::new();
         let instances: Vec<(Option<i32>, Option<usize>)> = match target {
             Target::Child(pid) => vec![(Some(*pid), None)],
             Target::Threads(t) => t.iter().map(|&p| (Some(p), None)).collect(),
@@ -401,6 +420,11 @@ impl CounterSet {
             }
             let mut reasons: Vec<Option<String>> = vec![None; group.members.len()];
             for &(pid, cpu) in &instances {
+                let inst = match (pid, cpu) {
+                    (_, Some(c)) => Instance::Cpu(c),
+                    (Some(p), None) => Instance::Thread(p),
+                    (None, None) => Instance::Thread(-1),
+                };
                 let mut leader: Option<Counter> = None;
                 for (i, spec) in group.members.iter().enumerate() {
                     if let (Some(cpu), Some(cpus)) = (cpu, &spec.cpus) {
@@ -438,7 +462,7 @@ impl CounterSet {
                             if i == 0 {
                                 leader = Some(c);
                             } else {
-                                counters[base + i].push(c);
+                                counters[base + i].push((inst, c));
                             }
                         }
                         Err(e) => {
@@ -462,7 +486,7 @@ impl CounterSet {
                     }
                 }
                 if let Some(l) = leader {
-                    counters[base].push(l);
+                    counters[base].push((inst, l));
                 }
             }
             for (i, r) in reasons.into_iter().enumerate() {
@@ -511,7 +535,7 @@ impl CounterSet {
 
     /// Start counting now (threads and CPUs; a child starts at its `exec`).
     pub fn enable(&mut self) -> Result<(), CountError> {
-        for c in self.counters.iter_mut().flatten() {
+        for (_, c) in self.counters.iter_mut().flatten() {
             c.enable().map_err(|error| CountError::Os {
                 what: "enabling a counter",
                 error,
@@ -522,7 +546,7 @@ impl CounterSet {
 
     /// Stop counting (values stay readable).
     pub fn disable(&mut self) -> Result<(), CountError> {
-        for c in self.counters.iter_mut().flatten() {
+        for (_, c) in self.counters.iter_mut().flatten() {
             c.disable().map_err(|error| CountError::Os {
                 what: "disabling a counter",
                 error,
@@ -538,7 +562,7 @@ impl CounterSet {
 
     /// File descriptor of event `i`'s first instance (for benchmarks).
     pub fn first_fd(&self, i: usize) -> Option<RawFd> {
-        self.counters.get(i)?.first().map(AsRawFd::as_raw_fd)
+        self.counters.get(i)?.first().map(|(_, c)| c.as_raw_fd())
     }
 
     /// Read every event, summed over instances.
@@ -548,7 +572,7 @@ impl CounterSet {
             let value = match &self.status[i] {
                 Status::Counting => {
                     let mut sum = CounterValue::default();
-                    for c in &self.counters[i] {
+                    for (_, c) in &self.counters[i] {
                         let v = read_fd(c.as_raw_fd()).map_err(|error| CountError::Os {
                             what: "reading a counter",
                             error,
@@ -568,6 +592,36 @@ impl CounterSet {
             });
         }
         Ok(out)
+    }
+}
+
+impl CounterSet {
+    /// Read every event per instance (thread or CPU), in the order the instances were opened;
+    /// an unsupported event has no instances.
+    pub fn read_instances(&self) -> Result<Vec<Vec<InstanceReading>>, CountError> {
+        self.counters
+            .iter()
+            .map(|cs| {
+                cs.iter()
+                    .map(|(instance, c)| {
+                        read_fd(c.as_raw_fd())
+                            .map(|value| InstanceReading {
+                                instance: *instance,
+                                value,
+                            })
+                            .map_err(|error| CountError::Os {
+                                what: "reading a counter",
+                                error,
+                            })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Whether event `i` is counted (not `<not supported>`), with its status.
+    pub fn status(&self, i: usize) -> Option<&Status> {
+        self.status.get(i)
     }
 }
 

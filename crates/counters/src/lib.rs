@@ -51,6 +51,6 @@ pub mod spec;
 pub mod sys;
 pub mod tasks;
 
-pub use count::{CountError, CounterSet, EventReading, Target};
+pub use count::{CountError, CounterSet, EventReading, Instance, InstanceReading, Target};
 pub use pmu::{Pmu, PmuError, PmuTree};
 pub use spec::{parse_event_list, EventList, EventSpec, SpecError};

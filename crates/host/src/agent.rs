@@ -296,6 +296,42 @@ struct AgentObserver<'a, E> {
     transient: &'a dyn Fn(&E) -> bool,
     /// Failures already reported (task, reason): a repeat is logged at debug level only.
     reported: &'a mut std::collections::BTreeSet<(u64, String)>,
+    /// The policy's reasons for the actions of the current interval.
+    reasons: &'a std::cell::RefCell<Vec<(Action, String)>>,
+    /// Dry run: per task, the target set last said and the interval it was (re)proposed in.
+    /// A decision proposed again in the next interval with the same target is not news: a dry
+    /// run changes nothing, so the policy asks for it every interval.
+    said: &'a mut std::collections::BTreeMap<u64, (String, u64)>,
+}
+
+/// The policy being run, keeping its reasons for the actions of each interval for the log.
+struct Explained<'a> {
+    inner: &'a mut dyn Policy,
+    reasons: &'a std::cell::RefCell<Vec<(Action, String)>>,
+}
+
+impl Policy for Explained<'_> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn required_events(&self) -> Vec<&'static str> {
+        self.inner.required_events()
+    }
+    fn decide(
+        &mut self,
+        topology: &counterpoint_core::topology::Topology,
+        observation: &Observation,
+    ) -> Vec<Action> {
+        let actions = self.inner.decide(topology, observation);
+        *self.reasons.borrow_mut() = actions
+            .iter()
+            .filter_map(|a| self.inner.reason(a).map(|r| (a.clone(), r)))
+            .collect();
+        actions
+    }
+    fn reason(&self, action: &Action) -> Option<String> {
+        self.inner.reason(action)
+    }
 }
 
 fn action_kind(action: &Action) -> &'static str {
@@ -397,21 +433,41 @@ impl<M: Machine> Observer<M> for AgentObserver<'_, M::Error> {
 impl<E> AgentObserver<'_, E> {
     fn log_decision(&mut self, d: &Decision<'_>, applied: bool) {
         let online = d.topology.online_cpus();
+        let policy_reason = self
+            .reasons
+            .borrow()
+            .iter()
+            .find(|(a, _)| a == d.action)
+            .map(|(_, r)| r.clone());
         for m in moves(d.action, d.observation, &online) {
-            let reason = match m.cpus_used {
-                Some(u) => format!(
+            let reason = match (&policy_reason, m.cpus_used) {
+                (Some(r), _) => format!("{}: {r}", d.policy),
+                (None, Some(u)) => format!(
                     "{} placement; task used {u:.2} CPUs in the interval",
                     d.policy
                 ),
-                None => format!("{} placement", d.policy),
+                (None, None) => format!("{} placement", d.policy),
             };
             let msg = if applied {
                 "moved task"
             } else {
                 "would move task (dry run)"
             };
+            // A dry run's decision is said once; while the policy keeps proposing the same
+            // move every interval (nothing is applied, so nothing changes) it is debug only.
+            let mut level = Level::Info;
+            if !applied {
+                let repeat = self
+                    .said
+                    .get(&m.task)
+                    .is_some_and(|(to, last)| *to == m.to && last + 1 == d.interval);
+                self.said.insert(m.task, (m.to.clone(), d.interval));
+                if repeat {
+                    level = Level::Debug;
+                }
+            }
             self.log.emit(
-                Level::Info,
+                level,
                 "decision",
                 msg,
                 &[
@@ -456,6 +512,12 @@ pub fn run_loop<M: Machine>(
     .with_stop_flag(signals::stop_flag());
     let mut report = DriverReport::new();
     let mut reported = std::collections::BTreeSet::new();
+    let reasons = std::cell::RefCell::new(Vec::new());
+    let mut said = std::collections::BTreeMap::new();
+    let mut policy = Explained {
+        inner: policy,
+        reasons: &reasons,
+    };
     let panic_at: Option<u64> = std::env::var(PANIC_AT_ENV)
         .ok()
         .and_then(|v| v.parse().ok());
@@ -471,8 +533,10 @@ pub fn run_loop<M: Machine>(
             log: &mut *log,
             transient,
             reported: &mut reported,
+            reasons: &reasons,
+            said: &mut said,
         };
-        let stepped = driver.step(machine, policy, &mut observer, &mut report);
+        let stepped = driver.step(machine, &mut policy, &mut observer, &mut report);
         match stepped {
             Ok(None) => {}
             Ok(Some(reason)) => break reason,
@@ -633,7 +697,12 @@ pub fn run_on_host(
             ("interval_ns", json!(cfg.loop_cfg.interval_ns)),
             ("dry_run", json!(cfg.loop_cfg.dry_run)),
             ("targets", json!(cfg.targets_text)),
-            ("journal", json!(journal_path.unwrap_or_default())),
+            (
+                "journal",
+                json!(journal_path.unwrap_or_else(|| {
+                    "none (dry run: nothing is changed, so no journal is used)".to_string()
+                })),
+            ),
             ("online", json!(online.to_list())),
             ("pid", json!(std::process::id())),
             ("events", json!(host.counted_events().join(","))),
@@ -709,7 +778,20 @@ pub fn run_on_host(
     }
     let restore = host.restore();
     let signal = signals::received();
-    log_restore(log, "restored", signal, &restore);
+    if cfg.loop_cfg.dry_run {
+        // No journal, nothing changed: say so rather than "restored from the journal".
+        log.emit(
+            Level::Info,
+            "stopped",
+            "dry run ended: nothing was changed, so there is nothing to restore",
+            &[(
+                "signal",
+                json!(signal.map(signals::name).unwrap_or_default()),
+            )],
+        );
+    } else {
+        log_restore(log, "restored", signal, &restore);
+    }
     result?;
     Ok(Outcome {
         signal,
@@ -817,5 +899,63 @@ mod tests {
         assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(rfc3339_ms(1_795_000_000_000), "2026-11-18T11:06:40.000Z");
+    }
+
+    #[test]
+    fn a_dry_run_says_each_decision_once_with_the_policys_reason() {
+        use counterpoint_core::testutils::ScriptedMachine;
+        // Two hungry tasks on a 2-package machine; nothing is applied, so spread proposes the
+        // same two moves every interval.
+        let mut machine = ScriptedMachine::new(2, 1, 1, 2);
+        let mut policy = counterpoint_policy::spread::Spread::default();
+        let buf = Buf::default();
+        let mut log = Logger::new(Box::new(buf.clone()), true, Level::Info);
+        let cfg = LoopConfig {
+            interval_ns: 1_000_000_000,
+            min_residency: 3,
+            dry_run: true,
+            max_intervals: Some(5),
+            real_time: false,
+        };
+        let report = run_loop(
+            &mut machine,
+            &mut policy,
+            &cfg,
+            &mut log,
+            &|_| false,
+            &mut |_, _| Ok(()),
+        )
+        .expect("loop");
+        assert_eq!(report.intervals, 5);
+        assert!(machine.applied.is_empty(), "a dry run applied something");
+        let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
+        let decisions: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+            .filter(|v| v["event"] == "decision")
+            .collect();
+        // Once per task, in interval 1, not five times.
+        assert_eq!(decisions.len(), 2, "{text}");
+        for d in &decisions {
+            assert_eq!(d["interval"], 1, "{d}");
+            let r = d["reason"].as_str().expect("reason");
+            assert!(r.starts_with("spread: hungry: used 1.00 CPUs"), "{r}");
+        }
+        // At debug level the repeats are there (nothing is hidden, only demoted).
+        let mut machine = ScriptedMachine::new(2, 1, 1, 2);
+        let mut policy = counterpoint_policy::spread::Spread::default();
+        let buf = Buf::default();
+        let mut log = Logger::new(Box::new(buf.clone()), true, Level::Debug);
+        run_loop(
+            &mut machine,
+            &mut policy,
+            &cfg,
+            &mut log,
+            &|_| false,
+            &mut |_, _| Ok(()),
+        )
+        .expect("loop");
+        let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
+        assert_eq!(text.matches("\"event\":\"decision\"").count(), 10, "{text}");
     }
 }

@@ -81,6 +81,32 @@ pub struct Host {
     /// When the counters in `prev` were read: deltas cover the time since then, which is longer
     /// than the wait in `advance` by whatever the caller did in between.
     prev_read: Instant,
+    /// Per target process, its thread ids as last listed and the interval they were listed in.
+    /// Listing `/proc/PID/task` is the dearest part of an interval (the kernel builds a dentry
+    /// per thread), so it is redone only when the process's thread count (`stat` field 20,
+    /// read anyway) changed, or every [`RELIST_INTERVALS`] intervals for a thread that ended
+    /// while another started.
+    thread_lists: BTreeMap<u32, (Vec<u32>, u64)>,
+    /// Intervals observed so far.
+    intervals: u64,
+    /// Longest single sleep while waiting in `advance` (a signal cuts it short anyway; the stop
+    /// flag set by another thread is seen within it).
+    wait_slice: Duration,
+}
+
+/// A process's thread list is re-read at least this often (in intervals) even when its thread
+/// count has not changed.
+pub const RELIST_INTERVALS: u64 = 5;
+
+/// Sleep up to `d`, returning early when a signal arrives (unlike `std::thread::sleep`, which
+/// sleeps on after a handler ran).
+fn sleep_interruptible(d: Duration) {
+    let ts = libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: nanosleep reads a timespec we own; no remainder is asked for.
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
 }
 
 impl Host {
@@ -110,6 +136,9 @@ impl Host {
             perf_off_reason: None,
             hw_group: Vec::new(),
             found_overrides: Vec::new(),
+            thread_lists: BTreeMap::new(),
+            intervals: 0,
+            wait_slice: Duration::from_millis(250),
         };
         match &avail.software {
             Ok(()) => {
@@ -131,6 +160,26 @@ impl Host {
     /// A flag that cuts the wait in [`Machine::advance`] short (set from a signal handler).
     pub fn set_stop_flag(&mut self, flag: &'static AtomicBool) {
         self.stop = Some(flag);
+    }
+
+    /// How soon the wait in [`Machine::advance`] sees a stop flag set by another thread
+    /// (default 250 ms; a signal to the waiting thread ends the wait at once).
+    pub fn set_wait_slice(&mut self, d: Duration) {
+        self.wait_slice = d.max(Duration::from_millis(1));
+    }
+
+    /// The threads of `pid`, re-listed only when its thread count changed or the list is
+    /// [`RELIST_INTERVALS`] old (see `thread_lists`).
+    fn threads_of(&mut self, pid: u32, num_threads: u32) -> Vec<u32> {
+        if let Some((tids, at)) = self.thread_lists.get(&pid) {
+            if num_threads as usize == tids.len() && self.intervals < at + RELIST_INTERVALS {
+                return tids.clone();
+            }
+        }
+        let tids = self.proc_.threads(pid);
+        self.thread_lists
+            .insert(pid, (tids.clone(), self.intervals));
+        tids
     }
 
     /// The events this host puts in its samples: the software ones always (cpu-migrations when
@@ -583,14 +632,19 @@ impl Machine for Host {
             if self.stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
                 break;
             }
-            std::thread::sleep((want - begin.elapsed()).min(Duration::from_millis(50)));
+            sleep_interruptible(want.saturating_sub(begin.elapsed()).min(self.wait_slice));
         }
+        self.intervals += 1;
         let read_at = Instant::now();
         let elapsed_ns = read_at.duration_since(self.prev_read).as_nanos() as u64;
         self.prev_read = read_at;
         let mut now = BTreeMap::new();
         let mut tasks = Vec::new();
-        for pid in self.target_pids() {
+        let pids = self.target_pids();
+        // Forget the lists of processes no longer watched.
+        let watched: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
+        self.thread_lists.retain(|p, _| watched.contains(p));
+        for pid in pids {
             let Some(st) = self.proc_.stat(pid) else {
                 continue;
             };
@@ -599,7 +653,7 @@ impl Machine for Host {
             };
             let runnable = st.state == 'R';
             let mut sums = ProcessSums::default();
-            for tid in self.proc_.threads(pid) {
+            for tid in self.threads_of(pid, st.num_threads) {
                 let Some(r) = self.read_thread(pid, tid) else {
                     continue;
                 };
@@ -742,5 +796,33 @@ mod counting_tests {
             .values(10)
             .iter()
             .all(|(n, _)| *n != event::CPU_MIGRATIONS));
+    }
+}
+
+#[cfg(test)]
+mod thread_list_tests {
+    use super::*;
+
+    #[test]
+    fn thread_lists_are_reread_when_the_count_changes_or_they_are_old() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id();
+        let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
+        h.advance(10_000_000).expect("advance");
+        assert_eq!(h.thread_lists.get(&pid), Some(&(vec![pid], 1)));
+        // A stale list (a thread 999999 that is not there) is kept while the count matches...
+        h.thread_lists.insert(pid, (vec![pid, 999_999], 1));
+        assert_eq!(h.threads_of(pid, 2), vec![pid, 999_999]);
+        // ...re-read when the count changes...
+        assert_eq!(h.threads_of(pid, 1), vec![pid]);
+        // ...and when it is RELIST_INTERVALS old.
+        h.thread_lists.insert(pid, (vec![pid, 999_999], 1));
+        h.intervals = 1 + RELIST_INTERVALS;
+        assert_eq!(h.threads_of(pid, 2), vec![pid]);
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

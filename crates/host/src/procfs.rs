@@ -21,6 +21,8 @@ pub struct Stat {
     pub starttime_ticks: u64,
     /// CPU the task last ran on.
     pub processor: Option<u32>,
+    /// Threads in the process (field 20; 0 when absent).
+    pub num_threads: u32,
 }
 
 /// Parse the text of a `stat` file. `comm` may hold spaces and parentheses, so fields are
@@ -41,6 +43,7 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
         stime_ticks: field(15)?,
         starttime_ticks: field(22)?,
         processor: field(39).map(|p| p as u32),
+        num_threads: field(20).unwrap_or(0) as u32,
     })
 }
 
@@ -285,6 +288,7 @@ mod tests {
         assert_eq!((s.utime_ticks, s.stime_ticks), (7, 3));
         assert_eq!(s.starttime_ticks, 555);
         assert_eq!(s.processor, Some(1));
+        assert_eq!(s.num_threads, 1);
     }
 
     #[test]

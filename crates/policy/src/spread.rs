@@ -8,6 +8,15 @@
 //! a half-idle one) made persistent with affinity. A task keeps its CPU while that CPU and its
 //! core stay uncontended, so a steady workload is not migrated every interval; tasks that stop
 //! being hungry get their whole-machine affinity back.
+//!
+//! Load from tasks the policy does not watch counts too: a CPU that other processes keep busy
+//! (its busy fraction from the observation, less what the targets that last ran there used, at
+//! least [`FOREIGN_SATURATION`]) is treated as taken, so a hungry target is not put there, and
+//! one pinned there is moved — unless others saturate every CPU, where moving cannot help. Attributing a CPU's busy time to the targets by where
+//! they last ran is approximate (a target that migrated in the interval leaves time behind),
+//! so it is only trusted when the machine as a whole is busier than the targets account for:
+//! a foreign CPU's load is capped by that difference. On a machine whose only tasks are the
+//! targets (the simulator) the difference is ~0 and nothing changes.
 
 use crate::signal;
 use crate::tree::MachineTree;
@@ -27,6 +36,8 @@ pub struct Spread {
     pub hungry_threshold_cpus: f64,
     /// Tasks this policy has pinned, and where.
     pinned: BTreeMap<TaskId, CpuSet>,
+    /// Why each action of the last [`Policy::decide`] was taken, by task.
+    reasons: BTreeMap<TaskId, String>,
 }
 
 impl Default for Spread {
@@ -34,6 +45,7 @@ impl Default for Spread {
         Self {
             hungry_threshold_cpus: 0.5,
             pinned: BTreeMap::new(),
+            reasons: BTreeMap::new(),
         }
     }
 }
@@ -51,6 +63,42 @@ impl Spread {
     pub fn pinned(&self) -> &BTreeMap<TaskId, CpuSet> {
         &self.pinned
     }
+}
+
+/// Share of a CPU (0..1) that tasks other than the targets must keep busy for the CPU to count
+/// as taken (fixed, not the hunger threshold: a low threshold for starved targets must not make
+/// every flicker of other work a reason to move).
+pub const FOREIGN_SATURATION: f64 = 0.5;
+
+/// Per CPU, the share of it (0..1) that tasks other than the targets kept busy over the
+/// interval: the CPU's busy fraction less the utilization of the live targets that last ran
+/// there (each capped at one CPU), capped by how much busier the whole machine was than all the
+/// targets together (so misattributed target time cannot invent foreign load).
+pub fn foreign_load(observation: &Observation) -> BTreeMap<CpuId, f64> {
+    let mut target_on: BTreeMap<CpuId, f64> = BTreeMap::new();
+    let mut target_total = 0.0;
+    for t in observation.tasks.iter().filter(|t| signal::is_live(t)) {
+        let u = signal::cpu_utilization(&t.sample).max(0.0);
+        target_total += u;
+        if let Some(c) = t.cpu {
+            *target_on.entry(c).or_default() += u.min(1.0);
+        }
+    }
+    let busy_total: f64 = observation
+        .cpus
+        .iter()
+        .map(|c| c.busy_fraction.clamp(0.0, 1.0))
+        .sum();
+    let unexplained = (busy_total - target_total).max(0.0);
+    observation
+        .cpus
+        .iter()
+        .map(|c| {
+            let own = target_on.get(&c.cpu).copied().unwrap_or(0.0);
+            let foreign = (c.busy_fraction.clamp(0.0, 1.0) - own).max(0.0);
+            (c.cpu, foreign.min(unexplained))
+        })
+        .collect()
 }
 
 /// How many CPUs a task needs: multi-threaded processes that used 1.5 CPUs or more get
@@ -92,6 +140,35 @@ impl Policy for Spread {
         let mut busy_cores: BTreeSet<usize> = BTreeSet::new();
         let mut load: BTreeMap<CpuId, usize> = order.iter().map(|&c| (c, 0)).collect();
         let mut new_pins: BTreeMap<TaskId, CpuSet> = BTreeMap::new();
+        self.reasons.clear();
+        // CPUs other processes saturate count as taken by a hungry task of their own, as long
+        // as some CPU is not: when others load every CPU, moving cannot help (and would only
+        // churn with their load).
+        let foreign = foreign_load(observation);
+        let mut taken_by_others: BTreeMap<CpuId, f64> = foreign
+            .iter()
+            .filter(|&(c, &f)| f >= FOREIGN_SATURATION && load.contains_key(c))
+            .map(|(&c, &f)| (c, f))
+            .collect();
+        if taken_by_others.len() >= load.len() {
+            taken_by_others.clear();
+        }
+        for &c in taken_by_others.keys() {
+            used.insert(c);
+            *load.entry(c).or_default() += 1;
+            if let Some(k) = core_of.get(&c) {
+                busy_cores.insert(*k);
+            }
+        }
+        let others_note = if taken_by_others.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = taken_by_others
+                .iter()
+                .map(|(c, f)| format!("CPU {c} {:.0} %", f * 100.0))
+                .collect();
+            format!("; busy with non-target tasks: {}", list.join(", "))
+        };
         // First keep the previous placements that are still uncontended.
         for &(id, u) in &hungry {
             if let Some(prev) = self.pinned.get(&id) {
@@ -156,16 +233,46 @@ impl Policy for Spread {
 
         let mut actions = Vec::new();
         let all = topology.online_cpus();
+        let utilization: BTreeMap<TaskId, f64> = hungry.iter().copied().collect();
         for t in observation.tasks.iter().filter(|t| signal::is_live(t)) {
             match new_pins.get(&t.id) {
-                Some(set) if *set != t.affinity => actions.push(Action::SetAffinity {
-                    task: t.id,
-                    cpus: set.clone(),
-                }),
+                Some(set) if *set != t.affinity => {
+                    let u = utilization.get(&t.id).copied().unwrap_or(0.0);
+                    let was = match self.pinned.get(&t.id) {
+                        Some(prev) if taken_by_others.keys().any(|c| prev.contains(*c)) => {
+                            format!(
+                                ", moved off CPU(s) {} which other processes keep busy",
+                                prev.to_list()
+                            )
+                        }
+                        Some(prev) => format!(", its CPU(s) {} are now contended", prev.to_list()),
+                        None => String::new(),
+                    };
+                    self.reasons.insert(
+                        t.id,
+                        format!(
+                            "hungry: used {u:.2} CPUs (threshold {:.2}); gets CPU(s) {} of its own{was}{others_note}",
+                            self.hungry_threshold_cpus,
+                            set.to_list()
+                        ),
+                    );
+                    actions.push(Action::SetAffinity {
+                        task: t.id,
+                        cpus: set.clone(),
+                    });
+                }
                 Some(_) => {}
                 None => {
                     // Release a task this policy pinned and that is no longer hungry.
                     if self.pinned.contains_key(&t.id) && t.affinity != all {
+                        self.reasons.insert(
+                            t.id,
+                            format!(
+                                "no longer hungry: used {:.2} CPUs (threshold {:.2}); whole machine back",
+                                signal::cpu_utilization(&t.sample),
+                                self.hungry_threshold_cpus
+                            ),
+                        );
                         actions.push(Action::SetAffinity {
                             task: t.id,
                             cpus: all.clone(),
@@ -176,6 +283,12 @@ impl Policy for Spread {
         }
         self.pinned = new_pins;
         actions
+    }
+    fn reason(&self, action: &Action) -> Option<String> {
+        match action {
+            Action::SetAffinity { task, .. } => self.reasons.get(task).cloned(),
+            Action::Swap { .. } => None,
+        }
     }
 }
 
@@ -244,4 +357,101 @@ mod tests {
     }
 
     use counterpoint_core::sample::Sample;
+
+    #[test]
+    fn a_cpu_saturated_by_other_processes_gets_no_hungry_target() {
+        // 1 package x 2 cores x 1 thread: CPUs 0 and 1. A non-target hog keeps CPU 0 busy;
+        // the hungry target runs on CPU 0 too and got only half of it.
+        let t = topo(1, 2, 1);
+        let all = t.online_cpus();
+        let mut tk = task(1, 0, &all, &[]);
+        tk.sample.set(
+            event::TASK_CLOCK,
+            counterpoint_core::sample::CounterValue::exact(
+                counterpoint_core::testutils::INTERVAL_NS / 2,
+                counterpoint_core::testutils::INTERVAL_NS,
+            ),
+        );
+        let mut obs = observation(&t, vec![tk]);
+        obs.cpus[0].busy_fraction = 1.0;
+        obs.cpus[1].busy_fraction = 0.0;
+        let f = foreign_load(&obs);
+        assert!((f[&0] - 0.5).abs() < 1e-9, "{f:?}");
+        assert_eq!(f[&1], 0.0);
+        let mut p = Spread::default();
+        let actions = p.decide(&t, &obs);
+        assert_eq!(targets(&actions).get(&1).map(String::as_str), Some("1"));
+        let why = p.reason(&actions[0]).expect("a reason");
+        assert!(why.contains("hungry: used 0.50 CPUs"), "{why}");
+        assert!(
+            why.contains("busy with non-target tasks: CPU 0 50 %"),
+            "{why}"
+        );
+        // Without the hog the same target would have been given CPU 0 (first in order).
+        let mut quiet = obs.clone();
+        quiet.cpus[0].busy_fraction = 0.5;
+        let mut p = Spread::default();
+        assert_eq!(
+            targets(&p.decide(&t, &quiet)).get(&1).map(String::as_str),
+            Some("0")
+        );
+    }
+
+    /// A target on CPU 0 that used `share` of it, CPU 0 fully busy, CPU 1 idle.
+    fn hogged(t: &Topology, affinity: &CpuSet, share: f64) -> Observation {
+        use counterpoint_core::sample::CounterValue;
+        use counterpoint_core::testutils::INTERVAL_NS;
+        let mut tk = task(1, 0, affinity, &[]);
+        tk.sample.set(
+            event::TASK_CLOCK,
+            CounterValue::exact((INTERVAL_NS as f64 * share) as u64, INTERVAL_NS),
+        );
+        let mut obs = observation(t, vec![tk]);
+        obs.cpus[0].busy_fraction = 1.0;
+        obs.cpus[1].busy_fraction = 0.0;
+        obs
+    }
+
+    #[test]
+    fn a_pinned_target_is_moved_off_a_cpu_others_start_to_saturate() {
+        let t = topo(1, 2, 1);
+        let all = t.online_cpus();
+        let mut p = Spread::new(0.3);
+        let first = p.decide(&t, &observation(&t, vec![task(1, 0, &all, &[])]));
+        assert_eq!(targets(&first).get(&1).map(String::as_str), Some("0"));
+        let pinned = CpuSet::single(0);
+        // A little foreign load (0.2 of CPU 0): the placement stays.
+        assert!(p.decide(&t, &hogged(&t, &pinned, 0.8)).is_empty());
+        // Another process takes 0.6 of CPU 0: the target moves to the idle CPU 1.
+        let a = p.decide(&t, &hogged(&t, &pinned, 0.4));
+        assert_eq!(targets(&a).get(&1).map(String::as_str), Some("1"), "{a:?}");
+        let why = p.reason(&a[0]).expect("reason");
+        assert!(why.contains("moved off CPU(s) 0"), "{why}");
+        assert!(why.contains("CPU 0 60 %"), "{why}");
+    }
+
+    #[test]
+    fn foreign_load_on_every_cpu_moves_nothing() {
+        let t = topo(1, 2, 1);
+        let all = t.online_cpus();
+        let mut p = Spread::new(0.3);
+        let first = p.decide(&t, &observation(&t, vec![task(1, 0, &all, &[])]));
+        assert_eq!(targets(&first).get(&1).map(String::as_str), Some("0"));
+        // Others take 0.6 of CPU 0 and all of CPU 1: nowhere better to go.
+        let mut obs = hogged(&t, &CpuSet::single(0), 0.4);
+        obs.cpus[1].busy_fraction = 1.0;
+        assert!(p.decide(&t, &obs).is_empty());
+    }
+
+    #[test]
+    fn only_targets_on_the_machine_means_no_foreign_load() {
+        // Misattributed time (a target that migrated) is not foreign load when the machine is
+        // no busier than the targets.
+        let t = topo(1, 2, 1);
+        let all = t.online_cpus();
+        let mut obs = observation(&t, vec![task(1, 1, &all, &[])]);
+        obs.cpus[0].busy_fraction = 0.5;
+        obs.cpus[1].busy_fraction = 0.5;
+        assert!(foreign_load(&obs).values().all(|&f| f == 0.0));
+    }
 }

@@ -8,12 +8,25 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(Args)]
+#[command(after_help = "\
+Runs on the calling thread for --seconds of wall time (a decimal number of seconds, e.g. 0.5),
+then prints the work done in units (a fixed amount of work each; units/s compare runs of the same
+kind only):
+  int  65536 steps of a dependent integer multiply/xor/shift/add chain (the integer ALUs)
+  fp   16384 rounds of eight independent fused multiply-add chains (the FP units)
+  l2   16384 dependent loads in a random ring of half the L2 (L2 hits, L1 misses)
+  mem  1 MiB read and written, streaming through a buffer 8x the LLC (at least 64 MiB)
+
+Examples:
+  counterpoint burn --kind int --seconds 2
+  counterpoint burn --kind mem --seconds 0.5 --json
+  taskset -c 1 counterpoint burn --kind l2 &   # a 10 s background load on CPU 1")]
 pub struct BurnArgs {
     /// int (integer ALU chain), fp (FMA chains), l2 (L2-sized pointer chase), mem (streaming).
     #[arg(long)]
     kind: String,
-    /// How long to run.
-    #[arg(long, default_value_t = 10.0)]
+    /// How long to run, in seconds of wall time (decimal: 0.25 is a quarter second).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     seconds: f64,
     /// Print the result as JSON.
     #[arg(long)]

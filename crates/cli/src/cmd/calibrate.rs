@@ -3,6 +3,14 @@
 //! fixed amount of the probe's work takes next to the other probe. ΔL needs a hardware PMU and
 //! is reported as unavailable where there is none. `--masa FILE` measures MASA's own table
 //! (ΔT and ΔL for the L2 and FP probes) for `agent --masa-calibration FILE`.
+//!
+//! A slowdown is only interference when the probes had their CPUs: on a loaded machine (or a
+//! VM whose host steals time) other tasks take the CPUs and the probes slow down for that
+//! reason alone. Each run therefore also measures the share of its CPU the probe got (its
+//! thread CPU time over wall time) and the CPUs' steal time; runs that got less than
+//! [`FULL_CPU_SHARE`] are flagged, and ΔT per CPU-second (which theft does not inflate) is
+//! printed next to ΔT per wall second. The 1-minute load average is checked before starting.
+//! Progress (one line per run) goes to stderr.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -16,6 +24,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(Args)]
+#[command(after_help = "\
+Progress goes to stderr, one line per run (4 solo runs, then 10 pairs).
+Each run also measures the share of its CPU the probe got: a slowdown while other work takes
+the CPUs (a loaded machine, a VM's steal time) is CPU theft, not interference, and is flagged.")]
 pub struct CalibrateArgs {
     /// Seconds per run (4 solo runs + 10 pairs).
     #[arg(long, default_value_t = 2.0)]
@@ -35,6 +47,137 @@ pub struct CalibrateArgs {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// A probe that got less of its CPU than this (thread CPU time / wall time) was preempted by
+/// other work: its slowdown is CPU theft, not interference.
+pub const FULL_CPU_SHARE: f64 = 0.9;
+
+/// One pinned probe run: its work, and how much of its CPU it got.
+#[derive(Clone, Copy, Debug)]
+struct Measured {
+    run: probe::ProbeRun,
+    /// Thread CPU seconds over wall seconds, in [0, 1] (a little over 1 from rounding).
+    cpu_share: f64,
+    /// Fraction of the CPU's time the hypervisor stole during the run (VMs; 0 elsewhere).
+    steal: f64,
+}
+
+impl Measured {
+    /// Work per second of CPU the probe actually had.
+    fn units_per_cpu_s(&self) -> f64 {
+        self.run.units_per_s() / self.cpu_share.max(1e-9)
+    }
+    fn full(&self) -> bool {
+        self.cpu_share >= FULL_CPU_SHARE && self.steal < 1.0 - FULL_CPU_SHARE
+    }
+}
+
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// Per CPU (steal, total) jiffies from `/proc/stat`.
+fn steal_jiffies(text: &str, cpu: u32) -> Option<(u64, u64)> {
+    let name = format!("cpu{cpu}");
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    Some((v.get(7).copied().unwrap_or(0), v.iter().take(8).sum()))
+}
+
+fn read_steal(cpu: u32) -> Option<(u64, u64)> {
+    steal_jiffies(&std::fs::read_to_string("/proc/stat").ok()?, cpu)
+}
+
+/// Run `kind` pinned to `cpu` on a thread of its own, measuring its CPU share and steal.
+fn pinned(
+    cpu: u32,
+    online: &CpuSet,
+    kind: ProbeKind,
+    sizes: ProbeSizes,
+    d: Duration,
+) -> Option<Measured> {
+    counterpoint_host::affinity::set(0, &CpuSet::single(cpu), online).ok()?;
+    let steal0 = read_steal(cpu);
+    let (c0, t0) = (thread_cpu_s(), std::time::Instant::now());
+    let run = probe::run(kind, sizes, d, &STOP);
+    let (c1, wall) = (thread_cpu_s(), t0.elapsed().as_secs_f64());
+    let steal = match (steal0, read_steal(cpu)) {
+        (Some(a), Some(b)) if b.1 > a.1 => (b.0 - a.0) as f64 / (b.1 - a.1) as f64,
+        _ => 0.0,
+    };
+    let share = if wall > 0.0 && c1.is_finite() && c0.is_finite() {
+        ((c1 - c0) / wall).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    Some(Measured {
+        run,
+        cpu_share: share,
+        steal,
+    })
+}
+
+/// The 1-minute load average, if readable.
+fn loadavg_1min() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// ΔT: how much longer a fixed amount of work takes (solo rate / coupled rate - 1).
+fn delta_t(solo: f64, co: f64) -> f64 {
+    if co > 0.0 {
+        solo / co - 1.0
+    } else {
+        f64::NAN
+    }
+}
+
+/// The warning for a pair whose probes did not have their CPUs, if any.
+fn theft_note(
+    a: (&str, &Measured),
+    b: (&str, &Measured),
+    smt: bool,
+    dt: (f64, f64),
+) -> Option<String> {
+    if a.1.full() && b.1.full() {
+        return None;
+    }
+    let place = if smt {
+        "SMT siblings"
+    } else {
+        "separate cores"
+    };
+    Some(format!(
+        "{}+{} on {place}: ΔT {:.0} % / {:.0} % but the probes got only {:.0} % / {:.0} % of their CPUs \
+         (steal {:.0} % / {:.0} %): other work took the CPUs; that is CPU theft, not interference",
+        a.0,
+        b.0,
+        dt.0 * 100.0,
+        dt.1 * 100.0,
+        a.1.cpu_share * 100.0,
+        b.1.cpu_share * 100.0,
+        a.1.steal * 100.0,
+        b.1.steal * 100.0,
+    ))
+}
+
 pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) {
         bail!("--seconds {}: must be a positive number", args.seconds);
@@ -47,11 +190,128 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
         println!("wrote MASA's load calibration to {}", path.display());
         return Ok(ExitCode::SUCCESS);
     }
-    let Some(t) = probe::calibrate(&topo, Duration::from_secs_f64(args.seconds), &STOP) else {
+    let Some((c0, c1, smt)) = probe::calibration_cpus(&topo) else {
         bail!("calibration needs two online CPUs");
     };
+    let d = Duration::from_secs_f64(args.seconds);
+    let online = topo.online_cpus();
+    let sizes = ProbeSizes::for_topology(&topo);
+    let mut warnings: Vec<String> = Vec::new();
+    // A quiet baseline has (almost) nothing runnable: more than half a CPU's worth of other
+    // work before we start will be in the way of the probes.
+    if let Some(l) = loadavg_1min() {
+        if l > 0.5 {
+            warnings.push(format!(
+                "the machine is loaded before calibrating (1-minute load average {l:.2} on {} CPUs): \
+                 other work will take CPU time from the probes; ΔT per CPU-second discounts it",
+                online.len()
+            ));
+        }
+    }
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let n_pairs = ProbeKind::ALL.len() * (ProbeKind::ALL.len() + 1) / 2;
+    let total = ProbeKind::ALL.len() + n_pairs;
+    let mut step = 0;
+    let mut progress = |what: &str| {
+        step += 1;
+        eprintln!(
+            "[{step:>2}/{total}] {what} ({:.1} s; about {:.0} s left)",
+            args.seconds,
+            (total - step + 1) as f64 * args.seconds
+        );
+    };
+    let mut solo: Vec<(ProbeKind, Measured)> = Vec::new();
+    for k in ProbeKind::ALL {
+        progress(&format!("{} alone on CPU {c0}", k.name()));
+        let m = std::thread::scope(|s| {
+            s.spawn(|| pinned(c0, &online, k, sizes, d))
+                .join()
+                .ok()
+                .flatten()
+        })
+        .with_context(|| format!("the {} probe could not be pinned to CPU {c0}", k.name()))?;
+        if !m.full() {
+            warnings.push(format!(
+                "{} alone on CPU {c0} got only {:.0} % of its CPU (steal {:.0} %): the solo baseline is not quiet",
+                k.name(),
+                m.cpu_share * 100.0,
+                m.steal * 100.0
+            ));
+        }
+        solo.push((k, m));
+    }
+    let solo_of = |k: ProbeKind| solo.iter().find(|(x, _)| *x == k).map(|x| x.1);
+    let mut pairs = Vec::new();
+    let mut rows = Vec::new();
+    for (i, &a) in ProbeKind::ALL.iter().enumerate() {
+        for &b in &ProbeKind::ALL[i..] {
+            progress(&format!(
+                "{} on CPU {c0} with {} on CPU {c1}",
+                a.name(),
+                b.name()
+            ));
+            let (ma, mb) = std::thread::scope(|s| {
+                let ha = s.spawn(|| pinned(c0, &online, a, sizes, d));
+                let hb = s.spawn(|| pinned(c1, &online, b, sizes, d));
+                (ha.join().ok().flatten(), hb.join().ok().flatten())
+            });
+            let (Some(ma), Some(mb), Some(sa), Some(sb)) = (ma, mb, solo_of(a), solo_of(b)) else {
+                bail!(
+                    "the {}+{} pair could not be pinned to CPUs {c0} and {c1}",
+                    a.name(),
+                    b.name()
+                );
+            };
+            let dt = (
+                delta_t(sa.run.units_per_s(), ma.run.units_per_s()),
+                delta_t(sb.run.units_per_s(), mb.run.units_per_s()),
+            );
+            let dt_cpu = (
+                delta_t(sa.units_per_cpu_s(), ma.units_per_cpu_s()),
+                delta_t(sb.units_per_cpu_s(), mb.units_per_cpu_s()),
+            );
+            let note = theft_note((a.name(), &ma), (b.name(), &mb), smt, dt);
+            if let Some(n) = &note {
+                warnings.push(n.clone());
+            }
+            pairs.push(probe::PairResult {
+                a,
+                b,
+                delta_t_a: dt.0,
+                delta_t_b: dt.1,
+            });
+            rows.push((a, b, dt, dt_cpu, ma, mb, note.is_some()));
+        }
+    }
+    let t = probe::CalibrationTable {
+        cpus: (c0, c1),
+        smt_siblings: smt,
+        seconds_per_run: d.as_secs_f64(),
+        sizes,
+        solo_units_per_s: solo
+            .iter()
+            .map(|(k, m)| (*k, m.run.units_per_s()))
+            .collect(),
+        pairs,
+        delta_l: Some("no PMU: ΔL unavailable".to_string()),
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&t)?);
+        let mut v = serde_json::to_value(&t)?;
+        v["runs"] = serde_json::json!(rows
+            .iter()
+            .map(|(a, b, dt, dt_cpu, ma, mb, theft)| serde_json::json!({
+                "a": a.name(), "b": b.name(),
+                "delta_t_a": dt.0, "delta_t_b": dt.1,
+                "delta_t_per_cpu_s_a": dt_cpu.0, "delta_t_per_cpu_s_b": dt_cpu.1,
+                "cpu_share_a": ma.cpu_share, "cpu_share_b": mb.cpu_share,
+                "steal_a": ma.steal, "steal_b": mb.steal,
+                "cpu_theft": theft,
+            }))
+            .collect::<Vec<_>>());
+        v["warnings"] = serde_json::json!(warnings);
+        println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!(
@@ -63,18 +323,36 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
         t.sizes.l2_working_set_bytes >> 10,
         t.sizes.mem_buffer_bytes >> 20
     );
-    println!("{:<6} {:<6} {:>10} {:>10}", "a", "b", "ΔT a %", "ΔT b %");
-    for p in &t.pairs {
+    println!(
+        "{:<6} {:<6} {:>10} {:>10} {:>12} {:>12} {:>7} {:>7}",
+        "a", "b", "ΔT a %", "ΔT b %", "ΔT/cpu a %", "ΔT/cpu b %", "CPU a%", "CPU b%"
+    );
+    for (a, b, dt, dt_cpu, ma, mb, theft) in &rows {
         println!(
-            "{:<6} {:<6} {:>10.1} {:>10.1}",
-            p.a.name(),
-            p.b.name(),
-            p.delta_t_a * 100.0,
-            p.delta_t_b * 100.0
+            "{:<6} {:<6} {:>10.1} {:>10.1} {:>12.1} {:>12.1} {:>7.0} {:>7.0}{}",
+            a.name(),
+            b.name(),
+            dt.0 * 100.0,
+            dt.1 * 100.0,
+            dt_cpu.0 * 100.0,
+            dt_cpu.1 * 100.0,
+            ma.cpu_share * 100.0,
+            mb.cpu_share * 100.0,
+            if *theft { "  * CPU theft" } else { "" }
         );
     }
+    println!(
+        "ΔT: slowdown per wall second; ΔT/cpu: per second of CPU the probe had (theft discounted); \
+         CPU%: share of its CPU the probe got"
+    );
     if let Some(note) = &t.delta_l {
         println!("{note}");
+    }
+    if !warnings.is_empty() {
+        println!();
+        for w in &warnings {
+            println!("warning: {w}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -171,4 +449,46 @@ fn masa_table(
         .rank()
         .context("the measured calibration cannot be used")?;
     Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(units: u64, share: f64, steal: f64) -> Measured {
+        Measured {
+            run: probe::ProbeRun {
+                units,
+                elapsed_s: 1.0,
+            },
+            cpu_share: share,
+            steal,
+        }
+    }
+
+    #[test]
+    fn slowdown_from_lost_cpu_time_is_theft_not_interference() {
+        // Solo: 100 units/s with the whole CPU. Co-run: 50 units/s but only half the CPU.
+        let solo = m(100, 1.0, 0.0);
+        let co = m(50, 0.5, 0.0);
+        assert!((delta_t(solo.run.units_per_s(), co.run.units_per_s()) - 1.0).abs() < 1e-12);
+        // Per CPU-second there is no slowdown at all.
+        assert!(delta_t(solo.units_per_cpu_s(), co.units_per_cpu_s()).abs() < 1e-12);
+        let note = theft_note(("int", &co), ("int", &co), false, (1.0, 1.0)).expect("flagged");
+        assert!(note.contains("CPU theft, not interference"), "{note}");
+        assert!(note.contains("separate cores"), "{note}");
+        // Probes that had their CPUs: a slowdown is interference, no note.
+        assert!(theft_note(("l2", &solo), ("mem", &solo), true, (0.3, 0.2)).is_none());
+        // Steal time (a VM's host) counts as theft too.
+        assert!(!m(100, 1.0, 0.3).full());
+    }
+
+    #[test]
+    fn steal_is_read_per_cpu() {
+        let text =
+            "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 10 0 10 70 0 0 0 10 0 0\ncpu1 1 1 1 1 1 1 1 1 0 0\n";
+        assert_eq!(steal_jiffies(text, 0), Some((10, 100)));
+        assert_eq!(steal_jiffies(text, 1), Some((1, 8)));
+        assert_eq!(steal_jiffies(text, 2), None);
+    }
 }

@@ -7,7 +7,9 @@ use clap::Args;
 use counterpoint_core::cpuset::CpuSet;
 use counterpoint_core::metric::{self, Metric};
 use counterpoint_core::sample::{CounterValue, Sample};
-use counterpoint_counters::count::{spawn_stopped, ChildExit, EventReading, RunningChild, Status};
+use counterpoint_counters::count::{
+    spawn_stopped, ChildExit, EventReading, Instance, InstanceReading, RunningChild, Status,
+};
 use counterpoint_counters::spec::{EventList, EventSpec};
 use counterpoint_counters::{parse_event_list, CounterSet, PmuTree, Target};
 use std::io::Write;
@@ -65,6 +67,16 @@ pub struct StatArgs {
     /// Root of the sysfs tree used to resolve PMU names (fixture trees in tests).
     #[arg(long, value_name = "DIR", default_value = "/sys")]
     sysfs_root: PathBuf,
+    /// Run the command N times and print the mean of each count, with its spread
+    /// (`+- x%`: the standard error of the mean relative to the mean, as perf prints it).
+    #[arg(short = 'r', long = "repeat", value_name = "N", default_value_t = 1)]
+    repeat: u32,
+    /// One row per CPU instead of the sum (with -a or -C), as `perf stat -A`.
+    #[arg(short = 'A', long = "no-aggr")]
+    no_aggr: bool,
+    /// One row per thread instead of the sum (with -p), as `perf stat --per-thread`.
+    #[arg(long = "per-thread")]
+    per_thread: bool,
     /// Command to run (after `--`); with -p/-a/-C it only sets how long to count.
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
@@ -93,11 +105,20 @@ fn ignore_sigint() {
     }
 }
 
-/// Parse every `-e` (or the default set).
-pub fn parse_events(events: &[String], tree: &PmuTree) -> Result<EventList> {
+/// perf stat's default set when counting CPUs (-a/-C): cpu-clock instead of task-clock.
+pub const DEFAULT_EVENTS_SYSTEM_WIDE: &str =
+    "cpu-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,branches,branch-misses";
+
+/// Parse every `-e` (or perf's default set: the system-wide one when `system_wide`).
+pub fn parse_events_for(events: &[String], tree: &PmuTree, system_wide: bool) -> Result<EventList> {
     let mut list = EventList::default();
     if events.is_empty() {
-        return Ok(parse_event_list(DEFAULT_EVENTS, tree)?);
+        let set = if system_wide {
+            DEFAULT_EVENTS_SYSTEM_WIDE
+        } else {
+            DEFAULT_EVENTS
+        };
+        return Ok(parse_event_list(set, tree)?);
     }
     for e in events {
         list.extend(parse_event_list(e, tree)?);
@@ -208,19 +229,74 @@ pub fn run(args: StatArgs) -> Result<ExitCode> {
     }
 }
 
+/// How counts are split on output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Aggr {
+    /// One sum over every thread or CPU.
+    Global,
+    /// One row per CPU (`-A` with `-a`/`-C`).
+    PerCpu,
+    /// One row per thread (`--per-thread` with `-p`).
+    PerThread,
+}
+
+fn check_modes(args: &StatArgs) -> Result<Aggr> {
+    if args.repeat == 0 {
+        bail!("-r 0: the number of runs must be at least 1");
+    }
+    if args.repeat > 1 {
+        if args.command.is_empty() {
+            bail!("-r {}: repeating needs a command after `--`", args.repeat);
+        }
+        if args.interval_ms.is_some() {
+            bail!("-r and -I cannot be combined (as in perf stat)");
+        }
+    }
+    if args.no_aggr && args.per_thread {
+        bail!("choose one of -A/--no-aggr and --per-thread");
+    }
+    if args.no_aggr {
+        if !args.all_cpus && args.cpus.is_none() {
+            bail!("-A/--no-aggr counts per CPU: it needs system-wide mode (-a or -C CPUS)");
+        }
+        return Ok(Aggr::PerCpu);
+    }
+    if args.per_thread {
+        if args.pid.is_none() {
+            bail!("--per-thread counts per thread of the processes of -p PID");
+        }
+        return Ok(Aggr::PerThread);
+    }
+    Ok(Aggr::Global)
+}
+
+/// CPU time of reaped children so far (for `seconds user` / `seconds sys`).
+fn children_cpu_time() -> (Duration, Duration) {
+    // SAFETY: getrusage fills a plain struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return (Duration::ZERO, Duration::ZERO);
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
 fn run_counting(args: StatArgs) -> Result<ExitCode> {
+    let aggr = check_modes(&args)?;
     let tree = PmuTree::new(&args.sysfs_root);
-    let list = parse_events(&args.events, &tree)?;
+    let system_wide = args.all_cpus || args.cpus.is_some();
+    let list = parse_events_for(&args.events, &tree, system_wide)?;
     if let Some(ms) = args.interval_ms {
         if ms < 10 {
             bail!("-I {ms}: the interval must be at least 10 ms");
         }
     }
-    let explicit = build_target(&args)?;
-    if explicit.is_none() && args.command.is_empty() {
+    if build_target(&args)?.is_none() && args.command.is_empty() {
         bail!("nothing to count: give a command after `--`, or -p PID, -a or -C CPUS");
     }
-    let out: Box<dyn Write> = match &args.output {
+    let mut out: Box<dyn Write> = match &args.output {
         Some(p) => {
             Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
         }
@@ -229,8 +305,62 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
     let fmt = Format {
         sep: args.separator.clone(),
         json: args.json,
+        aggr,
     };
+    let mut runs: Vec<Measured> = Vec::new();
+    let mut exit = None;
+    for _ in 0..args.repeat {
+        let (m, e) = match measure_once(&args, &list, &tree, &fmt, &mut out) {
+            Ok(v) => v,
+            Err(err) if is_broken_pipe(&err) => return Ok(ExitCode::from(EXIT_SIGPIPE)),
+            Err(err) => return Err(err),
+        };
+        exit = e;
+        if let Some(m) = m {
+            runs.push(m);
+        }
+        // A command killed by a signal (Ctrl-C) ends the repeats, as in perf.
+        if matches!(e, Some(ChildExit::Signal(_))) || STOP.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    if !runs.is_empty() {
+        let summary = summarize(&runs);
+        let printed = print_counts(&mut out, &fmt, &summary, &args).and_then(|()| {
+            out.flush()?;
+            Ok(())
+        });
+        if let Err(err) = printed {
+            if is_broken_pipe(&err) {
+                return Ok(ExitCode::from(EXIT_SIGPIPE));
+            }
+            return Err(err);
+        }
+    }
+    Ok(match exit {
+        Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
+        None => ExitCode::SUCCESS,
+    })
+}
 
+/// One whole measurement: the rows read at the end, the wall time, and the command's CPU time.
+struct Measured {
+    rows: Vec<Row>,
+    wall: Duration,
+    /// User and system time of the command (and what it waited for), when one was run.
+    cpu: Option<(Duration, Duration)>,
+}
+
+/// Set up, count and (with -I) print one run. Returns the final counts (none with -I, which
+/// printed as it went) and how the command ended.
+fn measure_once(
+    args: &StatArgs,
+    list: &EventList,
+    tree: &PmuTree,
+    fmt: &Format,
+    out: &mut Box<dyn Write>,
+) -> Result<(Option<Measured>, Option<ChildExit>)> {
+    let explicit = build_target(args)?;
     // Set up the target; a command is forked stopped so counting starts exactly at its exec.
     // If anything fails before it starts, dropping it kills and reaps it.
     let mut stopped = None;
@@ -245,7 +375,8 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
     };
     let workload_only =
         matches!(target, Target::Threads(_) | Target::Cpus(_)) && !args.command.is_empty();
-    let mut set = CounterSet::open(&list, &target, &tree)?;
+    let mut set = CounterSet::open(list, &target, tree)?;
+    let cpu_before = children_cpu_time();
     let start = Instant::now();
     let mut child: Option<RunningChild> = None;
     if let Some(s) = stopped {
@@ -254,7 +385,7 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
     } else {
         set.enable()?;
         if let (Some(pids), Target::Threads(first)) = (&args.pid, &target) {
-            follow_setup_threads(&mut set, &tree, pids, first)?;
+            follow_setup_threads(&mut set, tree, pids, first)?;
         }
         if workload_only {
             // With -p/-a/-C the command only times the measurement.
@@ -265,8 +396,10 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
             install_stop_handler();
         }
     }
+    // perf prints user/sys time for a command it counts, not for one that only times -p/-a/-C.
+    let ran_command = child.is_some() && !workload_only;
     let mut session = Session {
-        args: &args,
+        args,
         fmt,
         out,
         set,
@@ -275,29 +408,212 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
         start,
     };
     match session.count() {
-        Ok(()) => Ok(match session.exit {
-            Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
-            None => ExitCode::SUCCESS,
-        }),
+        Ok(rows) => {
+            let m = rows.map(|(rows, wall)| Measured {
+                rows,
+                wall,
+                cpu: ran_command.then(|| {
+                    let after = children_cpu_time();
+                    (
+                        after.0.saturating_sub(cpu_before.0),
+                        after.1.saturating_sub(cpu_before.1),
+                    )
+                }),
+            });
+            Ok((m, session.exit))
+        }
         Err(err) => {
             // Never leave the command we started running (or unreaped) behind us.
             if let (Some(c), None) = (&session.child, session.exit) {
                 let _ = c.terminate(TERM_GRACE);
-            }
-            if is_broken_pipe(&err) {
-                // Our output is gone: end quietly, as a program killed by SIGPIPE would.
-                return Ok(ExitCode::from(EXIT_SIGPIPE));
             }
             Err(err)
         }
     }
 }
 
+/// One line group of output: the counts of every event for one label (a CPU, a thread, or the
+/// whole target when `label` is `None`).
+#[derive(Clone, Debug)]
+struct Row {
+    label: Option<String>,
+    readings: Vec<EventReading>,
+}
+
+/// A thread's `comm-tid` label as perf prints it (`?` when the thread is gone).
+fn thread_label(tid: i32) -> String {
+    let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_else(|_| "?".into());
+    format!("{comm}-{tid}")
+}
+
+/// Split per-instance readings into rows, one per instance, each with every event (an event
+/// with no counter on that instance is `<not counted>` there).
+fn rows_per_instance(base: &[EventReading], per: &[Vec<InstanceReading>], aggr: Aggr) -> Vec<Row> {
+    let mut instances: Vec<Instance> = Vec::new();
+    for r in per.iter().flatten() {
+        if !instances.contains(&r.instance) {
+            instances.push(r.instance);
+        }
+    }
+    if aggr == Aggr::PerCpu {
+        instances.sort();
+    }
+    instances
+        .iter()
+        .map(|inst| {
+            let readings = base
+                .iter()
+                .zip(per)
+                .map(|(b, ps)| {
+                    let value = b.value.map(|_| {
+                        ps.iter().filter(|p| p.instance == *inst).fold(
+                            CounterValue::default(),
+                            |mut s, p| {
+                                s.raw = s.raw.wrapping_add(p.value.raw);
+                                s.time_enabled_ns += p.value.time_enabled_ns;
+                                s.time_running_ns += p.value.time_running_ns;
+                                s
+                            },
+                        )
+                    });
+                    EventReading { value, ..b.clone() }
+                })
+                .collect();
+            let label = match *inst {
+                Instance::Cpu(c) => format!("CPU{c}"),
+                Instance::Thread(t) => thread_label(t),
+            };
+            Row {
+                label: Some(label),
+                readings,
+            }
+        })
+        .collect()
+}
+
+fn read_rows(set: &CounterSet, aggr: Aggr) -> Result<Vec<Row>> {
+    let base = set.read_all()?;
+    if aggr == Aggr::Global {
+        return Ok(vec![Row {
+            label: None,
+            readings: base,
+        }]);
+    }
+    let per = set.read_instances()?;
+    Ok(rows_per_instance(&base, &per, aggr))
+}
+
+/// What is printed at the end: the mean of the runs, with the spread when there are several.
+struct Summary {
+    rows: Vec<Row>,
+    /// Mean wall time.
+    wall: Duration,
+    runs: usize,
+    /// Per row and event: the standard error of the mean relative to the mean, in percent
+    /// (perf's `+- x%`); empty with one run.
+    noise_pct: Vec<Vec<Option<f64>>>,
+    /// Standard error of the mean wall time (seconds) and relative to it (percent).
+    wall_noise: Option<(f64, f64)>,
+    cpu: Option<(Duration, Duration)>,
+}
+
+/// Mean and standard error of the mean (perf's `stddev_stats`: the sample standard deviation
+/// over sqrt(n)). `None` for fewer than two values.
+pub fn mean_and_sem(xs: &[f64]) -> (f64, Option<f64>) {
+    let n = xs.len() as f64;
+    if xs.is_empty() {
+        return (0.0, None);
+    }
+    let mean = xs.iter().sum::<f64>() / n;
+    if xs.len() < 2 {
+        return (mean, None);
+    }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, Some((var / n).sqrt()))
+}
+
+/// Decimals for `MEAN +- SEM seconds time elapsed`, as perf picks them: two digits past the
+/// first significant digit of the spread (perf's `get_precision(sd) + 2`).
+fn elapsed_precision(sem_s: f64) -> usize {
+    if sem_s > 1.0 {
+        2
+    } else if sem_s > 0.0 {
+        // At most ns: a spread of float noise must not print 20 decimals.
+        ((-sem_s.log10()).ceil() as usize + 2).min(9)
+    } else {
+        6
+    }
+}
+
+/// Relative spread in percent, as perf prints it: none when the mean is zero.
+fn relative_pct(mean: f64, sem: Option<f64>) -> Option<f64> {
+    match sem {
+        Some(s) if mean != 0.0 => Some(100.0 * s / mean.abs()),
+        _ => None,
+    }
+}
+
+fn summarize(runs: &[Measured]) -> Summary {
+    let n = runs.len();
+    let first = &runs[0];
+    let walls: Vec<f64> = runs.iter().map(|m| m.wall.as_secs_f64()).collect();
+    let (wall_mean, wall_sem) = mean_and_sem(&walls);
+    let mut rows = Vec::new();
+    let mut noise_pct = Vec::new();
+    for (ri, row) in first.rows.iter().enumerate() {
+        let mut readings = Vec::new();
+        let mut noise = Vec::new();
+        for (ei, r) in row.readings.iter().enumerate() {
+            let same: Vec<&EventReading> = runs
+                .iter()
+                .filter_map(|m| m.rows.get(ri).and_then(|row| row.readings.get(ei)))
+                .collect();
+            let value = r.value.map(|_| {
+                let vals: Vec<CounterValue> = same.iter().filter_map(|x| x.value).collect();
+                let k = vals.len().max(1) as f64;
+                let avg = |f: &dyn Fn(&CounterValue) -> u64| {
+                    (vals.iter().map(|v| f(v) as f64).sum::<f64>() / k).round() as u64
+                };
+                CounterValue {
+                    raw: avg(&|v| v.raw),
+                    time_enabled_ns: avg(&|v| v.time_enabled_ns),
+                    time_running_ns: avg(&|v| v.time_running_ns),
+                }
+            });
+            let scaled: Vec<f64> = same.iter().filter_map(|x| x.display_value()).collect();
+            let (m, sem) = mean_and_sem(&scaled);
+            // perf prints the spread of aggregated counts only (not per CPU or thread).
+            let aggregated = row.label.is_none();
+            noise.push(if n > 1 && aggregated {
+                relative_pct(m, sem)
+            } else {
+                None
+            });
+            readings.push(EventReading { value, ..r.clone() });
+        }
+        rows.push(Row {
+            label: row.label.clone(),
+            readings,
+        });
+        noise_pct.push(noise);
+    }
+    Summary {
+        rows,
+        wall: Duration::from_secs_f64(wall_mean.max(0.0)),
+        runs: n,
+        noise_pct: if n > 1 { noise_pct } else { Vec::new() },
+        wall_noise: wall_sem.map(|s| (s, relative_pct(wall_mean, Some(s)).unwrap_or(0.0))),
+        cpu: if n == 1 { first.cpu } else { None },
+    }
+}
+
 /// A measurement under way: the counters, the command started (if any) and where to print.
 struct Session<'a> {
     args: &'a StatArgs,
-    fmt: Format,
-    out: Box<dyn Write>,
+    fmt: &'a Format,
+    out: &'a mut Box<dyn Write>,
     set: CounterSet,
     child: Option<RunningChild>,
     /// How the command ended, once it has.
@@ -322,13 +638,18 @@ impl Session<'_> {
         Ok(self.child.is_none() && !pids.is_empty() && pids.iter().all(|&p| process_ended(p)))
     }
 
-    fn count(&mut self) -> Result<()> {
+    /// Count until the end; with -I print each interval and return `None`, otherwise return
+    /// the final rows and the wall time.
+    fn count(&mut self) -> Result<Option<(Vec<Row>, Duration)>> {
         let pids = target_pids(self.args);
-        let mut prev: Option<Vec<EventReading>> = None;
+        let mut prev: Option<Vec<Row>> = None;
         match self.args.interval_ms {
             Some(ms) => {
                 let step = Duration::from_millis(ms);
                 let mut next = self.start + step;
+                if self.fmt.sep.is_none() && !self.fmt.json {
+                    writeln!(self.out, "{}", interval_header(self.fmt.aggr))?;
+                }
                 loop {
                     // Wait for the next tick, the end of what is counted or a stop signal.
                     let mut ended = false;
@@ -344,27 +665,30 @@ impl Session<'_> {
                         std::thread::sleep((next - now).min(Duration::from_millis(5)));
                     }
                     let now = Instant::now();
-                    let cur = self.set.read_all()?;
-                    let delta = deltas(&cur, prev.as_deref());
+                    let cur = read_rows(&self.set, self.fmt.aggr)?;
+                    let delta = row_deltas(&cur, prev.as_deref());
                     let wall = now.duration_since(self.start);
                     let span = match &prev {
                         Some(_) => now.duration_since(next - step).min(step),
                         None => wall.min(step),
                     };
-                    print_counts(
-                        &mut self.out,
-                        &self.fmt,
-                        &delta,
-                        span,
-                        Some(wall),
-                        self.args,
-                    )?;
+                    let summary = Summary {
+                        rows: delta,
+                        wall: span,
+                        runs: 1,
+                        noise_pct: Vec::new(),
+                        wall_noise: None,
+                        cpu: None,
+                    };
+                    print_counts_at(self.out, self.fmt, &summary, Some(wall), self.args)?;
                     prev = Some(cur);
                     if ended {
                         break;
                     }
                     next += step;
                 }
+                self.out.flush()?;
+                Ok(None)
             }
             None => {
                 match &self.child {
@@ -376,12 +700,20 @@ impl Session<'_> {
                     }
                 }
                 let wall = self.start.elapsed();
-                let r = self.set.read_all()?;
-                print_counts(&mut self.out, &self.fmt, &r, wall, None, self.args)?;
+                Ok(Some((read_rows(&self.set, self.fmt.aggr)?, wall)))
             }
         }
-        self.out.flush()?;
-        Ok(())
+    }
+}
+
+/// perf stat -I's column header.
+fn interval_header(aggr: Aggr) -> &'static str {
+    match aggr {
+        Aggr::Global => "#           time             counts unit events",
+        Aggr::PerCpu => "#           time CPU                    counts unit events",
+        Aggr::PerThread => {
+            "#           time             comm-pid                  counts unit events"
+        }
     }
 }
 
@@ -415,6 +747,19 @@ fn follow_setup_threads(
     Ok(())
 }
 
+/// Per row (matched by label), the counts since the previous reading.
+fn row_deltas(cur: &[Row], prev: Option<&[Row]>) -> Vec<Row> {
+    cur.iter()
+        .map(|row| {
+            let p = prev.and_then(|p| p.iter().find(|r| r.label == row.label));
+            Row {
+                label: row.label.clone(),
+                readings: deltas(&row.readings, p.map(|p| p.readings.as_slice())),
+            }
+        })
+        .collect()
+}
+
 fn deltas(cur: &[EventReading], prev: Option<&[EventReading]>) -> Vec<EventReading> {
     match prev {
         None => cur.to_vec(),
@@ -435,6 +780,7 @@ fn deltas(cur: &[EventReading], prev: Option<&[EventReading]>) -> Vec<EventReadi
 struct Format {
     sep: Option<String>,
     json: bool,
+    aggr: Aggr,
 }
 
 /// A metric value printed on an event's line.
@@ -444,8 +790,15 @@ struct LineMetric {
     name: &'static str,
 }
 
-/// Metrics per event line: the core metrics (attached to their first event), and for other
-/// software counts a per-second rate over wall time.
+/// Whether `r` is a clock event (its count is nanoseconds of CPU time).
+fn is_clock(r: &EventReading) -> bool {
+    r.spec.type_ == counterpoint_counters::spec::TYPE_SOFTWARE
+        && (r.spec.canonical == "task-clock" || r.spec.canonical == "cpu-clock")
+}
+
+/// Metrics per event line: the core metrics (attached to their first event); `CPUs utilized`
+/// on a clock line; and, as perf prints them, other software counts as a rate per second of
+/// CPU time counted by task-clock (or cpu-clock) in the same row, none without a clock.
 fn line_metrics(readings: &[EventReading], span: Duration) -> Vec<Vec<LineMetric>> {
     let mut sample = Sample::new(None, span.as_nanos() as u64);
     // The same event asked for twice (or with other modifiers) counts the same thing again:
@@ -477,6 +830,10 @@ fn line_metrics(readings: &[EventReading], span: Duration) -> Vec<Vec<LineMetric
     let mut out: Vec<Vec<LineMetric>> = readings.iter().map(|_| Vec::new()).collect();
     let core: Vec<Metric> = metric::standard();
     for m in &core {
+        // perf prints software rates as K/sec per CPU second (below), not per wall second.
+        if m.name == "context_switches_per_s" {
+            continue;
+        }
         let Some(first) = m.events().first().copied() else {
             continue;
         };
@@ -494,14 +851,39 @@ fn line_metrics(readings: &[EventReading], span: Duration) -> Vec<Vec<LineMetric
             });
         }
     }
+    // The first clock counted (scaled ns of CPU time) is the rates' denominator.
+    let clock = readings
+        .iter()
+        .position(|r| is_clock(r) && r.display_value().is_some());
+    let clock_s = clock
+        .and_then(|i| readings[i].value.and_then(|v| v.scaled()))
+        .map(|ns| ns / 1e9);
     for (i, r) in readings.iter().enumerate() {
-        if !out[i].is_empty() || secs <= 0.0 {
+        if !out[i].is_empty() {
+            continue;
+        }
+        if is_clock(r) {
+            // cpu-clock: CPUs utilized as for task-clock (whose metric is the core one; a
+            // repeated task-clock gets none, as above).
+            if r.spec.canonical != "cpu-clock" {
+                continue;
+            }
+            if let (Some(ns), true) = (r.value.and_then(|v| v.scaled()), secs > 0.0) {
+                out[i].push(LineMetric {
+                    value: ns / 1e9 / secs,
+                    unit: "CPUs utilized".into(),
+                    name: "cpu_utilization",
+                });
+            }
             continue;
         }
         let sw_count =
             r.spec.type_ == counterpoint_counters::spec::TYPE_SOFTWARE && r.spec.unit.is_none();
-        if let (true, Some(v)) = (sw_count, r.display_value()) {
-            let rate = v / secs;
+        if let (true, Some(v), Some(cs)) = (sw_count, r.display_value(), clock_s) {
+            if cs <= 0.0 {
+                continue;
+            }
+            let rate = v / cs;
             let (value, unit) = if rate >= 1e6 {
                 (rate / 1e6, "M/sec")
             } else if rate >= 1e3 {
@@ -512,7 +894,7 @@ fn line_metrics(readings: &[EventReading], span: Duration) -> Vec<Vec<LineMetric
             out[i].push(LineMetric {
                 value,
                 unit: unit.to_string(),
-                name: "rate_per_s",
+                name: "rate_per_cpu_s",
             });
         }
     }
@@ -536,24 +918,46 @@ fn value_text(r: &EventReading) -> String {
     }
 }
 
-fn print_counts(
+/// Print the final counts.
+fn print_counts(out: &mut dyn Write, fmt: &Format, s: &Summary, args: &StatArgs) -> Result<()> {
+    print_counts_at(out, fmt, s, None, args)
+}
+
+/// Print counts: the final ones (`interval_ts` none) or one interval's.
+// Event-major over rows, as perf prints -A: the event index addresses every row's vectors.
+#[allow(clippy::needless_range_loop)]
+fn print_counts_at(
     out: &mut dyn Write,
     fmt: &Format,
-    readings: &[EventReading],
-    span: Duration,
+    s: &Summary,
     interval_ts: Option<Duration>,
     args: &StatArgs,
 ) -> Result<()> {
-    let metrics = line_metrics(readings, span);
+    let span = s.wall;
+    let metrics: Vec<Vec<Vec<LineMetric>>> = s
+        .rows
+        .iter()
+        .map(|row| line_metrics(&row.readings, span))
+        .collect();
+    let noise = |ri: usize, ei: usize| -> Option<f64> {
+        s.noise_pct
+            .get(ri)
+            .and_then(|n| n.get(ei))
+            .copied()
+            .flatten()
+    };
+    let n_events = s.rows.first().map_or(0, |r| r.readings.len());
     if fmt.json {
-        let events: Vec<_> = readings
-            .iter()
-            .zip(&metrics)
-            .map(|(r, ms)| {
+        let mut events = Vec::new();
+        for ei in 0..n_events {
+            for (ri, row) in s.rows.iter().enumerate() {
+                let r = &row.readings[ei];
+                let ms = &metrics[ri][ei];
                 let v = r.value.unwrap_or_default();
-                serde_json::json!({
+                events.push(serde_json::json!({
                     "event": r.spec.name,
                     "canonical": r.spec.canonical,
+                    "cpu_or_thread": row.label,
                     "supported": r.status == Status::Counting,
                     "reason": match &r.status { Status::NotSupported(s) => Some(s.clone()), _ => None },
                     "value": r.display_value(),
@@ -562,81 +966,128 @@ fn print_counts(
                     "time_enabled_ns": r.value.map(|_| v.time_enabled_ns),
                     "time_running_ns": r.value.map(|_| v.time_running_ns),
                     "counted_percent": r.counted_percent(),
+                    "variance_percent": noise(ri, ei),
                     "metrics": ms.iter().map(|m| serde_json::json!({"name": m.name, "value": m.value, "unit": m.unit})).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
+                }));
+            }
+        }
         let obj = serde_json::json!({
             "command": args.command,
+            "runs": s.runs,
             "interval_end_s": interval_ts.map(|t| t.as_secs_f64()),
             "elapsed_ns": span.as_nanos() as u64,
+            "elapsed_sem_ns": s.wall_noise.map(|(sem, _)| (sem * 1e9) as u64),
+            "user_ns": s.cpu.map(|c| c.0.as_nanos() as u64),
+            "sys_ns": s.cpu.map(|c| c.1.as_nanos() as u64),
             "events": events,
         });
         writeln!(out, "{obj}")?;
         return Ok(());
     }
+    let repeated = s.runs > 1;
     if let Some(sep) = &fmt.sep {
-        let prefix = interval_ts
+        let ts = interval_ts
             .map(|t| format!("{:.9}{sep}", t.as_secs_f64()))
             .unwrap_or_default();
-        for (r, ms) in readings.iter().zip(&metrics) {
-            let v = r.value.unwrap_or_default();
-            let pct = r.counted_percent().unwrap_or(100.0);
-            let (mv, mu) = match ms.first() {
-                Some(m) => (format!("{:.3}", m.value), m.unit.clone()),
-                None => (String::new(), String::new()),
-            };
-            writeln!(
-                out,
-                "{prefix}{}{sep}{}{sep}{}{sep}{}{sep}{:.2}{sep}{mv}{sep}{mu}",
-                value_text(r),
-                r.spec.unit.as_deref().unwrap_or(""),
-                r.spec.name,
-                v.time_running_ns,
-                pct,
-            )?;
-            for m in ms.iter().skip(1) {
+        for ei in 0..n_events {
+            for (ri, row) in s.rows.iter().enumerate() {
+                let r = &row.readings[ei];
+                let ms = &metrics[ri][ei];
+                let prefix = match &row.label {
+                    Some(l) => format!("{ts}{l}{sep}"),
+                    None => ts.clone(),
+                };
+                let v = r.value.unwrap_or_default();
+                let pct = r.counted_percent().unwrap_or(100.0);
+                let (mv, mu) = match ms.first() {
+                    Some(m) => (format!("{:.3}", m.value), m.unit.clone()),
+                    None => (String::new(), String::new()),
+                };
+                // With -r perf adds the spread after the event name.
+                let var = if repeated {
+                    format!("{:.2}%{sep}", noise(ri, ei).unwrap_or(0.0))
+                } else {
+                    String::new()
+                };
                 writeln!(
                     out,
-                    "{prefix}{sep}{sep}{sep}{sep}{sep}{:.3}{sep}{}",
-                    m.value, m.unit
+                    "{prefix}{}{sep}{}{sep}{}{sep}{var}{}{sep}{:.2}{sep}{mv}{sep}{mu}",
+                    value_text(r),
+                    r.spec.unit.as_deref().unwrap_or(""),
+                    r.spec.name,
+                    v.time_running_ns,
+                    pct,
                 )?;
+                let empty_var = if repeated { sep.as_str() } else { "" };
+                for m in ms.iter().skip(1) {
+                    writeln!(
+                        out,
+                        "{prefix}{sep}{sep}{sep}{empty_var}{sep}{sep}{:.3}{sep}{}",
+                        m.value, m.unit
+                    )?;
+                }
             }
         }
         return Ok(());
     }
-    // Human format, after perf's.
-    let ts = interval_ts.map(|t| format!("{:>15.9} ", t.as_secs_f64()));
-    if ts.is_none() {
+    // Human format, after perf's columns.
+    let ts = interval_ts
+        .map(|t| format!("{:>16.9} ", t.as_secs_f64()))
+        .unwrap_or_default();
+    if interval_ts.is_none() {
         let what = match (&args.pid, &args.cpus, args.all_cpus) {
             (Some(p), _, _) => format!("process id '{p}'"),
             (_, Some(c), _) => format!("CPU(s) {c}"),
-            (_, _, true) => "system wide".into(),
+            (_, _, true) => "'system wide'".into(),
             _ => format!("'{}'", args.command.join(" ")),
         };
-        writeln!(out, "\n Performance counter stats for {what}:\n")?;
+        let runs = if repeated {
+            format!(" ({} runs)", s.runs)
+        } else {
+            String::new()
+        };
+        writeln!(out, "\n Performance counter stats for {what}{runs}:\n")?;
     }
-    let ts = ts.unwrap_or_default();
-    for (r, ms) in readings.iter().zip(&metrics) {
-        let unit = r.spec.unit.as_deref().unwrap_or("");
-        let mut line = format!("{ts}{:>18} {:<5} {:<32}", value_text(r), unit, r.spec.name);
-        if let Some(m) = ms.first() {
-            line.push_str(&format!(" # {:>9.3} {}", m.value, m.unit));
-        }
-        if let Some(v) = r.value {
-            if v.multiplexed() {
-                line.push_str(&format!("  ({:.2}%)", 100.0 * v.counted_fraction()));
+    for ei in 0..n_events {
+        for (ri, row) in s.rows.iter().enumerate() {
+            let r = &row.readings[ei];
+            let ms = &metrics[ri][ei];
+            let label = match (&row.label, fmt.aggr) {
+                (Some(l), Aggr::PerThread) => match l.rsplit_once('-') {
+                    Some((comm, tid)) => format!("{comm:>16}-{tid:<8} "),
+                    None => format!("{l:>25} "),
+                },
+                (Some(l), _) => format!("{l:<10} "),
+                (None, _) => String::new(),
+            };
+            let unit = r.spec.unit.as_deref().unwrap_or("");
+            let mut line = format!(
+                "{ts}{label}{:>18} {unit:<4} {:<32}",
+                value_text(r),
+                r.spec.name
+            );
+            match ms.first() {
+                Some(m) => line.push_str(&format!(" # {:>8.3} {:<23}", m.value, m.unit)),
+                None => line.push_str(&" ".repeat(35)),
             }
-        }
-        writeln!(out, "{}", line.trim_end())?;
-        for m in ms.iter().skip(1) {
-            writeln!(out, "{ts}{:>57} # {:>9.3} {}", "", m.value, m.unit)?;
+            if let Some(pct) = noise(ri, ei).filter(|&p| p != 0.0) {
+                line.push_str(&format!("  ( +-{pct:>6.2}% )"));
+            }
+            if let Some(v) = r.value {
+                if v.multiplexed() {
+                    line.push_str(&format!("  ({:.2}%)", 100.0 * v.counted_fraction()));
+                }
+            }
+            writeln!(out, "{}", line.trim_end())?;
+            for m in ms.iter().skip(1) {
+                writeln!(out, "{ts}{:>57} # {:>8.3} {}", "", m.value, m.unit)?;
+            }
         }
     }
     if interval_ts.is_none() {
         // Each distinct reason once, naming its events.
         let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
-        for r in readings {
+        for r in s.rows.first().map(|r| r.readings.as_slice()).unwrap_or(&[]) {
             if let Status::NotSupported(why) = &r.status {
                 match reasons.iter_mut().find(|(w, _)| w == why) {
                     Some((_, names)) => names.push(r.spec.name.clone()),
@@ -644,11 +1095,27 @@ fn print_counts(
                 }
             }
         }
-        writeln!(out)?;
+        if !reasons.is_empty() {
+            writeln!(out)?;
+        }
         for (why, names) in reasons {
             writeln!(out, "   <not supported>: {}: {why}", names.join(", "))?;
         }
-        writeln!(out, "\n{:>18.9} seconds time elapsed\n", span.as_secs_f64())?;
+        match s.wall_noise {
+            Some((sem_s, pct)) => {
+                let p = elapsed_precision(sem_s);
+                writeln!(
+                    out,
+                    "\n{:>18.p$} +- {sem_s:.p$} seconds time elapsed  ( +-{pct:>6.2}% )\n",
+                    span.as_secs_f64()
+                )?
+            }
+            None => writeln!(out, "\n{:>18.9} seconds time elapsed\n", span.as_secs_f64())?,
+        }
+        if let Some((user, sys)) = s.cpu {
+            writeln!(out, "{:>18.9} seconds user", user.as_secs_f64())?;
+            writeln!(out, "{:>18.9} seconds sys\n", sys.as_secs_f64())?;
+        }
     }
     Ok(())
 }
@@ -746,25 +1213,33 @@ mod tests {
         let fmt = Format {
             sep: w.args.separator.clone(),
             json: w.args.json,
+            aggr: Aggr::Global,
+        };
+        let m = Measured {
+            rows: vec![Row {
+                label: None,
+                readings: readings.to_vec(),
+            }],
+            wall: Duration::from_secs(1),
+            cpu: None,
         };
         let mut out = Vec::new();
-        print_counts(
-            &mut out,
-            &fmt,
-            readings,
-            Duration::from_secs(1),
-            None,
-            &w.args,
-        )
-        .unwrap();
+        print_counts(&mut out, &fmt, &summarize(&[m]), &w.args).unwrap();
         String::from_utf8(out).unwrap()
     }
 
     #[test]
     fn multiplexed_counts_are_scaled_with_percentage() {
-        let r = [reading("page-faults", 1000, 400, 100)];
+        // 4000 faults (scaled) over 0.5 s of task-clock: 8 K/sec of CPU time, as perf rates.
+        let r = [
+            reading("page-faults", 1000, 400, 100),
+            reading("task-clock", 500_000_000, 10, 10),
+        ];
         let csv = render(&["-x,", "--", "true"], &r);
-        assert_eq!(csv.trim(), "4000,,page-faults,100,25.00,4.000,K/sec");
+        assert_eq!(
+            csv.lines().next().unwrap(),
+            "4000,,page-faults,100,25.00,8.000,K/sec"
+        );
         let human = render(&["--", "true"], &r);
         let line = human.lines().find(|l| l.contains("page-faults")).unwrap();
         assert!(line.starts_with("              4000"), "{line}");
@@ -816,5 +1291,104 @@ mod tests {
         );
         assert!((ms[0][0].value - 0.5).abs() < 1e-9, "{}", ms[0][0].value);
         assert!(ms[1].is_empty());
+    }
+
+    #[test]
+    fn standard_error_of_the_mean_is_perfs() {
+        // perf's stddev_stats: sample standard deviation / sqrt(n).
+        let (m, sem) = mean_and_sem(&[1.0, 2.0, 3.0, 4.0]);
+        assert!((m - 2.5).abs() < 1e-12);
+        let sd = (5.0f64 / 3.0).sqrt();
+        assert!((sem.unwrap() - sd / 2.0).abs() < 1e-12);
+        assert_eq!(mean_and_sem(&[7.0]), (7.0, None));
+        assert_eq!(relative_pct(0.0, Some(1.0)), None);
+        assert!((relative_pct(2.0, Some(0.5)).unwrap() - 25.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn repeated_runs_print_mean_and_spread() {
+        let run = |faults: u64, wall_ms: u64| Measured {
+            rows: vec![Row {
+                label: None,
+                readings: vec![
+                    reading("task-clock", 1_000_000, 10, 10),
+                    reading("page-faults", faults, 10, 10),
+                ],
+            }],
+            wall: Duration::from_millis(wall_ms),
+            cpu: None,
+        };
+        let s = summarize(&[run(100, 100), run(200, 100), run(300, 100)]);
+        assert_eq!(s.rows[0].readings[1].value.unwrap().raw, 200);
+        // sd 100, sem 100/sqrt(3) = 57.735, relative to 200: 28.87 %.
+        assert!((s.noise_pct[0][1].unwrap() - 28.8675).abs() < 1e-3);
+        // Constant task-clock: no spread printed.
+        assert_eq!(s.noise_pct[0][0], Some(0.0));
+        let w = Wrap::parse_from(["stat", "-r", "3", "--", "true"]);
+        let fmt = Format {
+            sep: None,
+            json: false,
+            aggr: Aggr::Global,
+        };
+        let mut out = Vec::new();
+        print_counts(&mut out, &fmt, &s, &w.args).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("for 'true' (3 runs):"), "{text}");
+        let pf = text.lines().find(|l| l.contains("page-faults")).unwrap();
+        assert!(pf.ends_with("( +- 28.87% )"), "{pf}");
+        // 200 faults per 1 ms of task-clock: 200 K/sec.
+        assert!(pf.contains("#  200.000 K/sec"), "{pf}");
+        let tc = text.lines().find(|l| l.contains("task-clock")).unwrap();
+        assert!(!tc.contains("+-"), "{tc}");
+        assert!(
+            text.contains("       0.100000000 +- 0.000000000 seconds time elapsed"),
+            "{text}"
+        );
+        // perf's decimals: 0.00577 -> 5, 0.000139 -> 6.
+        assert_eq!(elapsed_precision(0.00577), 5);
+        assert_eq!(elapsed_precision(0.000139), 6);
+        assert_eq!(elapsed_precision(2.5), 2);
+        assert_eq!(elapsed_precision(1e-17), 9);
+    }
+
+    #[test]
+    fn per_instance_rows_split_by_cpu_in_order() {
+        let base = vec![reading("cpu-clock", 30, 10, 10), reading("cs", 3, 10, 10)];
+        let v = |raw| CounterValue {
+            raw,
+            time_enabled_ns: 5,
+            time_running_ns: 5,
+        };
+        let per = vec![
+            vec![
+                InstanceReading {
+                    instance: Instance::Cpu(1),
+                    value: v(20),
+                },
+                InstanceReading {
+                    instance: Instance::Cpu(0),
+                    value: v(10),
+                },
+            ],
+            vec![
+                InstanceReading {
+                    instance: Instance::Cpu(0),
+                    value: v(1),
+                },
+                InstanceReading {
+                    instance: Instance::Cpu(1),
+                    value: v(2),
+                },
+            ],
+        ];
+        let rows = rows_per_instance(&base, &per, Aggr::PerCpu);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].label.as_deref(), Some("CPU0"));
+        assert_eq!(rows[0].readings[0].value.unwrap().raw, 10);
+        assert_eq!(rows[1].readings[1].value.unwrap().raw, 2);
+        // A CPU's rate uses its own cpu-clock: 2 cs over 20 ns = 1e8/s.
+        let ms = line_metrics(&rows[1].readings, Duration::from_secs(1));
+        assert_eq!(ms[1][0].unit, "M/sec");
+        assert!((ms[1][0].value - 100.0).abs() < 1e-9);
     }
 }

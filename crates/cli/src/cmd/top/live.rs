@@ -66,6 +66,8 @@ pub(super) fn run_live(
     let sampler = std::thread::spawn(move || {
         let mut host = host;
         host.set_stop_flag(&LIVE_STOP);
+        // A key pressed on the main thread stops the sampler within 50 ms.
+        host.set_wait_slice(std::time::Duration::from_millis(50));
         while !LIVE_STOP.load(Ordering::SeqCst) {
             let msg = host
                 .advance(interval_ns)

@@ -18,6 +18,11 @@ pub(super) fn sources_text(c: &CounterSources) -> String {
 
 pub(super) const NO_PMU: &str = "n/a (no PMU)";
 
+/// The header note said once (instead of a cell per row) when the hardware columns are hidden.
+pub(super) const NO_PMU_NOTE: &str = "IPC, LLC MPKI, MEM BW: n/a (no PMU): this host has no \
+     hardware PMU (cycles, instructions and LLC misses cannot be counted), so those columns are \
+     not shown";
+
 /// Said whenever a shown value was multiplexed: it is scaled, and CNT% says how much was seen.
 pub(super) const MULTIPLEXED_NOTE: &str = "CNT% < 100: hardware counters were multiplexed; \
      their values are scaled by enabled/running time, CNT% is the share of the interval counted";
@@ -81,36 +86,40 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
     }
     println!("{}", sources_text(&s.sources));
     if !s.pmu {
-        println!("IPC / LLC MPKI / bandwidth: {NO_PMU}: this host has no hardware PMU");
+        println!("{NO_PMU_NOTE}");
     }
     if s.rows.iter().take(rows).any(|r| r.counted_fraction < 1.0) {
         println!("{MULTIPLEXED_NOTE}");
     }
+    // Without a PMU the three hardware columns would read n/a on every row: hidden (the note
+    // above says why once).
+    let hw_head = if s.pmu {
+        format!(" {:>12} {:>12} {:>12}", "IPC", "LLC MPKI", "MEM BW")
+    } else {
+        String::new()
+    };
     println!(
-        "{:>8} {:<16} {:>7} {:>9} {:>8} {:>12} {:>12} {:>12} {:>5} {:>4} {:<10}",
-        "PID",
-        "COMM",
-        "CPU%",
-        "CS/s",
-        "MIG/s",
-        "IPC",
-        "LLC MPKI",
-        "MEM BW",
-        "CNT%",
-        "CPU",
-        "AFFINITY"
+        "{:>8} {:<16} {:>7} {:>9} {:>8}{hw_head} {:>5} {:>4} {:<10}",
+        "PID", "COMM", "CPU%", "CS/s", "MIG/s", "CNT%", "CPU", "AFFINITY"
     );
     for r in s.rows.iter().take(rows) {
+        let hw = if s.pmu {
+            format!(
+                " {:>12} {:>12} {:>12}",
+                hw_cell(r.ipc, s.pmu, |x| format!("{x:.2}")),
+                hw_cell(r.llc_mpki, s.pmu, |x| format!("{x:.2}")),
+                hw_cell(r.bw_bytes_per_s, s.pmu, fmt_bw)
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "{:>8} {:<16} {:>7.1} {:>9.1} {:>8} {:>12} {:>12} {:>12} {:>5} {:>4} {:<10}",
+            "{:>8} {:<16} {:>7.1} {:>9.1} {:>8}{hw} {:>5} {:>4} {:<10}",
             r.pid,
             r.name,
             r.cpu_pct,
             r.cs_per_s,
             opt_num(r.mig_per_s),
-            hw_cell(r.ipc, s.pmu, |x| format!("{x:.2}")),
-            hw_cell(r.llc_mpki, s.pmu, |x| format!("{x:.2}")),
-            hw_cell(r.bw_bytes_per_s, s.pmu, fmt_bw),
             counted_cell(r.counted_fraction),
             r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into()),
             r.affinity.to_list()
@@ -187,7 +196,7 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
     let pmu_note = if s.pmu {
         "hardware PMU: IPC, MPKI, bandwidth counted".to_string()
     } else {
-        format!("IPC/MPKI/bandwidth {NO_PMU}")
+        format!("IPC, LLC MPKI, MEM BW {NO_PMU}: columns hidden")
     };
     f.render_widget(
         Paragraph::new(Line::from(vec![
@@ -207,8 +216,10 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
         title_a,
     );
 
+    let hw_key = |k: &SortKey| matches!(k, SortKey::Ipc | SortKey::Mpki | SortKey::Bandwidth);
     let mut head: Vec<Cell> = SortKey::ALL
         .iter()
+        .filter(|k| s.pmu || !hw_key(k))
         .map(|k| {
             let arrow = if *k == view.key {
                 let natural_desc = !matches!(k, SortKey::Pid | SortKey::Comm);
@@ -243,34 +254,38 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
     let header = TRow::new(head);
     let rows = s.rows.iter().map(|r| {
         let num = |t: String| Cell::from(Line::from(t).right_aligned());
-        TRow::new(vec![
+        let mut cells = vec![
             num(r.pid.to_string()),
             Cell::from(r.name.clone()),
             num(format!("{:.1}", r.cpu_pct)),
             num(format!("{:.1}", r.cs_per_s)),
             num(opt_num(r.mig_per_s)),
-            num(hw_cell(r.ipc, s.pmu, |x| format!("{x:.2}"))),
-            num(hw_cell(r.llc_mpki, s.pmu, |x| format!("{x:.2}"))),
-            num(hw_cell(r.bw_bytes_per_s, s.pmu, fmt_bw)),
-            num(counted_cell(r.counted_fraction)),
-            num(r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into())),
-            Cell::from(r.affinity.to_list()),
-        ])
+        ];
+        if s.pmu {
+            cells.push(num(hw_cell(r.ipc, s.pmu, |x| format!("{x:.2}"))));
+            cells.push(num(hw_cell(r.llc_mpki, s.pmu, |x| format!("{x:.2}"))));
+            cells.push(num(hw_cell(r.bw_bytes_per_s, s.pmu, fmt_bw)));
+        }
+        cells.push(num(counted_cell(r.counted_fraction)));
+        cells.push(num(r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into())));
+        cells.push(Cell::from(r.affinity.to_list()));
+        TRow::new(cells)
     });
-    let hw_w = if s.pmu { 10 } else { NO_PMU.len() as u16 };
-    let widths = [
+    let mut widths = vec![
         Constraint::Length(8),
         Constraint::Length(16),
         Constraint::Length(7),
         Constraint::Length(9),
         Constraint::Length(8),
-        Constraint::Length(hw_w),
-        Constraint::Length(hw_w),
-        Constraint::Length(hw_w),
+    ];
+    if s.pmu {
+        widths.extend([Constraint::Length(10); 3]);
+    }
+    widths.extend([
         Constraint::Length(5),
         Constraint::Length(4),
         Constraint::Min(8),
-    ];
+    ]);
     let table = Table::new(rows, widths)
         .header(header)
         .block(Block::new().borders(Borders::TOP).title(" tasks "))
@@ -327,7 +342,7 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
             Line::from("q Esc Ctrl-C  quit"),
             Line::from(""),
             Line::from("IPC, LLC MPKI and MEM BW need a hardware PMU;"),
-            Line::from(format!("without one they read \"{NO_PMU}\".")),
+            Line::from(format!("without one they are {NO_PMU} and hidden.")),
             Line::from("CNT% < 100: multiplexed hardware counters,"),
             Line::from("values scaled by enabled/running time."),
         ];

@@ -24,6 +24,9 @@
 #![warn(missing_docs)]
 
 pub mod access;
+pub mod client;
 pub mod journal;
 pub mod proto;
 pub mod sched;
+pub mod server;
+pub mod target;

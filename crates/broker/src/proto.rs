@@ -168,8 +168,10 @@ pub enum Response {
         /// Kernel counters it shares with other registrations (deduplicated).
         shared_counters: usize,
     },
-    /// Answer to `read`, and pushed for subscriptions.
+    /// Answer to `read`.
     Reading(Reading),
+    /// Pushed for a subscription (never an answer to a request).
+    Push(Reading),
     /// Success without data (`subscribe`, `unregister`, `grant_exclusive`).
     Ok,
     /// Answer to `status`.

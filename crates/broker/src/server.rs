@@ -1,0 +1,1149 @@
+//! The broker: kernel counters (deduplicated), the scheduler in real time, the policy, the
+//! journal, and the Unix-socket server (one thread per connection, one ticker thread).
+//!
+//! Counting follows the schedule: a kernel counter is enabled while at least one consumer that
+//! uses it is scheduled, and disabled otherwise (so the slot budget is real on the PMU and
+//! exercised for software events). Whenever the running set changes, and on every read, each
+//! affected kernel counter is read once and the events counted since the previous read are
+//! credited to every consumer that was running and uses it. A consumer's `raw` is therefore what
+//! happened while it was scheduled, its `running_ns` the time it was scheduled, its
+//! `enabled_ns` the time since it registered, and `scaled = raw * enabled / running`.
+
+use crate::access::{Access, AuditLog, AuditRecord, Peer, Policy, RateLimiter, Refusal};
+use crate::journal::{Checkpoint, Journal, JournalError, Record, RegRecord};
+use crate::proto::{self, EventCount, LineBuffer, Reading, RegistrationInfo, Request, Response};
+use crate::sched::{Class, Demand, Scheduler};
+use crate::target::{self, Roots};
+use counterpoint_counters::count::Status;
+use counterpoint_counters::spec::{EventList, EventSpec, Group, Source};
+use counterpoint_counters::{parse_event_list, CounterSet, PmuTree};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+
+/// Server errors (start-up and fatal ones; per-request failures are responses).
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// Socket set-up.
+    #[error("socket {}: {what}: {error}", .path.display())]
+    Socket {
+        /// The socket path.
+        path: PathBuf,
+        /// What failed.
+        what: &'static str,
+        /// The error.
+        error: io::Error,
+    },
+    /// Another broker answers on the socket.
+    #[error("socket {}: a broker is already running there", .0.display())]
+    InUse(PathBuf),
+    /// Journal.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// Audit log.
+    #[error("audit log {}: {error}", .path.display())]
+    Audit {
+        /// The log.
+        path: PathBuf,
+        /// The error.
+        error: io::Error,
+    },
+    /// Metrics.
+    #[error("metrics on {addr}: {message}")]
+    Metrics {
+        /// The address.
+        addr: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Broker configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Counter slots per CPU.
+    pub slots: usize,
+    /// Scheduling slice.
+    pub slice: Duration,
+    /// The policy.
+    pub policy: Policy,
+    /// Journal file, if any.
+    pub journal: Option<PathBuf>,
+    /// Audit log (overrides the policy's), if any.
+    pub audit: Option<PathBuf>,
+    /// sysfs root for event names.
+    pub sysfs_root: PathBuf,
+    /// procfs/sysfs/cgroup roots for targets.
+    pub roots: Roots,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            slots: 4,
+            slice: Duration::from_millis(20),
+            policy: Policy::default(),
+            journal: None,
+            audit: None,
+            sysfs_root: "/sys".into(),
+            roots: Roots::default(),
+        }
+    }
+}
+
+/// General-purpose counters per core from CPUID leaf 0xA (x86), if the CPU reports a PMU.
+// `__cpuid` is safe from Rust 1.87 on and unsafe before; the workspace supports 1.80.
+#[allow(unused_unsafe)]
+pub fn pmu_slots() -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: CPUID is available on every x86_64 CPU; leaf 0 gives the highest leaf.
+        let max = unsafe { std::arch::x86_64::__cpuid(0) }.eax;
+        if max >= 0xa {
+            // SAFETY: as above, leaf 0xA exists (checked).
+            let a = unsafe { std::arch::x86_64::__cpuid(0xa) }.eax;
+            let version = a & 0xff;
+            let gp = ((a >> 8) & 0xff) as usize;
+            if version > 0 && gp > 0 {
+                return Some(gp);
+            }
+        }
+    }
+    None
+}
+
+/// Socket path by default: `/run/counterpoint/broker.sock` for root,
+/// `$XDG_RUNTIME_DIR/counterpoint/broker.sock` otherwise (`/tmp/counterpoint-UID/` without it).
+pub fn default_socket() -> PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        return PathBuf::from("/run/counterpoint/broker.sock");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("counterpoint/broker.sock"),
+        _ => PathBuf::from(format!("/tmp/counterpoint-{uid}/broker.sock")),
+    }
+}
+
+fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// One kernel counter: an event on a target, opened once and shared.
+struct Kernel {
+    event: String,
+    target: String,
+    set: CounterSet,
+    enabled: bool,
+    last_raw: u64,
+    users: usize,
+}
+
+/// One event of a registration.
+struct RegEvent {
+    spec: EventSpec,
+    /// The kernel counter, or why the event is not counted.
+    key: Result<u64, String>,
+    /// Counted during this broker's life while scheduled.
+    raw_here: u64,
+}
+
+struct Reg {
+    rec: RegRecord,
+    events: Vec<RegEvent>,
+    /// Counts restored from the journal (a previous broker's life).
+    base: Checkpoint,
+    /// Last values reported (never reported lower).
+    last: Checkpoint,
+    keys: BTreeSet<u64>,
+}
+
+struct State {
+    sched: Scheduler,
+    kernel: BTreeMap<u64, Kernel>,
+    key_of: HashMap<(String, String), u64>,
+    regs: BTreeMap<u64, Reg>,
+    journal: Option<Journal>,
+    next_id: u64,
+    next_key: u64,
+    epoch: Instant,
+    cpus: Vec<usize>,
+}
+
+/// The broker's state and policy, shared by the connection threads.
+pub struct Broker {
+    state: Mutex<State>,
+    policy: Policy,
+    audit: AuditLog,
+    tree: PmuTree,
+    roots: Roots,
+    slice: Duration,
+}
+
+/// A request's failure as the client sees it.
+#[derive(Debug)]
+struct Failure {
+    rule: Option<String>,
+    message: String,
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Self {
+        Failure {
+            rule: Some(r.rule.name().to_string()),
+            message: r.to_string(),
+        }
+    }
+}
+
+fn fail(message: impl Into<String>) -> Failure {
+    Failure {
+        rule: None,
+        message: message.into(),
+    }
+}
+
+/// Whether an event is raw: `rNNNN`, or a PMU event given by terms (`cpu/event=0x3c/`).
+fn is_raw(spec: &EventSpec) -> bool {
+    match &spec.source {
+        Source::Raw => true,
+        Source::Pmu(_) => spec.name.contains('='),
+        _ => false,
+    }
+}
+
+impl Broker {
+    /// A broker; restores registrations from the journal when there is one.
+    pub fn new(cfg: Config) -> Result<Broker, ServerError> {
+        let audit_path = cfg.audit.clone().or_else(|| cfg.policy.audit_log.clone());
+        let audit = AuditLog::open(audit_path.as_deref()).map_err(|error| ServerError::Audit {
+            path: audit_path.clone().unwrap_or_default(),
+            error,
+        })?;
+        let cpus = target::online_cpus(&cfg.roots);
+        let ncpus = cpus.iter().max().map_or(1, |m| m + 1);
+        let mut state = State {
+            sched: Scheduler::new(cfg.slots, ncpus, cfg.policy.reserved_system_share),
+            kernel: BTreeMap::new(),
+            key_of: HashMap::new(),
+            regs: BTreeMap::new(),
+            journal: None,
+            next_id: 1,
+            next_key: 1,
+            epoch: Instant::now(),
+            cpus,
+        };
+        let broker_tree = PmuTree::new(&cfg.sysfs_root);
+        let mut restored = Vec::new();
+        let mut exclusive = None;
+        if let Some(p) = &cfg.journal {
+            let (j, st) = Journal::open(p)?;
+            state.next_id = st.max_id + 1;
+            state.journal = Some(j);
+            restored = st.regs.into_values().collect::<Vec<_>>();
+            if let Some((id, until)) = st.exclusive {
+                let now = wall_ns();
+                if until > now {
+                    exclusive = Some((id, until - now));
+                }
+            }
+        }
+        let broker = Broker {
+            state: Mutex::new(state),
+            policy: cfg.policy,
+            audit,
+            tree: broker_tree,
+            roots: cfg.roots,
+            slice: cfg.slice,
+        };
+        {
+            let mut st = broker.lock();
+            for (rec, cp) in restored {
+                let peer = Peer {
+                    uid: rec.uid,
+                    gid: rec.gid,
+                    pid: rec.pid,
+                };
+                // A registration whose process is gone, or that no longer opens, is dropped
+                // (and journaled as such); the others continue from their checkpoint.
+                if !broker.roots.proc_root.join(rec.pid.to_string()).exists() {
+                    broker.journal(&mut st, &Record::Unregister { id: rec.id });
+                    continue;
+                }
+                if let Err(f) = broker.install(&mut st, &peer, rec.clone(), cp, false) {
+                    eprintln!("broker: dropping registration {} on restart: {}", rec.id, f.message);
+                    broker.journal(&mut st, &Record::Unregister { id: rec.id });
+                }
+            }
+            if let Some((id, left_ns)) = exclusive {
+                // The grant keeps its wall-clock end across the restart.
+                let _ = st.sched.grant_exclusive(id, left_ns);
+            }
+            broker.replan(&mut st);
+        }
+        Ok(broker)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking connection thread must not take the broker down with it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn journal(&self, st: &mut State, r: &Record) {
+        if let Some(j) = st.journal.as_mut() {
+            if let Err(e) = j.append(r) {
+                eprintln!("broker: {e}");
+            }
+        }
+    }
+
+    fn audit(&self, peer: &Peer, action: &str, rule: Option<&str>, what: &str) {
+        let rec = AuditRecord {
+            time_ns: wall_ns(),
+            action,
+            uid: peer.uid,
+            gid: peer.gid,
+            pid: peer.pid,
+            rule,
+            what,
+        };
+        if let Err(e) = self.audit.record(&rec) {
+            eprintln!("broker: audit log: {e}");
+        }
+    }
+
+    fn now_ns(st: &State) -> u64 {
+        st.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Read kernel counter `key` and credit what it counted since its last read to the
+    /// consumers in `running` that use it.
+    fn sync_key(st: &mut State, key: u64, running: &BTreeSet<u64>) {
+        let Some(k) = st.kernel.get_mut(&key) else {
+            return;
+        };
+        let raw = match k.set.read_all() {
+            Ok(r) => r.first().and_then(|r| r.value).map_or(k.last_raw, |v| v.raw),
+            Err(e) => {
+                eprintln!("broker: reading {} on {}: {e}", k.event, k.target);
+                k.last_raw
+            }
+        };
+        // A counter never goes backwards; a smaller value (target gone) credits nothing.
+        let delta = raw.saturating_sub(k.last_raw);
+        k.last_raw = k.last_raw.max(raw);
+        if delta == 0 {
+            return;
+        }
+        for id in running {
+            if let Some(r) = st.regs.get_mut(id) {
+                for e in &mut r.events {
+                    if e.key == Ok(key) {
+                        e.raw_here = e.raw_here.saturating_add(delta);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A slice boundary: account time, choose who runs, move counts and enable states.
+    fn replan(&self, st: &mut State) {
+        let now = Self::now_ns(st);
+        st.sched.advance_to(now);
+        let old = st.sched.running().clone();
+        let new = st.sched.replan().clone();
+        self.apply_plan(st, &old, &new, now);
+    }
+
+    fn apply_plan(&self, st: &mut State, old: &BTreeSet<u64>, new: &BTreeSet<u64>, _now: u64) {
+        let changed: BTreeSet<u64> = old.symmetric_difference(&new).copied().collect();
+        let mut keys: BTreeSet<u64> = BTreeSet::new();
+        for id in &changed {
+            if let Some(r) = st.regs.get(id) {
+                keys.extend(r.keys.iter().copied());
+            }
+        }
+        // Counters nobody runs any more but still enabled (e.g. a consumer removed).
+        keys.extend(st.kernel.iter().filter(|(_, k)| k.enabled).map(|(&k, _)| k));
+        for key in keys {
+            Self::sync_key(st, key, old);
+            let want = new
+                .iter()
+                .any(|id| st.regs.get(id).is_some_and(|r| r.keys.contains(&key)));
+            if let Some(k) = st.kernel.get_mut(&key) {
+                if want != k.enabled {
+                    let r = if want { k.set.enable() } else { k.set.disable() };
+                    match r {
+                        Ok(()) => k.enabled = want,
+                        Err(e) => eprintln!("broker: {} on {}: {e}", k.event, k.target),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replan without advancing time (right after a registration, so it starts running at the
+    /// instant its enabled time starts).
+    fn replan_now(&self, st: &mut State) {
+        let now = st.sched.now_ns();
+        let old = st.sched.running().clone();
+        let new = st.sched.replan().clone();
+        self.apply_plan(st, &old, &new, now);
+    }
+
+    /// One scheduling tick (the ticker thread calls this every slice).
+    pub fn tick(&self) {
+        let mut st = self.lock();
+        self.reap(&mut st);
+        self.replan(&mut st);
+    }
+
+    /// Drop registrations whose registering process has exited.
+    fn reap(&self, st: &mut State) {
+        let gone: Vec<u64> = st
+            .regs
+            .values()
+            .filter(|r| !self.roots.proc_root.join(r.rec.pid.to_string()).exists())
+            .map(|r| r.rec.id)
+            .collect();
+        for id in gone {
+            self.remove(st, id);
+        }
+    }
+
+    fn remove(&self, st: &mut State, id: u64) {
+        let running = st.sched.running().clone();
+        let Some(reg) = st.regs.get(&id) else {
+            return;
+        };
+        let keys = reg.keys.clone();
+        for &k in &keys {
+            Self::sync_key(st, k, &running);
+        }
+        st.regs.remove(&id);
+        let _ = st.sched.remove(id);
+        for k in keys {
+            let drop_it = st.kernel.get_mut(&k).is_some_and(|kc| {
+                kc.users -= 1;
+                kc.users == 0
+            });
+            if drop_it {
+                if let Some(kc) = st.kernel.remove(&k) {
+                    st.key_of.remove(&(kc.event, kc.target));
+                }
+            }
+        }
+        self.journal(st, &Record::Unregister { id });
+    }
+
+    /// Open (or share) the counters of a registration and add it to the scheduler.
+    fn install(
+        &self,
+        st: &mut State,
+        peer: &Peer,
+        rec: RegRecord,
+        base: Checkpoint,
+        check: bool,
+    ) -> Result<usize, Failure> {
+        let resolved =
+            target::resolve(&rec.target, peer.pid, &self.roots).map_err(|e| fail(e.to_string()))?;
+        let list = parse_event_list(&rec.events, &self.tree).map_err(|e| fail(e.to_string()))?;
+        if list.is_empty() {
+            return Err(fail("no events given"));
+        }
+        let class = match rec.class.as_str() {
+            "user" => Class::User,
+            "system" => Class::System,
+            other => return Err(fail(format!("unknown class '{other}' (user or system)"))),
+        };
+        if check {
+            let soft_ok = self.policy.software_kernel_ok;
+            let access = Access {
+                other_owners: resolved
+                    .owners
+                    .iter()
+                    .copied()
+                    .filter(|&o| o != peer.uid)
+                    .collect(),
+                cpus: resolved.cpus.clone(),
+                smt_cpus: target::smt_cpus(&self.roots, &resolved.cpus),
+                kernel_events: list
+                    .events()
+                    .filter(|s| !s.exclude_kernel && !(soft_ok && s.source == Source::Software))
+                    .map(|s| s.name.clone())
+                    .collect(),
+                raw_events: list.events().filter(|s| is_raw(s)).map(|s| s.name.clone()).collect(),
+                system_class: class == Class::System,
+            };
+            self.policy.check(peer, &access)?;
+        }
+        let mut events = Vec::new();
+        let mut opened_here = Vec::new();
+        let mut shared = 0;
+        for spec in list.events() {
+            let kk = (spec.name.clone(), resolved.key.clone());
+            let key = match st.key_of.get(&kk) {
+                Some(&k) => {
+                    shared += 1;
+                    Ok(k)
+                }
+                None => {
+                    let one = EventList {
+                        groups: vec![Group {
+                            members: vec![spec.clone()],
+                            braced: false,
+                        }],
+                    };
+                    match CounterSet::open_exact(&one, &resolved.target, &self.tree) {
+                        Ok(set) => match set.read_all().ok().and_then(|r| r.into_iter().next()) {
+                            Some(r) if r.status == Status::Counting => {
+                                let k = st.next_key;
+                                st.next_key += 1;
+                                st.kernel.insert(
+                                    k,
+                                    Kernel {
+                                        event: spec.name.clone(),
+                                        target: resolved.key.clone(),
+                                        set,
+                                        enabled: false,
+                                        last_raw: r.value.map_or(0, |v| v.raw),
+                                        users: 0,
+                                    },
+                                );
+                                st.key_of.insert(kk, k);
+                                opened_here.push(k);
+                                Ok(k)
+                            }
+                            Some(r) => Err(match r.status {
+                                Status::NotSupported(why) => why,
+                                Status::Counting => String::new(),
+                            }),
+                            None => Err("not readable".to_string()),
+                        },
+                        Err(e) => {
+                            for k in opened_here {
+                                if let Some(kc) = st.kernel.remove(&k) {
+                                    st.key_of.remove(&(kc.event, kc.target));
+                                }
+                            }
+                            return Err(fail(e.to_string()));
+                        }
+                    }
+                }
+            };
+            events.push(RegEvent {
+                spec: spec.clone(),
+                key,
+                raw_here: 0,
+            });
+        }
+        let keys: BTreeSet<u64> = events.iter().filter_map(|e| e.key.clone().ok()).collect();
+        let cpus: BTreeSet<usize> = if resolved.cpus.is_empty() {
+            st.cpus.iter().copied().collect()
+        } else {
+            resolved.cpus.iter().copied().collect()
+        };
+        let demand = Demand {
+            uid: rec.uid,
+            class,
+            share: rec.share,
+            keys: keys.clone(),
+            cpus,
+        };
+        // Account up to now first, so the consumer's enabled time starts exactly here.
+        let now = Self::now_ns(st);
+        st.sched.advance_to(now);
+        if let Err(e) = st.sched.add(rec.id, demand) {
+            for k in opened_here {
+                if let Some(kc) = st.kernel.remove(&k) {
+                    st.key_of.remove(&(kc.event, kc.target));
+                }
+            }
+            return Err(fail(e.to_string()));
+        }
+        for k in &keys {
+            if let Some(kc) = st.kernel.get_mut(k) {
+                kc.users += 1;
+            }
+        }
+        let mut base = base;
+        if !check {
+            // Restored: the time the broker was down counts as enabled, not running.
+            base.enabled_ns = base
+                .enabled_ns
+                .max(wall_ns().saturating_sub(rec.registered_wall_ns));
+        }
+        st.regs.insert(
+            rec.id,
+            Reg {
+                rec,
+                events,
+                last: base.clone(),
+                base,
+                keys,
+            },
+        );
+        Ok(shared)
+    }
+
+    fn reading(&self, st: &mut State, id: u64) -> Reading {
+        let now = Self::now_ns(st);
+        st.sched.advance_to(now);
+        let running = st.sched.running().clone();
+        let keys = st.regs.get(&id).map(|r| r.keys.clone()).unwrap_or_default();
+        for k in keys {
+            Self::sync_key(st, k, &running);
+        }
+        let acc = st.sched.accounting(id);
+        let Some(r) = st.regs.get_mut(&id) else {
+            return Reading {
+                id,
+                enabled_ns: 0,
+                running_ns: 0,
+                confidence: 0.0,
+                events: Vec::new(),
+            };
+        };
+        let running_ns = r.base.running_ns + acc.map_or(0, |a| a.running_ns);
+        let enabled_ns = (r.base.enabled_ns + acc.map_or(0, |a| a.enabled_ns))
+            .max(r.last.enabled_ns)
+            .max(running_ns);
+        let mut raws = Vec::new();
+        let mut events = Vec::new();
+        for (i, e) in r.events.iter().enumerate() {
+            let raw = r.base.raw.get(i).copied().unwrap_or(0) + e.raw_here;
+            let raw = raw.max(r.last.raw.get(i).copied().unwrap_or(0));
+            raws.push(raw);
+            let scaled = (running_ns > 0)
+                .then(|| raw as f64 * enabled_ns as f64 / running_ns as f64);
+            events.push(EventCount {
+                event: e.spec.name.clone(),
+                supported: e.key.is_ok(),
+                reason: e.key.clone().err(),
+                raw,
+                scaled: if e.key.is_ok() { scaled } else { None },
+                unit_scale: e.spec.scale,
+                unit: e.spec.unit.clone(),
+            });
+        }
+        r.last = Checkpoint {
+            enabled_ns,
+            running_ns,
+            raw: raws,
+        };
+        let cp = r.last.clone();
+        // Journaled before the client sees it: a restart continues from at least this.
+        self.journal(st, &Record::Checkpoint { id, cp });
+        Reading {
+            id,
+            enabled_ns,
+            running_ns,
+            confidence: if enabled_ns == 0 {
+                1.0
+            } else {
+                running_ns as f64 / enabled_ns as f64
+            },
+            events,
+        }
+    }
+
+    fn owned(&self, st: &State, peer: &Peer, id: u64) -> Result<(), Failure> {
+        match st.regs.get(&id) {
+            None => Err(fail(format!("no registration {id}"))),
+            Some(r) if r.rec.uid != peer.uid && peer.uid != 0 => Err(Refusal {
+                rule: crate::access::Rule::NotOwner,
+                detail: format!("registration {id} belongs to uid {}", r.rec.uid),
+            }
+            .into()),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Handle one request from `peer` (everything but subscriptions' pushes).
+    pub fn handle(&self, peer: &Peer, req: &Request) -> Response {
+        match self.handle_inner(peer, req) {
+            Ok(r) => r,
+            Err(f) => {
+                if let Some(rule) = &f.rule {
+                    self.audit(peer, "refuse", Some(rule), &describe(req));
+                }
+                Response::Error {
+                    rule: f.rule,
+                    message: f.message,
+                    closing: false,
+                }
+            }
+        }
+    }
+
+    fn handle_inner(&self, peer: &Peer, req: &Request) -> Result<Response, Failure> {
+        match req {
+            Request::Hello { version } => {
+                if *version != proto::VERSION {
+                    return Err(fail(format!(
+                        "protocol version {version} is not supported (this broker speaks {})",
+                        proto::VERSION
+                    )));
+                }
+                Ok(Response::Hello {
+                    version: proto::VERSION,
+                    uid: peer.uid,
+                    gid: peer.gid,
+                    pid: peer.pid,
+                })
+            }
+            Request::Register {
+                events,
+                target,
+                share,
+                class,
+            } => {
+                let mut st = self.lock();
+                let id = st.next_id;
+                let rec = RegRecord {
+                    id,
+                    uid: peer.uid,
+                    gid: peer.gid,
+                    pid: peer.pid,
+                    events: events.clone(),
+                    target: target.clone(),
+                    share: *share,
+                    class: class.clone().unwrap_or_else(|| "user".into()),
+                    registered_wall_ns: wall_ns(),
+                };
+                let shared = self.install(&mut st, peer, rec, Checkpoint::default(), true)?;
+                st.next_id += 1;
+                // Enabled time starts when counting can start (after parsing and opening), and
+                // the consumer is scheduled at once: a consumer alone counts 100 % of its time.
+                self.replan_now(&mut st);
+                let now = wall_ns();
+                let rec = match st.regs.get_mut(&id) {
+                    Some(r) => {
+                        r.rec.registered_wall_ns = now;
+                        r.rec.clone()
+                    }
+                    None => return Err(fail("registration vanished")),
+                };
+                self.journal(&mut st, &Record::Register(rec));
+                drop(st);
+                self.audit(peer, "grant", None, &describe(req));
+                Ok(Response::Registered {
+                    id,
+                    shared_counters: shared,
+                })
+            }
+            Request::Read { id } => {
+                let mut st = self.lock();
+                self.owned(&st, peer, *id)?;
+                Ok(Response::Reading(self.reading(&mut st, *id)))
+            }
+            Request::Subscribe { id, interval_ms } => {
+                self.policy.check_interval(*interval_ms)?;
+                let st = self.lock();
+                self.owned(&st, peer, *id)?;
+                Ok(Response::Ok)
+            }
+            Request::Unregister { id } => {
+                let mut st = self.lock();
+                self.owned(&st, peer, *id)?;
+                self.remove(&mut st, *id);
+                self.replan(&mut st);
+                Ok(Response::Ok)
+            }
+            Request::GrantExclusive { id, duration_ms } => {
+                self.policy.check_exclusive(peer, *duration_ms)?;
+                let mut st = self.lock();
+                self.owned(&st, peer, *id)?;
+                let now = Self::now_ns(&st);
+                st.sched.advance_to(now);
+                st.sched
+                    .grant_exclusive(*id, duration_ms.saturating_mul(1_000_000))
+                    .map_err(|e| fail(e.to_string()))?;
+                let until_wall_ns = wall_ns() + duration_ms.saturating_mul(1_000_000);
+                self.journal(&mut st, &Record::Exclusive { id: *id, until_wall_ns });
+                self.replan(&mut st);
+                drop(st);
+                self.audit(peer, "exclusive", None, &describe(req));
+                Ok(Response::Ok)
+            }
+            Request::Status => {
+                let mut st = self.lock();
+                let now = Self::now_ns(&st);
+                st.sched.advance_to(now);
+                let registrations = st
+                    .regs
+                    .values()
+                    .map(|r| RegistrationInfo {
+                        id: r.rec.id,
+                        uid: r.rec.uid,
+                        events: r.rec.events.clone(),
+                        target: r.rec.target.clone(),
+                        share: r.rec.share,
+                        class: r.rec.class.clone(),
+                        running_ns: r.base.running_ns
+                            + st.sched.accounting(r.rec.id).map_or(0, |a| a.running_ns),
+                    })
+                    .collect();
+                Ok(Response::Status {
+                    slots: st.sched.slots(),
+                    cpus: st.cpus.len(),
+                    kernel_counters: st.kernel.len(),
+                    registrations,
+                })
+            }
+        }
+    }
+
+    /// Push reading for a subscription (checks ownership again: it may have been removed).
+    pub fn push(&self, peer: &Peer, id: u64) -> Option<Reading> {
+        let mut st = self.lock();
+        self.owned(&st, peer, id).ok()?;
+        Some(self.reading(&mut st, id))
+    }
+
+    /// Kernel counters open (after deduplication).
+    pub fn kernel_counters(&self) -> usize {
+        self.lock().kernel.len()
+    }
+
+    /// The scheduling slice.
+    pub fn slice(&self) -> Duration {
+        self.slice
+    }
+
+    /// Readings for a metrics exporter: per consumer (labels `consumer`, `target`, `cpu`) and
+    /// per kernel counter (`consumer` empty): (event, labels, raw, enabled_ns, running_ns).
+    /// Per-CPU targets carry their CPU list in `cpu` (`all` for task targets).
+    #[allow(clippy::type_complexity)]
+    pub fn metrics_readings(&self) -> Vec<(String, Vec<(String, String)>, u64, u64, u64)> {
+        let ids: Vec<u64> = self.lock().regs.keys().copied().collect();
+        let mut out = Vec::new();
+        for id in ids {
+            let mut st = self.lock();
+            let Some(target) = st.regs.get(&id).map(|r| r.rec.target.clone()) else {
+                continue;
+            };
+            let r = self.reading(&mut st, id);
+            let cpu = target.strip_prefix("cpus:").unwrap_or("all").to_string();
+            for e in r.events.iter().filter(|e| e.supported) {
+                out.push((
+                    e.event.clone(),
+                    vec![
+                        ("cpu".into(), cpu.clone()),
+                        ("consumer".into(), id.to_string()),
+                        ("target".into(), target.clone()),
+                    ],
+                    e.raw,
+                    r.enabled_ns,
+                    r.running_ns,
+                ));
+            }
+        }
+        let st = self.lock();
+        for k in st.kernel.values() {
+            if let Ok(rs) = k.set.read_all() {
+                if let Some(v) = rs.first().and_then(|r| r.value) {
+                    let cpu = k.target.strip_prefix("cpus:").unwrap_or("all").to_string();
+                    out.push((
+                        k.event.clone(),
+                        vec![
+                            ("cpu".into(), cpu),
+                            ("consumer".into(), String::new()),
+                            ("target".into(), k.target.clone()),
+                        ],
+                        v.raw,
+                        v.time_enabled_ns,
+                        v.time_running_ns,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Checkpoint every registration (on a clean stop).
+    pub fn checkpoint_all(&self) {
+        let ids: Vec<u64> = self.lock().regs.keys().copied().collect();
+        for id in ids {
+            let mut st = self.lock();
+            let _ = self.reading(&mut st, id);
+        }
+    }
+}
+
+fn describe(req: &Request) -> String {
+    match req {
+        Request::Register {
+            events,
+            target,
+            share,
+            class,
+        } => format!(
+            "register '{events}' on {target} share {share} class {}",
+            class.as_deref().unwrap_or("user")
+        ),
+        Request::GrantExclusive { id, duration_ms } => {
+            format!("exclusive {id} for {duration_ms} ms")
+        }
+        Request::Subscribe { id, interval_ms } => format!("subscribe {id} every {interval_ms} ms"),
+        Request::Read { id } => format!("read {id}"),
+        Request::Unregister { id } => format!("unregister {id}"),
+        Request::Hello { version } => format!("hello {version}"),
+        Request::Status => "status".into(),
+    }
+}
+
+/// The peer's credentials from `SO_PEERCRED`.
+pub fn peer_cred(s: &UnixStream) -> io::Result<Peer> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is a valid ucred of `len` bytes; the descriptor is a Unix socket we own.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Peer {
+        uid: cred.uid,
+        gid: cred.gid,
+        pid: cred.pid,
+    })
+}
+
+/// Serve one connection until it closes, the peer misbehaves, or `stop` is set.
+pub fn serve_connection(broker: &Broker, mut stream: UnixStream, stop: &AtomicBool) {
+    let Ok(peer) = peer_cred(&stream) else {
+        return;
+    };
+    let mut lines = LineBuffer::new();
+    let mut limiter = RateLimiter::new(broker.policy.rate_per_s, broker.policy.rate_burst);
+    let epoch = Instant::now();
+    // Subscriptions: id → (interval, next due).
+    let mut subs: BTreeMap<u64, (Duration, Instant)> = BTreeMap::new();
+    let mut chunk = [0u8; 8192];
+    let send = |s: &mut UnixStream, r: &Response| s.write_all(&proto::encode(r)).is_ok();
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let wait = subs
+            .values()
+            .map(|(_, due)| due.saturating_duration_since(now))
+            .min()
+            .unwrap_or(Duration::from_millis(200))
+            .clamp(Duration::from_millis(1), Duration::from_millis(200));
+        if stream.set_read_timeout(Some(wait)).is_err() {
+            return;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => lines.push(&chunk[..n]),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+        loop {
+            let line = match lines.next_line() {
+                Ok(Some(l)) => l,
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = send(
+                        &mut stream,
+                        &Response::Error {
+                            rule: None,
+                            message: e.to_string(),
+                            closing: true,
+                        },
+                    );
+                    return;
+                }
+            };
+            if let Err(r) = limiter.take(epoch.elapsed().as_nanos() as u64) {
+                broker.audit(&peer, "refuse", Some(r.rule.name()), "request");
+                let f: Failure = r.into();
+                if !send(
+                    &mut stream,
+                    &Response::Error {
+                        rule: f.rule,
+                        message: f.message,
+                        closing: false,
+                    },
+                ) {
+                    return;
+                }
+                continue;
+            }
+            let req = match proto::decode_request(&line) {
+                Ok(r) => r,
+                Err(e) => {
+                    // Malformed: say why and close; the broker serves everyone else on.
+                    let _ = send(
+                        &mut stream,
+                        &Response::Error {
+                            rule: None,
+                            message: e.to_string(),
+                            closing: true,
+                        },
+                    );
+                    return;
+                }
+            };
+            let resp = broker.handle(&peer, &req);
+            match (&req, &resp) {
+                (Request::Subscribe { id, interval_ms }, Response::Ok) => {
+                    let iv = Duration::from_millis(*interval_ms);
+                    subs.insert(*id, (iv, Instant::now() + iv));
+                }
+                (Request::Unregister { id }, Response::Ok) => {
+                    subs.remove(id);
+                }
+                _ => {}
+            }
+            let closing = matches!(resp, Response::Error { .. })
+                && matches!(req, Request::Hello { .. });
+            if !send(&mut stream, &resp) || closing {
+                return;
+            }
+        }
+        let now = Instant::now();
+        let due: Vec<u64> = subs
+            .iter()
+            .filter(|(_, (_, d))| *d <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            match broker.push(&peer, id) {
+                Some(r) => {
+                    if !send(&mut stream, &Response::Push(r)) {
+                        return;
+                    }
+                    if let Some((iv, d)) = subs.get_mut(&id) {
+                        // Catch up without bursts after a stall.
+                        *d = (*d + *iv).max(now);
+                    }
+                }
+                None => {
+                    subs.remove(&id);
+                }
+            }
+        }
+    }
+}
+
+/// Bind the socket: create its directory, refuse if a broker answers there, replace a stale
+/// socket, and let anyone connect (the policy decides what they may do).
+pub fn bind(path: &Path) -> Result<UnixListener, ServerError> {
+    let err = |what, error| ServerError::Socket {
+        path: path.to_path_buf(),
+        what,
+        error,
+    };
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() && !target::is_dir(dir) {
+            std::fs::create_dir_all(dir).map_err(|e| err("creating its directory", e))?;
+        }
+    }
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !m.file_type().is_socket() {
+            return Err(err(
+                "exists and is not a socket",
+                io::Error::from(io::ErrorKind::AlreadyExists),
+            ));
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(ServerError::InUse(path.to_path_buf()));
+        }
+        std::fs::remove_file(path).map_err(|e| err("removing the stale socket", e))?;
+    }
+    let l = UnixListener::bind(path).map_err(|e| err("binding", e))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .map_err(|e| err("setting permissions", e))?;
+    Ok(l)
+}
+
+/// Run the broker on `listener` until `stop` is set: a ticker thread and one thread per
+/// connection. On return every registration is checkpointed.
+pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let ticker = {
+        let (b, s) = (broker.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("broker-tick".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    std::thread::sleep(b.slice());
+                    b.tick();
+                }
+            })?
+    };
+    let mut conns = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = stream.set_nonblocking(false);
+                let (b, s) = (broker.clone(), stop.clone());
+                match std::thread::Builder::new()
+                    .name("broker-conn".into())
+                    .spawn(move || serve_connection(&b, stream, &s))
+                {
+                    Ok(h) => conns.push(h),
+                    Err(e) => eprintln!("broker: cannot start a connection thread: {e}"),
+                }
+                conns.retain(|h| !h.is_finished());
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut p = libc::pollfd {
+                    fd: listener.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; a signal interrupts it (EINTR) and we re-check stop.
+                unsafe { libc::poll(&mut p, 1, 100) };
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                eprintln!("broker: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    let _ = ticker.join();
+    for h in conns {
+        let _ = h.join();
+    }
+    broker.checkpoint_all();
+    Ok(())
+}
+
+/// Start the OpenMetrics exporter on `addr`. This build has no exporter: it returns an error
+/// (the exporter lives in a separate crate that is wired in at the workspace level).
+pub fn start_metrics(
+    addr: &str,
+    readings: Arc<dyn Fn() -> Vec<(String, Vec<(String, String)>, u64, u64, u64)> + Send + Sync>,
+) -> Result<(), ServerError> {
+    let _ = readings;
+    Err(ServerError::Metrics {
+        addr: addr.to_string(),
+        message: "built without metrics".into(),
+    })
+}

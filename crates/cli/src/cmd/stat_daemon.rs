@@ -1,0 +1,141 @@
+//! `counterpoint stat --daemon [SOCKET]`: the same counts and output as direct counting, but
+//! counted through the broker (`counterpoint daemon`), which shares the counters by share and
+//! applies its access policy. A child module of `stat`, so it prints with `stat`'s own printer.
+
+use super::{parse_events, print_counts, spawn_stopped, Format, StatArgs, DEFAULT_EVENTS};
+use anyhow::{bail, Context, Result};
+use counterpoint_broker::client::Client;
+use counterpoint_broker::proto::Reading;
+use counterpoint_core::sample::CounterValue;
+use counterpoint_counters::count::{EventReading, Status};
+use counterpoint_counters::PmuTree;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Broker readings (one per registration, same event list) summed into `stat`'s readings.
+fn to_readings(args: &StatArgs, readings: &[Reading]) -> Result<Vec<EventReading>> {
+    let tree = PmuTree::new(&args.sysfs_root);
+    let list = parse_events(&args.events, &tree)?;
+    let mut out = Vec::new();
+    for (i, spec) in list.events().enumerate() {
+        let mut value: Option<CounterValue> = None;
+        let mut reason = None;
+        for r in readings {
+            let Some(e) = r.events.get(i) else {
+                bail!("the broker returned {} events, expected {}", r.events.len(), list.len());
+            };
+            if e.supported {
+                let v = value.get_or_insert_with(CounterValue::default);
+                v.raw = v.raw.wrapping_add(e.raw);
+                v.time_enabled_ns += r.enabled_ns;
+                v.time_running_ns += r.running_ns;
+            } else {
+                reason = e.reason.clone();
+            }
+        }
+        let status = match (&value, reason) {
+            (Some(_), _) => Status::Counting,
+            (None, r) => Status::NotSupported(r.unwrap_or_else(|| "not counted".into())),
+        };
+        out.push(EventReading {
+            spec: spec.clone(),
+            value,
+            status,
+        });
+    }
+    Ok(out)
+}
+
+fn targets(args: &StatArgs) -> Result<Vec<String>> {
+    if let Some(p) = &args.pid {
+        let mut t = Vec::new();
+        for pid in p.split(',') {
+            let n: i32 = pid
+                .trim()
+                .parse()
+                .with_context(|| format!("-p {p}: '{pid}' is not a process id"))?;
+            t.push(format!("pid:{n}"));
+        }
+        return Ok(t);
+    }
+    if let Some(c) = &args.cpus {
+        return Ok(vec![format!("cpus:{c}")]);
+    }
+    if args.all_cpus {
+        let text = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .context("reading /sys/devices/system/cpu/online")?;
+        return Ok(vec![format!("cpus:{}", text.trim())]);
+    }
+    Ok(Vec::new())
+}
+
+pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
+    if args.interval_ms.is_some() {
+        bail!("-I is not supported with --daemon yet; subscribe through the client API instead");
+    }
+    let socket = socket
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(counterpoint_broker::server::default_socket, Path::to_path_buf);
+    let events = if args.events.is_empty() {
+        DEFAULT_EVENTS.to_string()
+    } else {
+        args.events.join(",")
+    };
+    // Parse here too, so a bad list fails before anything is started.
+    parse_events(&args.events, &PmuTree::new(&args.sysfs_root))?;
+    let mut client = Client::connect(&socket)?;
+    let mut tgts = targets(args)?;
+    let mut stopped = None;
+    if tgts.is_empty() {
+        if args.command.is_empty() {
+            bail!("nothing to count: give a command after `--`, or -p PID, -a or -C CPUS");
+        }
+        let child = spawn_stopped(&args.command)?;
+        tgts.push(format!("pid:{}", child.pid()));
+        stopped = Some(child);
+    }
+    let mut ids = Vec::new();
+    for t in &tgts {
+        ids.push(client.register(&events, t, 1, None)?);
+    }
+    let start = Instant::now();
+    let mut exit = None;
+    if let Some(s) = stopped {
+        exit = Some(s.start()?.wait()?);
+    } else if !args.command.is_empty() {
+        exit = Some(spawn_stopped(&args.command)?.start()?.wait()?);
+    } else {
+        super::install_stop_handler();
+        let pids = super::target_pids(args);
+        while !super::STOP.load(std::sync::atomic::Ordering::SeqCst) {
+            if !pids.is_empty() && pids.iter().all(|&p| super::process_ended(p)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let span = start.elapsed();
+    let mut readings = Vec::new();
+    for &id in &ids {
+        readings.push(client.read(id)?);
+        client.unregister(id)?;
+    }
+    let readings = to_readings(args, &readings)?;
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(p) => Box::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        ),
+        None => Box::new(std::io::stderr()),
+    };
+    let fmt = Format {
+        sep: args.separator.clone(),
+        json: args.json,
+    };
+    print_counts(&mut *out, &fmt, &readings, span, None, args)?;
+    Ok(match exit {
+        Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
+        None => ExitCode::SUCCESS,
+    })
+}

@@ -44,12 +44,18 @@ impl Daemon {
     fn start(slots: usize, slice_ms: u64) -> Result<Daemon> {
         let dir = tempfile::tempdir().context("creating a socket directory")?;
         let socket = dir.path().join("broker.sock");
+        // The latency series reads back to back: lift the per-connection rate limit.
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(&policy, "rate_per_s = 1e9\nrate_burst = 1e9\n")
+            .context("writing the bench policy")?;
         let exe = std::env::current_exe().context("finding our own executable")?;
         let child = Command::new(exe)
             .args(["daemon", "--slots", &slots.to_string(), "--slice-ms"])
             .arg(slice_ms.to_string())
             .arg("--socket")
             .arg(&socket)
+            .arg("--policy")
+            .arg(&policy)
             .stderr(Stdio::null())
             .spawn()
             .context("starting counterpoint daemon")?;

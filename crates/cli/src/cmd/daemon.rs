@@ -54,6 +54,21 @@ extern "C" fn on_stop(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// The listening socket systemd passed (fd 3), if this process was socket-activated.
+fn systemd_listener() -> Option<std::os::unix::net::UnixListener> {
+    use std::os::fd::FromRawFd;
+    let pid: u32 = std::env::var("LISTEN_PID").ok()?.parse().ok()?;
+    let fds: u32 = std::env::var("LISTEN_FDS").ok()?.parse().ok()?;
+    if pid != std::process::id() || fds < 1 {
+        return None;
+    }
+    // SAFETY: fd 3 is ours by the sd_listen_fds protocol (checked LISTEN_PID); we take it once.
+    let l = unsafe { std::os::unix::net::UnixListener::from_raw_fd(3) };
+    // Not a Unix socket (misconfigured unit): refuse rather than misuse the descriptor.
+    l.local_addr().ok()?;
+    Some(l)
+}
+
 pub fn run(args: DaemonArgs) -> Result<ExitCode> {
     let policy = match &args.policy {
         Some(p) => Policy::load(p)?,
@@ -79,7 +94,13 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
         let b = broker.clone();
         server::start_metrics(addr, Arc::new(move || b.metrics_readings()))?;
     }
-    let listener = server::bind(&socket)?;
+    // Socket activation (dist/counterpointd.socket): systemd passes the listening socket as
+    // fd 3 with LISTEN_PID/LISTEN_FDS; it owns the path, so we do not remove it on exit.
+    let activated = systemd_listener();
+    let listener = match activated.as_ref() {
+        Some(l) => l.try_clone().context("using the socket passed by systemd")?,
+        None => server::bind(&socket)?,
+    };
     let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
@@ -104,7 +125,11 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
     let served = server::run(broker, listener, stop.clone());
     STOP.store(true, Ordering::SeqCst);
     let _ = watcher.join();
-    let removed = std::fs::remove_file(&socket);
+    let removed = if activated.is_some() {
+        Ok(())
+    } else {
+        std::fs::remove_file(&socket)
+    };
     served.context("serving")?;
     removed.with_context(|| format!("removing {}", socket.display()))?;
     eprintln!("counterpoint daemon: stopped");

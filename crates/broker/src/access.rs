@@ -238,7 +238,10 @@ impl Policy {
         }
         for g in &p.grants {
             if g.uid.is_none() == g.gid.is_none() {
-                return Err(bad("grant", "each [[grant]] names exactly one of uid, gid".into()));
+                return Err(bad(
+                    "grant",
+                    "each [[grant]] names exactly one of uid, gid".into(),
+                ));
             }
         }
         Ok(p)
@@ -277,7 +280,10 @@ impl Policy {
         if !a.cpus.is_empty() && !self.has(peer, Right::SystemWide) {
             return refuse(
                 Rule::SystemWide,
-                format!("uid {} has no grant for per-CPU (system-wide) counts", peer.uid),
+                format!(
+                    "uid {} has no grant for per-CPU (system-wide) counts",
+                    peer.uid
+                ),
             );
         }
         if !a.smt_cpus.is_empty() && !self.has(peer, Right::SmtSibling) {
@@ -301,7 +307,10 @@ impl Policy {
         if !a.raw_events.is_empty() && !self.has(peer, Right::RawEvents) {
             return refuse(
                 Rule::RawEvents,
-                format!("raw events {} need a raw-events grant", a.raw_events.join(", ")),
+                format!(
+                    "raw events {} need a raw-events grant",
+                    a.raw_events.join(", ")
+                ),
             );
         }
         if a.system_class && !self.has(peer, Right::SystemClass) {
@@ -349,7 +358,10 @@ impl Policy {
 }
 
 fn join<T: ToString>(v: &[T]) -> String {
-    v.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+    v.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A token bucket per connection, in caller-supplied time (pure, testable).
@@ -504,7 +516,11 @@ mod tests {
             assert_eq!(e.rule, rule);
             assert!(e.to_string().contains(rule.name()), "{e}");
             // Root holds every grant.
-            let root = Peer { uid: 0, gid: 0, pid: 1 };
+            let root = Peer {
+                uid: 0,
+                gid: 0,
+                pid: 1,
+            };
             assert_eq!(p.check(&root, &a), Ok(()));
         }
         assert_eq!(p.check(&USER, &Access::default()), Ok(()));
@@ -513,7 +529,11 @@ mod tests {
             p.check_exclusive(&USER, 10).unwrap_err().rule,
             Rule::ExclusiveRootOnly
         );
-        let root = Peer { uid: 0, gid: 0, pid: 1 };
+        let root = Peer {
+            uid: 0,
+            gid: 0,
+            pid: 1,
+        };
         assert_eq!(
             p.check_exclusive(&root, 60_000).unwrap_err().rule,
             Rule::ExclusiveDuration
@@ -539,7 +559,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(p.check(&USER, &a).unwrap_err().rule, Rule::SmtSibling);
-        let in_27 = Peer { uid: 1000, gid: 27, pid: 1 };
+        let in_27 = Peer {
+            uid: 1000,
+            gid: 27,
+            pid: 1,
+        };
         assert_eq!(p.check(&in_27, &a), Ok(()));
     }
 

@@ -84,7 +84,10 @@ impl Client {
         Ok(c)
     }
 
-    fn next_response(&mut self, timeout: Option<Duration>) -> Result<Option<Response>, ClientError> {
+    fn next_response(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Response>, ClientError> {
         self.stream.set_read_timeout(timeout)?;
         let mut chunk = [0u8; 8192];
         loop {
@@ -96,7 +99,10 @@ impl Client {
                 Ok(n) => self.lines.push(&chunk[..n]),
                 Err(e)
                     if timeout.is_some()
-                        && matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+                        && matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) =>
                 {
                     return Ok(None)
                 }
@@ -160,7 +166,9 @@ impl Client {
         }
         match self.next_response(Some(timeout.max(Duration::from_millis(1))))? {
             Some(Response::Push(r)) => Ok(Some(r)),
-            Some(Response::Error { rule, message, .. }) => Err(ClientError::Refused { rule, message }),
+            Some(Response::Error { rule, message, .. }) => {
+                Err(ClientError::Refused { rule, message })
+            }
             Some(other) => Err(ClientError::Unexpected(format!("{other:?}"))),
             None => Ok(None),
         }

@@ -281,7 +281,8 @@ impl Journal {
             for (i, r) in state.records().iter().enumerate() {
                 buf.extend(line(i as u64, r));
             }
-            t.write_all(&buf).map_err(|e| io("writing the compacted journal", e))?;
+            t.write_all(&buf)
+                .map_err(|e| io("writing the compacted journal", e))?;
             t.sync_data().map_err(|e| io("syncing", e))?;
         }
         std::fs::rename(&tmp, path).map_err(|e| io("renaming the compacted journal", e))?;

@@ -336,7 +336,10 @@ mod tests {
     fn line_buffer_splits_and_bounds() {
         let mut b = LineBuffer::new();
         b.push(b"{\"op\":\"status\"}\n{\"op\"");
-        assert_eq!(b.next_line().unwrap().unwrap(), b"{\"op\":\"status\"}".to_vec());
+        assert_eq!(
+            b.next_line().unwrap().unwrap(),
+            b"{\"op\":\"status\"}".to_vec()
+        );
         assert_eq!(b.next_line().unwrap(), None);
         b.push(&vec![b'x'; MAX_LINE_BYTES]);
         assert!(matches!(b.next_line(), Err(ProtoError::TooLong { .. })));

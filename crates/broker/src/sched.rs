@@ -18,7 +18,9 @@ use thiserror::Error;
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SchedError {
     /// The consumer needs more distinct counters on one CPU than there are slots.
-    #[error("{keys} distinct events need {keys} counter slots on CPU {cpu}, but only {slots} exist")]
+    #[error(
+        "{keys} distinct events need {keys} counter slots on CPU {cpu}, but only {slots} exist"
+    )]
     TooManyEvents {
         /// Distinct keys of the consumer.
         keys: usize,
@@ -196,7 +198,11 @@ impl Scheduler {
             .map(|e| u64::from(e.demand.share))
             .sum();
         let mut per_uid: BTreeMap<u32, u64> = BTreeMap::new();
-        for e in self.entries.values().filter(|e| e.demand.class == Class::User) {
+        for e in self
+            .entries
+            .values()
+            .filter(|e| e.demand.class == Class::User)
+        {
             *per_uid.entry(e.demand.uid).or_default() += u64::from(e.demand.share);
         }
         let (sys_frac, user_frac) = match (sys_total > 0, !per_uid.is_empty()) {
@@ -343,13 +349,19 @@ mod tests {
     fn shares_1_2_5_on_one_slot() {
         let mut s = Scheduler::new(1, 1, 0.0);
         for (id, share) in [(1, 1), (2, 2), (3, 5)] {
-            s.add(id, demand(1000, Class::User, share, &[id], &[0])).unwrap();
+            s.add(id, demand(1000, Class::User, share, &[id], &[0]))
+                .unwrap();
         }
         s.replan();
         run(&mut s, 8000, 1_000_000);
-        let r: Vec<u64> = (1..=3).map(|id| s.accounting(id).unwrap().running_ns).collect();
+        let r: Vec<u64> = (1..=3)
+            .map(|id| s.accounting(id).unwrap().running_ns)
+            .collect();
         assert_eq!(r.iter().sum::<u64>(), 8000 * 1_000_000);
-        assert_eq!(r, vec![1000 * 1_000_000, 2000 * 1_000_000, 5000 * 1_000_000]);
+        assert_eq!(
+            r,
+            vec![1000 * 1_000_000, 2000 * 1_000_000, 5000 * 1_000_000]
+        );
     }
 
     #[test]
@@ -357,8 +369,11 @@ mod tests {
         // 100 consumers of the same four keys fit in four slots: all run all the time.
         let mut s = Scheduler::new(4, 2, 0.0);
         for id in 0..100 {
-            s.add(id, demand(1000 + id as u32, Class::User, 1, &[1, 2, 3, 4], &[0, 1]))
-                .unwrap();
+            s.add(
+                id,
+                demand(1000 + id as u32, Class::User, 1, &[1, 2, 3, 4], &[0, 1]),
+            )
+            .unwrap();
         }
         s.replan();
         run(&mut s, 10, 1000);
@@ -374,7 +389,8 @@ mod tests {
         s.add(1, demand(0, Class::System, 1, &[1], &[0])).unwrap();
         // uid 1000 has three consumers, uid 1001 one: the users split 0.8 evenly.
         for id in 2..=4 {
-            s.add(id, demand(1000, Class::User, 1, &[id], &[0])).unwrap();
+            s.add(id, demand(1000, Class::User, 1, &[id], &[0]))
+                .unwrap();
         }
         s.add(5, demand(1001, Class::User, 1, &[5], &[0])).unwrap();
         let w = s.weights();
@@ -392,7 +408,8 @@ mod tests {
     fn exclusive_grant_runs_alone_then_ends() {
         let mut s = Scheduler::new(4, 1, 0.0);
         for id in 1..=3 {
-            s.add(id, demand(1000, Class::User, 1, &[id], &[0])).unwrap();
+            s.add(id, demand(1000, Class::User, 1, &[id], &[0]))
+                .unwrap();
         }
         s.replan();
         assert_eq!(s.running().len(), 3);
@@ -412,7 +429,11 @@ mod tests {
         let mut s = Scheduler::new(2, 2, 0.0);
         assert_eq!(
             s.add(1, demand(1, Class::User, 1, &[1, 2, 3], &[0])),
-            Err(SchedError::TooManyEvents { keys: 3, slots: 2, cpu: 0 })
+            Err(SchedError::TooManyEvents {
+                keys: 3,
+                slots: 2,
+                cpu: 0
+            })
         );
         assert_eq!(
             s.add(1, demand(1, Class::User, 0, &[1], &[0])),

@@ -64,6 +64,9 @@ pub enum ServerError {
     },
 }
 
+/// One exported reading: (event, labels `cpu`/`consumer`/`target`, raw, enabled_ns, running_ns).
+pub type MetricReading = (String, Vec<(String, String)>, u64, u64, u64);
+
 /// Broker configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -280,7 +283,10 @@ impl Broker {
                     continue;
                 }
                 if let Err(f) = broker.install(&mut st, &peer, rec.clone(), cp, false) {
-                    eprintln!("broker: dropping registration {} on restart: {}", rec.id, f.message);
+                    eprintln!(
+                        "broker: dropping registration {} on restart: {}",
+                        rec.id, f.message
+                    );
                     broker.journal(&mut st, &Record::Unregister { id: rec.id });
                 }
             }
@@ -332,7 +338,10 @@ impl Broker {
             return;
         };
         let raw = match k.set.read_all() {
-            Ok(r) => r.first().and_then(|r| r.value).map_or(k.last_raw, |v| v.raw),
+            Ok(r) => r
+                .first()
+                .and_then(|r| r.value)
+                .map_or(k.last_raw, |v| v.raw),
             Err(e) => {
                 eprintln!("broker: reading {} on {}: {e}", k.event, k.target);
                 k.last_raw
@@ -361,11 +370,11 @@ impl Broker {
         st.sched.advance_to(now);
         let old = st.sched.running().clone();
         let new = st.sched.replan().clone();
-        self.apply_plan(st, &old, &new, now);
+        self.apply_plan(st, &old, &new);
     }
 
-    fn apply_plan(&self, st: &mut State, old: &BTreeSet<u64>, new: &BTreeSet<u64>, _now: u64) {
-        let changed: BTreeSet<u64> = old.symmetric_difference(&new).copied().collect();
+    fn apply_plan(&self, st: &mut State, old: &BTreeSet<u64>, new: &BTreeSet<u64>) {
+        let changed: BTreeSet<u64> = old.symmetric_difference(new).copied().collect();
         let mut keys: BTreeSet<u64> = BTreeSet::new();
         for id in &changed {
             if let Some(r) = st.regs.get(id) {
@@ -381,7 +390,11 @@ impl Broker {
                 .any(|id| st.regs.get(id).is_some_and(|r| r.keys.contains(&key)));
             if let Some(k) = st.kernel.get_mut(&key) {
                 if want != k.enabled {
-                    let r = if want { k.set.enable() } else { k.set.disable() };
+                    let r = if want {
+                        k.set.enable()
+                    } else {
+                        k.set.disable()
+                    };
                     match r {
                         Ok(()) => k.enabled = want,
                         Err(e) => eprintln!("broker: {} on {}: {e}", k.event, k.target),
@@ -394,10 +407,9 @@ impl Broker {
     /// Replan without advancing time (right after a registration, so it starts running at the
     /// instant its enabled time starts).
     fn replan_now(&self, st: &mut State) {
-        let now = st.sched.now_ns();
         let old = st.sched.running().clone();
         let new = st.sched.replan().clone();
-        self.apply_plan(st, &old, &new, now);
+        self.apply_plan(st, &old, &new);
     }
 
     /// One scheduling tick (the ticker thread calls this every slice).
@@ -478,10 +490,14 @@ impl Broker {
                 smt_cpus: target::smt_cpus(&self.roots, &resolved.cpus),
                 kernel_events: list
                     .events()
-                    .filter(|s| !s.exclude_kernel && !(soft_ok && s.source == Source::Software))
+                    .filter(|s| !(s.exclude_kernel || soft_ok && s.source == Source::Software))
                     .map(|s| s.name.clone())
                     .collect(),
-                raw_events: list.events().filter(|s| is_raw(s)).map(|s| s.name.clone()).collect(),
+                raw_events: list
+                    .events()
+                    .filter(|s| is_raw(s))
+                    .map(|s| s.name.clone())
+                    .collect(),
                 system_class: class == Class::System,
             };
             self.policy.check(peer, &access)?;
@@ -623,8 +639,8 @@ impl Broker {
             let raw = r.base.raw.get(i).copied().unwrap_or(0) + e.raw_here;
             let raw = raw.max(r.last.raw.get(i).copied().unwrap_or(0));
             raws.push(raw);
-            let scaled = (running_ns > 0)
-                .then(|| raw as f64 * enabled_ns as f64 / running_ns as f64);
+            let scaled =
+                (running_ns > 0).then(|| raw as f64 * enabled_ns as f64 / running_ns as f64);
             events.push(EventCount {
                 event: e.spec.name.clone(),
                 supported: e.key.is_ok(),
@@ -769,7 +785,13 @@ impl Broker {
                     .grant_exclusive(*id, duration_ms.saturating_mul(1_000_000))
                     .map_err(|e| fail(e.to_string()))?;
                 let until_wall_ns = wall_ns() + duration_ms.saturating_mul(1_000_000);
-                self.journal(&mut st, &Record::Exclusive { id: *id, until_wall_ns });
+                self.journal(
+                    &mut st,
+                    &Record::Exclusive {
+                        id: *id,
+                        until_wall_ns,
+                    },
+                );
                 self.replan(&mut st);
                 drop(st);
                 self.audit(peer, "exclusive", None, &describe(req));
@@ -823,8 +845,7 @@ impl Broker {
     /// Readings for a metrics exporter: per consumer (labels `consumer`, `target`, `cpu`) and
     /// per kernel counter (`consumer` empty): (event, labels, raw, enabled_ns, running_ns).
     /// Per-CPU targets carry their CPU list in `cpu` (`all` for task targets).
-    #[allow(clippy::type_complexity)]
-    pub fn metrics_readings(&self) -> Vec<(String, Vec<(String, String)>, u64, u64, u64)> {
+    pub fn metrics_readings(&self) -> Vec<MetricReading> {
         let ids: Vec<u64> = self.lock().regs.keys().copied().collect();
         let mut out = Vec::new();
         for id in ids {
@@ -956,7 +977,11 @@ pub fn serve_connection(broker: &Broker, mut stream: UnixStream, stop: &AtomicBo
         match stream.read(&mut chunk) {
             Ok(0) => return,
             Ok(n) => lines.push(&chunk[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
@@ -1017,8 +1042,8 @@ pub fn serve_connection(broker: &Broker, mut stream: UnixStream, stop: &AtomicBo
                 }
                 _ => {}
             }
-            let closing = matches!(resp, Response::Error { .. })
-                && matches!(req, Request::Hello { .. });
+            let closing =
+                matches!(resp, Response::Error { .. }) && matches!(req, Request::Hello { .. });
             if !send(&mut stream, &resp) || closing {
                 return;
             }
@@ -1139,7 +1164,7 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
 /// (the exporter lives in a separate crate that is wired in at the workspace level).
 pub fn start_metrics(
     addr: &str,
-    readings: Arc<dyn Fn() -> Vec<(String, Vec<(String, String)>, u64, u64, u64)> + Send + Sync>,
+    readings: Arc<dyn Fn() -> Vec<MetricReading> + Send + Sync>,
 ) -> Result<(), ServerError> {
     let _ = readings;
     Err(ServerError::Metrics {

@@ -112,9 +112,9 @@ pub fn smt_cpus(roots: &Roots, cpus: &[usize]) -> Vec<usize> {
     cpus.iter()
         .copied()
         .filter(|c| {
-            let p = roots
-                .sys_root
-                .join(format!("devices/system/cpu/cpu{c}/topology/thread_siblings_list"));
+            let p = roots.sys_root.join(format!(
+                "devices/system/cpu/cpu{c}/topology/thread_siblings_list"
+            ));
             std::fs::read_to_string(p)
                 .ok()
                 .and_then(|t| CpuSet::parse_list(t.trim()).ok())
@@ -198,12 +198,18 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
             };
             let procs = std::fs::read_to_string(path.join("cgroup.procs"))
                 .map_err(|e| err(format!("reading cgroup.procs: {e}")))?;
-            let pids: Vec<i32> = procs.lines().filter_map(|l| l.trim().parse().ok()).collect();
+            let pids: Vec<i32> = procs
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
             if pids.is_empty() {
                 return Err(err("no processes".into()));
             }
             // Processes that exit between listing and stat are dropped, not errors.
-            let live: Vec<i32> = pids.into_iter().filter(|&p| owner(roots, p).is_ok()).collect();
+            let live: Vec<i32> = pids
+                .into_iter()
+                .filter(|&p| owner(roots, p).is_ok())
+                .collect();
             tasks(live, format!("cgroup:{}", path.display()))
         }
         "user" => {
@@ -241,7 +247,11 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
             }
             if let Some(&cpu) = cpus.iter().find(|c| !online.contains(c)) {
                 let online = CpuSet::parse_list(
-                    &online.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+                    &online
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
                 )
                 .map(|s| s.to_list())
                 .unwrap_or_default();

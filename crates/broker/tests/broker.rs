@@ -58,9 +58,24 @@ fn hundred_consumers_of_the_same_events_share_four_kernel_counters() {
     let p = me();
     let mut ids = Vec::new();
     for i in 0..100 {
-        let r = register(&b, &p, "task-clock,page-faults,context-switches,cpu-migrations", "self", 1);
+        let r = register(
+            &b,
+            &p,
+            "task-clock,page-faults,context-switches,cpu-migrations",
+            "self",
+            1,
+        );
         if i > 0 {
-            assert!(matches!(r, Response::Registered { shared_counters: 4, .. }), "{r:?}");
+            assert!(
+                matches!(
+                    r,
+                    Response::Registered {
+                        shared_counters: 4,
+                        ..
+                    }
+                ),
+                "{r:?}"
+            );
         }
         ids.push(id_of(r));
     }
@@ -77,7 +92,10 @@ fn hundred_consumers_of_the_same_events_share_four_kernel_counters() {
         assert_eq!(b.handle(&p, &Request::Unregister { id }), Response::Ok);
     }
     assert_eq!(b.kernel_counters(), 4);
-    assert_eq!(b.handle(&p, &Request::Unregister { id: ids[99] }), Response::Ok);
+    assert_eq!(
+        b.handle(&p, &Request::Unregister { id: ids[99] }),
+        Response::Ok
+    );
     assert_eq!(b.kernel_counters(), 0);
 }
 
@@ -122,8 +140,14 @@ fn policy_refusals_name_their_rule_for_an_unprivileged_peer() {
         Response::Error { rule, .. } => rule,
         other => panic!("{other:?}"),
     };
-    assert_eq!(rule(register(&b, &user, "task-clock", "pid:1", 1)).as_deref(), Some("own-tasks-only"));
-    assert_eq!(rule(register(&b, &user, "task-clock", "cpus:0", 1)).as_deref(), Some("system-wide"));
+    assert_eq!(
+        rule(register(&b, &user, "task-clock", "pid:1", 1)).as_deref(),
+        Some("own-tasks-only")
+    );
+    assert_eq!(
+        rule(register(&b, &user, "task-clock", "cpus:0", 1)).as_deref(),
+        Some("system-wide")
+    );
     let r = b.handle(
         &user,
         &Request::Register {
@@ -138,16 +162,32 @@ fn policy_refusals_name_their_rule_for_an_unprivileged_peer() {
     // Someone else's registration.
     let root_id = id_of(register(&b, &me(), "task-clock", "self", 1));
     if me().uid != user.uid {
-        assert_eq!(rule(b.handle(&user, &Request::Read { id: root_id })).as_deref(), Some("not-owner"));
         assert_eq!(
-            rule(b.handle(&user, &Request::GrantExclusive { id: root_id, duration_ms: 10 })).as_deref(),
+            rule(b.handle(&user, &Request::Read { id: root_id })).as_deref(),
+            Some("not-owner")
+        );
+        assert_eq!(
+            rule(b.handle(
+                &user,
+                &Request::GrantExclusive {
+                    id: root_id,
+                    duration_ms: 10
+                }
+            ))
+            .as_deref(),
             Some("exclusive-root-only")
         );
     }
     let policy = Policy::default();
     assert_eq!(
-        rule(b.handle(&me(), &Request::Subscribe { id: root_id, interval_ms: policy.min_interval_ms - 1 }))
-            .as_deref(),
+        rule(b.handle(
+            &me(),
+            &Request::Subscribe {
+                id: root_id,
+                interval_ms: policy.min_interval_ms - 1
+            }
+        ))
+        .as_deref(),
         Some("min-interval")
     );
 }
@@ -163,7 +203,13 @@ fn exclusive_grant_stops_the_others_until_it_ends() {
     let a = id_of(register(&b, &p, "task-clock", "self", 1));
     let c = id_of(register(&b, &p, "page-faults", "self", 1));
     assert_eq!(
-        b.handle(&p, &Request::GrantExclusive { id: a, duration_ms: 10_000 }),
+        b.handle(
+            &p,
+            &Request::GrantExclusive {
+                id: a,
+                duration_ms: 10_000
+            }
+        ),
         Response::Ok
     );
     let before = reading(&b, &p, c);
@@ -201,11 +247,15 @@ fn subscriptions_push_over_the_socket() {
         }
     }
     assert!(got.iter().all(|r| r.id == id));
-    assert!(got.windows(2).all(|w| w[1].events[0].raw >= w[0].events[0].raw));
+    assert!(got
+        .windows(2)
+        .all(|w| w[1].events[0].raw >= w[0].events[0].raw));
     // A read in between pushes still gets its own answer.
     assert_eq!(c.read(id).unwrap().id, id);
     match c.register("no-such-event", "self", 1, None) {
-        Err(ClientError::Refused { message, .. }) => assert!(message.contains("unknown event"), "{message}"),
+        Err(ClientError::Refused { message, .. }) => {
+            assert!(message.contains("unknown event"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);

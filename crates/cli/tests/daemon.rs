@@ -80,7 +80,11 @@ fn stat_through_the_daemon_prints_what_direct_counting_prints() {
     let ev = "task-clock,page-faults,cycles";
     let via = stat(&["--daemon", sock, "-x,", "-e", ev, "--", "true"]);
     let direct = stat(&["-x,", "-e", ev, "--", "true"]);
-    assert!(via.status.success(), "{}", String::from_utf8_lossy(&via.stderr));
+    assert!(
+        via.status.success(),
+        "{}",
+        String::from_utf8_lossy(&via.stderr)
+    );
     let (v, t) = (
         String::from_utf8_lossy(&via.stderr),
         String::from_utf8_lossy(&direct.stderr),
@@ -91,7 +95,10 @@ fn stat_through_the_daemon_prints_what_direct_counting_prints() {
     assert_eq!(task_clock.split(',').nth(4), Some("100.00"), "{v}");
     // The same command's page faults are counted (non-zero) through the broker.
     let pf = v.lines().find(|l| l.contains(",page-faults,")).unwrap();
-    assert!(pf.split(',').next().unwrap().parse::<u64>().unwrap() > 0, "{v}");
+    assert!(
+        pf.split(',').next().unwrap().parse::<u64>().unwrap() > 0,
+        "{v}"
+    );
     // The exit code of the command is returned.
     let f = stat(&["--daemon", sock, "-e", "task-clock", "--", "false"]);
     assert_eq!(f.status.code(), Some(1));
@@ -114,7 +121,15 @@ fn another_uid_is_refused_by_rule_and_the_broker_keeps_serving() {
     let me = std::process::id().to_string();
     let as_nobody = |args: &[&str]| {
         Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN, "stat", "--daemon", sock])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                BIN,
+                "stat",
+                "--daemon",
+                sock,
+            ])
             .args(args)
             .output()
             .unwrap()
@@ -132,7 +147,9 @@ fn another_uid_is_refused_by_rule_and_the_broker_keeps_serving() {
     let o = as_nobody(&["-x,", "-e", "task-clock:u,page-faults:u", "--", "true"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Root is still served, and the audit log has the refusals with their rules.
-    assert!(stat(&["--daemon", sock, "-e", "task-clock", "--", "true"]).status.success());
+    assert!(stat(&["--daemon", sock, "-e", "task-clock", "--", "true"])
+        .status
+        .success());
     let log = std::fs::read_to_string(&audit).unwrap();
     let rules: Vec<String> = log
         .lines()
@@ -180,7 +197,9 @@ fn sigkill_and_restart_continue_counts_with_the_gap_not_running() {
     let j = journal.to_str().unwrap().to_string();
     let mut daemon = Daemon::start(d.path(), &["--journal", &j]);
     let mut c = Client::connect(&daemon.socket).unwrap();
-    let id = c.register("task-clock,page-faults", "self", 1, None).unwrap();
+    let id = c
+        .register("task-clock,page-faults", "self", 1, None)
+        .unwrap();
     // Some work to count.
     let v: Vec<u64> = (0..200_000).collect();
     std::hint::black_box(v.iter().sum::<u64>());
@@ -193,7 +212,13 @@ fn sigkill_and_restart_continue_counts_with_the_gap_not_running() {
     let mut c = Client::connect(&daemon2.socket).unwrap();
     let r2 = c.read(id).unwrap();
     for (a, b) in r1.events.iter().zip(&r2.events) {
-        assert!(b.raw >= a.raw, "{} went backwards: {} -> {}", a.event, a.raw, b.raw);
+        assert!(
+            b.raw >= a.raw,
+            "{} went backwards: {} -> {}",
+            a.event,
+            a.raw,
+            b.raw
+        );
     }
     assert!(r2.enabled_ns >= r1.enabled_ns && r2.running_ns >= r1.running_ns);
     // The downtime is enabled, not running.

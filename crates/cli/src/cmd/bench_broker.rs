@@ -147,11 +147,17 @@ fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, u64, usize)> {
     let (tx, rx) = std::sync::mpsc::channel::<Result<u64>>();
     let ready = std::sync::Arc::new(std::sync::Barrier::new(n as usize + 1));
     for _ in 0..n {
-        let (socket, target, tx, ready) = (d.socket.clone(), target.clone(), tx.clone(), ready.clone());
+        let (socket, target, tx, ready) =
+            (d.socket.clone(), target.clone(), tx.clone(), ready.clone());
         handles.push(std::thread::spawn(move || {
             let run = || -> Result<u64> {
                 let mut c = Client::connect(&socket)?;
-                let id = c.register("task-clock,context-switches,page-faults,cpu-migrations", &target, 1, None)?;
+                let id = c.register(
+                    "task-clock,context-switches,page-faults,cpu-migrations",
+                    &target,
+                    1,
+                    None,
+                )?;
                 c.subscribe(id, 100)?;
                 ready.wait();
                 let end = Instant::now() + Duration::from_secs(seconds);
@@ -176,7 +182,9 @@ fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, u64, usize)> {
     ready.wait();
     let mut c = Client::connect(&d.socket)?;
     let kernel = match c.status()? {
-        proto::Response::Status { kernel_counters, .. } => kernel_counters,
+        proto::Response::Status {
+            kernel_counters, ..
+        } => kernel_counters,
         _ => 0,
     };
     let t0 = d.cpu_ticks()?;

@@ -98,7 +98,9 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
     // fd 3 with LISTEN_PID/LISTEN_FDS; it owns the path, so we do not remove it on exit.
     let activated = systemd_listener();
     let listener = match activated.as_ref() {
-        Some(l) => l.try_clone().context("using the socket passed by systemd")?,
+        Some(l) => l
+            .try_clone()
+            .context("using the socket passed by systemd")?,
         None => server::bind(&socket)?,
     };
     let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;

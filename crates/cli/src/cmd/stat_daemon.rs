@@ -24,7 +24,11 @@ fn to_readings(args: &StatArgs, readings: &[Reading]) -> Result<Vec<EventReading
         let mut reason = None;
         for r in readings {
             let Some(e) = r.events.get(i) else {
-                bail!("the broker returned {} events, expected {}", r.events.len(), list.len());
+                bail!(
+                    "the broker returned {} events, expected {}",
+                    r.events.len(),
+                    list.len()
+                );
             };
             if e.supported {
                 let v = value.get_or_insert_with(CounterValue::default);
@@ -75,9 +79,10 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     if args.interval_ms.is_some() {
         bail!("-I is not supported with --daemon yet; subscribe through the client API instead");
     }
-    let socket = socket
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(counterpoint_broker::server::default_socket, Path::to_path_buf);
+    let socket = socket.filter(|p| !p.as_os_str().is_empty()).map_or_else(
+        counterpoint_broker::server::default_socket,
+        Path::to_path_buf,
+    );
     let events = if args.events.is_empty() {
         DEFAULT_EVENTS.to_string()
     } else {
@@ -124,9 +129,9 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     }
     let readings = to_readings(args, &readings)?;
     let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        ),
+        Some(p) => {
+            Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
+        }
         None => Box::new(std::io::stderr()),
     };
     let fmt = Format {

@@ -179,6 +179,7 @@ struct State {
     next_id: u64,
     next_key: u64,
     epoch: Instant,
+    last_reap: Instant,
     cpus: Vec<usize>,
 }
 
@@ -243,6 +244,7 @@ impl Broker {
             next_id: 1,
             next_key: 1,
             epoch: Instant::now(),
+            last_reap: Instant::now(),
             cpus,
         };
         let broker_tree = PmuTree::new(&cfg.sysfs_root);
@@ -381,8 +383,10 @@ impl Broker {
                 keys.extend(r.keys.iter().copied());
             }
         }
-        // Counters nobody runs any more but still enabled (e.g. a consumer removed).
-        keys.extend(st.kernel.iter().filter(|(_, k)| k.enabled).map(|(&k, _)| k));
+        if changed.is_empty() {
+            // Same running set: every counter keeps its state; reads credit lazily.
+            return;
+        }
         for key in keys {
             Self::sync_key(st, key, old);
             let want = new
@@ -415,7 +419,11 @@ impl Broker {
     /// One scheduling tick (the ticker thread calls this every slice).
     pub fn tick(&self) {
         let mut st = self.lock();
-        self.reap(&mut st);
+        // Looking for exited registrants costs a stat per registration: once a second is enough.
+        if st.last_reap.elapsed() >= Duration::from_secs(1) {
+            st.last_reap = Instant::now();
+            self.reap(&mut st);
+        }
         self.replan(&mut st);
     }
 
@@ -451,6 +459,16 @@ impl Broker {
             if drop_it {
                 if let Some(kc) = st.kernel.remove(&k) {
                     st.key_of.remove(&(kc.event, kc.target));
+                }
+                continue;
+            }
+            // Still shared: keep it enabled only if a running registration uses it.
+            let want = running
+                .iter()
+                .any(|r| *r != id && st.regs.get(r).is_some_and(|g| g.keys.contains(&k)));
+            if let Some(kc) = st.kernel.get_mut(&k) {
+                if kc.enabled && !want && kc.set.disable().is_ok() {
+                    kc.enabled = false;
                 }
             }
         }

@@ -25,6 +25,7 @@
 
 pub mod access;
 pub mod client;
+pub mod fallback;
 pub mod journal;
 pub mod proto;
 pub mod sched;

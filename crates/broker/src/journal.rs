@@ -145,7 +145,8 @@ impl State {
         }
     }
 
-    fn records(&self) -> Vec<Record> {
+    /// The records that rebuild this state.
+    pub fn records(&self) -> Vec<Record> {
         let mut out = Vec::new();
         for (reg, cp) in self.regs.values() {
             out.push(Record::Register(reg.clone()));
@@ -220,6 +221,28 @@ pub struct Journal {
     path: PathBuf,
     file: File,
     seq: u64,
+    since_compaction: u64,
+}
+
+/// Write `records` to `PATH.tmp`, sync, rename over `path`.
+fn write_compacted(path: &Path, records: &[Record]) -> Result<(), JournalError> {
+    let io = |what, error| JournalError::Io {
+        path: path.to_path_buf(),
+        what,
+        error,
+    };
+    let tmp = path.with_extension("tmp");
+    {
+        let mut t = open_regular(&tmp, true)?;
+        let mut buf = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            buf.extend(line(i as u64, r));
+        }
+        t.write_all(&buf)
+            .map_err(|e| io("writing the compacted journal", e))?;
+        t.sync_data().map_err(|e| io("syncing", e))?;
+    }
+    std::fs::rename(&tmp, path).map_err(|e| io("renaming the compacted journal", e))
 }
 
 fn open_regular(path: &Path, truncate: bool) -> Result<File, JournalError> {
@@ -273,29 +296,33 @@ impl Journal {
         drop(open_regular(path, false)?);
         let bytes = std::fs::read(path).map_err(|e| io("reading", e))?;
         let state = replay(&bytes);
-        // Compact: the live state to PATH.tmp, synced, renamed over the journal.
-        let tmp = path.with_extension("tmp");
-        {
-            let mut t = open_regular(&tmp, true)?;
-            let mut buf = Vec::new();
-            for (i, r) in state.records().iter().enumerate() {
-                buf.extend(line(i as u64, r));
-            }
-            t.write_all(&buf)
-                .map_err(|e| io("writing the compacted journal", e))?;
-            t.sync_data().map_err(|e| io("syncing", e))?;
-        }
-        std::fs::rename(&tmp, path).map_err(|e| io("renaming the compacted journal", e))?;
+        let records = state.records();
+        write_compacted(path, &records)?;
         let file = open_regular(path, false)?;
-        let seq = state.records().len() as u64;
         Ok((
             Journal {
                 path: path.to_path_buf(),
                 file,
-                seq,
+                seq: records.len() as u64,
+                since_compaction: 0,
             },
             state,
         ))
+    }
+
+    /// Records appended since the last compaction.
+    pub fn since_compaction(&self) -> u64 {
+        self.since_compaction
+    }
+
+    /// Replace the journal by `records` (the live state), so a long-running broker's journal
+    /// stays proportional to its registrations rather than to its reads.
+    pub fn compact(&mut self, records: &[Record]) -> Result<(), JournalError> {
+        write_compacted(&self.path, records)?;
+        self.file = open_regular(&self.path, false)?;
+        self.seq = records.len() as u64;
+        self.since_compaction = 0;
+        Ok(())
     }
 
     /// Append one record (one `write(2)`, so a crash tears at most this line). Not synced per
@@ -303,6 +330,7 @@ impl Journal {
     pub fn append(&mut self, r: &Record) -> Result<(), JournalError> {
         let l = line(self.seq, r);
         self.seq += 1;
+        self.since_compaction += 1;
         self.file.write_all(&l).map_err(|error| JournalError::Io {
             path: self.path.clone(),
             what: "appending",
@@ -366,6 +394,31 @@ mod tests {
         let (_, again) = Journal::open(&p).unwrap();
         assert_eq!(again.regs, st.regs);
         assert_eq!(again.skipped, 0);
+    }
+
+    #[test]
+    fn compaction_keeps_the_state_and_shrinks_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("j");
+        let (mut j, _) = Journal::open(&p).unwrap();
+        j.append(&Record::Register(reg(1))).unwrap();
+        for n in 0..1000 {
+            let cp = Checkpoint {
+                enabled_ns: n,
+                running_ns: n,
+                raw: vec![n],
+            };
+            j.append(&Record::Checkpoint { id: 1, cp }).unwrap();
+        }
+        let before = std::fs::metadata(&p).unwrap().len();
+        let st = replay(&std::fs::read(&p).unwrap());
+        j.compact(&st.records()).unwrap();
+        assert!(std::fs::metadata(&p).unwrap().len() < before / 100);
+        j.append(&Record::Unregister { id: 1 }).unwrap();
+        let after = replay(&std::fs::read(&p).unwrap());
+        assert!(after.regs.is_empty());
+        assert_eq!(after.max_id, 1);
+        assert_eq!(st.regs[&1].1.raw, vec![999]);
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub enum ServerError {
     },
 }
 
+/// Journal records between compactions.
+const COMPACT_EVERY: u64 = 10_000;
+
 /// One exported reading: (event, labels `cpu`/`consumer`/`target`, raw, enabled_ns, running_ns).
 pub type MetricReading = (String, Vec<(String, String)>, u64, u64, u64);
 
@@ -307,9 +310,33 @@ impl Broker {
     }
 
     fn journal(&self, st: &mut State, r: &Record) {
-        if let Some(j) = st.journal.as_mut() {
-            if let Err(e) = j.append(r) {
-                eprintln!("broker: {e}");
+        let Some(j) = st.journal.as_mut() else {
+            return;
+        };
+        if let Err(e) = j.append(r) {
+            eprintln!("broker: {e}");
+        }
+        if j.since_compaction() >= COMPACT_EVERY {
+            // Every read appends a checkpoint: rewrite the live state now and then.
+            let mut live = Vec::new();
+            for reg in st.regs.values() {
+                live.push(Record::Register(reg.rec.clone()));
+                live.push(Record::Checkpoint {
+                    id: reg.rec.id,
+                    cp: reg.last.clone(),
+                });
+            }
+            let now = st.sched.now_ns();
+            if let Some((id, until)) = st.sched.exclusive() {
+                live.push(Record::Exclusive {
+                    id,
+                    until_wall_ns: wall_ns() + until.saturating_sub(now),
+                });
+            }
+            if let Some(j) = st.journal.as_mut() {
+                if let Err(e) = j.compact(&live) {
+                    eprintln!("broker: {e}");
+                }
             }
         }
     }

@@ -846,9 +846,11 @@ impl Broker {
                 let mut st = self.lock();
                 let now = Self::now_ns(&st);
                 st.sched.advance_to(now);
+                // Others' registrations would tell a user what others measure: root sees all.
                 let registrations = st
                     .regs
                     .values()
+                    .filter(|r| peer.uid == 0 || r.rec.uid == peer.uid)
                     .map(|r| RegistrationInfo {
                         id: r.rec.id,
                         uid: r.rec.uid,

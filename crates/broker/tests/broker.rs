@@ -162,6 +162,10 @@ fn policy_refusals_name_their_rule_for_an_unprivileged_peer() {
     // Someone else's registration.
     let root_id = id_of(register(&b, &me(), "task-clock", "self", 1));
     if me().uid != user.uid {
+        match b.handle(&user, &Request::Status) {
+            Response::Status { registrations, .. } => assert!(registrations.is_empty()),
+            other => panic!("{other:?}"),
+        }
         assert_eq!(
             rule(b.handle(&user, &Request::Read { id: root_id })).as_deref(),
             Some("not-owner")

@@ -302,6 +302,24 @@ mod tests {
     }
 
     #[test]
+    fn smt_siblings_come_from_sysfs_topology() {
+        let d = tempfile::tempdir().unwrap();
+        for (cpu, sib) in [(0, "0,2"), (1, "1"), (2, "0,2")] {
+            let t = d.path().join(format!("devices/system/cpu/cpu{cpu}/topology"));
+            std::fs::create_dir_all(&t).unwrap();
+            std::fs::write(t.join("thread_siblings_list"), format!("{sib}\n")).unwrap();
+        }
+        std::fs::write(d.path().join("devices/system/cpu/online"), "0-2\n").unwrap();
+        let roots = Roots {
+            sys_root: d.path().to_path_buf(),
+            ..Roots::default()
+        };
+        assert_eq!(online_cpus(&roots), vec![0, 1, 2]);
+        assert_eq!(smt_cpus(&roots, &[0, 1, 2]), vec![0, 2]);
+        assert_eq!(smt_cpus(&roots, &[1, 7]), Vec::<usize>::new());
+    }
+
+    #[test]
     fn bad_targets_are_typed() {
         let roots = Roots::default();
         for bad in ["", "me", "pid:x", "pid:-3", "tid:0", "cpus:", "disk:1"] {

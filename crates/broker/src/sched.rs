@@ -87,6 +87,8 @@ pub struct Scheduler {
     running: BTreeSet<u64>,
     exclusive: Option<(u64, u64)>,
     now_ns: u64,
+    /// [`Scheduler::weights`], recomputed only when consumers come or go.
+    weights: Option<BTreeMap<u64, f64>>,
 }
 
 /// Accounting of one consumer.
@@ -110,6 +112,7 @@ impl Scheduler {
             running: BTreeSet::new(),
             exclusive: None,
             now_ns: 0,
+            weights: None,
         }
     }
 
@@ -153,6 +156,7 @@ impl Scheduler {
             .map(|e| e.pass)
             .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.min(p))))
             .unwrap_or(0.0);
+        self.weights = None;
         self.entries.insert(
             id,
             Entry {
@@ -168,6 +172,7 @@ impl Scheduler {
     /// Remove a consumer (its accounting is dropped).
     pub fn remove(&mut self, id: u64) -> Result<(), SchedError> {
         self.entries.remove(&id).ok_or(SchedError::Unknown(id))?;
+        self.weights = None;
         self.running.remove(&id);
         if matches!(self.exclusive, Some((e, _)) if e == id) {
             self.exclusive = None;
@@ -232,7 +237,10 @@ impl Scheduler {
             return;
         }
         let dt = now_ns - self.now_ns;
-        let weights = self.weights();
+        let weights = match self.weights.take() {
+            Some(w) => w,
+            None => self.weights(),
+        };
         for (id, e) in self.entries.iter_mut() {
             e.enabled_ns += dt;
             if self.running.contains(id) {
@@ -240,6 +248,7 @@ impl Scheduler {
                 e.pass += dt as f64 / weights[id];
             }
         }
+        self.weights = Some(weights);
         self.now_ns = now_ns;
         if matches!(self.exclusive, Some((_, until)) if until <= now_ns) {
             self.exclusive = None;

@@ -64,6 +64,9 @@ pub enum ServerError {
     },
 }
 
+/// Reads of one kernel counter closer than this are coalesced (see `sync_key`).
+const COALESCE: Duration = Duration::from_millis(1);
+
 /// Journal records between compactions.
 const COMPACT_EVERY: u64 = 10_000;
 
@@ -151,6 +154,7 @@ struct Kernel {
     set: CounterSet,
     enabled: bool,
     last_raw: u64,
+    last_read: Option<Instant>,
     users: usize,
 }
 
@@ -362,10 +366,18 @@ impl Broker {
 
     /// Read kernel counter `key` and credit what it counted since its last read to the
     /// consumers in `running` that use it.
-    fn sync_key(st: &mut State, key: u64, running: &BTreeSet<u64>) {
+    /// Unless `force`d, a counter read less than [`COALESCE`] ago is not read again: the
+    /// running set has not changed since (every change forces a read), so what it counts
+    /// meanwhile is credited correctly at the next read. This is what lets 100 consumers of one
+    /// counter cost about what one does.
+    fn sync_key(st: &mut State, key: u64, running: &BTreeSet<u64>, force: bool) {
         let Some(k) = st.kernel.get_mut(&key) else {
             return;
         };
+        if !force && k.last_read.is_some_and(|t| t.elapsed() < COALESCE) {
+            return;
+        }
+        k.last_read = Some(Instant::now());
         let raw = match k.set.read_all() {
             Ok(r) => r
                 .first()
@@ -415,7 +427,7 @@ impl Broker {
             return;
         }
         for key in keys {
-            Self::sync_key(st, key, old);
+            Self::sync_key(st, key, old, true);
             let want = new
                 .iter()
                 .any(|id| st.regs.get(id).is_some_and(|r| r.keys.contains(&key)));
@@ -474,7 +486,7 @@ impl Broker {
         };
         let keys = reg.keys.clone();
         for &k in &keys {
-            Self::sync_key(st, k, &running);
+            Self::sync_key(st, k, &running, true);
         }
         st.regs.remove(&id);
         let _ = st.sched.remove(id);
@@ -577,6 +589,7 @@ impl Broker {
                                         set,
                                         enabled: false,
                                         last_raw: r.value.map_or(0, |v| v.raw),
+                                        last_read: None,
                                         users: 0,
                                     },
                                 );
@@ -662,7 +675,7 @@ impl Broker {
         let running = st.sched.running().clone();
         let keys = st.regs.get(&id).map(|r| r.keys.clone()).unwrap_or_default();
         for k in keys {
-            Self::sync_key(st, k, &running);
+            Self::sync_key(st, k, &running, false);
         }
         let acc = st.sched.accounting(id);
         let Some(r) = st.regs.get_mut(&id) else {

@@ -305,7 +305,9 @@ mod tests {
     fn smt_siblings_come_from_sysfs_topology() {
         let d = tempfile::tempdir().unwrap();
         for (cpu, sib) in [(0, "0,2"), (1, "1"), (2, "0,2")] {
-            let t = d.path().join(format!("devices/system/cpu/cpu{cpu}/topology"));
+            let t = d
+                .path()
+                .join(format!("devices/system/cpu/cpu{cpu}/topology"));
             std::fs::create_dir_all(&t).unwrap();
             std::fs::write(t.join("thread_siblings_list"), format!("{sib}\n")).unwrap();
         }

@@ -1011,38 +1011,133 @@ pub fn peer_cred(s: &UnixStream) -> io::Result<Peer> {
     })
 }
 
+/// A connection's writing half, shared by its thread (answers) and the pusher (pushes) so lines
+/// never interleave.
+type Writer = Arc<Mutex<UnixStream>>;
+
+fn send(w: &Writer, r: &Response) -> bool {
+    let mut s = w.lock().unwrap_or_else(|p| p.into_inner());
+    s.write_all(&proto::encode(r)).is_ok()
+}
+
+struct Sub {
+    conn: u64,
+    peer: Peer,
+    id: u64,
+    interval: Duration,
+    due: Instant,
+    writer: Writer,
+}
+
+/// Every subscription of every connection, served by one thread: pushes due at the same time
+/// go out in one wake-up, so 100 subscribers at 10 Hz cost 10 wake-ups a second, not 1000.
+#[derive(Default)]
+pub struct Pusher {
+    subs: Mutex<Vec<Sub>>,
+}
+
+impl Pusher {
+    fn lock(&self) -> MutexGuard<'_, Vec<Sub>> {
+        self.subs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn add(&self, sub: Sub) {
+        let mut v = self.lock();
+        v.retain(|s| !(s.conn == sub.conn && s.id == sub.id));
+        v.push(sub);
+    }
+
+    fn remove(&self, conn: u64, id: Option<u64>) {
+        self.lock()
+            .retain(|s| !(s.conn == conn && id.map_or(true, |i| s.id == i)));
+    }
+
+    /// Push what is due; returns how long until the next push (at most 100 ms).
+    fn push_due(&self, broker: &Broker) -> Duration {
+        let now = Instant::now();
+        let mut v = self.lock();
+        let mut dead = Vec::new();
+        for (i, s) in v.iter_mut().enumerate() {
+            if s.due > now {
+                continue;
+            }
+            let sent = broker
+                .push(&s.peer, s.id)
+                .is_some_and(|r| send(&s.writer, &Response::Push(r)));
+            if sent {
+                // Catch up without bursts after a stall.
+                s.due = (s.due + s.interval).max(now);
+            } else {
+                dead.push(i);
+            }
+        }
+        for i in dead.into_iter().rev() {
+            v.remove(i);
+        }
+        let now = Instant::now();
+        v.iter()
+            .map(|s| s.due.saturating_duration_since(now))
+            .min()
+            .unwrap_or(Duration::from_millis(100))
+            .min(Duration::from_millis(100))
+    }
+}
+
 /// Serve one connection until it closes, the peer misbehaves, or `stop` is set.
-pub fn serve_connection(broker: &Broker, mut stream: UnixStream, stop: &AtomicBool) {
+pub fn serve_connection(
+    broker: &Broker,
+    pusher: &Pusher,
+    conn: u64,
+    mut stream: UnixStream,
+    stop: &AtomicBool,
+) {
     let Ok(peer) = peer_cred(&stream) else {
         return;
     };
+    let Ok(w) = stream.try_clone() else {
+        return;
+    };
+    // A consumer that stops reading must not stall the pusher for everyone.
+    let _ = w.set_write_timeout(Some(Duration::from_secs(1)));
+    let writer: Writer = Arc::new(Mutex::new(w));
+    serve_lines(broker, pusher, conn, &peer, &mut stream, &writer, stop);
+    pusher.remove(conn, None);
+}
+
+fn serve_lines(
+    broker: &Broker,
+    pusher: &Pusher,
+    conn: u64,
+    peer: &Peer,
+    stream: &mut UnixStream,
+    writer: &Writer,
+    stop: &AtomicBool,
+) {
     let mut lines = LineBuffer::new();
     let mut limiter = RateLimiter::new(broker.policy.rate_per_s, broker.policy.rate_burst);
     let epoch = Instant::now();
-    // Subscriptions: id → (interval, next due).
-    let mut subs: BTreeMap<u64, (Duration, Instant)> = BTreeMap::new();
     let mut chunk = [0u8; 8192];
-    let send = |s: &mut UnixStream, r: &Response| s.write_all(&proto::encode(r)).is_ok();
+    // Wake now and then only to notice a stop.
+    if stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .is_err()
+    {
+        return;
+    }
     while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        let wait = subs
-            .values()
-            .map(|(_, due)| due.saturating_duration_since(now))
-            .min()
-            .unwrap_or(Duration::from_millis(200))
-            .clamp(Duration::from_millis(1), Duration::from_millis(200));
-        if stream.set_read_timeout(Some(wait)).is_err() {
-            return;
-        }
         match stream.read(&mut chunk) {
             Ok(0) => return,
             Ok(n) => lines.push(&chunk[..n]),
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
             Err(_) => return,
         }
         loop {
@@ -1051,7 +1146,7 @@ pub fn serve_connection(broker: &Broker, mut stream: UnixStream, stop: &AtomicBo
                 Ok(None) => break,
                 Err(e) => {
                     let _ = send(
-                        &mut stream,
+                        writer,
                         &Response::Error {
                             rule: None,
                             message: e.to_string(),
@@ -1062,10 +1157,10 @@ pub fn serve_connection(broker: &Broker, mut stream: UnixStream, stop: &AtomicBo
                 }
             };
             if let Err(r) = limiter.take(epoch.elapsed().as_nanos() as u64) {
-                broker.audit(&peer, "refuse", Some(r.rule.name()), "request");
+                broker.audit(peer, "refuse", Some(r.rule.name()), "request");
                 let f: Failure = r.into();
                 if !send(
-                    &mut stream,
+                    writer,
                     &Response::Error {
                         rule: f.rule,
                         message: f.message,
@@ -1081,7 +1176,7 @@ pub fn serve_connection(broker: &Broker, mut stream: UnixStream, stop: &AtomicBo
                 Err(e) => {
                     // Malformed: say why and close; the broker serves everyone else on.
                     let _ = send(
-                        &mut stream,
+                        writer,
                         &Response::Error {
                             rule: None,
                             message: e.to_string(),
@@ -1091,43 +1186,27 @@ pub fn serve_connection(broker: &Broker, mut stream: UnixStream, stop: &AtomicBo
                     return;
                 }
             };
-            let resp = broker.handle(&peer, &req);
-            match (&req, &resp) {
-                (Request::Subscribe { id, interval_ms }, Response::Ok) => {
-                    let iv = Duration::from_millis(*interval_ms);
-                    subs.insert(*id, (iv, Instant::now() + iv));
-                }
-                (Request::Unregister { id }, Response::Ok) => {
-                    subs.remove(id);
-                }
-                _ => {}
-            }
+            let resp = broker.handle(peer, &req);
             let closing =
                 matches!(resp, Response::Error { .. }) && matches!(req, Request::Hello { .. });
-            if !send(&mut stream, &resp) || closing {
+            // Answer first, then start pushing, so the `ok` precedes the first push.
+            if !send(writer, &resp) || closing {
                 return;
             }
-        }
-        let now = Instant::now();
-        let due: Vec<u64> = subs
-            .iter()
-            .filter(|(_, (_, d))| *d <= now)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in due {
-            match broker.push(&peer, id) {
-                Some(r) => {
-                    if !send(&mut stream, &Response::Push(r)) {
-                        return;
-                    }
-                    if let Some((iv, d)) = subs.get_mut(&id) {
-                        // Catch up without bursts after a stall.
-                        *d = (*d + *iv).max(now);
-                    }
+            match (&req, &resp) {
+                (Request::Subscribe { id, interval_ms }, Response::Ok) => {
+                    let interval = Duration::from_millis(*interval_ms);
+                    pusher.add(Sub {
+                        conn,
+                        peer: *peer,
+                        id: *id,
+                        interval,
+                        due: Instant::now() + interval,
+                        writer: writer.clone(),
+                    });
                 }
-                None => {
-                    subs.remove(&id);
-                }
+                (Request::Unregister { id }, Response::Ok) => pusher.remove(conn, Some(*id)),
+                _ => {}
             }
         }
     }
@@ -1181,15 +1260,30 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
                 }
             })?
     };
+    let pusher = Arc::new(Pusher::default());
+    let push_thread = {
+        let (b, s, p) = (broker.clone(), stop.clone(), pusher.clone());
+        std::thread::Builder::new()
+            .name("broker-push".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    let wait = p.push_due(&b);
+                    std::thread::sleep(wait.max(Duration::from_micros(100)));
+                }
+            })?
+    };
     let mut conns = Vec::new();
+    let mut next_conn = 0u64;
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
-                let (b, s) = (broker.clone(), stop.clone());
+                let (b, s, p) = (broker.clone(), stop.clone(), pusher.clone());
+                next_conn += 1;
+                let conn = next_conn;
                 match std::thread::Builder::new()
                     .name("broker-conn".into())
-                    .spawn(move || serve_connection(&b, stream, &s))
+                    .spawn(move || serve_connection(&b, &p, conn, stream, &s))
                 {
                     Ok(h) => conns.push(h),
                     Err(e) => eprintln!("broker: cannot start a connection thread: {e}"),
@@ -1213,6 +1307,7 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
         }
     }
     let _ = ticker.join();
+    let _ = push_thread.join();
     for h in conns {
         let _ = h.join();
     }

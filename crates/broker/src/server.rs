@@ -370,7 +370,7 @@ impl Broker {
     /// running set has not changed since (every change forces a read), so what it counts
     /// meanwhile is credited correctly at the next read. This is what lets 100 consumers of one
     /// counter cost about what one does.
-    fn sync_key(st: &mut State, key: u64, running: &BTreeSet<u64>, force: bool) {
+    fn sync_key(st: &mut State, key: u64, running: Option<&BTreeSet<u64>>, force: bool) {
         let Some(k) = st.kernel.get_mut(&key) else {
             return;
         };
@@ -394,8 +394,14 @@ impl Broker {
         if delta == 0 {
             return;
         }
-        for id in running {
-            if let Some(r) = st.regs.get_mut(id) {
+        // `None`: the scheduler's current running set (no copy of it on the read path).
+        let sched = &st.sched;
+        for (id, r) in st.regs.iter_mut() {
+            let ran = match running {
+                Some(set) => set.contains(id),
+                None => sched.is_running(*id),
+            };
+            if ran && r.keys.contains(&key) {
                 for e in &mut r.events {
                     if e.key == Ok(key) {
                         e.raw_here = e.raw_here.saturating_add(delta);
@@ -427,7 +433,7 @@ impl Broker {
             return;
         }
         for key in keys {
-            Self::sync_key(st, key, old, true);
+            Self::sync_key(st, key, Some(old), true);
             let want = new
                 .iter()
                 .any(|id| st.regs.get(id).is_some_and(|r| r.keys.contains(&key)));
@@ -486,7 +492,7 @@ impl Broker {
         };
         let keys = reg.keys.clone();
         for &k in &keys {
-            Self::sync_key(st, k, &running, true);
+            Self::sync_key(st, k, Some(&running), true);
         }
         st.regs.remove(&id);
         let _ = st.sched.remove(id);
@@ -672,10 +678,9 @@ impl Broker {
     fn reading(&self, st: &mut State, id: u64) -> Reading {
         let now = Self::now_ns(st);
         st.sched.advance_to(now);
-        let running = st.sched.running().clone();
         let keys = st.regs.get(&id).map(|r| r.keys.clone()).unwrap_or_default();
         for k in keys {
-            Self::sync_key(st, k, &running, false);
+            Self::sync_key(st, k, None, false);
         }
         let acc = st.sched.accounting(id);
         let Some(r) = st.regs.get_mut(&id) else {

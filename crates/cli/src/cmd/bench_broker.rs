@@ -77,8 +77,8 @@ impl Daemon {
         Ok(d)
     }
 
-    /// utime + stime of the daemon, in clock ticks.
-    fn cpu_ticks(&self) -> Result<u64> {
+    /// (utime, stime) of the daemon, in clock ticks.
+    fn cpu_ticks(&self) -> Result<(u64, u64)> {
         let path = format!("/proc/{}/stat", self.child.id());
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
         let after = text
@@ -92,7 +92,7 @@ impl Daemon {
                 .with_context(|| format!("{path}: field {}", i + 3))
         };
         // Fields 14 and 15 of stat(5); `after` starts at field 3.
-        Ok(num(11)? + num(12)?)
+        Ok((num(11)?, num(12)?))
     }
 }
 
@@ -141,7 +141,7 @@ fn shares(socket: &Path, seconds: u64) -> Result<Vec<u64>> {
 }
 
 /// (b): `n` consumers of four events pushed at 10 Hz; the daemon's CPU % of one core.
-fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, u64, usize)> {
+fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, f64, f64, u64, usize)> {
     let target = format!("pid:{}", std::process::id());
     let mut handles = Vec::new();
     let (tx, rx) = std::sync::mpsc::channel::<Result<u64>>();
@@ -192,6 +192,7 @@ fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, u64, usize)> {
     std::thread::sleep(Duration::from_secs(seconds));
     let t1 = d.cpu_ticks()?;
     let wall = w0.elapsed().as_secs_f64();
+    let (user, sys) = (t1.0 - t0.0, t1.1 - t0.1);
     let mut pushes = 0;
     for r in rx {
         pushes += r?;
@@ -201,7 +202,8 @@ fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, u64, usize)> {
     }
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Ok((100.0 * (t1 - t0) as f64 / hz / wall, pushes, kernel))
+    let pct = |t: u64| 100.0 * t as f64 / hz / wall;
+    Ok((pct(user + sys), pct(user), pct(sys), pushes, kernel))
 }
 
 /// (c): ns per read through the socket and by read(2), sorted.
@@ -294,7 +296,7 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
         .map(|(g, w)| (g / w - 1.0).abs())
         .fold(0.0, f64::max);
     let d2 = Daemon::start(4, 20)?;
-    let (cpu_pct, pushes, kernel) = cost(&d2, args.consumers, args.seconds)?;
+    let (cpu_pct, user_pct, sys_pct, pushes, kernel) = cost(&d2, args.consumers, args.seconds)?;
     let (via, direct) = latency(&d2.socket, args.reads)?;
     drop(d2);
     let (v50, v99, d50, d99) = (
@@ -309,7 +311,8 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
             serde_json::json!({
                 "shares": {"running_ns": r, "fractions": got, "worst_relative_error": worst},
                 "cost": {"consumers": args.consumers, "events_each": 4, "hz": 10,
-                         "broker_cpu_percent_of_one_core": cpu_pct, "pushes": pushes,
+                         "broker_cpu_percent_of_one_core": cpu_pct,
+                         "user_percent": user_pct, "system_percent": sys_pct, "pushes": pushes,
                          "kernel_counters": kernel, "seconds": args.seconds},
                 "latency_ns": {"socket_p50": v50, "socket_p99": v99, "direct_p50": d50, "direct_p99": d99,
                                "reads": args.reads},
@@ -321,8 +324,8 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
             args.seconds, got[0], got[1], got[2], 100.0 * worst
         );
         println!(
-            "(b) {} consumers x 4 events pushed at 10 Hz, {} s: broker CPU {:.2} % of one core; {} pushes; {} kernel counters (deduplicated)",
-            args.consumers, args.seconds, cpu_pct, pushes, kernel
+            "(b) {} consumers x 4 events pushed at 10 Hz, {} s: broker CPU {:.2} % of one core (user {:.2} %, system {:.2} %); {} pushes; {} kernel counters (deduplicated)",
+            args.consumers, args.seconds, cpu_pct, user_pct, sys_pct, pushes, kernel
         );
         println!(
             "(c) read latency over {} reads: socket p50 {} ns p99 {} ns; direct read(2) p50 {} ns p99 {} ns",

@@ -67,6 +67,11 @@ pub enum ServerError {
 /// Reads of one kernel counter closer than this are coalesced (see `sync_key`).
 const COALESCE: Duration = Duration::from_millis(1);
 
+/// Connections served at once, and per uid.
+pub const MAX_CONNECTIONS: usize = 2048;
+/// See [`MAX_CONNECTIONS`].
+pub const MAX_CONNECTIONS_PER_UID: usize = 512;
+
 /// Journal records between compactions.
 const COMPACT_EVERY: u64 = 10_000;
 
@@ -366,7 +371,8 @@ impl Broker {
 
     /// Read kernel counter `key` and credit what it counted since its last read to the
     /// consumers in `running` that use it.
-    /// Unless `force`d, a counter read less than [`COALESCE`] ago is not read again: the
+    /// Unless `force`d (every pull read, every change of the running set), a counter read less
+    /// than [`COALESCE`] ago is not read again for a push: the
     /// running set has not changed since (every change forces a read), so what it counts
     /// meanwhile is credited correctly at the next read. This is what lets 100 consumers of one
     /// counter cost about what one does.
@@ -675,12 +681,14 @@ impl Broker {
         Ok(shared)
     }
 
-    fn reading(&self, st: &mut State, id: u64) -> Reading {
+    /// A registration's counts now. `fresh`: read its counters whatever the coalescing window
+    /// (pull reads, checkpoints); pushes coalesce.
+    fn reading(&self, st: &mut State, id: u64, fresh: bool) -> Reading {
         let now = Self::now_ns(st);
         st.sched.advance_to(now);
         let keys = st.regs.get(&id).map(|r| r.keys.clone()).unwrap_or_default();
         for k in keys {
-            Self::sync_key(st, k, None, false);
+            Self::sync_key(st, k, None, fresh);
         }
         let acc = st.sched.accounting(id);
         let Some(r) = st.regs.get_mut(&id) else {
@@ -823,7 +831,7 @@ impl Broker {
             Request::Read { id } => {
                 let mut st = self.lock();
                 self.owned(&st, peer, *id)?;
-                Ok(Response::Reading(self.reading(&mut st, *id)))
+                Ok(Response::Reading(self.reading(&mut st, *id, true)))
             }
             Request::Subscribe { id, interval_ms } => {
                 self.policy.check_interval(*interval_ms)?;
@@ -894,7 +902,7 @@ impl Broker {
     pub fn push(&self, peer: &Peer, id: u64) -> Option<Reading> {
         let mut st = self.lock();
         self.owned(&st, peer, id).ok()?;
-        Some(self.reading(&mut st, id))
+        Some(self.reading(&mut st, id, false))
     }
 
     /// Kernel counters open (after deduplication).
@@ -918,7 +926,7 @@ impl Broker {
             let Some(target) = st.regs.get(&id).map(|r| r.rec.target.clone()) else {
                 continue;
             };
-            let r = self.reading(&mut st, id);
+            let r = self.reading(&mut st, id, false);
             let cpu = target.strip_prefix("cpus:").unwrap_or("all").to_string();
             for e in r.events.iter().filter(|e| e.supported) {
                 out.push((
@@ -961,7 +969,7 @@ impl Broker {
         let ids: Vec<u64> = self.lock().regs.keys().copied().collect();
         for id in ids {
             let mut st = self.lock();
-            let _ = self.reading(&mut st, id);
+            let _ = self.reading(&mut st, id, true);
         }
     }
 }
@@ -1277,12 +1285,30 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
                 }
             })?
     };
-    let mut conns = Vec::new();
+    let mut conns: Vec<(Option<u32>, std::thread::JoinHandle<()>)> = Vec::new();
     let mut next_conn = 0u64;
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
+                conns.retain(|(_, h)| !h.is_finished());
+                // One thread per connection: cap them, overall and per uid, so one local user
+                // cannot exhaust the broker's threads and starve everyone else.
+                let uid = peer_cred(&stream).map(|p| p.uid).ok();
+                let of_uid = conns.iter().filter(|(u, _)| *u == uid).count();
+                if conns.len() >= MAX_CONNECTIONS || of_uid >= MAX_CONNECTIONS_PER_UID {
+                    let mut st = stream;
+                    let _ = st.set_write_timeout(Some(Duration::from_millis(100)));
+                    let _ = st.write_all(&proto::encode(&Response::Error {
+                        rule: None,
+                        message: format!(
+                            "too many connections ({} at most, {} per uid)",
+                            MAX_CONNECTIONS, MAX_CONNECTIONS_PER_UID
+                        ),
+                        closing: true,
+                    }));
+                    continue;
+                }
                 let (b, s, p) = (broker.clone(), stop.clone(), pusher.clone());
                 next_conn += 1;
                 let conn = next_conn;
@@ -1290,10 +1316,9 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
                     .name("broker-conn".into())
                     .spawn(move || serve_connection(&b, &p, conn, stream, &s))
                 {
-                    Ok(h) => conns.push(h),
+                    Ok(h) => conns.push((uid, h)),
                     Err(e) => eprintln!("broker: cannot start a connection thread: {e}"),
                 }
-                conns.retain(|h| !h.is_finished());
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let mut p = libc::pollfd {
@@ -1313,7 +1338,7 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
     }
     let _ = ticker.join();
     let _ = push_thread.join();
-    for h in conns {
+    for (_, h) in conns {
         let _ = h.join();
     }
     broker.checkpoint_all();

@@ -60,6 +60,7 @@ pub struct Client {
     pushes: VecDeque<Reading>,
     /// uid, gid, pid as the broker sees us.
     pub identity: (u32, u32, i32),
+    timeout: Duration,
 }
 
 impl Client {
@@ -74,6 +75,7 @@ impl Client {
             lines: LineBuffer::new(),
             pushes: VecDeque::new(),
             identity: (0, 0, 0),
+            timeout: Duration::from_secs(30),
         };
         match c.call(&Request::Hello {
             version: proto::VERSION,
@@ -116,15 +118,26 @@ impl Client {
     pub fn call(&mut self, req: &Request) -> Result<Response, ClientError> {
         self.stream.write_all(&proto::encode(req))?;
         loop {
-            match self.next_response(None)? {
+            // A broker that stops answering must not hang its clients.
+            match self.next_response(Some(self.timeout))? {
                 Some(Response::Push(r)) => self.pushes.push_back(r),
                 Some(Response::Error { rule, message, .. }) => {
                     return Err(ClientError::Refused { rule, message })
                 }
                 Some(r) => return Ok(r),
-                None => {}
+                None => {
+                    return Err(ClientError::Io(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("no answer from the broker within {:?}", self.timeout),
+                    )))
+                }
             }
         }
+    }
+
+    /// How long [`Client::call`] waits for an answer (30 s by default).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout.max(Duration::from_millis(1));
     }
 
     /// Register an event set on a target; returns its id.
@@ -202,4 +215,44 @@ impl Client {
 pub fn try_connect(path: Option<&Path>) -> Option<Client> {
     let p = path.map_or_else(crate::server::default_socket, Path::to_path_buf);
     Client::connect(&p).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixListener;
+
+    #[test]
+    fn a_silent_broker_times_out_instead_of_hanging() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("s.sock");
+        let l = UnixListener::bind(&path).unwrap();
+        let fake = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            let hello = Response::Hello {
+                version: proto::VERSION,
+                uid: 1,
+                gid: 2,
+                pid: 3,
+            };
+            (&s).write_all(&proto::encode(&hello)).unwrap();
+            // Then read the next request and never answer it.
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            // Returned, so the connection stays open (silent) until the test joins.
+            (line, s)
+        });
+        let mut c = Client::connect(&path).unwrap();
+        assert_eq!(c.identity, (1, 2, 3));
+        c.set_timeout(Duration::from_millis(50));
+        match c.read(7) {
+            Err(ClientError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::TimedOut),
+            other => panic!("{other:?}"),
+        }
+        assert!(fake.join().unwrap().0.contains("\"op\":\"read\""));
+    }
 }

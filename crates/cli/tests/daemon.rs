@@ -274,3 +274,44 @@ fn bad_policy_names_the_field_and_metrics_say_not_built() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("built without metrics"));
 }
+
+#[test]
+fn interval_printing_through_the_daemon() {
+    let d = world_dir();
+    let daemon = Daemon::start(d.path(), &[]);
+    let sock = daemon.socket.to_str().unwrap();
+    let o = stat(&[
+        "--daemon",
+        sock,
+        "-I",
+        "50",
+        "-x,",
+        "-e",
+        "task-clock,page-faults",
+        "--",
+        "sleep",
+        "0.2",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    // At least the final interval, two events each, every line stamped with its time.
+    assert!(lines.len() >= 2 && lines.len() % 2 == 0, "{text}");
+    for (i, l) in lines.iter().enumerate() {
+        let f: Vec<&str> = l.split(',').collect();
+        assert!(f[0].parse::<f64>().is_ok(), "{l}");
+        assert_eq!(f[3], ["task-clock", "page-faults"][i % 2], "{l}");
+    }
+    assert!(!stat(&[
+        "--daemon",
+        sock,
+        "-I",
+        "5",
+        "-e",
+        "task-clock",
+        "--",
+        "true"
+    ])
+    .status
+    .success());
+}

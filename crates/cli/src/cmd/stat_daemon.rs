@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use counterpoint_broker::client::Client;
 use counterpoint_broker::proto::Reading;
 use counterpoint_core::sample::CounterValue;
-use counterpoint_counters::count::{EventReading, Status};
+use counterpoint_counters::count::{ChildExit, EventReading, Status};
 use counterpoint_counters::PmuTree;
 use std::io::Write;
 use std::path::Path;
@@ -76,8 +76,10 @@ fn targets(args: &StatArgs) -> Result<Vec<String>> {
 }
 
 pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
-    if args.interval_ms.is_some() {
-        bail!("-I is not supported with --daemon yet; subscribe through the client API instead");
+    if let Some(ms) = args.interval_ms {
+        if ms < 10 {
+            bail!("-I {ms}: the interval must be at least 10 ms");
+        }
     }
     let socket = socket.filter(|p| !p.as_os_str().is_empty()).map_or_else(
         counterpoint_broker::server::default_socket,
@@ -106,28 +108,30 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
         ids.push(client.register(&events, t, 1, None)?);
     }
     let start = Instant::now();
-    let mut exit = None;
+    let mut child = None;
     if let Some(s) = stopped {
-        exit = Some(s.start()?.wait()?);
+        child = Some(s.start()?);
+        super::ignore_sigint();
     } else if !args.command.is_empty() {
-        exit = Some(spawn_stopped(&args.command)?.start()?.wait()?);
+        child = Some(spawn_stopped(&args.command)?.start()?);
+        super::ignore_sigint();
     } else {
         super::install_stop_handler();
-        let pids = super::target_pids(args);
-        while !super::STOP.load(std::sync::atomic::Ordering::SeqCst) {
-            if !pids.is_empty() && pids.iter().all(|&p| super::process_ended(p)) {
-                break;
+    }
+    let pids = super::target_pids(args);
+    let mut exit = None;
+    // Whether counting is over: the command ended, a stop signal came, or every -p process.
+    let ended = |exit: &mut Option<ChildExit>| -> Result<bool> {
+        if let Some(c) = &child {
+            if let Some(e) = c.try_wait()? {
+                *exit = Some(e);
+                return Ok(true);
             }
-            std::thread::sleep(Duration::from_millis(100));
+            return Ok(false);
         }
-    }
-    let span = start.elapsed();
-    let mut readings = Vec::new();
-    for &id in &ids {
-        readings.push(client.read(id)?);
-        client.unregister(id)?;
-    }
-    let readings = to_readings(args, &readings)?;
+        Ok(super::STOP.load(std::sync::atomic::Ordering::SeqCst)
+            || (!pids.is_empty() && pids.iter().all(|&p| super::process_ended(p))))
+    };
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => {
             Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
@@ -138,7 +142,60 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
         sep: args.separator.clone(),
         json: args.json,
     };
-    print_counts(&mut *out, &fmt, &readings, span, None, args)?;
+    let read_all = |client: &mut Client| -> Result<Vec<EventReading>> {
+        let mut rs = Vec::new();
+        for &id in &ids {
+            rs.push(client.read(id)?);
+        }
+        to_readings(args, &rs)
+    };
+    match args.interval_ms {
+        Some(ms) => {
+            let step = Duration::from_millis(ms);
+            let mut next = start + step;
+            let mut prev: Option<Vec<EventReading>> = None;
+            loop {
+                let mut over = false;
+                loop {
+                    if ended(&mut exit)? {
+                        over = true;
+                        break;
+                    }
+                    let now = Instant::now();
+                    if now >= next {
+                        break;
+                    }
+                    std::thread::sleep((next - now).min(Duration::from_millis(5)));
+                }
+                let now = Instant::now();
+                let cur = read_all(&mut client)?;
+                let delta = super::deltas(&cur, prev.as_deref());
+                let wall = now.duration_since(start);
+                let span = match &prev {
+                    Some(_) => now.duration_since(next - step).min(step),
+                    None => wall.min(step),
+                };
+                print_counts(&mut *out, &fmt, &delta, span, Some(wall), args)?;
+                prev = Some(cur);
+                if over {
+                    break;
+                }
+                next += step;
+            }
+        }
+        None => {
+            while !ended(&mut exit)? {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let span = start.elapsed();
+            let readings = read_all(&mut client)?;
+            print_counts(&mut *out, &fmt, &readings, span, None, args)?;
+        }
+    }
+    out.flush()?;
+    for &id in &ids {
+        client.unregister(id)?;
+    }
     Ok(match exit {
         Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
         None => ExitCode::SUCCESS,

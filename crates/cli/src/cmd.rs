@@ -27,3 +27,7 @@ pub mod bench_selfmon;
 
 // [mod: lockprof]
 pub mod lockprof;
+
+// [mod: broker]
+pub mod bench_broker;
+pub mod daemon;

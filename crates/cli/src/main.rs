@@ -59,6 +59,9 @@ enum Command {
     Top(cmd::top::TopArgs),
     // [commands: selfmon]
 
+    // [commands: broker]
+    /// The counter broker: consumers share counters by share over a Unix socket, under a policy.
+    Daemon(cmd::daemon::DaemonArgs),
     // [commands: lockprof]
     /// Run a program with the pthread lock profiler preloaded and print a lockstat-style report.
     Lockprof(cmd::lockprof::LockprofArgs),
@@ -95,6 +98,8 @@ fn main() -> ExitCode {
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Metrics(args) => cmd::metrics::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        // [dispatch: broker]
+        Command::Daemon(args) => cmd::daemon::run(args),
         // [dispatch: counters]
         Command::Stat(args) => cmd::stat::run(args),
 

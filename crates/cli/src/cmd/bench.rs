@@ -25,6 +25,10 @@ enum BenchWhat {
     /// Self-monitoring costs: region begin/end, counter read (user space or read(2)), synthetic page.
     Selfmon(super::bench_selfmon::BenchSelfmonArgs),
 
+    // [bench: broker]
+    /// The broker: shares 1:2:5 on one slot, 100 consumers x 4 events at 10 Hz, read latency.
+    Broker(super::bench_broker::BenchBrokerArgs),
+
     // [bench: lockprof]
     /// Lock+unlock cost with and without the lock profiler; slowdown of a lock-heavy program.
     Lockprof(super::lockprof::BenchLockprofArgs),
@@ -39,6 +43,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         BenchWhat::Sim(args) => super::simulate::bench(args),
         // [bench-dispatch: selfmon]
         BenchWhat::Selfmon(a) => super::bench_selfmon::bench(a),
+
+        // [bench-dispatch: broker]
+        BenchWhat::Broker(a) => super::bench_broker::run(a),
 
         // [bench-dispatch: lockprof]
         BenchWhat::Lockprof(a) => super::lockprof::bench(a),

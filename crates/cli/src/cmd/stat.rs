@@ -77,6 +77,9 @@ pub struct StatArgs {
     /// One row per thread instead of the sum (with -p), as `perf stat --per-thread`.
     #[arg(long = "per-thread")]
     per_thread: bool,
+    /// Count through the broker (`counterpoint daemon`) at SOCKET (default socket without it).
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "")]
+    daemon: Option<PathBuf>,
     /// Command to run (after `--`); with -p/-a/-C it only sets how long to count.
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
@@ -221,7 +224,14 @@ fn stderr_gone() -> bool {
     n == 1 && p.revents & libc::POLLERR != 0
 }
 
+// [stat --daemon: broker] counting through the broker lives in its own file.
+#[path = "stat_daemon.rs"]
+mod stat_daemon;
+
 pub fn run(args: StatArgs) -> Result<ExitCode> {
+    if let Some(socket) = args.daemon.clone() {
+        return stat_daemon::run(&args, Some(&socket));
+    }
     match run_counting(args) {
         // An error nobody can read: end as quietly as a closed output does.
         Err(_) if stderr_gone() => Ok(ExitCode::from(EXIT_SIGPIPE)),

@@ -1,0 +1,1383 @@
+//! The broker: kernel counters (deduplicated), the scheduler in real time, the policy, the
+//! journal, and the Unix-socket server (one thread per connection, one ticker thread).
+//!
+//! Counting follows the schedule: a kernel counter is enabled while at least one consumer that
+//! uses it is scheduled, and disabled otherwise (so the slot budget is real on the PMU and
+//! exercised for software events). Whenever the running set changes, and on every read, each
+//! affected kernel counter is read once and the events counted since the previous read are
+//! credited to every consumer that was running and uses it. A consumer's `raw` is therefore what
+//! happened while it was scheduled, its `running_ns` the time it was scheduled, its
+//! `enabled_ns` the time since it registered, and `scaled = raw * enabled / running`.
+
+use crate::access::{Access, AuditLog, AuditRecord, Peer, Policy, RateLimiter, Refusal};
+use crate::journal::{Checkpoint, Journal, JournalError, Record, RegRecord};
+use crate::proto::{self, EventCount, LineBuffer, Reading, RegistrationInfo, Request, Response};
+use crate::sched::{Class, Demand, Scheduler};
+use crate::target::{self, Roots};
+use counterpoint_counters::count::Status;
+use counterpoint_counters::spec::{EventList, EventSpec, Group, Source};
+use counterpoint_counters::{parse_event_list, CounterSet, PmuTree};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+
+/// Server errors (start-up and fatal ones; per-request failures are responses).
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// Socket set-up.
+    #[error("socket {}: {what}: {error}", .path.display())]
+    Socket {
+        /// The socket path.
+        path: PathBuf,
+        /// What failed.
+        what: &'static str,
+        /// The error.
+        error: io::Error,
+    },
+    /// Another broker answers on the socket.
+    #[error("socket {}: a broker is already running there", .0.display())]
+    InUse(PathBuf),
+    /// Journal.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// Audit log.
+    #[error("audit log {}: {error}", .path.display())]
+    Audit {
+        /// The log.
+        path: PathBuf,
+        /// The error.
+        error: io::Error,
+    },
+    /// Metrics.
+    #[error("metrics on {addr}: {message}")]
+    Metrics {
+        /// The address.
+        addr: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Reads of one kernel counter closer than this are coalesced (see `sync_key`).
+const COALESCE: Duration = Duration::from_millis(1);
+
+/// Connections served at once, and per uid.
+pub const MAX_CONNECTIONS: usize = 2048;
+/// See [`MAX_CONNECTIONS`].
+pub const MAX_CONNECTIONS_PER_UID: usize = 512;
+
+/// Journal records between compactions.
+const COMPACT_EVERY: u64 = 10_000;
+
+/// One exported reading: (event, labels `cpu`/`consumer`/`target`, raw, enabled_ns, running_ns).
+pub type MetricReading = (String, Vec<(String, String)>, u64, u64, u64);
+
+/// Broker configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Counter slots per CPU.
+    pub slots: usize,
+    /// Scheduling slice.
+    pub slice: Duration,
+    /// The policy.
+    pub policy: Policy,
+    /// Journal file, if any.
+    pub journal: Option<PathBuf>,
+    /// Audit log (overrides the policy's), if any.
+    pub audit: Option<PathBuf>,
+    /// sysfs root for event names.
+    pub sysfs_root: PathBuf,
+    /// procfs/sysfs/cgroup roots for targets.
+    pub roots: Roots,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            slots: 4,
+            slice: Duration::from_millis(20),
+            policy: Policy::default(),
+            journal: None,
+            audit: None,
+            sysfs_root: "/sys".into(),
+            roots: Roots::default(),
+        }
+    }
+}
+
+/// General-purpose counters per core from CPUID leaf 0xA (x86), if the CPU reports a PMU.
+// `__cpuid` is safe from Rust 1.87 on and unsafe before; the workspace supports 1.80.
+#[allow(unused_unsafe)]
+pub fn pmu_slots() -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: CPUID is available on every x86_64 CPU; leaf 0 gives the highest leaf.
+        let max = unsafe { std::arch::x86_64::__cpuid(0) }.eax;
+        if max >= 0xa {
+            // SAFETY: as above, leaf 0xA exists (checked).
+            let a = unsafe { std::arch::x86_64::__cpuid(0xa) }.eax;
+            let version = a & 0xff;
+            let gp = ((a >> 8) & 0xff) as usize;
+            if version > 0 && gp > 0 {
+                return Some(gp);
+            }
+        }
+    }
+    None
+}
+
+/// Socket path by default: `/run/counterpoint/broker.sock` for root,
+/// `$XDG_RUNTIME_DIR/counterpoint/broker.sock` otherwise (`/tmp/counterpoint-UID/` without it).
+pub fn default_socket() -> PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        return PathBuf::from("/run/counterpoint/broker.sock");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("counterpoint/broker.sock"),
+        _ => PathBuf::from(format!("/tmp/counterpoint-{uid}/broker.sock")),
+    }
+}
+
+fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// One kernel counter: an event on a target, opened once and shared.
+struct Kernel {
+    event: String,
+    target: String,
+    set: CounterSet,
+    enabled: bool,
+    last_raw: u64,
+    last_read: Option<Instant>,
+    users: usize,
+}
+
+/// One event of a registration.
+struct RegEvent {
+    spec: EventSpec,
+    /// The kernel counter, or why the event is not counted.
+    key: Result<u64, String>,
+    /// Counted during this broker's life while scheduled.
+    raw_here: u64,
+}
+
+struct Reg {
+    rec: RegRecord,
+    events: Vec<RegEvent>,
+    /// Counts restored from the journal (a previous broker's life).
+    base: Checkpoint,
+    /// Last values reported (never reported lower).
+    last: Checkpoint,
+    keys: BTreeSet<u64>,
+}
+
+struct State {
+    sched: Scheduler,
+    kernel: BTreeMap<u64, Kernel>,
+    key_of: HashMap<(String, String), u64>,
+    regs: BTreeMap<u64, Reg>,
+    journal: Option<Journal>,
+    next_id: u64,
+    next_key: u64,
+    epoch: Instant,
+    last_reap: Instant,
+    cpus: Vec<usize>,
+}
+
+/// The broker's state and policy, shared by the connection threads.
+pub struct Broker {
+    state: Mutex<State>,
+    policy: Policy,
+    audit: AuditLog,
+    tree: PmuTree,
+    roots: Roots,
+    slice: Duration,
+}
+
+/// A request's failure as the client sees it.
+#[derive(Debug)]
+struct Failure {
+    rule: Option<String>,
+    message: String,
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Self {
+        Failure {
+            rule: Some(r.rule.name().to_string()),
+            message: r.to_string(),
+        }
+    }
+}
+
+fn fail(message: impl Into<String>) -> Failure {
+    Failure {
+        rule: None,
+        message: message.into(),
+    }
+}
+
+/// Whether an event is raw: `rNNNN`, or a PMU event given by terms (`cpu/event=0x3c/`).
+fn is_raw(spec: &EventSpec) -> bool {
+    match &spec.source {
+        Source::Raw => true,
+        Source::Pmu(_) => spec.name.contains('='),
+        _ => false,
+    }
+}
+
+impl Broker {
+    /// A broker; restores registrations from the journal when there is one.
+    pub fn new(cfg: Config) -> Result<Broker, ServerError> {
+        let audit_path = cfg.audit.clone().or_else(|| cfg.policy.audit_log.clone());
+        let audit = AuditLog::open(audit_path.as_deref()).map_err(|error| ServerError::Audit {
+            path: audit_path.clone().unwrap_or_default(),
+            error,
+        })?;
+        let cpus = target::online_cpus(&cfg.roots);
+        let ncpus = cpus.iter().max().map_or(1, |m| m + 1);
+        let mut state = State {
+            sched: Scheduler::new(cfg.slots, ncpus, cfg.policy.reserved_system_share),
+            kernel: BTreeMap::new(),
+            key_of: HashMap::new(),
+            regs: BTreeMap::new(),
+            journal: None,
+            next_id: 1,
+            next_key: 1,
+            epoch: Instant::now(),
+            last_reap: Instant::now(),
+            cpus,
+        };
+        let broker_tree = PmuTree::new(&cfg.sysfs_root);
+        let mut restored = Vec::new();
+        let mut exclusive = None;
+        if let Some(p) = &cfg.journal {
+            let (j, st) = Journal::open(p)?;
+            state.next_id = st.max_id + 1;
+            state.journal = Some(j);
+            restored = st.regs.into_values().collect::<Vec<_>>();
+            if let Some((id, until)) = st.exclusive {
+                let now = wall_ns();
+                if until > now {
+                    exclusive = Some((id, until - now));
+                }
+            }
+        }
+        let broker = Broker {
+            state: Mutex::new(state),
+            policy: cfg.policy,
+            audit,
+            tree: broker_tree,
+            roots: cfg.roots,
+            slice: cfg.slice,
+        };
+        {
+            let mut st = broker.lock();
+            for (rec, cp) in restored {
+                let peer = Peer {
+                    uid: rec.uid,
+                    gid: rec.gid,
+                    pid: rec.pid,
+                };
+                // A registration whose process is gone, or that no longer opens, is dropped
+                // (and journaled as such); the others continue from their checkpoint.
+                if !broker.roots.proc_root.join(rec.pid.to_string()).exists() {
+                    broker.journal(&mut st, &Record::Unregister { id: rec.id });
+                    continue;
+                }
+                if let Err(f) = broker.install(&mut st, &peer, rec.clone(), cp, false) {
+                    eprintln!(
+                        "broker: dropping registration {} on restart: {}",
+                        rec.id, f.message
+                    );
+                    broker.journal(&mut st, &Record::Unregister { id: rec.id });
+                }
+            }
+            if let Some((id, left_ns)) = exclusive {
+                // The grant keeps its wall-clock end across the restart.
+                let _ = st.sched.grant_exclusive(id, left_ns);
+            }
+            broker.replan(&mut st);
+        }
+        Ok(broker)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking connection thread must not take the broker down with it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn journal(&self, st: &mut State, r: &Record) {
+        let Some(j) = st.journal.as_mut() else {
+            return;
+        };
+        if let Err(e) = j.append(r) {
+            eprintln!("broker: {e}");
+        }
+        if j.since_compaction() >= COMPACT_EVERY {
+            // Every read appends a checkpoint: rewrite the live state now and then.
+            let mut live = Vec::new();
+            for reg in st.regs.values() {
+                live.push(Record::Register(reg.rec.clone()));
+                live.push(Record::Checkpoint {
+                    id: reg.rec.id,
+                    cp: reg.last.clone(),
+                });
+            }
+            let now = st.sched.now_ns();
+            if let Some((id, until)) = st.sched.exclusive() {
+                live.push(Record::Exclusive {
+                    id,
+                    until_wall_ns: wall_ns() + until.saturating_sub(now),
+                });
+            }
+            if let Some(j) = st.journal.as_mut() {
+                if let Err(e) = j.compact(&live) {
+                    eprintln!("broker: {e}");
+                }
+            }
+        }
+    }
+
+    fn audit(&self, peer: &Peer, action: &str, rule: Option<&str>, what: &str) {
+        let rec = AuditRecord {
+            time_ns: wall_ns(),
+            action,
+            uid: peer.uid,
+            gid: peer.gid,
+            pid: peer.pid,
+            rule,
+            what,
+        };
+        if let Err(e) = self.audit.record(&rec) {
+            eprintln!("broker: audit log: {e}");
+        }
+    }
+
+    fn now_ns(st: &State) -> u64 {
+        st.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Read kernel counter `key` and credit what it counted since its last read to the
+    /// consumers in `running` that use it.
+    /// Unless `force`d (every pull read, every change of the running set), a counter read less
+    /// than [`COALESCE`] ago is not read again for a push: the
+    /// running set has not changed since (every change forces a read), so what it counts
+    /// meanwhile is credited correctly at the next read. This is what lets 100 consumers of one
+    /// counter cost about what one does.
+    fn sync_key(st: &mut State, key: u64, running: Option<&BTreeSet<u64>>, force: bool) {
+        let Some(k) = st.kernel.get_mut(&key) else {
+            return;
+        };
+        if !force && k.last_read.is_some_and(|t| t.elapsed() < COALESCE) {
+            return;
+        }
+        k.last_read = Some(Instant::now());
+        let raw = match k.set.read_all() {
+            Ok(r) => r
+                .first()
+                .and_then(|r| r.value)
+                .map_or(k.last_raw, |v| v.raw),
+            Err(e) => {
+                eprintln!("broker: reading {} on {}: {e}", k.event, k.target);
+                k.last_raw
+            }
+        };
+        // A counter never goes backwards; a smaller value (target gone) credits nothing.
+        let delta = raw.saturating_sub(k.last_raw);
+        k.last_raw = k.last_raw.max(raw);
+        if delta == 0 {
+            return;
+        }
+        // `None`: the scheduler's current running set (no copy of it on the read path).
+        let sched = &st.sched;
+        for (id, r) in st.regs.iter_mut() {
+            let ran = match running {
+                Some(set) => set.contains(id),
+                None => sched.is_running(*id),
+            };
+            if ran && r.keys.contains(&key) {
+                for e in &mut r.events {
+                    if e.key == Ok(key) {
+                        e.raw_here = e.raw_here.saturating_add(delta);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A slice boundary: account time, choose who runs, move counts and enable states.
+    fn replan(&self, st: &mut State) {
+        let now = Self::now_ns(st);
+        st.sched.advance_to(now);
+        let old = st.sched.running().clone();
+        let new = st.sched.replan().clone();
+        self.apply_plan(st, &old, &new);
+    }
+
+    fn apply_plan(&self, st: &mut State, old: &BTreeSet<u64>, new: &BTreeSet<u64>) {
+        let changed: BTreeSet<u64> = old.symmetric_difference(new).copied().collect();
+        let mut keys: BTreeSet<u64> = BTreeSet::new();
+        for id in &changed {
+            if let Some(r) = st.regs.get(id) {
+                keys.extend(r.keys.iter().copied());
+            }
+        }
+        if changed.is_empty() {
+            // Same running set: every counter keeps its state; reads credit lazily.
+            return;
+        }
+        for key in keys {
+            Self::sync_key(st, key, Some(old), true);
+            let want = new
+                .iter()
+                .any(|id| st.regs.get(id).is_some_and(|r| r.keys.contains(&key)));
+            if let Some(k) = st.kernel.get_mut(&key) {
+                if want != k.enabled {
+                    let r = if want {
+                        k.set.enable()
+                    } else {
+                        k.set.disable()
+                    };
+                    match r {
+                        Ok(()) => k.enabled = want,
+                        Err(e) => eprintln!("broker: {} on {}: {e}", k.event, k.target),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replan without advancing time (right after a registration, so it starts running at the
+    /// instant its enabled time starts).
+    fn replan_now(&self, st: &mut State) {
+        let old = st.sched.running().clone();
+        let new = st.sched.replan().clone();
+        self.apply_plan(st, &old, &new);
+    }
+
+    /// One scheduling tick (the ticker thread calls this every slice).
+    pub fn tick(&self) {
+        let mut st = self.lock();
+        // Looking for exited registrants costs a stat per registration: once a second is enough.
+        if st.last_reap.elapsed() >= Duration::from_secs(1) {
+            st.last_reap = Instant::now();
+            self.reap(&mut st);
+        }
+        self.replan(&mut st);
+    }
+
+    /// Drop registrations whose registering process has exited.
+    fn reap(&self, st: &mut State) {
+        let gone: Vec<u64> = st
+            .regs
+            .values()
+            .filter(|r| !self.roots.proc_root.join(r.rec.pid.to_string()).exists())
+            .map(|r| r.rec.id)
+            .collect();
+        for id in gone {
+            self.remove(st, id);
+        }
+    }
+
+    fn remove(&self, st: &mut State, id: u64) {
+        let running = st.sched.running().clone();
+        let Some(reg) = st.regs.get(&id) else {
+            return;
+        };
+        let keys = reg.keys.clone();
+        for &k in &keys {
+            Self::sync_key(st, k, Some(&running), true);
+        }
+        st.regs.remove(&id);
+        let _ = st.sched.remove(id);
+        for k in keys {
+            let drop_it = st.kernel.get_mut(&k).is_some_and(|kc| {
+                kc.users -= 1;
+                kc.users == 0
+            });
+            if drop_it {
+                if let Some(kc) = st.kernel.remove(&k) {
+                    st.key_of.remove(&(kc.event, kc.target));
+                }
+                continue;
+            }
+            // Still shared: keep it enabled only if a running registration uses it.
+            let want = running
+                .iter()
+                .any(|r| *r != id && st.regs.get(r).is_some_and(|g| g.keys.contains(&k)));
+            if let Some(kc) = st.kernel.get_mut(&k) {
+                if kc.enabled && !want && kc.set.disable().is_ok() {
+                    kc.enabled = false;
+                }
+            }
+        }
+        self.journal(st, &Record::Unregister { id });
+    }
+
+    /// Open (or share) the counters of a registration and add it to the scheduler.
+    fn install(
+        &self,
+        st: &mut State,
+        peer: &Peer,
+        rec: RegRecord,
+        base: Checkpoint,
+        check: bool,
+    ) -> Result<usize, Failure> {
+        let resolved =
+            target::resolve(&rec.target, peer.pid, &self.roots).map_err(|e| fail(e.to_string()))?;
+        let list = parse_event_list(&rec.events, &self.tree).map_err(|e| fail(e.to_string()))?;
+        if list.is_empty() {
+            return Err(fail("no events given"));
+        }
+        let class = match rec.class.as_str() {
+            "user" => Class::User,
+            "system" => Class::System,
+            other => return Err(fail(format!("unknown class '{other}' (user or system)"))),
+        };
+        if check {
+            let soft_ok = self.policy.software_kernel_ok;
+            let access = Access {
+                other_owners: resolved
+                    .owners
+                    .iter()
+                    .copied()
+                    .filter(|&o| o != peer.uid)
+                    .collect(),
+                cpus: resolved.cpus.clone(),
+                smt_cpus: target::smt_cpus(&self.roots, &resolved.cpus),
+                kernel_events: list
+                    .events()
+                    .filter(|s| !(s.exclude_kernel || soft_ok && s.source == Source::Software))
+                    .map(|s| s.name.clone())
+                    .collect(),
+                raw_events: list
+                    .events()
+                    .filter(|s| is_raw(s))
+                    .map(|s| s.name.clone())
+                    .collect(),
+                system_class: class == Class::System,
+            };
+            self.policy.check(peer, &access)?;
+        }
+        let mut events = Vec::new();
+        let mut opened_here = Vec::new();
+        let mut shared = 0;
+        for spec in list.events() {
+            let kk = (spec.name.clone(), resolved.key.clone());
+            let key = match st.key_of.get(&kk) {
+                Some(&k) => {
+                    shared += 1;
+                    Ok(k)
+                }
+                None => {
+                    let one = EventList {
+                        groups: vec![Group {
+                            members: vec![spec.clone()],
+                            braced: false,
+                        }],
+                    };
+                    match CounterSet::open_exact(&one, &resolved.target, &self.tree) {
+                        Ok(set) => match set.read_all().ok().and_then(|r| r.into_iter().next()) {
+                            Some(r) if r.status == Status::Counting => {
+                                let k = st.next_key;
+                                st.next_key += 1;
+                                st.kernel.insert(
+                                    k,
+                                    Kernel {
+                                        event: spec.name.clone(),
+                                        target: resolved.key.clone(),
+                                        set,
+                                        enabled: false,
+                                        last_raw: r.value.map_or(0, |v| v.raw),
+                                        last_read: None,
+                                        users: 0,
+                                    },
+                                );
+                                st.key_of.insert(kk, k);
+                                opened_here.push(k);
+                                Ok(k)
+                            }
+                            Some(r) => Err(match r.status {
+                                Status::NotSupported(why) => why,
+                                Status::Counting => String::new(),
+                            }),
+                            None => Err("not readable".to_string()),
+                        },
+                        Err(e) => {
+                            for k in opened_here {
+                                if let Some(kc) = st.kernel.remove(&k) {
+                                    st.key_of.remove(&(kc.event, kc.target));
+                                }
+                            }
+                            return Err(fail(e.to_string()));
+                        }
+                    }
+                }
+            };
+            events.push(RegEvent {
+                spec: spec.clone(),
+                key,
+                raw_here: 0,
+            });
+        }
+        let keys: BTreeSet<u64> = events.iter().filter_map(|e| e.key.clone().ok()).collect();
+        let cpus: BTreeSet<usize> = if resolved.cpus.is_empty() {
+            st.cpus.iter().copied().collect()
+        } else {
+            resolved.cpus.iter().copied().collect()
+        };
+        let demand = Demand {
+            uid: rec.uid,
+            class,
+            share: rec.share,
+            keys: keys.clone(),
+            cpus,
+        };
+        // Account up to now first, so the consumer's enabled time starts exactly here.
+        let now = Self::now_ns(st);
+        st.sched.advance_to(now);
+        if let Err(e) = st.sched.add(rec.id, demand) {
+            for k in opened_here {
+                if let Some(kc) = st.kernel.remove(&k) {
+                    st.key_of.remove(&(kc.event, kc.target));
+                }
+            }
+            return Err(fail(e.to_string()));
+        }
+        for k in &keys {
+            if let Some(kc) = st.kernel.get_mut(k) {
+                kc.users += 1;
+            }
+        }
+        let mut base = base;
+        if !check {
+            // Restored: the time the broker was down counts as enabled, not running.
+            base.enabled_ns = base
+                .enabled_ns
+                .max(wall_ns().saturating_sub(rec.registered_wall_ns));
+        }
+        st.regs.insert(
+            rec.id,
+            Reg {
+                rec,
+                events,
+                last: base.clone(),
+                base,
+                keys,
+            },
+        );
+        Ok(shared)
+    }
+
+    /// A registration's counts now. `fresh`: read its counters whatever the coalescing window
+    /// (pull reads, checkpoints); pushes coalesce.
+    fn reading(&self, st: &mut State, id: u64, fresh: bool) -> Reading {
+        let now = Self::now_ns(st);
+        st.sched.advance_to(now);
+        let keys = st.regs.get(&id).map(|r| r.keys.clone()).unwrap_or_default();
+        for k in keys {
+            Self::sync_key(st, k, None, fresh);
+        }
+        let acc = st.sched.accounting(id);
+        let Some(r) = st.regs.get_mut(&id) else {
+            return Reading {
+                id,
+                enabled_ns: 0,
+                running_ns: 0,
+                confidence: 0.0,
+                events: Vec::new(),
+            };
+        };
+        let running_ns = r.base.running_ns + acc.map_or(0, |a| a.running_ns);
+        let enabled_ns = (r.base.enabled_ns + acc.map_or(0, |a| a.enabled_ns))
+            .max(r.last.enabled_ns)
+            .max(running_ns);
+        let mut raws = Vec::new();
+        let mut events = Vec::new();
+        for (i, e) in r.events.iter().enumerate() {
+            let raw = r.base.raw.get(i).copied().unwrap_or(0) + e.raw_here;
+            let raw = raw.max(r.last.raw.get(i).copied().unwrap_or(0));
+            raws.push(raw);
+            let scaled =
+                (running_ns > 0).then(|| raw as f64 * enabled_ns as f64 / running_ns as f64);
+            events.push(EventCount {
+                event: e.spec.name.clone(),
+                supported: e.key.is_ok(),
+                reason: e.key.clone().err(),
+                raw,
+                scaled: if e.key.is_ok() { scaled } else { None },
+                unit_scale: e.spec.scale,
+                unit: e.spec.unit.clone(),
+            });
+        }
+        r.last = Checkpoint {
+            enabled_ns,
+            running_ns,
+            raw: raws,
+        };
+        let cp = r.last.clone();
+        // Journaled before the client sees it: a restart continues from at least this.
+        self.journal(st, &Record::Checkpoint { id, cp });
+        Reading {
+            id,
+            enabled_ns,
+            running_ns,
+            confidence: if enabled_ns == 0 {
+                1.0
+            } else {
+                running_ns as f64 / enabled_ns as f64
+            },
+            events,
+        }
+    }
+
+    fn owned(&self, st: &State, peer: &Peer, id: u64) -> Result<(), Failure> {
+        match st.regs.get(&id) {
+            None => Err(fail(format!("no registration {id}"))),
+            Some(r) if r.rec.uid != peer.uid && peer.uid != 0 => Err(Refusal {
+                rule: crate::access::Rule::NotOwner,
+                detail: format!("registration {id} belongs to uid {}", r.rec.uid),
+            }
+            .into()),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Handle one request from `peer` (everything but subscriptions' pushes).
+    pub fn handle(&self, peer: &Peer, req: &Request) -> Response {
+        match self.handle_inner(peer, req) {
+            Ok(r) => r,
+            Err(f) => {
+                if let Some(rule) = &f.rule {
+                    self.audit(peer, "refuse", Some(rule), &describe(req));
+                }
+                Response::Error {
+                    rule: f.rule,
+                    message: f.message,
+                    closing: false,
+                }
+            }
+        }
+    }
+
+    fn handle_inner(&self, peer: &Peer, req: &Request) -> Result<Response, Failure> {
+        match req {
+            Request::Hello { version } => {
+                if *version != proto::VERSION {
+                    return Err(fail(format!(
+                        "protocol version {version} is not supported (this broker speaks {})",
+                        proto::VERSION
+                    )));
+                }
+                Ok(Response::Hello {
+                    version: proto::VERSION,
+                    uid: peer.uid,
+                    gid: peer.gid,
+                    pid: peer.pid,
+                })
+            }
+            Request::Register {
+                events,
+                target,
+                share,
+                class,
+            } => {
+                let mut st = self.lock();
+                let id = st.next_id;
+                let rec = RegRecord {
+                    id,
+                    uid: peer.uid,
+                    gid: peer.gid,
+                    pid: peer.pid,
+                    events: events.clone(),
+                    target: target.clone(),
+                    share: *share,
+                    class: class.clone().unwrap_or_else(|| "user".into()),
+                    registered_wall_ns: wall_ns(),
+                };
+                let shared = self.install(&mut st, peer, rec, Checkpoint::default(), true)?;
+                st.next_id += 1;
+                // Enabled time starts when counting can start (after parsing and opening), and
+                // the consumer is scheduled at once: a consumer alone counts 100 % of its time.
+                self.replan_now(&mut st);
+                let now = wall_ns();
+                let rec = match st.regs.get_mut(&id) {
+                    Some(r) => {
+                        r.rec.registered_wall_ns = now;
+                        r.rec.clone()
+                    }
+                    None => return Err(fail("registration vanished")),
+                };
+                self.journal(&mut st, &Record::Register(rec));
+                drop(st);
+                self.audit(peer, "grant", None, &describe(req));
+                Ok(Response::Registered {
+                    id,
+                    shared_counters: shared,
+                })
+            }
+            Request::Read { id } => {
+                let mut st = self.lock();
+                self.owned(&st, peer, *id)?;
+                Ok(Response::Reading(self.reading(&mut st, *id, true)))
+            }
+            Request::Subscribe { id, interval_ms } => {
+                self.policy.check_interval(*interval_ms)?;
+                let st = self.lock();
+                self.owned(&st, peer, *id)?;
+                Ok(Response::Ok)
+            }
+            Request::Unregister { id } => {
+                let mut st = self.lock();
+                self.owned(&st, peer, *id)?;
+                self.remove(&mut st, *id);
+                self.replan(&mut st);
+                Ok(Response::Ok)
+            }
+            Request::GrantExclusive { id, duration_ms } => {
+                self.policy.check_exclusive(peer, *duration_ms)?;
+                let mut st = self.lock();
+                self.owned(&st, peer, *id)?;
+                let now = Self::now_ns(&st);
+                st.sched.advance_to(now);
+                st.sched
+                    .grant_exclusive(*id, duration_ms.saturating_mul(1_000_000))
+                    .map_err(|e| fail(e.to_string()))?;
+                let until_wall_ns = wall_ns() + duration_ms.saturating_mul(1_000_000);
+                self.journal(
+                    &mut st,
+                    &Record::Exclusive {
+                        id: *id,
+                        until_wall_ns,
+                    },
+                );
+                self.replan(&mut st);
+                drop(st);
+                self.audit(peer, "exclusive", None, &describe(req));
+                Ok(Response::Ok)
+            }
+            Request::Status => {
+                let mut st = self.lock();
+                let now = Self::now_ns(&st);
+                st.sched.advance_to(now);
+                // Others' registrations would tell a user what others measure: root sees all.
+                let registrations = st
+                    .regs
+                    .values()
+                    .filter(|r| peer.uid == 0 || r.rec.uid == peer.uid)
+                    .map(|r| RegistrationInfo {
+                        id: r.rec.id,
+                        uid: r.rec.uid,
+                        events: r.rec.events.clone(),
+                        target: r.rec.target.clone(),
+                        share: r.rec.share,
+                        class: r.rec.class.clone(),
+                        running_ns: r.base.running_ns
+                            + st.sched.accounting(r.rec.id).map_or(0, |a| a.running_ns),
+                    })
+                    .collect();
+                Ok(Response::Status {
+                    slots: st.sched.slots(),
+                    cpus: st.cpus.len(),
+                    kernel_counters: st.kernel.len(),
+                    registrations,
+                })
+            }
+        }
+    }
+
+    /// Push reading for a subscription (checks ownership again: it may have been removed).
+    pub fn push(&self, peer: &Peer, id: u64) -> Option<Reading> {
+        let mut st = self.lock();
+        self.owned(&st, peer, id).ok()?;
+        Some(self.reading(&mut st, id, false))
+    }
+
+    /// Kernel counters open (after deduplication).
+    pub fn kernel_counters(&self) -> usize {
+        self.lock().kernel.len()
+    }
+
+    /// The scheduling slice.
+    pub fn slice(&self) -> Duration {
+        self.slice
+    }
+
+    /// Readings for a metrics exporter: per consumer (labels `consumer`, `target`, `cpu`) and
+    /// per kernel counter (`consumer` empty): (event, labels, raw, enabled_ns, running_ns).
+    /// Per-CPU targets carry their CPU list in `cpu` (`all` for task targets).
+    pub fn metrics_readings(&self) -> Vec<MetricReading> {
+        let ids: Vec<u64> = self.lock().regs.keys().copied().collect();
+        let mut out = Vec::new();
+        for id in ids {
+            let mut st = self.lock();
+            let Some(target) = st.regs.get(&id).map(|r| r.rec.target.clone()) else {
+                continue;
+            };
+            let r = self.reading(&mut st, id, false);
+            let cpu = target.strip_prefix("cpus:").unwrap_or("all").to_string();
+            for e in r.events.iter().filter(|e| e.supported) {
+                out.push((
+                    e.event.clone(),
+                    vec![
+                        ("cpu".into(), cpu.clone()),
+                        ("consumer".into(), id.to_string()),
+                        ("target".into(), target.clone()),
+                    ],
+                    e.raw,
+                    r.enabled_ns,
+                    r.running_ns,
+                ));
+            }
+        }
+        let st = self.lock();
+        for k in st.kernel.values() {
+            if let Ok(rs) = k.set.read_all() {
+                if let Some(v) = rs.first().and_then(|r| r.value) {
+                    let cpu = k.target.strip_prefix("cpus:").unwrap_or("all").to_string();
+                    out.push((
+                        k.event.clone(),
+                        vec![
+                            ("cpu".into(), cpu),
+                            ("consumer".into(), String::new()),
+                            ("target".into(), k.target.clone()),
+                        ],
+                        v.raw,
+                        v.time_enabled_ns,
+                        v.time_running_ns,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Checkpoint every registration (on a clean stop).
+    pub fn checkpoint_all(&self) {
+        let ids: Vec<u64> = self.lock().regs.keys().copied().collect();
+        for id in ids {
+            let mut st = self.lock();
+            let _ = self.reading(&mut st, id, true);
+        }
+    }
+}
+
+fn describe(req: &Request) -> String {
+    match req {
+        Request::Register {
+            events,
+            target,
+            share,
+            class,
+        } => format!(
+            "register '{events}' on {target} share {share} class {}",
+            class.as_deref().unwrap_or("user")
+        ),
+        Request::GrantExclusive { id, duration_ms } => {
+            format!("exclusive {id} for {duration_ms} ms")
+        }
+        Request::Subscribe { id, interval_ms } => format!("subscribe {id} every {interval_ms} ms"),
+        Request::Read { id } => format!("read {id}"),
+        Request::Unregister { id } => format!("unregister {id}"),
+        Request::Hello { version } => format!("hello {version}"),
+        Request::Status => "status".into(),
+    }
+}
+
+/// The peer's credentials from `SO_PEERCRED`.
+pub fn peer_cred(s: &UnixStream) -> io::Result<Peer> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is a valid ucred of `len` bytes; the descriptor is a Unix socket we own.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Peer {
+        uid: cred.uid,
+        gid: cred.gid,
+        pid: cred.pid,
+    })
+}
+
+/// A connection's writing half, shared by its thread (answers) and the pusher (pushes) so lines
+/// never interleave.
+type Writer = Arc<Mutex<UnixStream>>;
+
+fn send(w: &Writer, r: &Response) -> bool {
+    let mut s = w.lock().unwrap_or_else(|p| p.into_inner());
+    s.write_all(&proto::encode(r)).is_ok()
+}
+
+struct Sub {
+    conn: u64,
+    peer: Peer,
+    id: u64,
+    interval: Duration,
+    due: Instant,
+    writer: Writer,
+}
+
+/// Every subscription of every connection, served by one thread: pushes due at the same time
+/// go out in one wake-up, so 100 subscribers at 10 Hz cost 10 wake-ups a second, not 1000.
+#[derive(Default)]
+pub struct Pusher {
+    subs: Mutex<Vec<Sub>>,
+}
+
+impl Pusher {
+    fn lock(&self) -> MutexGuard<'_, Vec<Sub>> {
+        self.subs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn add(&self, sub: Sub) {
+        let mut v = self.lock();
+        v.retain(|s| !(s.conn == sub.conn && s.id == sub.id));
+        v.push(sub);
+    }
+
+    fn remove(&self, conn: u64, id: Option<u64>) {
+        self.lock()
+            .retain(|s| !(s.conn == conn && id.map_or(true, |i| s.id == i)));
+    }
+
+    /// Push what is due; returns how long until the next push (at most 100 ms).
+    fn push_due(&self, broker: &Broker) -> Duration {
+        let now = Instant::now();
+        let mut v = self.lock();
+        let mut dead = Vec::new();
+        for (i, s) in v.iter_mut().enumerate() {
+            if s.due > now {
+                continue;
+            }
+            let sent = broker
+                .push(&s.peer, s.id)
+                .is_some_and(|r| send(&s.writer, &Response::Push(r)));
+            if sent {
+                // Catch up without bursts after a stall.
+                s.due = (s.due + s.interval).max(now);
+            } else {
+                dead.push(i);
+            }
+        }
+        for i in dead.into_iter().rev() {
+            v.remove(i);
+        }
+        let now = Instant::now();
+        v.iter()
+            .map(|s| s.due.saturating_duration_since(now))
+            .min()
+            .unwrap_or(Duration::from_millis(100))
+            .min(Duration::from_millis(100))
+    }
+}
+
+/// Serve one connection until it closes, the peer misbehaves, or `stop` is set.
+pub fn serve_connection(
+    broker: &Broker,
+    pusher: &Pusher,
+    conn: u64,
+    mut stream: UnixStream,
+    stop: &AtomicBool,
+) {
+    let Ok(peer) = peer_cred(&stream) else {
+        return;
+    };
+    let Ok(w) = stream.try_clone() else {
+        return;
+    };
+    // A consumer that stops reading must not stall the pusher for everyone.
+    let _ = w.set_write_timeout(Some(Duration::from_secs(1)));
+    let writer: Writer = Arc::new(Mutex::new(w));
+    serve_lines(broker, pusher, conn, &peer, &mut stream, &writer, stop);
+    pusher.remove(conn, None);
+}
+
+fn serve_lines(
+    broker: &Broker,
+    pusher: &Pusher,
+    conn: u64,
+    peer: &Peer,
+    stream: &mut UnixStream,
+    writer: &Writer,
+    stop: &AtomicBool,
+) {
+    let mut lines = LineBuffer::new();
+    let mut limiter = RateLimiter::new(broker.policy.rate_per_s, broker.policy.rate_burst);
+    let epoch = Instant::now();
+    let mut chunk = [0u8; 8192];
+    // Wake now and then only to notice a stop.
+    if stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .is_err()
+    {
+        return;
+    }
+    while !stop.load(Ordering::Relaxed) {
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => lines.push(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(_) => return,
+        }
+        loop {
+            let line = match lines.next_line() {
+                Ok(Some(l)) => l,
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = send(
+                        writer,
+                        &Response::Error {
+                            rule: None,
+                            message: e.to_string(),
+                            closing: true,
+                        },
+                    );
+                    return;
+                }
+            };
+            if let Err(r) = limiter.take(epoch.elapsed().as_nanos() as u64) {
+                broker.audit(peer, "refuse", Some(r.rule.name()), "request");
+                let f: Failure = r.into();
+                if !send(
+                    writer,
+                    &Response::Error {
+                        rule: f.rule,
+                        message: f.message,
+                        closing: false,
+                    },
+                ) {
+                    return;
+                }
+                continue;
+            }
+            let req = match proto::decode_request(&line) {
+                Ok(r) => r,
+                Err(e) => {
+                    // Malformed: say why and close; the broker serves everyone else on.
+                    let _ = send(
+                        writer,
+                        &Response::Error {
+                            rule: None,
+                            message: e.to_string(),
+                            closing: true,
+                        },
+                    );
+                    return;
+                }
+            };
+            let resp = broker.handle(peer, &req);
+            let closing =
+                matches!(resp, Response::Error { .. }) && matches!(req, Request::Hello { .. });
+            // Answer first, then start pushing, so the `ok` precedes the first push.
+            if !send(writer, &resp) || closing {
+                return;
+            }
+            match (&req, &resp) {
+                (Request::Subscribe { id, interval_ms }, Response::Ok) => {
+                    let interval = Duration::from_millis(*interval_ms);
+                    pusher.add(Sub {
+                        conn,
+                        peer: *peer,
+                        id: *id,
+                        interval,
+                        due: Instant::now() + interval,
+                        writer: writer.clone(),
+                    });
+                }
+                (Request::Unregister { id }, Response::Ok) => pusher.remove(conn, Some(*id)),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Bind the socket: create its directory, refuse if a broker answers there, replace a stale
+/// socket, and let anyone connect (the policy decides what they may do).
+pub fn bind(path: &Path) -> Result<UnixListener, ServerError> {
+    let err = |what, error| ServerError::Socket {
+        path: path.to_path_buf(),
+        what,
+        error,
+    };
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() && !target::is_dir(dir) {
+            std::fs::create_dir_all(dir).map_err(|e| err("creating its directory", e))?;
+        }
+    }
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !m.file_type().is_socket() {
+            return Err(err(
+                "exists and is not a socket",
+                io::Error::from(io::ErrorKind::AlreadyExists),
+            ));
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(ServerError::InUse(path.to_path_buf()));
+        }
+        std::fs::remove_file(path).map_err(|e| err("removing the stale socket", e))?;
+    }
+    let l = UnixListener::bind(path).map_err(|e| err("binding", e))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .map_err(|e| err("setting permissions", e))?;
+    Ok(l)
+}
+
+/// Run the broker on `listener` until `stop` is set: a ticker thread and one thread per
+/// connection. On return every registration is checkpointed.
+pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let ticker = {
+        let (b, s) = (broker.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("broker-tick".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    std::thread::sleep(b.slice());
+                    b.tick();
+                }
+            })?
+    };
+    let pusher = Arc::new(Pusher::default());
+    let push_thread = {
+        let (b, s, p) = (broker.clone(), stop.clone(), pusher.clone());
+        std::thread::Builder::new()
+            .name("broker-push".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    let wait = p.push_due(&b);
+                    std::thread::sleep(wait.max(Duration::from_micros(100)));
+                }
+            })?
+    };
+    let mut conns: Vec<(Option<u32>, std::thread::JoinHandle<()>)> = Vec::new();
+    let mut next_conn = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = stream.set_nonblocking(false);
+                conns.retain(|(_, h)| !h.is_finished());
+                // One thread per connection: cap them, overall and per uid, so one local user
+                // cannot exhaust the broker's threads and starve everyone else.
+                let uid = peer_cred(&stream).map(|p| p.uid).ok();
+                let of_uid = conns.iter().filter(|(u, _)| *u == uid).count();
+                if conns.len() >= MAX_CONNECTIONS || of_uid >= MAX_CONNECTIONS_PER_UID {
+                    let mut st = stream;
+                    let _ = st.set_write_timeout(Some(Duration::from_millis(100)));
+                    let _ = st.write_all(&proto::encode(&Response::Error {
+                        rule: None,
+                        message: format!(
+                            "too many connections ({} at most, {} per uid)",
+                            MAX_CONNECTIONS, MAX_CONNECTIONS_PER_UID
+                        ),
+                        closing: true,
+                    }));
+                    continue;
+                }
+                let (b, s, p) = (broker.clone(), stop.clone(), pusher.clone());
+                next_conn += 1;
+                let conn = next_conn;
+                match std::thread::Builder::new()
+                    .name("broker-conn".into())
+                    .spawn(move || serve_connection(&b, &p, conn, stream, &s))
+                {
+                    Ok(h) => conns.push((uid, h)),
+                    Err(e) => eprintln!("broker: cannot start a connection thread: {e}"),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut p = libc::pollfd {
+                    fd: listener.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; a signal interrupts it (EINTR) and we re-check stop.
+                unsafe { libc::poll(&mut p, 1, 100) };
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                eprintln!("broker: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    let _ = ticker.join();
+    let _ = push_thread.join();
+    for (_, h) in conns {
+        let _ = h.join();
+    }
+    broker.checkpoint_all();
+    Ok(())
+}
+
+/// Start the OpenMetrics exporter on `addr` (`HOST:PORT`): `GET /metrics` answers with
+/// `readings` as raw `_total` counters, each with its enabled/running time, coverage and a
+/// multiplexing flag beside it (crate `counterpoint-openmetrics`). The exporter runs until the
+/// returned handle is dropped.
+pub fn start_metrics(
+    addr: &str,
+    readings: Arc<dyn Fn() -> Vec<MetricReading> + Send + Sync>,
+) -> Result<counterpoint_openmetrics::ExporterHandle, ServerError> {
+    let fail = |message: String| ServerError::Metrics {
+        addr: addr.to_string(),
+        message,
+    };
+    let sock: std::net::SocketAddr = {
+        use std::net::ToSocketAddrs;
+        addr.to_socket_addrs()
+            .map_err(|e| fail(format!("not HOST:PORT ({e})")))?
+            .next()
+            .ok_or_else(|| fail("resolves to no address".into()))?
+    };
+    let source: counterpoint_openmetrics::Source = Arc::new(move || {
+        let rs: Vec<counterpoint_openmetrics::CounterReading> = readings()
+            .into_iter()
+            .map(|(event, labels, raw, enabled_ns, running_ns)| {
+                counterpoint_openmetrics::CounterReading {
+                    event,
+                    labels,
+                    raw,
+                    enabled_ns,
+                    running_ns,
+                }
+            })
+            .collect();
+        counterpoint_openmetrics::counter_families(&rs)
+    });
+    counterpoint_openmetrics::serve(sock, source).map_err(|e| fail(e.to_string()))
+}

@@ -1,0 +1,353 @@
+//! Targets as consumers write them (`self`, `pid:N`, `tid:N`, `cgroup:PATH`, `user:NAME`,
+//! `cpus:LIST`), resolved to a counters target, a canonical key (for deduplication) and the
+//! facts the access policy needs (owners of the tasks, CPUs, SMT siblings).
+
+use counterpoint_core::cpuset::CpuSet;
+use counterpoint_counters::Target;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Target errors.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TargetError {
+    /// Unknown form.
+    #[error("bad target '{0}': expected self, pid:N, tid:N, cgroup:PATH, user:NAME or cpus:LIST")]
+    Syntax(String),
+    /// Task not found.
+    #[error("no such task {0}")]
+    NoSuchTask(i32),
+    /// Cgroup unreadable or empty.
+    #[error("cgroup {path}: {reason}")]
+    Cgroup {
+        /// The cgroup.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Unknown user.
+    #[error("unknown user '{0}'")]
+    NoSuchUser(String),
+    /// User without tasks.
+    #[error("user '{0}' has no tasks to count")]
+    NoTasks(String),
+    /// CPU not online.
+    #[error("CPU {cpu} is not online (online: {online})")]
+    Offline {
+        /// The CPU.
+        cpu: usize,
+        /// Online CPUs.
+        online: String,
+    },
+}
+
+/// A resolved target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// What to open.
+    pub target: Target,
+    /// Canonical text (same tasks or CPUs → same key).
+    pub key: String,
+    /// Uids owning the tasks (empty for CPUs).
+    pub owners: Vec<u32>,
+    /// CPUs for a per-CPU target (empty for tasks).
+    pub cpus: Vec<usize>,
+}
+
+/// Where procfs and sysfs are (tests use fixtures).
+#[derive(Clone, Debug)]
+pub struct Roots {
+    /// `/proc`.
+    pub proc_root: PathBuf,
+    /// `/sys`.
+    pub sys_root: PathBuf,
+    /// The cgroup v2 mount, for relative cgroup paths.
+    pub cgroup_root: PathBuf,
+}
+
+impl Default for Roots {
+    fn default() -> Self {
+        Roots {
+            proc_root: "/proc".into(),
+            sys_root: "/sys".into(),
+            cgroup_root: "/sys/fs/cgroup".into(),
+        }
+    }
+}
+
+fn owner(roots: &Roots, pid: i32) -> Result<u32, TargetError> {
+    std::fs::metadata(roots.proc_root.join(pid.to_string()))
+        .map(|m| m.uid())
+        .map_err(|_| TargetError::NoSuchTask(pid))
+}
+
+fn threads(roots: &Roots, pids: &[i32]) -> Vec<i32> {
+    let mut tids = Vec::new();
+    for &p in pids {
+        // A process that exited meanwhile has no threads to count.
+        if let Ok(t) = counterpoint_counters::tasks::thread_ids(&roots.proc_root, p) {
+            tids.extend(t);
+        }
+    }
+    tids.sort_unstable();
+    tids.dedup();
+    tids
+}
+
+/// Online CPUs.
+pub fn online_cpus(roots: &Roots) -> Vec<usize> {
+    std::fs::read_to_string(roots.sys_root.join("devices/system/cpu/online"))
+        .ok()
+        .and_then(|t| CpuSet::parse_list(t.trim()).ok())
+        .map(|s| s.iter().map(|c| c as usize).collect())
+        .filter(|v: &Vec<usize>| !v.is_empty())
+        .unwrap_or_else(|| {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (0..n).collect()
+        })
+}
+
+/// CPUs among `cpus` that have an SMT sibling (from `topology/thread_siblings_list`).
+pub fn smt_cpus(roots: &Roots, cpus: &[usize]) -> Vec<usize> {
+    cpus.iter()
+        .copied()
+        .filter(|c| {
+            let p = roots.sys_root.join(format!(
+                "devices/system/cpu/cpu{c}/topology/thread_siblings_list"
+            ));
+            std::fs::read_to_string(p)
+                .ok()
+                .and_then(|t| CpuSet::parse_list(t.trim()).ok())
+                .is_some_and(|s| s.len() > 1)
+        })
+        .collect()
+}
+
+fn uid_of_user(name: &str) -> Result<u32, TargetError> {
+    if let Ok(n) = name.parse::<u32>() {
+        return Ok(n);
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    passwd
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() > 2 && f[0] == name).then(|| f[2].parse::<u32>().ok())?
+        })
+        .next()
+        .ok_or_else(|| TargetError::NoSuchUser(name.to_string()))
+}
+
+/// Resolve `text` for a peer whose pid is `peer_pid`.
+pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, TargetError> {
+    let syntax = || TargetError::Syntax(text.to_string());
+    let (kind, arg) = match text.split_once(':') {
+        Some((k, a)) => (k, a),
+        None if text == "self" => ("self", ""),
+        None => return Err(syntax()),
+    };
+    let tasks = |pids: Vec<i32>, key: String| -> Result<Resolved, TargetError> {
+        let mut owners = Vec::new();
+        for &p in &pids {
+            owners.push(owner(roots, p)?);
+        }
+        owners.sort_unstable();
+        owners.dedup();
+        let tids = threads(roots, &pids);
+        if tids.is_empty() {
+            return Err(TargetError::NoSuchTask(pids.first().copied().unwrap_or(0)));
+        }
+        Ok(Resolved {
+            target: Target::Threads(tids),
+            key,
+            owners,
+            cpus: Vec::new(),
+        })
+    };
+    match kind {
+        "self" => tasks(vec![peer_pid], format!("pid:{peer_pid}")),
+        "pid" => {
+            let pid: i32 = arg.parse().map_err(|_| syntax())?;
+            if pid <= 0 {
+                return Err(syntax());
+            }
+            tasks(vec![pid], format!("pid:{pid}"))
+        }
+        "tid" => {
+            let tid: i32 = arg.parse().map_err(|_| syntax())?;
+            if tid <= 0 {
+                return Err(syntax());
+            }
+            let uid = owner(roots, tid)?;
+            Ok(Resolved {
+                target: Target::Threads(vec![tid]),
+                key: format!("tid:{tid}"),
+                owners: vec![uid],
+                cpus: Vec::new(),
+            })
+        }
+        "cgroup" => {
+            let path = if arg.starts_with('/') {
+                PathBuf::from(arg)
+            } else {
+                roots.cgroup_root.join(arg)
+            };
+            let err = |reason: String| TargetError::Cgroup {
+                path: path.display().to_string(),
+                reason,
+            };
+            let procs = std::fs::read_to_string(path.join("cgroup.procs"))
+                .map_err(|e| err(format!("reading cgroup.procs: {e}")))?;
+            let pids: Vec<i32> = procs
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
+            if pids.is_empty() {
+                return Err(err("no processes".into()));
+            }
+            // Processes that exit between listing and stat are dropped, not errors.
+            let live: Vec<i32> = pids
+                .into_iter()
+                .filter(|&p| owner(roots, p).is_ok())
+                .collect();
+            tasks(live, format!("cgroup:{}", path.display()))
+        }
+        "user" => {
+            let uid = uid_of_user(arg)?;
+            let mut pids = Vec::new();
+            if let Ok(rd) = std::fs::read_dir(&roots.proc_root) {
+                for e in rd.flatten() {
+                    let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
+                    else {
+                        continue;
+                    };
+                    if e.metadata().is_ok_and(|m| m.uid() == uid) {
+                        pids.push(pid);
+                    }
+                }
+            }
+            pids.sort_unstable();
+            if pids.is_empty() {
+                return Err(TargetError::NoTasks(arg.to_string()));
+            }
+            let tids = threads(roots, &pids);
+            Ok(Resolved {
+                target: Target::Threads(tids),
+                key: format!("user:{uid}"),
+                owners: vec![uid],
+                cpus: Vec::new(),
+            })
+        }
+        "cpus" => {
+            let set = CpuSet::parse_list(arg).map_err(|_| syntax())?;
+            let online = online_cpus(roots);
+            let cpus: Vec<usize> = set.iter().map(|c| c as usize).collect();
+            if cpus.is_empty() {
+                return Err(syntax());
+            }
+            if let Some(&cpu) = cpus.iter().find(|c| !online.contains(c)) {
+                let online = CpuSet::parse_list(
+                    &online
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )
+                .map(|s| s.to_list())
+                .unwrap_or_default();
+                return Err(TargetError::Offline { cpu, online });
+            }
+            Ok(Resolved {
+                target: Target::Cpus(cpus.clone()),
+                key: format!("cpus:{}", set.to_list()),
+                owners: Vec::new(),
+                cpus,
+            })
+        }
+        _ => Err(syntax()),
+    }
+}
+
+/// Whether a path names a regular directory (for the socket's parent).
+pub fn is_dir(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_and_pid_resolve_to_our_threads_and_uid() {
+        let roots = Roots::default();
+        let me = std::process::id() as i32;
+        let r = resolve("self", me, &roots).unwrap();
+        assert_eq!(r.key, format!("pid:{me}"));
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(r.owners, vec![unsafe { libc::geteuid() }]);
+        assert!(matches!(&r.target, Target::Threads(t) if t.contains(&me)));
+        assert_eq!(resolve(&format!("pid:{me}"), 1, &roots).unwrap().key, r.key);
+    }
+
+    #[test]
+    fn cpus_are_canonical_and_checked() {
+        let roots = Roots::default();
+        let r = resolve("cpus:0", 1, &roots).unwrap();
+        assert_eq!(r.key, "cpus:0");
+        assert_eq!(r.cpus, vec![0]);
+        assert!(matches!(
+            resolve("cpus:4000", 1, &roots),
+            Err(TargetError::Offline { cpu: 4000, .. })
+        ));
+    }
+
+    #[test]
+    fn smt_siblings_come_from_sysfs_topology() {
+        let d = tempfile::tempdir().unwrap();
+        for (cpu, sib) in [(0, "0,2"), (1, "1"), (2, "0,2")] {
+            let t = d
+                .path()
+                .join(format!("devices/system/cpu/cpu{cpu}/topology"));
+            std::fs::create_dir_all(&t).unwrap();
+            std::fs::write(t.join("thread_siblings_list"), format!("{sib}\n")).unwrap();
+        }
+        std::fs::write(d.path().join("devices/system/cpu/online"), "0-2\n").unwrap();
+        let roots = Roots {
+            sys_root: d.path().to_path_buf(),
+            ..Roots::default()
+        };
+        assert_eq!(online_cpus(&roots), vec![0, 1, 2]);
+        assert_eq!(smt_cpus(&roots, &[0, 1, 2]), vec![0, 2]);
+        assert_eq!(smt_cpus(&roots, &[1, 7]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn bad_targets_are_typed() {
+        let roots = Roots::default();
+        for bad in ["", "me", "pid:x", "pid:-3", "tid:0", "cpus:", "disk:1"] {
+            assert!(
+                matches!(resolve(bad, 1, &roots), Err(TargetError::Syntax(_))),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            resolve("pid:999999999", 1, &roots),
+            Err(TargetError::NoSuchTask(999_999_999))
+        );
+        assert!(matches!(
+            resolve("user:no-such-user-here", 1, &roots),
+            Err(TargetError::NoSuchUser(_))
+        ));
+    }
+
+    #[test]
+    fn user_target_lists_that_users_tasks() {
+        let roots = Roots::default();
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let r = resolve(&format!("user:{uid}"), 1, &roots).unwrap();
+        assert_eq!(r.owners, vec![uid]);
+        let me = std::process::id() as i32;
+        assert!(matches!(&r.target, Target::Threads(t) if t.contains(&me)));
+    }
+}

@@ -1,0 +1,267 @@
+//! The broker in process: deduplication, multiplexing under a slot budget, policy refusals by
+//! rule for a fabricated peer, subscriptions, exclusive grants. Counts and structure only.
+
+use counterpoint_broker::access::{Peer, Policy};
+use counterpoint_broker::client::{Client, ClientError};
+use counterpoint_broker::proto::{Request, Response};
+use counterpoint_broker::server::{self, Broker, Config};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn me() -> Peer {
+    Peer {
+        // SAFETY: no preconditions.
+        uid: unsafe { libc::geteuid() },
+        gid: unsafe { libc::getegid() },
+        pid: std::process::id() as i32,
+    }
+}
+
+fn broker(slots: usize) -> Broker {
+    Broker::new(Config {
+        slots,
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+fn register(b: &Broker, peer: &Peer, events: &str, target: &str, share: u32) -> Response {
+    b.handle(
+        peer,
+        &Request::Register {
+            events: events.into(),
+            target: target.into(),
+            share,
+            class: None,
+        },
+    )
+}
+
+fn id_of(r: Response) -> u64 {
+    match r {
+        Response::Registered { id, .. } => id,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn reading(b: &Broker, peer: &Peer, id: u64) -> counterpoint_broker::proto::Reading {
+    match b.handle(peer, &Request::Read { id }) {
+        Response::Reading(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn hundred_consumers_of_the_same_events_share_four_kernel_counters() {
+    let b = broker(4);
+    let p = me();
+    let mut ids = Vec::new();
+    for i in 0..100 {
+        let r = register(
+            &b,
+            &p,
+            "task-clock,page-faults,context-switches,cpu-migrations",
+            "self",
+            1,
+        );
+        if i > 0 {
+            assert!(
+                matches!(
+                    r,
+                    Response::Registered {
+                        shared_counters: 4,
+                        ..
+                    }
+                ),
+                "{r:?}"
+            );
+        }
+        ids.push(id_of(r));
+    }
+    assert_eq!(b.kernel_counters(), 4);
+    b.tick();
+    for &id in &ids {
+        let r = reading(&b, &p, id);
+        // All fit in the budget: every consumer runs all the time.
+        assert_eq!(r.enabled_ns, r.running_ns);
+        assert_eq!(r.confidence, 1.0);
+        assert!(r.events.iter().all(|e| e.supported));
+    }
+    for &id in &ids[..99] {
+        assert_eq!(b.handle(&p, &Request::Unregister { id }), Response::Ok);
+    }
+    assert_eq!(b.kernel_counters(), 4);
+    assert_eq!(
+        b.handle(&p, &Request::Unregister { id: ids[99] }),
+        Response::Ok
+    );
+    assert_eq!(b.kernel_counters(), 0);
+}
+
+#[test]
+fn over_budget_consumers_are_multiplexed_and_scaled() {
+    let b = broker(1);
+    let p = me();
+    let a = id_of(register(&b, &p, "task-clock", "self", 1));
+    let c = id_of(register(&b, &p, "cpu-clock", "self", 1));
+    // Only one of the two runs at any moment.
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(1));
+        b.tick();
+    }
+    let (ra, rc) = (reading(&b, &p, a), reading(&b, &p, c));
+    for r in [&ra, &rc] {
+        assert!(r.running_ns <= r.enabled_ns);
+        assert!((0.0..=1.0).contains(&r.confidence));
+        let e = &r.events[0];
+        if r.running_ns > 0 {
+            let want = e.raw as f64 * r.enabled_ns as f64 / r.running_ns as f64;
+            assert!((e.scaled.unwrap() - want).abs() < 1e-6 * want.max(1.0));
+        }
+    }
+    // The two never ran together: their running times cannot both cover the whole span.
+    assert!(ra.running_ns + rc.running_ns <= ra.enabled_ns.max(rc.enabled_ns) + 1_000_000);
+    // Counts never go backwards between reads.
+    let again = reading(&b, &p, a);
+    assert!(again.events[0].raw >= ra.events[0].raw);
+    assert!(again.running_ns >= ra.running_ns);
+}
+
+#[test]
+fn policy_refusals_name_their_rule_for_an_unprivileged_peer() {
+    let b = broker(4);
+    let user = Peer {
+        uid: 4242,
+        gid: 4242,
+        pid: std::process::id() as i32,
+    };
+    let rule = |r: Response| match r {
+        Response::Error { rule, .. } => rule,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        rule(register(&b, &user, "task-clock", "pid:1", 1)).as_deref(),
+        Some("own-tasks-only")
+    );
+    assert_eq!(
+        rule(register(&b, &user, "task-clock", "cpus:0", 1)).as_deref(),
+        Some("system-wide")
+    );
+    let r = b.handle(
+        &user,
+        &Request::Register {
+            events: "task-clock".into(),
+            target: "user:4242".into(),
+            share: 1,
+            class: Some("system".into()),
+        },
+    );
+    // uid 4242 has no tasks here: the target fails first, with a plain error.
+    assert!(matches!(r, Response::Error { .. }));
+    // Someone else's registration.
+    let root_id = id_of(register(&b, &me(), "task-clock", "self", 1));
+    if me().uid != user.uid {
+        match b.handle(&user, &Request::Status) {
+            Response::Status { registrations, .. } => assert!(registrations.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            rule(b.handle(&user, &Request::Read { id: root_id })).as_deref(),
+            Some("not-owner")
+        );
+        assert_eq!(
+            rule(b.handle(
+                &user,
+                &Request::GrantExclusive {
+                    id: root_id,
+                    duration_ms: 10
+                }
+            ))
+            .as_deref(),
+            Some("exclusive-root-only")
+        );
+    }
+    let policy = Policy::default();
+    assert_eq!(
+        rule(b.handle(
+            &me(),
+            &Request::Subscribe {
+                id: root_id,
+                interval_ms: policy.min_interval_ms - 1
+            }
+        ))
+        .as_deref(),
+        Some("min-interval")
+    );
+}
+
+#[test]
+fn exclusive_grant_stops_the_others_until_it_ends() {
+    if me().uid != 0 {
+        println!("skipped: exclusive grants are root's");
+        return;
+    }
+    let b = broker(4);
+    let p = me();
+    let a = id_of(register(&b, &p, "task-clock", "self", 1));
+    let c = id_of(register(&b, &p, "page-faults", "self", 1));
+    assert_eq!(
+        b.handle(
+            &p,
+            &Request::GrantExclusive {
+                id: a,
+                duration_ms: 10_000
+            }
+        ),
+        Response::Ok
+    );
+    let before = reading(&b, &p, c);
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(1));
+        b.tick();
+    }
+    let after = reading(&b, &p, c);
+    // c did not run during a's grant; a ran all the time since the grant.
+    assert_eq!(after.running_ns, before.running_ns);
+    assert!(after.enabled_ns > before.enabled_ns);
+    let ra = reading(&b, &p, a);
+    assert_eq!(ra.running_ns, ra.enabled_ns);
+}
+
+#[test]
+fn subscriptions_push_over_the_socket() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("s.sock");
+    let listener = server::bind(&path).unwrap();
+    let b = Arc::new(broker(4));
+    let stop = Arc::new(AtomicBool::new(false));
+    let srv = {
+        let (b, s) = (b.clone(), stop.clone());
+        std::thread::spawn(move || server::run(b, listener, s))
+    };
+    let mut c = Client::connect(&path).unwrap();
+    assert_eq!(c.identity.2, std::process::id() as i32);
+    let id = c.register("task-clock", "self", 1, None).unwrap();
+    c.subscribe(id, 20).unwrap();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        if let Some(r) = c.next_push(Duration::from_secs(5)).unwrap() {
+            got.push(r);
+        }
+    }
+    assert!(got.iter().all(|r| r.id == id));
+    assert!(got
+        .windows(2)
+        .all(|w| w[1].events[0].raw >= w[0].events[0].raw));
+    // A read in between pushes still gets its own answer.
+    assert_eq!(c.read(id).unwrap().id, id);
+    match c.register("no-such-event", "self", 1, None) {
+        Err(ClientError::Refused { message, .. }) => {
+            assert!(message.contains("unknown event"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    srv.join().unwrap().unwrap();
+}

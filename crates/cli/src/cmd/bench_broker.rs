@@ -1,0 +1,336 @@
+//! `counterpoint bench broker`: the broker's fairness, cost and read latency, measured (never
+//! asserted). (a) three consumers with shares 1:2:5 on one slot: counted-time ratio; (b) 100
+//! consumers x 4 events pushed at 10 Hz: the broker's CPU time per wall second (a `counterpoint
+//! daemon` child, from /proc/PID/stat); (c) read latency p50/p99 through the socket against a
+//! direct read(2) of the same event. `--fuzz N` runs N random inputs through the decoder.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use counterpoint_broker::client::Client;
+use counterpoint_broker::proto;
+use counterpoint_counters::count::read_fd;
+use counterpoint_counters::{parse_event_list, CounterSet, PmuTree, Target};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct BenchBrokerArgs {
+    /// Seconds for the share run (a) and the cost run (b).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+    seconds: u64,
+    /// Consumers in the cost run (b).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    consumers: u64,
+    /// Reads per latency series (c).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
+    reads: u64,
+    /// Only fuzz the request decoder with N random inputs (nothing else).
+    #[arg(long, value_name = "N")]
+    fuzz: Option<u64>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A `counterpoint daemon` child on a private socket; killed and reaped on drop.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start(slots: usize, slice_ms: u64) -> Result<Daemon> {
+        let dir = tempfile::tempdir().context("creating a socket directory")?;
+        let socket = dir.path().join("broker.sock");
+        // The latency series reads back to back: lift the per-connection rate limit.
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(&policy, "rate_per_s = 1e9\nrate_burst = 1e9\n")
+            .context("writing the bench policy")?;
+        let exe = std::env::current_exe().context("finding our own executable")?;
+        let child = Command::new(exe)
+            .args(["daemon", "--slots", &slots.to_string(), "--slice-ms"])
+            .arg(slice_ms.to_string())
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--policy")
+            .arg(&policy)
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting counterpoint daemon")?;
+        let mut d = Daemon {
+            child,
+            socket,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Client::connect(&d.socket).is_err() {
+            if Instant::now() > deadline {
+                bail!("the daemon did not come up on {}", d.socket.display());
+            }
+            if let Ok(Some(st)) = d.child.try_wait() {
+                bail!("the daemon exited: {st}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(d)
+    }
+
+    /// (utime, stime) of the daemon, in clock ticks.
+    fn cpu_ticks(&self) -> Result<(u64, u64)> {
+        let path = format!("/proc/{}/stat", self.child.id());
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+        let after = text
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .context("malformed /proc stat")?;
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let num = |i: usize| -> Result<u64> {
+            f.get(i)
+                .and_then(|s| s.parse().ok())
+                .with_context(|| format!("{path}: field {}", i + 3))
+        };
+        // Fields 14 and 15 of stat(5); `after` starts at field 3.
+        Ok((num(11)?, num(12)?))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn spin(d: Duration) {
+    let t = Instant::now();
+    let mut x = 0u64;
+    while t.elapsed() < d {
+        x = std::hint::black_box(x.wrapping_add(1));
+    }
+}
+
+/// (a): three consumers on one slot, shares 1, 2, 5; returns their running_ns.
+fn shares(socket: &Path, seconds: u64) -> Result<Vec<u64>> {
+    let evs = ["task-clock", "cpu-clock", "page-faults"];
+    let mut clients = Vec::new();
+    for (ev, share) in evs.iter().zip([1, 2, 5]) {
+        let mut c = Client::connect(socket)?;
+        let id = c.register(ev, "self", share, None)?;
+        clients.push((c, id));
+    }
+    spin(Duration::from_secs(seconds));
+    let mut out = Vec::new();
+    for (c, id) in &mut clients {
+        out.push(c.read(*id)?.running_ns);
+        c.unregister(*id)?;
+    }
+    Ok(out)
+}
+
+/// (b): `n` consumers of four events pushed at 10 Hz; the daemon's CPU % of one core.
+fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, f64, f64, u64, usize)> {
+    let target = format!("pid:{}", std::process::id());
+    let mut handles = Vec::new();
+    let (tx, rx) = std::sync::mpsc::channel::<Result<u64>>();
+    let ready = std::sync::Arc::new(std::sync::Barrier::new(n as usize + 1));
+    for _ in 0..n {
+        let (socket, target, tx, ready) =
+            (d.socket.clone(), target.clone(), tx.clone(), ready.clone());
+        handles.push(std::thread::spawn(move || {
+            let run = || -> Result<u64> {
+                let mut c = Client::connect(&socket)?;
+                let id = c.register(
+                    "task-clock,context-switches,page-faults,cpu-migrations",
+                    &target,
+                    1,
+                    None,
+                )?;
+                c.subscribe(id, 100)?;
+                ready.wait();
+                let end = Instant::now() + Duration::from_secs(seconds);
+                let mut pushes = 0;
+                while Instant::now() < end {
+                    if c.next_push(Duration::from_millis(200))?.is_some() {
+                        pushes += 1;
+                    }
+                }
+                c.unregister(id)?;
+                Ok(pushes)
+            };
+            let r = run();
+            if r.is_err() {
+                // Do not leave the others waiting at the barrier.
+                ready.wait();
+            }
+            let _ = tx.send(r);
+        }));
+    }
+    drop(tx);
+    ready.wait();
+    let mut c = Client::connect(&d.socket)?;
+    let kernel = match c.status()? {
+        proto::Response::Status {
+            kernel_counters, ..
+        } => kernel_counters,
+        _ => 0,
+    };
+    let t0 = d.cpu_ticks()?;
+    let w0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(seconds));
+    let t1 = d.cpu_ticks()?;
+    let wall = w0.elapsed().as_secs_f64();
+    let (user, sys) = (t1.0 - t0.0, t1.1 - t0.1);
+    let mut pushes = 0;
+    for r in rx {
+        pushes += r?;
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let pct = |t: u64| 100.0 * t as f64 / hz / wall;
+    Ok((pct(user + sys), pct(user), pct(sys), pushes, kernel))
+}
+
+/// (c): ns per read through the socket and by read(2), sorted.
+fn latency(socket: &Path, reads: u64) -> Result<(Vec<u64>, Vec<u64>)> {
+    let mut c = Client::connect(socket)?;
+    let id = c.register("task-clock", "self", 1, None)?;
+    let mut via = Vec::with_capacity(reads as usize);
+    for _ in 0..reads {
+        let t = Instant::now();
+        std::hint::black_box(c.read(id)?);
+        via.push(t.elapsed().as_nanos() as u64);
+    }
+    c.unregister(id)?;
+    let tree = PmuTree::new("/sys");
+    let list = parse_event_list("task-clock", &tree)?;
+    let mut set = CounterSet::open(&list, &Target::process(std::process::id() as i32)?, &tree)?;
+    set.enable()?;
+    let fd = set.first_fd(0).context("task-clock did not open")?;
+    let mut direct = Vec::with_capacity(reads as usize);
+    for _ in 0..reads {
+        let t = Instant::now();
+        std::hint::black_box(read_fd(fd)?);
+        direct.push(t.elapsed().as_nanos() as u64);
+    }
+    via.sort_unstable();
+    direct.sort_unstable();
+    Ok((via, direct))
+}
+
+fn fuzz(n: u64) -> (u64, u64) {
+    let seeds: [&[u8]; 4] = [
+        br#"{"op":"register","events":"task-clock,{cs,faults}:u","target":"pid:1","share":3}"#,
+        br#"{"op":"subscribe","id":1,"interval_ms":10}"#,
+        br#"{"op":"grant_exclusive","id":2,"duration_ms":1000}"#,
+        br#"{"op":"hello","version":1}"#,
+    ];
+    let mut s: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut ok = 0;
+    for i in 0..n {
+        let mut v: Vec<u8> = if i % 3 == 0 {
+            (0..next() % 80).map(|_| next() as u8).collect()
+        } else {
+            seeds[(next() % 4) as usize].to_vec()
+        };
+        for _ in 0..1 + next() % 3 {
+            if v.is_empty() {
+                break;
+            }
+            let at = (next() % v.len() as u64) as usize;
+            match next() % 3 {
+                0 => v[at] = next() as u8,
+                1 => {
+                    v.remove(at);
+                }
+                _ => v.insert(at, b"{}[]\":,0"[(next() % 8) as usize]),
+            }
+        }
+        if proto::decode_request(&v).is_ok() {
+            ok += 1;
+        }
+    }
+    (n, ok)
+}
+
+pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
+    if let Some(n) = args.fuzz {
+        let t = Instant::now();
+        let (n, ok) = fuzz(n);
+        println!(
+            "fuzz: {n} inputs through the request decoder without a panic ({ok} decoded as valid requests) in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let d1 = Daemon::start(1, 5)?;
+    let r = shares(&d1.socket, args.seconds)?;
+    drop(d1);
+    let total: u64 = r.iter().sum::<u64>().max(1);
+    let want = [1.0 / 8.0, 2.0 / 8.0, 5.0 / 8.0];
+    let got: Vec<f64> = r.iter().map(|&x| x as f64 / total as f64).collect();
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (g / w - 1.0).abs())
+        .fold(0.0, f64::max);
+    let d2 = Daemon::start(4, 20)?;
+    let (cpu_pct, user_pct, sys_pct, pushes, kernel) = cost(&d2, args.consumers, args.seconds)?;
+    let (via, direct) = latency(&d2.socket, args.reads)?;
+    drop(d2);
+    let (v50, v99, d50, d99) = (
+        percentile(&via, 0.5),
+        percentile(&via, 0.99),
+        percentile(&direct, 0.5),
+        percentile(&direct, 0.99),
+    );
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "shares": {"running_ns": r, "fractions": got, "worst_relative_error": worst},
+                "cost": {"consumers": args.consumers, "events_each": 4, "hz": 10,
+                         "broker_cpu_percent_of_one_core": cpu_pct,
+                         "user_percent": user_pct, "system_percent": sys_pct, "pushes": pushes,
+                         "kernel_counters": kernel, "seconds": args.seconds},
+                "latency_ns": {"socket_p50": v50, "socket_p99": v99, "direct_p50": d50, "direct_p99": d99,
+                               "reads": args.reads},
+            })
+        );
+    } else {
+        println!(
+            "(a) shares 1:2:5 on one slot, {} s: counted time {:.3} : {:.3} : {:.3} (of 1:2:5 = 0.125 : 0.250 : 0.625); worst relative error {:.2} %",
+            args.seconds, got[0], got[1], got[2], 100.0 * worst
+        );
+        println!(
+            "(b) {} consumers x 4 events pushed at 10 Hz, {} s: broker CPU {:.2} % of one core (user {:.2} %, system {:.2} %); {} pushes; {} kernel counters (deduplicated)",
+            args.consumers, args.seconds, cpu_pct, user_pct, sys_pct, pushes, kernel
+        );
+        println!(
+            "(c) read latency over {} reads: socket p50 {} ns p99 {} ns; direct read(2) p50 {} ns p99 {} ns",
+            args.reads, v50, v99, d50, d99
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

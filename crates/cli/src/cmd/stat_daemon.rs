@@ -1,0 +1,236 @@
+//! `counterpoint stat --daemon [SOCKET]`: the same counts and output as direct counting, but
+//! counted through the broker (`counterpoint daemon`), which shares the counters by share and
+//! applies its access policy. A child module of `stat`, so it prints with `stat`'s own printer.
+
+use super::{
+    parse_events_for, print_counts_at, spawn_stopped, Aggr, Format, Row, StatArgs, Summary,
+    DEFAULT_EVENTS, DEFAULT_EVENTS_SYSTEM_WIDE,
+};
+use anyhow::{bail, Context, Result};
+use counterpoint_broker::client::Client;
+use counterpoint_broker::proto::Reading;
+use counterpoint_core::sample::CounterValue;
+use counterpoint_counters::count::{ChildExit, EventReading, Status};
+use counterpoint_counters::PmuTree;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Whether the counts are per CPU rather than per task (`-a`, `-C`).
+fn system_wide(args: &StatArgs) -> bool {
+    args.all_cpus || args.cpus.is_some()
+}
+
+/// One run's counts over `span`, as `stat`'s printer takes them.
+fn one_run(readings: Vec<EventReading>, span: Duration) -> Summary {
+    Summary {
+        rows: vec![Row {
+            label: None,
+            readings,
+        }],
+        wall: span,
+        runs: 1,
+        noise_pct: Vec::new(),
+        wall_noise: None,
+        cpu: None,
+    }
+}
+
+/// Broker readings (one per registration, same event list) summed into `stat`'s readings.
+fn to_readings(args: &StatArgs, readings: &[Reading]) -> Result<Vec<EventReading>> {
+    let tree = PmuTree::new(&args.sysfs_root);
+    let list = parse_events_for(&args.events, &tree, system_wide(args))?;
+    let mut out = Vec::new();
+    for (i, spec) in list.events().enumerate() {
+        let mut value: Option<CounterValue> = None;
+        let mut reason = None;
+        for r in readings {
+            let Some(e) = r.events.get(i) else {
+                bail!(
+                    "the broker returned {} events, expected {}",
+                    r.events.len(),
+                    list.len()
+                );
+            };
+            if e.supported {
+                let v = value.get_or_insert_with(CounterValue::default);
+                v.raw = v.raw.wrapping_add(e.raw);
+                v.time_enabled_ns += r.enabled_ns;
+                v.time_running_ns += r.running_ns;
+            } else {
+                reason = e.reason.clone();
+            }
+        }
+        let status = match (&value, reason) {
+            (Some(_), _) => Status::Counting,
+            (None, r) => Status::NotSupported(r.unwrap_or_else(|| "not counted".into())),
+        };
+        out.push(EventReading {
+            spec: spec.clone(),
+            value,
+            status,
+        });
+    }
+    Ok(out)
+}
+
+fn targets(args: &StatArgs) -> Result<Vec<String>> {
+    if let Some(p) = &args.pid {
+        let mut t = Vec::new();
+        for pid in p.split(',') {
+            let n: i32 = pid
+                .trim()
+                .parse()
+                .with_context(|| format!("-p {p}: '{pid}' is not a process id"))?;
+            t.push(format!("pid:{n}"));
+        }
+        return Ok(t);
+    }
+    if let Some(c) = &args.cpus {
+        return Ok(vec![format!("cpus:{c}")]);
+    }
+    if args.all_cpus {
+        let text = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .context("reading /sys/devices/system/cpu/online")?;
+        return Ok(vec![format!("cpus:{}", text.trim())]);
+    }
+    Ok(Vec::new())
+}
+
+pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
+    if let Some(ms) = args.interval_ms {
+        if ms < 10 {
+            bail!("-I {ms}: the interval must be at least 10 ms");
+        }
+    }
+    let socket = socket.filter(|p| !p.as_os_str().is_empty()).map_or_else(
+        counterpoint_broker::server::default_socket,
+        Path::to_path_buf,
+    );
+    if args.repeat > 1 || args.no_aggr || args.per_thread {
+        bail!("--daemon counts one run summed over its target: -r, -A and --per-thread are for direct counting");
+    }
+    let events = if args.events.is_empty() && system_wide(args) {
+        DEFAULT_EVENTS_SYSTEM_WIDE.to_string()
+    } else if args.events.is_empty() {
+        DEFAULT_EVENTS.to_string()
+    } else {
+        args.events.join(",")
+    };
+    // Parse here too, so a bad list fails before anything is started.
+    parse_events_for(
+        &args.events,
+        &PmuTree::new(&args.sysfs_root),
+        system_wide(args),
+    )?;
+    let mut client = Client::connect(&socket)?;
+    let mut tgts = targets(args)?;
+    let mut stopped = None;
+    if tgts.is_empty() {
+        if args.command.is_empty() {
+            bail!("nothing to count: give a command after `--`, or -p PID, -a or -C CPUS");
+        }
+        let child = spawn_stopped(&args.command)?;
+        tgts.push(format!("pid:{}", child.pid()));
+        stopped = Some(child);
+    }
+    let mut ids = Vec::new();
+    for t in &tgts {
+        ids.push(client.register(&events, t, 1, None)?);
+    }
+    let start = Instant::now();
+    let mut child = None;
+    if let Some(s) = stopped {
+        child = Some(s.start()?);
+        super::ignore_sigint();
+    } else if !args.command.is_empty() {
+        child = Some(spawn_stopped(&args.command)?.start()?);
+        super::ignore_sigint();
+    } else {
+        super::install_stop_handler();
+    }
+    let pids = super::target_pids(args);
+    let mut exit = None;
+    // Whether counting is over: the command ended, a stop signal came, or every -p process.
+    let ended = |exit: &mut Option<ChildExit>| -> Result<bool> {
+        if let Some(c) = &child {
+            if let Some(e) = c.try_wait()? {
+                *exit = Some(e);
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        Ok(super::STOP.load(std::sync::atomic::Ordering::SeqCst)
+            || (!pids.is_empty() && pids.iter().all(|&p| super::process_ended(p))))
+    };
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(p) => {
+            Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
+        }
+        None => Box::new(std::io::stderr()),
+    };
+    let fmt = Format {
+        sep: args.separator.clone(),
+        json: args.json,
+        aggr: Aggr::Global,
+    };
+    let read_all = |client: &mut Client| -> Result<Vec<EventReading>> {
+        let mut rs = Vec::new();
+        for &id in &ids {
+            rs.push(client.read(id)?);
+        }
+        to_readings(args, &rs)
+    };
+    match args.interval_ms {
+        Some(ms) => {
+            let step = Duration::from_millis(ms);
+            let mut next = start + step;
+            let mut prev: Option<Vec<EventReading>> = None;
+            loop {
+                let mut over = false;
+                loop {
+                    if ended(&mut exit)? {
+                        over = true;
+                        break;
+                    }
+                    let now = Instant::now();
+                    if now >= next {
+                        break;
+                    }
+                    std::thread::sleep((next - now).min(Duration::from_millis(5)));
+                }
+                let now = Instant::now();
+                let cur = read_all(&mut client)?;
+                let delta = super::deltas(&cur, prev.as_deref());
+                let wall = now.duration_since(start);
+                let span = match &prev {
+                    Some(_) => now.duration_since(next - step).min(step),
+                    None => wall.min(step),
+                };
+                print_counts_at(&mut *out, &fmt, &one_run(delta, span), Some(wall), args)?;
+                prev = Some(cur);
+                if over {
+                    break;
+                }
+                next += step;
+            }
+        }
+        None => {
+            while !ended(&mut exit)? {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let span = start.elapsed();
+            let readings = read_all(&mut client)?;
+            print_counts_at(&mut *out, &fmt, &one_run(readings, span), None, args)?;
+        }
+    }
+    out.flush()?;
+    for &id in &ids {
+        client.unregister(id)?;
+    }
+    Ok(match exit {
+        Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
+        None => ExitCode::SUCCESS,
+    })
+}

@@ -1,0 +1,360 @@
+//! `counterpoint daemon` end to end: stat through the broker, another uid refused by rule,
+//! malformed requests, SIGKILL and restart with the journal, clean stop. No test asserts a time.
+
+use counterpoint_broker::client::{Client, ClientError};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(dir: &Path, extra: &[&str]) -> Daemon {
+        let socket = dir.join("broker.sock");
+        let child = Command::new(BIN)
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .args(extra)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start daemon");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Client::connect(&socket).is_err() {
+            assert!(Instant::now() < deadline, "daemon did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon { child, socket }
+    }
+
+    fn signal(&mut self, sig: i32) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+        self.child.wait().expect("wait daemon")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: as above; a reaped child makes this a no-op error.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+fn world_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn stat(args: &[&str]) -> Output {
+    Command::new(BIN).arg("stat").args(args).output().unwrap()
+}
+
+fn event_names(csv: &str) -> Vec<String> {
+    csv.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split(',').nth(2).unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn stat_through_the_daemon_prints_what_direct_counting_prints() {
+    let d = world_dir();
+    let daemon = Daemon::start(d.path(), &[]);
+    let sock = daemon.socket.to_str().unwrap();
+    let ev = "task-clock,page-faults,cycles";
+    let via = stat(&["--daemon", sock, "-x,", "-e", ev, "--", "true"]);
+    let direct = stat(&["-x,", "-e", ev, "--", "true"]);
+    assert!(
+        via.status.success(),
+        "{}",
+        String::from_utf8_lossy(&via.stderr)
+    );
+    let (v, t) = (
+        String::from_utf8_lossy(&via.stderr),
+        String::from_utf8_lossy(&direct.stderr),
+    );
+    assert_eq!(event_names(&v), event_names(&t), "{v}\n{t}");
+    // Alone on the broker, nothing is multiplexed: 100 % running, like direct counting.
+    let task_clock = v.lines().find(|l| l.contains(",task-clock,")).unwrap();
+    assert_eq!(task_clock.split(',').nth(4), Some("100.00"), "{v}");
+    // The same command's page faults are counted (non-zero) through the broker.
+    let pf = v.lines().find(|l| l.contains(",page-faults,")).unwrap();
+    assert!(
+        pf.split(',').next().unwrap().parse::<u64>().unwrap() > 0,
+        "{v}"
+    );
+    // The exit code of the command is returned.
+    let f = stat(&["--daemon", sock, "-e", "task-clock", "--", "false"]);
+    assert_eq!(f.status.code(), Some(1));
+}
+
+#[test]
+fn another_uid_is_refused_by_rule_and_the_broker_keeps_serving() {
+    if !is_root() {
+        println!("skipped: needs root to run a client under uid 65534");
+        return;
+    }
+    if !Path::new("/usr/bin/setpriv").exists() {
+        println!("skipped: setpriv is not installed");
+        return;
+    }
+    let d = world_dir();
+    let audit = d.path().join("audit.jsonl");
+    let daemon = Daemon::start(d.path(), &["--audit", audit.to_str().unwrap()]);
+    let sock = daemon.socket.to_str().unwrap();
+    let me = std::process::id().to_string();
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                BIN,
+                "stat",
+                "--daemon",
+                sock,
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // uid 0's task (this test) and system-wide counts: refused, each naming its rule.
+    let o = as_nobody(&["-e", "task-clock:u", "-p", &me, "--", "true"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("own-tasks-only"), "{err}");
+    let o = as_nobody(&["-e", "task-clock:u", "-a", "--", "true"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("system-wide"), "{err}");
+    // Its own command is allowed.
+    let o = as_nobody(&["-x,", "-e", "task-clock:u,page-faults:u", "--", "true"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Root is still served, and the audit log has the refusals with their rules.
+    assert!(stat(&["--daemon", sock, "-e", "task-clock", "--", "true"])
+        .status
+        .success());
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let rules: Vec<String> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["action"] == "refuse" && v["uid"] == 65534)
+        .map(|v| v["rule"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(rules, vec!["own-tasks-only", "system-wide"], "{log}");
+}
+
+#[test]
+fn malformed_and_oversized_requests_close_only_that_connection() {
+    let d = world_dir();
+    let daemon = Daemon::start(d.path(), &[]);
+    let mut good = Client::connect(&daemon.socket).unwrap();
+    let id = good.register("task-clock", "self", 1, None).unwrap();
+    for bad in [b"{not json\n".to_vec(), vec![b'x'; 70 * 1024]] {
+        let mut s = UnixStream::connect(&daemon.socket).unwrap();
+        s.write_all(&bad).unwrap();
+        let mut line = String::new();
+        BufReader::new(&s).read_line(&mut line).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["type"], "error");
+        assert_eq!(v["closing"], true);
+        // Then EOF: the broker closed it.
+        let mut rest = String::new();
+        assert_eq!(BufReader::new(&s).read_line(&mut rest).unwrap(), 0);
+    }
+    let r = good.read(id).unwrap();
+    assert_eq!(r.id, id);
+    assert!(r.events[0].supported);
+    // Refusals that are not malformed keep the connection: min interval, not owner of id 999.
+    match good.subscribe(id, 1) {
+        Err(ClientError::Refused { rule, .. }) => assert_eq!(rule.as_deref(), Some("min-interval")),
+        other => panic!("{other:?}"),
+    }
+    assert!(good.read(999).is_err());
+    good.read(id).unwrap();
+}
+
+#[test]
+fn sigkill_and_restart_continue_counts_with_the_gap_not_running() {
+    let d = world_dir();
+    let journal = d.path().join("journal");
+    let j = journal.to_str().unwrap().to_string();
+    let mut daemon = Daemon::start(d.path(), &["--journal", &j]);
+    let mut c = Client::connect(&daemon.socket).unwrap();
+    let id = c
+        .register("task-clock,page-faults", "self", 1, None)
+        .unwrap();
+    // Some work to count.
+    let v: Vec<u64> = (0..200_000).collect();
+    std::hint::black_box(v.iter().sum::<u64>());
+    let r1 = c.read(id).unwrap();
+    assert!(r1.events[0].raw > 0);
+    let st = daemon.signal(libc::SIGKILL);
+    assert!(!st.success());
+    drop(c);
+    let daemon2 = Daemon::start(d.path(), &["--journal", &j]);
+    let mut c = Client::connect(&daemon2.socket).unwrap();
+    let r2 = c.read(id).unwrap();
+    for (a, b) in r1.events.iter().zip(&r2.events) {
+        assert!(
+            b.raw >= a.raw,
+            "{} went backwards: {} -> {}",
+            a.event,
+            a.raw,
+            b.raw
+        );
+    }
+    assert!(r2.enabled_ns >= r1.enabled_ns && r2.running_ns >= r1.running_ns);
+    // The downtime is enabled, not running.
+    assert!(
+        r2.enabled_ns - r2.running_ns > r1.enabled_ns - r1.running_ns,
+        "{r1:?} {r2:?}"
+    );
+    let v: Vec<u64> = (0..200_000).collect();
+    std::hint::black_box(v.iter().sum::<u64>());
+    let r3 = c.read(id).unwrap();
+    assert!(r3.events[0].raw >= r2.events[0].raw);
+    // A new registration gets a fresh id (ids are never reused across restarts).
+    let id2 = c.register("page-faults", "self", 1, None).unwrap();
+    assert!(id2 > id);
+}
+
+#[test]
+fn sigterm_removes_the_socket_and_a_second_daemon_is_refused() {
+    let d = world_dir();
+    let mut daemon = Daemon::start(d.path(), &[]);
+    let second = Command::new(BIN)
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    assert!(String::from_utf8_lossy(&second.stderr).contains("already running"));
+    let st = daemon.signal(libc::SIGTERM);
+    assert!(st.success());
+    assert!(!daemon.socket.exists());
+}
+
+#[test]
+fn bad_policy_names_the_field() {
+    let d = world_dir();
+    let p = d.path().join("policy.toml");
+    std::fs::write(&p, "min_interval_ms = -3\n").unwrap();
+    let o = Command::new(BIN)
+        .args(["daemon", "--socket"])
+        .arg(d.path().join("s"))
+        .arg("--policy")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("min_interval_ms"));
+    let o = Command::new(BIN)
+        .args(["daemon", "--metrics-addr", "not-an-address", "--socket"])
+        .arg(d.path().join("s"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not-an-address"));
+}
+
+/// `--metrics-addr`: a consumer's raw count is exposed as an OpenMetrics `_total` counter with
+/// its coverage beside it.
+#[test]
+fn metrics_expose_consumers_raw_counts_with_coverage() {
+    let d = world_dir();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let daemon = Daemon::start(d.path(), &["--metrics-addr", &addr]);
+    let mut c = Client::connect(&daemon.socket).unwrap();
+    let id = c.register("task-clock", "self", 1, None).unwrap();
+    let _ = c.read(id).unwrap();
+    let get = || -> String {
+        let mut s = std::net::TcpStream::connect(&addr).expect("exporter");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut body = String::new();
+        std::io::Read::read_to_string(&mut s, &mut body).unwrap();
+        body
+    };
+    let body = get();
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+    let consumer = format!("consumer=\"{id}\"");
+    let line = |name: &str| {
+        body.lines()
+            .find(|l| l.starts_with(name) && l.contains(&consumer))
+            .unwrap_or_else(|| panic!("no {name} for consumer {id}: {body}"))
+            .to_string()
+    };
+    assert!(line("counterpoint_task_clock_total{").contains("target=\"self"));
+    let cov = line("counterpoint_task_clock_coverage{");
+    let v: f64 = cov.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((0.0..=1.0).contains(&v), "{cov}");
+}
+
+#[test]
+fn interval_printing_through_the_daemon() {
+    let d = world_dir();
+    let daemon = Daemon::start(d.path(), &[]);
+    let sock = daemon.socket.to_str().unwrap();
+    let o = stat(&[
+        "--daemon",
+        sock,
+        "-I",
+        "50",
+        "-x,",
+        "-e",
+        "task-clock,page-faults",
+        "--",
+        "sleep",
+        "0.2",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    // At least the final interval, two events each, every line stamped with its time.
+    assert!(lines.len() >= 2 && lines.len() % 2 == 0, "{text}");
+    for (i, l) in lines.iter().enumerate() {
+        let f: Vec<&str> = l.split(',').collect();
+        assert!(f[0].parse::<f64>().is_ok(), "{l}");
+        assert_eq!(f[3], ["task-clock", "page-faults"][i % 2], "{l}");
+    }
+    assert!(!stat(&[
+        "--daemon",
+        sock,
+        "-I",
+        "5",
+        "-e",
+        "task-clock",
+        "--",
+        "true"
+    ])
+    .status
+    .success());
+}

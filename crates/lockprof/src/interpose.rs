@@ -5,9 +5,9 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::account::{as_fn, cond_wait, lock_via_try, try_only, unlock_with};
+use crate::account::{as_fn, cond_notify, cond_wait, lock_via_try, try_only, unlock_with};
 use crate::real::real;
-use crate::{KIND_MUTEX, KIND_RDLOCK, KIND_SPIN, KIND_WRLOCK};
+use crate::{KIND_BROADCAST, KIND_MUTEX, KIND_RDLOCK, KIND_SIGNAL, KIND_SPIN, KIND_WRLOCK};
 
 type F1 = unsafe extern "C" fn(*mut c_void) -> c_int;
 type F2 = unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int;
@@ -133,5 +133,13 @@ interpose! {
     ) => {
         let f = real!(cond_clockwait);
         cond_wait(c, m, site, || as_fn::<Cond4>(f)(c, m, clock, ts))
+    };
+    pthread_cond_signal(c: *mut c_void; site) => {
+        let f = real!(cond_signal);
+        cond_notify(c, site, KIND_SIGNAL, || as_fn::<F1>(f)(c))
+    };
+    pthread_cond_broadcast(c: *mut c_void; site) => {
+        let f = real!(cond_broadcast);
+        cond_notify(c, site, KIND_BROADCAST, || as_fn::<F1>(f)(c))
     };
 }

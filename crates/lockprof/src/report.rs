@@ -25,6 +25,7 @@ pub(crate) enum Ending {
     Exit,
     Signal(i32),
     Exec,
+    QuickExit,
 }
 
 /// A report file written before an exec (removed again if the exec fails).
@@ -192,8 +193,9 @@ fn write_json_str(w: &mut FdWriter, bytes: &[u8]) -> core::fmt::Result {
 
 use crate::lifecycle::mono_ns;
 
-/// The report format's version (2: `segment`, `ended_by`, `program`).
-pub const FORMAT_VERSION: u32 = 2;
+/// The report format's version (2: `segment`, `ended_by`, `program`; 3: minima, histograms,
+/// owner changes, condition-variable notifications, first-seen stacks, `_exit`).
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Write the report once (again after `unflush`). From a signal handler `dladdr` (not
 /// async-signal-safe) is skipped and call sites stay raw addresses. Before an exec, a process
@@ -221,7 +223,7 @@ pub(crate) fn flush(ending: Ending) -> Option<Written> {
     let t0 = INIT_TSC.load(Relaxed);
     let m0 = INIT_MONO_NS.load(Relaxed);
     let mut m1 = mono_ns();
-    if ending == Ending::Exit {
+    if matches!(ending, Ending::Exit | Ending::QuickExit) {
         while m1.saturating_sub(m0) < 20_000_000 {
             m1 = mono_ns();
         }
@@ -379,6 +381,9 @@ fn write_report(
         )?,
         Ending::Exit => w.write_str("\"ended_by\":\"exit\",\"complete\":true,\"signal\":null,")?,
         Ending::Exec => w.write_str("\"ended_by\":\"exec\",\"complete\":true,\"signal\":null,")?,
+        Ending::QuickExit => {
+            w.write_str("\"ended_by\":\"_exit\",\"complete\":true,\"signal\":null,")?
+        }
     }
     w.write_str("\"program\":")?;
     let mut exe = [0u8; 1024];
@@ -479,7 +484,71 @@ fn write_report(
             write_entry(w, e, Some(tid), signal, ns, &mut first)?;
         }
     }
+    write!(
+        w,
+        "],\"locks_untracked\":{},\"locks\":[",
+        crate::locks::LOCKS_UNTRACKED.load(Relaxed)
+    )?;
+    let mut first = true;
+    for l in crate::locks::LOCKS.iter() {
+        let lock = l.lock.load(Relaxed);
+        if lock == 0 {
+            continue;
+        }
+        if !first {
+            w.write_char(',')?;
+        }
+        first = false;
+        write!(
+            w,
+            "{{\"lock\":\"{lock:#x}\",\"first_tid\":{},\"frames\":[",
+            l.first_tid.load(Relaxed)
+        )?;
+        let n = l.nframes.load(Relaxed).min(crate::locks::MAX_FRAMES);
+        for (i, f) in l.frames[..n].iter().enumerate() {
+            let addr = f.load(Relaxed);
+            if i > 0 {
+                w.write_char(',')?;
+            }
+            write!(w, "{{\"addr\":\"{addr:#x}\"")?;
+            where_is(w, addr, signal)?;
+            w.write_char('}')?;
+        }
+        w.write_str("]}")?;
+    }
     w.write_str("]}\n")
+}
+
+/// Object, offset and (outside a signal handler) dynamic symbol of a code address.
+fn where_is(w: &mut FdWriter, addr: usize, signal: Option<i32>) -> core::fmt::Result {
+    if signal.is_none() {
+        symbol(w, addr)
+    } else if let Some((object, offset)) = crate::objects::lookup(addr) {
+        // No dladdr in a signal handler: the startup snapshot gives object and offset.
+        w.write_str(",\"object\":")?;
+        write_json_str(w, object)?;
+        write!(w, ",\"object_offset\":\"{offset:#x}\"")
+    } else {
+        Ok(())
+    }
+}
+
+/// A histogram as `[[bucket, count], ...]`, empty buckets left out.
+fn write_hist(w: &mut FdWriter, h: &crate::table::Hist) -> core::fmt::Result {
+    w.write_char('[')?;
+    let mut first = true;
+    for (i, b) in h.iter().enumerate() {
+        let c = b.load(Relaxed);
+        if c == 0 {
+            continue;
+        }
+        if !first {
+            w.write_char(',')?;
+        }
+        first = false;
+        write!(w, "[{i},{c}]")?;
+    }
+    w.write_char(']')
 }
 
 /// One entry; `tid` is `None` for entries merged from exited threads.
@@ -516,14 +585,17 @@ fn write_entry(
         ns(e.hold_total.load(Relaxed)),
         ns(e.hold_max.load(Relaxed)),
     )?;
-    if signal.is_none() {
-        symbol(w, site)?;
-    } else if let Some((object, offset)) = crate::objects::lookup(site) {
-        // No dladdr in a signal handler: the startup snapshot gives object and offset.
-        w.write_str(",\"object\":")?;
-        write_json_str(w, object)?;
-        write!(w, ",\"object_offset\":\"{offset:#x}\"")?;
-    }
+    write!(
+        w,
+        ",\"wait_min_ns\":{},\"hold_min_ns\":{},\"owner_changes\":{},\"wait_hist\":",
+        ns(e.wait_min.load(Relaxed)),
+        ns(e.hold_min.load(Relaxed)),
+        e.owner_changes.load(Relaxed),
+    )?;
+    write_hist(w, &e.wait_hist)?;
+    w.write_str(",\"hold_hist\":")?;
+    write_hist(w, &e.hold_hist)?;
+    where_is(w, site, signal)?;
     w.write_char('}')
 }
 

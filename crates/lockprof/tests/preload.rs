@@ -432,3 +432,114 @@ fn pmu_field_tells_the_truth_here() {
         assert!(pmu.starts_with("none: no hardware PMU"), "{pmu}");
     }
 }
+
+fn addr_of(stdout: &str, name: &str) -> String {
+    let f: Vec<&str> = stdout.split_whitespace().collect();
+    let i = f.iter().position(|w| *w == name).expect("name printed");
+    f[i + 1].to_string()
+}
+
+fn hist_total(es: &[&Value], field: &str) -> u64 {
+    es.iter()
+        .flat_map(|e| e[field].as_array().unwrap().iter())
+        .map(|b| b[1].as_u64().unwrap())
+        .sum()
+}
+
+/// Owner changes are exact when the threads take turns by construction; every other lock kind
+/// (timed mutex and rwlock variants, spinlocks, condition-variable notifications) is counted;
+/// histograms hold one sample per acquisition and hold; minima are within the maxima; the
+/// first-seen stack starts in the program.
+fn check_owners_report(r: &Run, bin: &Path, n: u64) {
+    let rep = &r.report;
+    let m = addr_of(&r.stdout, "m");
+    let es = entries(rep, &m, "mutex");
+    assert_eq!(sum(&es, "acquisitions"), 2 * n + 1);
+    assert_eq!(sum(&es, "owner_changes"), 2, "A->B and B->main: {es:?}");
+    assert_eq!(hist_total(&es, "wait_hist"), 2 * n + 1);
+    assert_eq!(hist_total(&es, "hold_hist"), sum(&es, "hold_count"));
+    for e in &es {
+        assert!(
+            e["wait_min_ns"].as_u64() <= e["wait_max_ns"].as_u64(),
+            "{e}"
+        );
+        assert!(
+            e["hold_min_ns"].as_u64() <= e["hold_max_ns"].as_u64(),
+            "{e}"
+        );
+    }
+    let t = addr_of(&r.stdout, "t");
+    assert_eq!(
+        sum(&entries(rep, &t, "mutex"), "acquisitions"),
+        n,
+        "timedlock"
+    );
+    assert_eq!(sum(&entries(rep, &t, "mutex"), "owner_changes"), 0);
+    let rw = addr_of(&r.stdout, "r");
+    assert_eq!(sum(&entries(rep, &rw, "rwlock-read"), "acquisitions"), n);
+    assert_eq!(sum(&entries(rep, &rw, "rwlock-write"), "acquisitions"), n);
+    let s = addr_of(&r.stdout, "s");
+    let spin = entries(rep, &s, "spin");
+    assert_eq!(
+        sum(&spin, "acquisitions"),
+        2 * n,
+        "spin_lock + spin_trylock"
+    );
+    assert_eq!(spin.len(), 2, "two call sites");
+    let c = addr_of(&r.stdout, "c");
+    assert_eq!(sum(&entries(rep, &c, "cond-signal"), "acquisitions"), 3);
+    assert_eq!(sum(&entries(rep, &c, "cond-broadcast"), "acquisitions"), 2);
+    for t in rep["threads"].as_array().unwrap() {
+        assert_eq!(t["unmatched_unlocks"], 0);
+    }
+    // The lock table: each lock once, first seen with a stack whose first frame is the program.
+    let locks = rep["locks"].as_array().unwrap();
+    let ml: Vec<&Value> = locks.iter().filter(|l| l["lock"] == m.as_str()).collect();
+    assert_eq!(ml.len(), 1, "{locks:?}");
+    let frames = ml[0]["frames"].as_array().unwrap();
+    assert!(!frames.is_empty(), "{:?}", ml[0]);
+    let obj = frames[0]["object"].as_str().unwrap_or("");
+    assert_eq!(
+        Path::new(obj).file_name(),
+        bin.file_name(),
+        "first frame in the program: {:?}",
+        ml[0]
+    );
+    assert_eq!(rep["locks_untracked"], 0);
+}
+
+#[test]
+fn owner_changes_timed_variants_spinlocks_and_notifications() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("owners", tmp.path());
+    let r = run(&bin, &["50"], tmp.path());
+    assert_eq!(r.code, Some(0));
+    assert_eq!(r.report["ended_by"], "exit");
+    check_owners_report(&r, &bin, 50);
+}
+
+/// `_exit` skips atexit handlers; the interposed `_exit` writes the profile first.
+#[test]
+fn quick_exit_still_writes_the_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("owners", tmp.path());
+    let r = run(&bin, &["20", "quick"], tmp.path());
+    assert_eq!(r.code, Some(0));
+    assert_eq!(r.report["ended_by"], "_exit");
+    assert_eq!(r.report["complete"], true);
+    check_owners_report(&r, &bin, 20);
+}
+
+/// The library's histogram buckets are the report crate's `bucket_ticks` ranges.
+#[test]
+fn histogram_buckets_agree_with_the_reader() {
+    use counterpoint_lockprof::table::hist_bucket;
+    use counterpoint_lockprof_report::{bucket_ticks, HIST_BUCKETS};
+    assert_eq!(HIST_BUCKETS, counterpoint_lockprof::HIST_BUCKETS);
+    for i in 0..HIST_BUCKETS - 1 {
+        let (lo, hi) = bucket_ticks(i);
+        assert_eq!(hist_bucket(lo), i, "low edge of {i}");
+        assert_eq!(hist_bucket(hi - 1), i, "high edge of {i}");
+    }
+    assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
+}

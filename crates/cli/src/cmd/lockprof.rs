@@ -1,4 +1,5 @@
-//! `counterpoint lockprof [--top N] [--json] [-o FILE] -- CMD ARGS`: run a program with the
+//! `counterpoint lockprof [--top N] [--sort COL] [--min-*] [--frames N] [--pid PID | --process
+//! NAME] [--json] [-o FILE] -- CMD ARGS`: run a program with the
 //! lock profiler preloaded (`libcounterpoint_lockprof.so`), then print the profile the library
 //! wrote (at exit, on a fatal or terminating signal, before each exec) as a lockstat-style table
 //! or JSON. Reading, aggregating and formatting the report is `counterpoint-lockprof-report`'s;
@@ -12,7 +13,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use counterpoint_lockprof_report::{aggregate, read_reports_of};
+use counterpoint_lockprof_report::{
+    aggregate, parse_duration_ns, read_all_processes, summarize, Filter, SortKey,
+};
 use serde_json::json;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -24,9 +27,39 @@ pub const LIB_NAME: &str = "libcounterpoint_lockprof.so";
 
 #[derive(Args)]
 pub struct LockprofArgs {
-    /// Show the N locks with the most wait time (all with --top 0).
+    /// Show the first N locks in the sort order (all with --top 0).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Sort locks by this column of the table: count, cont, changes, wait-tot, wait-avg,
+    /// wait-min, wait-p50, wait-p99, wait-max, hold-tot, hold-avg, hold-min, hold-p50,
+    /// hold-p99, hold-max.
+    #[arg(long, default_value = "wait-tot", value_parser = parse_sort)]
+    sort: SortKey,
+    /// Show only locks acquired at least N times.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_count: u64,
+    /// Show only locks contended at least N times.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_contentions: u64,
+    /// Show only locks that changed owner thread at least N times.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_changes: u64,
+    /// Show only locks with at least this total wait (e.g. 10us, 1.5ms; a bare number is ns).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    min_wait: Option<u64>,
+    /// Show only locks held at least this long in total.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    min_hold: Option<u64>,
+    /// Print up to N frames of the stack where each lock was first taken.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    frames: usize,
+    /// Show the process with this pid (a fork child) instead of the one started.
+    #[arg(long, value_name = "PID", conflicts_with = "process")]
+    pid: Option<u32>,
+    /// Show another process of the run: N (its index in the process list, 0 = the one
+    /// started) or NAME (its program's file name; the first such process in the list).
+    #[arg(long, value_name = "N|NAME")]
+    process: Option<String>,
     /// Print the report as JSON on stdout (the program's stdout then goes to stderr).
     #[arg(long)]
     json: bool,
@@ -36,6 +69,10 @@ pub struct LockprofArgs {
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+fn parse_sort(s: &str) -> Result<SortKey, String> {
+    s.parse()
 }
 
 /// The preload library: `$COUNTERPOINT_LOCKPROF_LIB`, next to this executable, or in `../lib`.
@@ -167,8 +204,8 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     let pid = child.id();
     let status = child.wait().context("waiting for the program")?;
 
-    let found = read_reports_of(outdir.path(), Some(pid))?;
-    let have = !found.reports.is_empty();
+    let all = read_all_processes(outdir.path())?;
+    let have = all.contains_key(&pid);
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
         (None, Some(s)) => {
@@ -185,21 +222,61 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         }
         _ => 1,
     };
-    if !have {
-        // Still propagate the program's status: its run was not at fault.
-        eprintln!(
-            "counterpoint lockprof: the program wrote no lock profile (it exited with _exit, \
-             was killed by SIGKILL, or cleared LD_PRELOAD); exit status {code}"
-        );
-        return Ok(ExitCode::from(code.clamp(0, 255) as u8));
-    }
-    let mut profile = aggregate(&found.reports);
-    profile.other_process_reports = found.other_processes;
+    let exit = ExitCode::from(code.clamp(0, 255) as u8);
+    let shown = match (args.pid, &args.process) {
+        (Some(p), _) => {
+            if !all.contains_key(&p) {
+                bail!(
+                    "no lock profile from pid {p}; processes with one: {}",
+                    list_pids(&all)
+                );
+            }
+            p
+        }
+        (None, Some(which)) => match pick_process(&all, pid, which) {
+            Some(p) => p,
+            None => bail!(
+                "no lock profile from a process {which:?} (an index in the process list or a \
+                 program name); processes with one: {}",
+                list_pids(&all)
+            ),
+        },
+        (None, None) => {
+            if !have {
+                // Still propagate the program's status: its run was not at fault.
+                eprintln!(
+                    "counterpoint lockprof: the program wrote no lock profile (killed by SIGKILL, \
+                     cleared LD_PRELOAD, or a fork child that took no lock); exit status {code}"
+                );
+                return Ok(exit);
+            }
+            pid
+        }
+    };
+    let reports = &all[&shown];
+    let mut profile = aggregate(reports);
+    profile.other_process_reports = all.len() - 1;
+    profile.processes = process_order(&all, pid)
+        .into_iter()
+        .map(|p| {
+            let mut s = summarize(p, &all[&p]);
+            s.shown = p == shown;
+            s
+        })
+        .collect();
+    profile.sort(args.sort);
+    profile.filter(&Filter {
+        min_count: args.min_count,
+        min_contentions: args.min_contentions,
+        min_changes: args.min_changes,
+        min_wait_ns: args.min_wait.unwrap_or(0),
+        min_hold_ns: args.min_hold.unwrap_or(0),
+    });
     profile.symbolize();
     let text = if args.json {
         profile.to_json()?
     } else {
-        profile.to_table(args.top)
+        profile.to_table(args.top, args.frames)
     };
     match &args.output {
         Some(path) => std::fs::write(path, text)
@@ -208,7 +285,50 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
             .write_all(text.as_bytes())
             .context("writing the report")?,
     }
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    Ok(exit)
+}
+
+type AllReports = std::collections::BTreeMap<u32, Vec<counterpoint_lockprof_report::Report>>;
+
+/// The processes in list order: the one started first, then the others by pid.
+fn process_order(all: &AllReports, started: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = all.keys().copied().filter(|p| *p != started).collect();
+    if all.contains_key(&started) {
+        v.insert(0, started);
+    }
+    v
+}
+
+/// `--process N|NAME`.
+fn pick_process(all: &AllReports, started: u32, which: &str) -> Option<u32> {
+    let order = process_order(all, started);
+    if let Ok(i) = which.parse::<usize>() {
+        return order.get(i).copied();
+    }
+    order.into_iter().find(|p| {
+        all[p].iter().any(|r| {
+            r.program
+                .as_deref()
+                .and_then(|prog| Path::new(prog).file_name())
+                .is_some_and(|f| f == which)
+        })
+    })
+}
+
+fn list_pids(
+    all: &std::collections::BTreeMap<u32, Vec<counterpoint_lockprof_report::Report>>,
+) -> String {
+    all.iter()
+        .map(|(p, r)| {
+            let prog = r
+                .last()
+                .and_then(|r| r.program.as_deref())
+                .map(|p| p.rsplit('/').next().unwrap_or(p))
+                .unwrap_or("?");
+            format!("{p} ({prog})")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 trait OwnedFd {

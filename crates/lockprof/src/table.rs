@@ -514,3 +514,23 @@ pub(crate) fn has_activity() -> bool {
         || RETIRED.nthreads.load(Relaxed) > 0
         || RETIRED.overflow_events.load(Relaxed) > 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::hist_bucket;
+    use counterpoint_lockprof_report::{bucket_ticks, HIST_BUCKETS};
+
+    /// The library's histogram buckets are the report crate's `bucket_ticks` ranges. (A unit
+    /// test on purpose: an integration test linking this crate would run its constructor and
+    /// interpose the test harness's own locks.)
+    #[test]
+    fn histogram_buckets_agree_with_the_reader() {
+        assert_eq!(HIST_BUCKETS, crate::HIST_BUCKETS);
+        for i in 0..HIST_BUCKETS - 1 {
+            let (lo, hi) = bucket_ticks(i);
+            assert_eq!(hist_bucket(lo), i, "low edge of {i}");
+            assert_eq!(hist_bucket(hi - 1), i, "high edge of {i}");
+        }
+        assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
+    }
+}

@@ -529,17 +529,3 @@ fn quick_exit_still_writes_the_profile() {
     assert_eq!(r.report["complete"], true);
     check_owners_report(&r, &bin, 20);
 }
-
-/// The library's histogram buckets are the report crate's `bucket_ticks` ranges.
-#[test]
-fn histogram_buckets_agree_with_the_reader() {
-    use counterpoint_lockprof::table::hist_bucket;
-    use counterpoint_lockprof_report::{bucket_ticks, HIST_BUCKETS};
-    assert_eq!(HIST_BUCKETS, counterpoint_lockprof::HIST_BUCKETS);
-    for i in 0..HIST_BUCKETS - 1 {
-        let (lo, hi) = bucket_ticks(i);
-        assert_eq!(hist_bucket(lo), i, "low edge of {i}");
-        assert_eq!(hist_bucket(hi - 1), i, "high edge of {i}");
-    }
-    assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
-}

@@ -467,3 +467,49 @@ fn every_process_is_listed_and_selectable() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("mutex_grid"));
 }
+
+/// `--events`: counter deltas while held, on software events here (a PMU adds cycles and LLC
+/// misses through the same path); a list this machine cannot count is refused up front.
+#[test]
+fn events_while_held() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("faults_held", tmp.path(), &[]);
+    let out = lockprof(
+        &[
+            "--json",
+            "--events",
+            "page-faults",
+            "--",
+            bin.to_str().unwrap(),
+            "32",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["events"][0], "page-faults");
+    let deltas: Vec<u64> = v["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["event_deltas"][0].as_u64().unwrap())
+        .collect();
+    let mut sorted = deltas.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![0, 32], "{v}");
+    let out = lockprof(
+        &["--events", "page-faults", "--", bin.to_str().unwrap(), "4"],
+        None,
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("counter deltas while held"));
+    let out = lockprof(
+        &["--events", "no-such-event", "--", bin.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-event"));
+}

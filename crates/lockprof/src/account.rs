@@ -63,14 +63,21 @@ pub(crate) fn acquired(
 #[inline(always)]
 pub(crate) fn push_hold(s: &Slot, p: &mut Private, lock: usize, t: u64, idx: usize) {
     if p.depth < HOLD_STACK {
-        p.stack[p.depth] = Hold {
+        let mut h = Hold {
             lock,
             since: t,
             entry: idx,
+            ev: [0; crate::events::MAX_EVENTS],
         };
         if p.depth == 0 {
             p.held_since = t;
         }
+        if crate::events::COUNT.load(core::sync::atomic::Ordering::Relaxed) > 0 {
+            // Read the events, then restart the hold's clock: the read is not the program's.
+            crate::events::read_all(&mut h.ev);
+            h.since = rdtsc();
+        }
+        p.stack[p.depth] = h;
         p.depth += 1;
     } else {
         bump(&s.overflow_events, 1);
@@ -96,6 +103,13 @@ pub(crate) fn release(s: &Slot, lock: usize, t: u64) -> Option<usize> {
                 raise_max(&e.hold_max, hold);
                 lower_min(&e.hold_min, hold, first);
                 hist_add(&e.hold_hist, hold);
+                if crate::events::COUNT.load(core::sync::atomic::Ordering::Relaxed) > 0 {
+                    let mut now = [0u64; crate::events::MAX_EVENTS];
+                    crate::events::read_all(&mut now);
+                    for ((d, n), b) in e.ev_delta.iter().zip(now.iter()).zip(h.ev.iter()) {
+                        bump(d, n.saturating_sub(*b));
+                    }
+                }
             }
             p.stack.copy_within(i + 1..p.depth, i);
             p.depth -= 1;

@@ -48,6 +48,7 @@
 compile_error!("counterpoint-lockprof supports x86-64 Linux only");
 
 pub mod account;
+pub mod events;
 pub mod interpose;
 pub mod lifecycle;
 pub mod locks;

@@ -86,6 +86,7 @@ extern "C" fn atfork_child() {
         p.held_since = now;
     }
     crate::locks::forget_owners();
+    crate::events::forked();
     report::FLUSHED.store(false, Relaxed);
     FORK_CHILD.store(true, Relaxed);
     // SAFETY: getpid has no preconditions.
@@ -170,6 +171,7 @@ pub(crate) extern "C" fn init() {
     crate::real::resolve();
     report::init();
     crate::objects::snapshot();
+    crate::events::init();
     // SAFETY: registering plain extern "C" handlers.
     unsafe {
         let mut key: libc::pthread_key_t = 0;

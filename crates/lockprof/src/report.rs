@@ -83,14 +83,14 @@ fn init_pmu() {
     let _ = match (&found, readable) {
         (Some((b, n)), _) => write!(
             c,
-            "present ({}) but not read: this profiler times with the TSC only, so there are no counter deltas inside critical sections",
+            "present ({}): hardware events (cycles, LLC misses) are read inside critical sections when asked for (counterpoint lockprof --events LIST); the default profile times with the TSC only",
             core::str::from_utf8(&b[..*n]).unwrap_or("?")
         ),
         (None, true) => c.write_str(
-            "none: no hardware PMU on this machine (no cpu, cpu_core, cpu_atom or armv* PMU in /sys/bus/event_source/devices), so no counter deltas inside critical sections",
+            "none: no hardware PMU on this machine (no cpu, cpu_core, cpu_atom or armv* PMU in /sys/bus/event_source/devices), so no hardware counter deltas inside critical sections; software events (task-clock, page-faults, context-switches) work with --events",
         ),
         (None, false) => c.write_str(
-            "unknown: /sys/bus/event_source/devices is not readable; no counter deltas inside critical sections",
+            "unknown: /sys/bus/event_source/devices is not readable; no hardware counter deltas inside critical sections",
         ),
     };
     let n = c.len;
@@ -413,7 +413,21 @@ fn write_report(
         RETIRED.threads_unlisted.load(Relaxed),
         RETIRED.overflow_events.load(Relaxed)
     )?;
-    w.write_str("\"threads\":[")?;
+    w.write_str("\"events\":[")?;
+    for (i, name) in crate::events::names().enumerate() {
+        if i > 0 {
+            w.write_char(',')?;
+        }
+        write_json_str(w, name)?;
+    }
+    w.write_str("],\"events_error\":")?;
+    let (e1, e2) = (crate::events::error(), crate::events::open_error());
+    match (e1.is_empty(), e2.is_empty()) {
+        (true, true) => w.write_str("null")?,
+        (false, _) => write_json_str(w, e1)?,
+        (true, false) => write_json_str(w, e2)?,
+    }
+    w.write_str(",\"threads\":[")?;
     let mut first = true;
     for s in SLOTS.iter() {
         if !s.in_use.load(Relaxed) {
@@ -595,6 +609,15 @@ fn write_entry(
     write_hist(w, &e.wait_hist)?;
     w.write_str(",\"hold_hist\":")?;
     write_hist(w, &e.hold_hist)?;
+    w.write_str(",\"event_deltas\":[")?;
+    let n = crate::events::COUNT.load(Relaxed);
+    for (i, d) in e.ev_delta.iter().take(n).enumerate() {
+        if i > 0 {
+            w.write_char(',')?;
+        }
+        write!(w, "{}", d.load(Relaxed))?;
+    }
+    w.write_char(']')?;
     where_is(w, site, signal)?;
     w.write_char('}')
 }

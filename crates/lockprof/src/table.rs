@@ -93,6 +93,8 @@ pub struct Entry {
     pub wait_hist: Hist,
     /// Hold times, bucketed by [`hist_bucket`].
     pub hold_hist: Hist,
+    /// Sum over holds of each opt-in event's delta while held (see `events.rs`).
+    pub ev_delta: [AtomicU64; crate::events::MAX_EVENTS],
 }
 
 impl Entry {
@@ -114,6 +116,7 @@ impl Entry {
             gidx: AtomicUsize::new(0),
             wait_hist: [const { AtomicU32::new(0) }; HIST_BUCKETS],
             hold_hist: [const { AtomicU32::new(0) }; HIST_BUCKETS],
+            ev_delta: [const { AtomicU64::new(0) }; crate::events::MAX_EVENTS],
         }
     }
     pub(crate) fn clear(&self) {
@@ -128,6 +131,9 @@ impl Entry {
             }
         }
         self.gidx.store(0, Relaxed);
+        for a in self.ev_delta.iter() {
+            a.store(0, Relaxed);
+        }
         for a in [
             &self.wait_min,
             &self.hold_min,
@@ -153,6 +159,8 @@ pub(crate) struct Hold {
     pub(crate) lock: usize,
     pub(crate) since: u64,
     pub(crate) entry: usize,
+    /// Event counts at acquisition (only with `--events`).
+    pub(crate) ev: [u64; crate::events::MAX_EVENTS],
 }
 
 /// Owner-only state (never read by the flushing thread).
@@ -214,6 +222,7 @@ impl Slot {
                     lock: 0,
                     since: 0,
                     entry: 0,
+                    ev: [0; crate::events::MAX_EVENTS],
                 }; HOLD_STACK],
             }),
         }
@@ -400,6 +409,9 @@ pub(crate) extern "C" fn thread_exit(arg: *mut c_void) {
                         );
                     }
                     bump(&r.owner_changes, e.owner_changes.load(Relaxed));
+                    for (d, s) in r.ev_delta.iter().zip(e.ev_delta.iter()) {
+                        bump(d, s.load(Relaxed));
+                    }
                     for (d, s) in r.wait_hist.iter().zip(e.wait_hist.iter()) {
                         d.store(d.load(Relaxed).wrapping_add(s.load(Relaxed)), Relaxed);
                     }

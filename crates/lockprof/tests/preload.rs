@@ -529,3 +529,66 @@ fn quick_exit_still_writes_the_profile() {
     assert_eq!(r.report["complete"], true);
     check_owners_report(&r, &bin, 20);
 }
+
+/// Opt-in counter deltas while held, on a software event (no PMU needed): exactly the 64 page
+/// faults of the pages first touched under mutex a; none under b, which guards nothing.
+#[test]
+fn page_faults_while_held_are_attributed_to_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("faults_held", tmp.path());
+    let out = Command::new(&bin)
+        .arg("64")
+        .env("LD_PRELOAD", lib_path())
+        .env("COUNTERPOINT_LOCKPROF_OUT", tmp.path())
+        .env("COUNTERPOINT_LOCKPROF_EVENTS", "page-faults,task-clock")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let found = read_reports(tmp.path()).expect("reports");
+    let r = &found.reports[0];
+    assert_eq!(r.events, vec!["page-faults", "task-clock"]);
+    assert_eq!(r.events_error, None);
+    let delta = |addr: &str, i: usize| -> u64 {
+        r.entries
+            .iter()
+            .filter(|e| e.lock == addr)
+            .map(|e| e.event_deltas[i])
+            .sum()
+    };
+    let (a, b) = (addr_of(&stdout, "a"), addr_of(&stdout, "b"));
+    assert_eq!(delta(&a, 0), 64, "{r:?}");
+    assert_eq!(delta(&b, 0), 0, "{r:?}");
+    assert!(delta(&a, 1) > 0, "task-clock ran while a was held");
+
+    // Off by default: no events, no deltas.
+    let dir2 = tempfile::tempdir().unwrap();
+    let r = run(&bin, &["8"], dir2.path());
+    assert_eq!(r.report["events"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        r.report["entries"][0]["event_deltas"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
+/// An event list the library cannot use is reported, not fatal.
+#[test]
+fn a_bad_event_list_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("faults_held", tmp.path());
+    let out = Command::new(&bin)
+        .arg("4")
+        .env("LD_PRELOAD", lib_path())
+        .env("COUNTERPOINT_LOCKPROF_OUT", tmp.path())
+        .env("COUNTERPOINT_LOCKPROF_EVENTS", "no-such-event")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let found = read_reports(tmp.path()).expect("reports");
+    let e = found.reports[0].events_error.clone().unwrap_or_default();
+    assert!(e.contains("no-such-event"), "{e}");
+    assert!(found.reports[0].events.is_empty());
+}

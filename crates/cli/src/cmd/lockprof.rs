@@ -50,6 +50,11 @@ pub struct LockprofArgs {
     /// Show only locks held at least this long in total.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
     min_hold: Option<u64>,
+    /// Read these events (perf syntax, e.g. task-clock,page-faults, or cycles,LLC-load-misses
+    /// where a PMU exists) when each lock is acquired and released, and report their change
+    /// while held. Off by default: every hold then costs reads of each counter.
+    #[arg(long, value_name = "LIST")]
+    events: Option<String>,
     /// Print up to N frames of the stack where each lock was first taken.
     #[arg(long, value_name = "N", default_value_t = 0)]
     frames: usize,
@@ -189,7 +194,13 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     cmd.arg0(&args.command[0])
         .args(&args.command[1..])
         .env("LD_PRELOAD", preload)
-        .env("COUNTERPOINT_LOCKPROF_OUT", outdir.path());
+        .env("COUNTERPOINT_LOCKPROF_OUT", outdir.path())
+        .env_remove("COUNTERPOINT_LOCKPROF_EVENTS");
+    if let Some(list) = &args.events {
+        // Refuse a list this machine cannot parse before running anything.
+        counterpoint_selfmon::parse_events(list).with_context(|| format!("--events {list:?}"))?;
+        cmd.env("COUNTERPOINT_LOCKPROF_EVENTS", list);
+    }
     if args.json && args.output.is_none() {
         // Keep our stdout for the JSON document.
         cmd.stdout(Stdio::from(

@@ -18,7 +18,8 @@
 //!
 //! let text = r#"{"version":3,"pid":42,"segment":0,"ended_by":"exit","complete":true,
 //!   "signal":null,"program":"/usr/bin/demo","elapsed_ns":1000000,"tsc_per_ns":2.5,
-//!   "pmu":"none: no hardware PMU on this machine","threads_untracked":0,
+//!   "pmu":"none: no hardware PMU on this machine","events":[],"events_error":null,
+//!   "threads_untracked":0,
 //!   "exited_threads_unlisted":0,"exited_overflow_acquisitions":0,
 //!   "threads":[{"tid":42,"exited":false,"total_ns":1000000,"free_ns":900000,
 //!     "locking_ns":50000,"held_ns":40000,"unlocking_ns":10000,"lock_calls":3,
@@ -27,11 +28,11 @@
 //!     {"tid":42,"lock":"0x10","site":"0xa","kind":"mutex","acquisitions":2,"contentions":1,
 //!      "wait_total_ns":30,"wait_max_ns":20,"hold_count":2,"hold_total_ns":40,"hold_max_ns":25,
 //!      "wait_min_ns":10,"hold_min_ns":15,"owner_changes":1,
-//!      "wait_hist":[[28,1],[29,1]],"hold_hist":[[28,1],[29,1]]},
+//!      "wait_hist":[[28,1],[29,1]],"hold_hist":[[28,1],[29,1]],"event_deltas":[]},
 //!     {"tid":null,"lock":"0x10","site":"0xb","kind":"mutex","acquisitions":1,"contentions":0,
 //!      "wait_total_ns":5,"wait_max_ns":5,"hold_count":1,"hold_total_ns":9,"hold_max_ns":9,
 //!      "wait_min_ns":5,"hold_min_ns":9,"owner_changes":0,
-//!      "wait_hist":[[27,1]],"hold_hist":[[28,1]]}],
+//!      "wait_hist":[[27,1]],"hold_hist":[[28,1]],"event_deltas":[]}],
 //!   "locks_untracked":0,
 //!   "locks":[{"lock":"0x10","first_tid":42,"frames":[{"addr":"0x401000"}]}]}"#;
 //! let report: Report = serde_json::from_str(text)?;
@@ -125,6 +126,10 @@ pub struct Report {
     pub tsc_per_ns: f64,
     /// Whether a hardware PMU exists and why the report has no counter deltas.
     pub pmu: String,
+    /// Events read inside critical sections (`--events`; empty by default).
+    pub events: Vec<String>,
+    /// Why events asked for are missing (parse or open failure), if any.
+    pub events_error: Option<String>,
     /// Threads that found no free slot (not profiled).
     pub threads_untracked: u64,
     /// Exited threads beyond the summary table (counted, not listed).
@@ -251,6 +256,8 @@ pub struct EntryRecord {
     pub wait_hist: Vec<(usize, u64)>,
     /// Hold times as `[bucket, count]`.
     pub hold_hist: Vec<(usize, u64)>,
+    /// Per event of the report's `events`: the sum over holds of its change while held.
+    pub event_deltas: Vec<u64>,
     /// Object containing the call site (`dladdr`; absent in signal-time reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
@@ -351,6 +358,8 @@ pub struct Stats {
     pub wait_ns: WaitNs,
     /// Hold times.
     pub hold_ns: HoldNs,
+    /// Per event of the profile's `events`: its total change while the lock was held.
+    pub event_deltas: Vec<u64>,
     /// Wait-time histogram (for the percentiles).
     #[serde(skip)]
     pub wait_hist: HistNs,
@@ -385,6 +394,12 @@ impl Stats {
         self.hold_ns.max = self.hold_ns.max.max(e.hold_max_ns);
         self.wait_hist.add(&e.wait_hist, tsc_per_ns);
         self.hold_hist.add(&e.hold_hist, tsc_per_ns);
+        if self.event_deltas.len() < e.event_deltas.len() {
+            self.event_deltas.resize(e.event_deltas.len(), 0);
+        }
+        for (d, v) in self.event_deltas.iter_mut().zip(&e.event_deltas) {
+            *d = d.saturating_add(*v);
+        }
     }
     fn finish(&mut self) {
         self.wait_ns.p50 = self
@@ -527,6 +542,10 @@ pub struct Profile {
     pub elapsed_ns: u64,
     /// Whether a hardware PMU exists and why there are no counter deltas.
     pub pmu: String,
+    /// Events read inside critical sections (`--events`), in the order of `event_deltas`.
+    pub events: Vec<String>,
+    /// Why events asked for are missing, if any.
+    pub events_error: Option<String>,
     /// Threads not profiled (no free slot).
     pub threads_untracked: u64,
     /// Locks beyond the library's lock table (no owner changes or first-seen stack).
@@ -777,6 +796,8 @@ pub fn aggregate(reports: &[Report]) -> Profile {
             signal: last.and_then(|r| r.signal),
             elapsed_ns: reports.iter().map(|r| r.elapsed_ns).sum(),
             pmu: last.map(|r| r.pmu.clone()).unwrap_or_default(),
+            events: last.map(|r| r.events.clone()).unwrap_or_default(),
+            events_error: reports.iter().find_map(|r| r.events_error.clone()),
             threads_untracked: reports.iter().map(|r| r.threads_untracked).sum(),
             locks_untracked: reports.iter().map(|r| r.locks_untracked).sum(),
             segments: reports
@@ -1252,6 +1273,31 @@ impl Profile {
                 self.locks_filtered_out
             ));
         }
+        if !self.events.is_empty() {
+            s.push_str("\ncounter deltas while held (total, per hold)\n");
+            s.push_str(&format!("{:>9}", "holds"));
+            for e in &self.events {
+                s.push_str(&format!(" {:>14} {:>10}", e, "/hold"));
+            }
+            s.push_str(&format!("  {:<12} lock\n", "kind"));
+            for l in &self.locks[..n] {
+                s.push_str(&format!("{:>9}", l.stats.hold_ns.count));
+                for i in 0..self.events.len() {
+                    let v = l.stats.event_deltas.get(i).copied().unwrap_or(0);
+                    let per = v as f64 / l.stats.hold_ns.count.max(1) as f64;
+                    s.push_str(&format!(" {v:>14} {per:>10.1}"));
+                }
+                let lock = if multi {
+                    format!("{}:{}", l.segment, l.lock)
+                } else {
+                    l.lock.clone()
+                };
+                s.push_str(&format!("  {:<12} {lock}\n", l.kind));
+            }
+        }
+        if let Some(e) = &self.events_error {
+            s.push_str(&format!("events: {e}\n"));
+        }
         if !self.conds.is_empty() {
             s.push_str("\ncondition variables\n");
             s.push_str(&format!(
@@ -1379,6 +1425,7 @@ mod tests {
             owner_changes: 1,
             wait_hist: vec![(2, acq)],
             hold_hist: vec![(3, acq)],
+            event_deltas: vec![acq * 2],
             object: None,
             object_offset: None,
             symbol: None,
@@ -1398,6 +1445,8 @@ mod tests {
             elapsed_ns: 10,
             tsc_per_ns: 1.0,
             pmu: "none".into(),
+            events: vec!["page-faults".into()],
+            events_error: None,
             threads_untracked: 0,
             exited_threads_unlisted: 0,
             exited_overflow_acquisitions: 0,
@@ -1521,6 +1570,16 @@ mod tests {
         assert_eq!(st.wait_ns.min, 4);
         assert_eq!(st.hold_ns.min, 10);
         assert_eq!(st.owner_changes, 3);
+        assert_eq!(
+            st.event_deltas,
+            vec![10],
+            "2 per acquisition, summed over threads"
+        );
+        let t = p.to_table(0, 0);
+        assert!(
+            t.contains("counter deltas while held") && t.contains("page-faults"),
+            "{t}"
+        );
     }
 
     #[test]

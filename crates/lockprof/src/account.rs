@@ -4,7 +4,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::table::{bump, hist_add, lower_min, my_slot, raise_max, rdtsc, Hold, Private, Slot};
+use crate::table::{bump, hist_defer, lower_min, my_slot, raise_max, rdtsc, Hold, Private, Slot};
 use crate::{HOLD_STACK, KIND_COND};
 
 #[inline(always)]
@@ -36,7 +36,7 @@ pub(crate) fn acquired(
             bump(&e.wait_total, wait);
             raise_max(&e.wait_max, wait);
             lower_min(&e.wait_min, wait, first);
-            hist_add(&e.wait_hist, wait);
+            hist_defer(&e.wait_hist, &e.wait_pending, wait);
             let mut g = e.gidx.load(core::sync::atomic::Ordering::Relaxed);
             let tid = s.tid.load(core::sync::atomic::Ordering::Relaxed);
             if g == 0 {
@@ -63,22 +63,21 @@ pub(crate) fn acquired(
 #[inline(always)]
 pub(crate) fn push_hold(s: &Slot, p: &mut Private, lock: usize, t: u64, idx: usize) {
     if p.depth < HOLD_STACK {
-        let mut h = Hold {
+        let d = p.depth;
+        p.stack[d] = Hold {
             lock,
             since: t,
             entry: idx,
-            ev: [0; crate::events::MAX_EVENTS],
         };
-        if p.depth == 0 {
+        if d == 0 {
             p.held_since = t;
         }
         if crate::events::COUNT.load(core::sync::atomic::Ordering::Relaxed) > 0 {
             // Read the events, then restart the hold's clock: the read is not the program's.
-            crate::events::read_all(&mut h.ev);
-            h.since = rdtsc();
+            crate::events::read_all(&mut p.ev[d]);
+            p.stack[d].since = rdtsc();
         }
-        p.stack[p.depth] = h;
-        p.depth += 1;
+        p.depth = d + 1;
     } else {
         bump(&s.overflow_events, 1);
     }
@@ -102,16 +101,20 @@ pub(crate) fn release(s: &Slot, lock: usize, t: u64) -> Option<usize> {
                 bump(&e.hold_total, hold);
                 raise_max(&e.hold_max, hold);
                 lower_min(&e.hold_min, hold, first);
-                hist_add(&e.hold_hist, hold);
+                hist_defer(&e.hold_hist, &e.hold_pending, hold);
                 if crate::events::COUNT.load(core::sync::atomic::Ordering::Relaxed) > 0 {
                     let mut now = [0u64; crate::events::MAX_EVENTS];
                     crate::events::read_all(&mut now);
-                    for ((d, n), b) in e.ev_delta.iter().zip(now.iter()).zip(h.ev.iter()) {
+                    for ((d, n), b) in e.ev_delta.iter().zip(now.iter()).zip(p.ev[i].iter()) {
                         bump(d, n.saturating_sub(*b));
                     }
                 }
             }
-            p.stack.copy_within(i + 1..p.depth, i);
+            // Usually the innermost hold ends: nothing to move then.
+            if i + 1 < p.depth {
+                p.stack.copy_within(i + 1..p.depth, i);
+                p.ev.copy_within(i + 1..p.depth, i);
+            }
             p.depth -= 1;
             if p.depth == 0 {
                 bump(&s.held, t.wrapping_sub(p.held_since));
@@ -235,7 +238,7 @@ pub(crate) unsafe fn cond_wait(
             bump(&e.wait_total, wait);
             raise_max(&e.wait_max, wait);
             lower_min(&e.wait_min, wait, first);
-            hist_add(&e.wait_hist, wait);
+            hist_defer(&e.wait_hist, &e.wait_pending, wait);
         }
         None => bump(&s.overflow_events, 1),
     }

@@ -547,12 +547,23 @@ fn where_is(w: &mut FdWriter, addr: usize, signal: Option<i32>) -> core::fmt::Re
     }
 }
 
-/// A histogram as `[[bucket, count], ...]`, empty buckets left out.
-fn write_hist(w: &mut FdWriter, h: &crate::table::Hist) -> core::fmt::Result {
+/// A histogram as `[[bucket, count], ...]`, empty buckets left out, with its pending sample
+/// (see `table::hist_defer`) counted.
+fn write_hist(
+    w: &mut FdWriter,
+    h: &crate::table::Hist,
+    pending: &core::sync::atomic::AtomicU64,
+) -> core::fmt::Result {
+    let p = pending.load(Relaxed);
+    let extra = if p != 0 {
+        Some(crate::table::hist_bucket(p - 1))
+    } else {
+        None
+    };
     w.write_char('[')?;
     let mut first = true;
     for (i, b) in h.iter().enumerate() {
-        let c = b.load(Relaxed);
+        let c = b.load(Relaxed) + u32::from(extra == Some(i));
         if c == 0 {
             continue;
         }
@@ -606,9 +617,9 @@ fn write_entry(
         ns(e.hold_min.load(Relaxed)),
         e.owner_changes.load(Relaxed),
     )?;
-    write_hist(w, &e.wait_hist)?;
+    write_hist(w, &e.wait_hist, &e.wait_pending)?;
     w.write_str(",\"hold_hist\":")?;
-    write_hist(w, &e.hold_hist)?;
+    write_hist(w, &e.hold_hist, &e.hold_pending)?;
     w.write_str(",\"event_deltas\":[")?;
     let n = crate::events::COUNT.load(Relaxed);
     for (i, d) in e.ev_delta.iter().take(n).enumerate() {

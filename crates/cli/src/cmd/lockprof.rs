@@ -380,6 +380,10 @@ pub struct BenchLockprofArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Also run another build of the library (e.g. the one before a change) in the same
+    /// alternating rounds, so both are measured under the same machine load.
+    #[arg(long, value_name = "LIB")]
+    compare_lib: Option<PathBuf>,
 }
 
 const BENCH_PAIR_C: &str = include_str!("../../../lockprof/tests/c/bench_pair.c");
@@ -415,11 +419,26 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
     let pair = build("bench_pair", BENCH_PAIR_C)?;
     let grid = build("mutex_grid", MUTEX_GRID_C)?;
     let hold = build("hold_time", HOLD_TIME_C)?;
-    let run = |bin: &Path, a: &[String], preload: bool| -> Result<(String, f64)> {
+    if let Some(c) = &args.compare_lib {
+        if !c.is_file() {
+            bail!("--compare-lib {}: no such file", c.display());
+        }
+    }
+    // Arms: 0 without, 1 with this library, 2 with --compare-lib.
+    let run = |bin: &Path, a: &[String], arm: usize| -> Result<(String, f64)> {
         let mut cmd = Command::new(bin);
-        cmd.args(a).env_remove("LD_PRELOAD");
-        if preload {
-            cmd.env("LD_PRELOAD", &lib)
+        cmd.args(a)
+            .env_remove("LD_PRELOAD")
+            .env_remove("COUNTERPOINT_LOCKPROF_EVENTS");
+        let preload = match arm {
+            1 => Some(lib.as_path()),
+            2 => args.compare_lib.as_deref(),
+            _ => None,
+        };
+        if let Some(l) = preload {
+            // Reports go to a scratch directory nobody reads (the other build may write an
+            // older format).
+            cmd.env("LD_PRELOAD", l)
                 .env("COUNTERPOINT_LOCKPROF_OUT", dir.path());
         }
         let t0 = std::time::Instant::now();
@@ -436,26 +455,20 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         }
         Ok((String::from_utf8_lossy(&out.stdout).into_owned(), wall))
     };
-    let (mut base, mut prof, mut gbase, mut gprof) = (vec![], vec![], vec![], vec![]);
+    let arms = if args.compare_lib.is_some() { 3 } else { 2 };
+    let mut pair_ns: Vec<Vec<f64>> = vec![Vec::new(); arms];
+    let mut grid_s: Vec<Vec<f64>> = vec![Vec::new(); arms];
     let grid_args: Vec<String> = ["2", "500000", "1"].iter().map(|s| s.to_string()).collect();
     for _ in 0..args.rounds {
-        for preload in [false, true] {
-            let (o, _) = run(&pair, &[args.pairs.to_string()], preload)?;
+        for arm in 0..arms {
+            let (o, _) = run(&pair, &[args.pairs.to_string()], arm)?;
             let ns: f64 = o
                 .trim()
                 .parse()
                 .with_context(|| format!("bench_pair printed {o:?}"))?;
-            if preload {
-                prof.push(ns)
-            } else {
-                base.push(ns)
-            }
-            let (_, wall) = run(&grid, &grid_args, preload)?;
-            if preload {
-                gprof.push(wall)
-            } else {
-                gbase.push(wall)
-            }
+            pair_ns[arm].push(ns);
+            let (_, wall) = run(&grid, &grid_args, arm)?;
+            grid_s[arm].push(wall);
         }
     }
     // Hold-time accuracy (a timing, so measured here and never asserted in a test): two
@@ -494,9 +507,13 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         hold_err.push((total as f64 / count as f64 - program_mean) / program_mean * 100.0);
     }
     let herr = median(&mut hold_err);
-    let (b, p) = (median(&mut base), median(&mut prof));
-    let (gb, gp) = (median(&mut gbase), median(&mut gprof));
-    let v = json!({
+    let (b, p) = (median(&mut pair_ns[0]), median(&mut pair_ns[1]));
+    let (gb, gp) = (median(&mut grid_s[0]), median(&mut grid_s[1]));
+    let compare = args.compare_lib.as_ref().map(|c| {
+        let (cp, cg) = (median(&mut pair_ns[2]), median(&mut grid_s[2]));
+        (c.display().to_string(), cp, cg)
+    });
+    let mut v = json!({
         "rounds": args.rounds,
         "pairs_per_repetition": args.pairs,
         "lock_unlock_ns": {"without": b, "with": p, "added": p - b},
@@ -511,6 +528,14 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         },
         "library": lib.display().to_string(),
     });
+    if let Some((c, cp, cg)) = &compare {
+        v["compare"] = json!({
+            "library": c,
+            "lock_unlock_ns": {"with": cp, "added": cp - b},
+            "lock_heavy_wall_s": cg,
+            "lock_heavy_slowdown": cg / gb,
+        });
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -518,6 +543,13 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         println!("lock-heavy mutex_grid 2x500000 on 1 mutex: {gb:.3} s without, {gp:.3} s with, slowdown x{:.2}", gp / gb);
         println!("hold time of 2x40 programmed 200 us holds: profiler mean vs the program's own clock, median error {herr:+.2}%");
         println!("library: {}", lib.display());
+        if let Some((c, cp, cg)) = &compare {
+            println!(
+                "compared, same rounds: {c}: {cp:.1} ns with it, +{:.1} ns; mutex_grid {cg:.3} s, slowdown x{:.2}",
+                cp - b,
+                cg / gb
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

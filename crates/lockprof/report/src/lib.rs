@@ -1311,7 +1311,12 @@ impl Profile {
                 "broadcasts",
                 "cond"
             ));
-            for c in &self.conds {
+            let nc = if top == 0 {
+                self.conds.len()
+            } else {
+                top.min(self.conds.len())
+            };
+            for c in &self.conds[..nc] {
                 let cond = if multi {
                     format!("{}:{}", c.segment, c.cond)
                 } else {
@@ -1342,6 +1347,12 @@ impl Profile {
                     c.broadcasts,
                     cond,
                     callers.join("; "),
+                ));
+            }
+            if nc < self.conds.len() {
+                s.push_str(&format!(
+                    "({} more condition variables; --top 0 shows all)\n",
+                    self.conds.len() - nc
                 ));
             }
         }

@@ -53,7 +53,6 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// The report format version this crate reads.
 pub const FORMAT_VERSION: u32 = 3;
@@ -1028,6 +1027,24 @@ enum Slot {
     Frame(usize, usize),
 }
 
+/// `function (file:line)` for an address of an object, from its DWARF line table (the innermost
+/// inlined function, as `addr2line -f` names it). `None` without a file and line: the nearest
+/// symbol alone would be wrong for internal functions of a stripped object.
+fn source_name(loader: &addr2line::Loader, probe: u64) -> Option<String> {
+    let mut frames = loader.find_frames(probe).ok()?;
+    let frame = frames.next().ok()??;
+    let loc = frame.location?;
+    let (file, line) = (loc.file?, loc.line?);
+    let func = frame
+        .function
+        .as_ref()
+        .and_then(|f| f.demangle().ok())
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|| "??".to_string());
+    let file = file.rsplit('/').next().unwrap_or(file);
+    Some(format!("{func} ({file}:{line})"))
+}
+
 impl Profile {
     /// Order locks (and each lock's sites) by `key`, largest first; ties by wait, then address.
     pub fn sort(&mut self, key: SortKey) {
@@ -1057,7 +1074,7 @@ impl Profile {
     }
 
     /// Name every call site and first-seen frame: the dynamic symbol `dladdr` found at exit,
-    /// else `addr2line` on the object (static functions of the executable are not in the
+    /// else the object's DWARF (the `addr2line` crate) (static functions of the executable are not in the
     /// dynamic symbol table), else the object and offset, else the raw address.
     pub fn symbolize(&mut self) {
         let mut by_object: BTreeMap<String, Vec<(Slot, u64)>> = BTreeMap::new();
@@ -1096,32 +1113,17 @@ impl Profile {
             if !Path::new(&object).is_file() {
                 continue;
             }
-            // Return addresses point after the call: look up the byte before.
-            let out = Command::new("addr2line")
-                .args(["-f", "-C", "-e"])
-                .arg(&object)
-                .args(
-                    wanted
-                        .iter()
-                        .map(|(_, off)| format!("{:#x}", off.saturating_sub(1))),
-                )
-                .stderr(Stdio::null())
-                .output();
-            let Ok(out) = out else { continue };
-            let text = String::from_utf8_lossy(&out.stdout);
-            let lines: Vec<&str> = text.lines().collect();
-            for (i, (slot, _)) in wanted.iter().enumerate() {
-                let (Some(func), Some(loc)) = (lines.get(2 * i), lines.get(2 * i + 1)) else {
-                    break;
-                };
-                // Without debug information addr2line names the nearest *exported* symbol,
-                // which for internal functions is wrong: keep object+offset then.
-                if *func == "??" || loc.starts_with("??") {
+            // DWARF through the `addr2line` crate (gimli); an object without debug information
+            // (or unreadable) keeps object+offset.
+            let Ok(loader) = addr2line::Loader::new(&object) else {
+                continue;
+            };
+            for (slot, off) in wanted {
+                // Return addresses point after the call: look up the byte before.
+                let Some(name) = source_name(&loader, off.saturating_sub(1)) else {
                     continue;
-                }
-                let loc = loc.rsplit('/').next().unwrap_or(loc);
-                let name = format!("{func} ({loc})");
-                match *slot {
+                };
+                match slot {
                     Slot::Site(li, si) => {
                         if let Some(s) = self.locks.get_mut(li).and_then(|l| l.sites.get_mut(si)) {
                             s.name = Some(name);

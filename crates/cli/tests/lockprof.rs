@@ -500,7 +500,9 @@ fn events_while_held() {
         .collect();
     let mut sorted = deltas.clone();
     sorted.sort();
-    assert_eq!(sorted, vec![0, 32], "{v}");
+    // At least the 32 first touches under one lock (a loaded machine may add a minor fault).
+    assert_eq!(sorted.len(), 2, "{v}");
+    assert!(sorted[1] >= 32 && sorted[0] < 16, "{v}");
     let out = lockprof(
         &["--events", "page-faults", "--", bin.to_str().unwrap(), "4"],
         None,

@@ -157,6 +157,12 @@ pub(crate) fn read_all(out: &mut [u64; MAX_EVENTS]) {
                     }
                 })
                 .collect();
+            let counters: Vec<Option<SelfCounter>> = counters;
+            // Touch every counter's control page once now: a first-touch page fault inside a
+            // later reading would be counted by the events read before it (page-faults).
+            for c in counters.iter().flatten() {
+                let _ = c.read();
+            }
             *m = Some(Mine {
                 generation,
                 counters,

@@ -34,6 +34,9 @@ pub struct LockInfo {
     pub first_tid: AtomicU64,
     /// Frames recorded in `frames`.
     pub nframes: AtomicUsize,
+    /// 1 when `frames` is where it was initialised (`pthread_*_init`), 0 when where it was
+    /// first taken (statically initialised locks have no init call).
+    pub created: AtomicU64,
     /// The stack where it was first seen (innermost first, the interposer excluded).
     pub frames: [AtomicUsize; MAX_FRAMES],
 }
@@ -45,6 +48,7 @@ pub static LOCKS: [LockInfo; MAX_LOCKS] = [const {
         owner: AtomicU64::new(0),
         first_tid: AtomicU64::new(0),
         nframes: AtomicUsize::new(0),
+        created: AtomicU64::new(0),
         frames: [const { AtomicUsize::new(0) }; MAX_FRAMES],
     }
 }; MAX_LOCKS];
@@ -153,6 +157,22 @@ fn capture(l: &LockInfo) {
     }
     l.nframes.store(w.n, Relaxed);
     CAPTURING.with(|c| c.set(false));
+}
+
+/// A lock initialised by `pthread_*_init` at `lock`: (re)start its record with the creating
+/// stack (the address may be a destroyed lock's, reused). Not on any lock path.
+#[cold]
+pub(crate) fn created(lock: usize) {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64;
+    let g = link(lock, tid);
+    let Some(l) = LOCKS.get(g.wrapping_sub(1)) else {
+        return;
+    };
+    l.owner.store(0, Relaxed);
+    l.first_tid.store(tid, Relaxed);
+    l.created.store(1, Relaxed);
+    capture(l);
 }
 
 /// Record that thread `tid` acquired the lock at `gidx` (index + 1); true when the previous

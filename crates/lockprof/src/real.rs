@@ -32,6 +32,9 @@ real_functions! {
     mutex_timedlock = "pthread_mutex_timedlock";
     mutex_clocklock = "pthread_mutex_clocklock";
     mutex_unlock = "pthread_mutex_unlock";
+    mutex_init = "pthread_mutex_init";
+    rw_init = "pthread_rwlock_init";
+    spin_init = "pthread_spin_init";
     rw_rdlock = "pthread_rwlock_rdlock";
     rw_wrlock = "pthread_rwlock_wrlock";
     rw_tryrdlock = "pthread_rwlock_tryrdlock";

@@ -515,8 +515,9 @@ fn write_report(
         first = false;
         write!(
             w,
-            "{{\"lock\":\"{lock:#x}\",\"first_tid\":{},\"frames\":[",
-            l.first_tid.load(Relaxed)
+            "{{\"lock\":\"{lock:#x}\",\"first_tid\":{},\"created\":{},\"frames\":[",
+            l.first_tid.load(Relaxed),
+            l.created.load(Relaxed) != 0
         )?;
         let n = l.nframes.load(Relaxed).min(crate::locks::MAX_FRAMES);
         for (i, f) in l.frames[..n].iter().enumerate() {

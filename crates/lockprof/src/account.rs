@@ -4,7 +4,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::table::{bump, my_slot, raise_max, rdtsc, Hold, Private, Slot};
+use crate::table::{bump, hist_defer, lower_min, my_slot, raise_max, rdtsc, Hold, Private, Slot};
 use crate::{HOLD_STACK, KIND_COND};
 
 #[inline(always)]
@@ -28,12 +28,28 @@ pub(crate) fn acquired(
     let idx = match s.entry(lock, site, kind) {
         Some(i) => {
             let e = &s.entries[i];
+            let first = e.acquisitions.load(core::sync::atomic::Ordering::Relaxed) == 0;
             bump(&e.acquisitions, 1);
             if contended {
                 bump(&e.contentions, 1);
             }
             bump(&e.wait_total, wait);
             raise_max(&e.wait_max, wait);
+            lower_min(&e.wait_min, wait, first);
+            hist_defer(&e.wait_hist, &e.wait_pending, wait);
+            let mut g = e.gidx.load(core::sync::atomic::Ordering::Relaxed);
+            let tid = s.tid.load(core::sync::atomic::Ordering::Relaxed);
+            if g == 0 {
+                g = crate::locks::link(lock, tid);
+                // A full table: never look again (usize::MAX is out of range below).
+                let g_or_none = if g == 0 { usize::MAX } else { g };
+                e.gidx
+                    .store(g_or_none, core::sync::atomic::Ordering::Relaxed);
+                g = g_or_none;
+            }
+            if crate::locks::owner_changed(g, tid) {
+                bump(&e.owner_changes, 1);
+            }
             i
         }
         None => {
@@ -47,15 +63,21 @@ pub(crate) fn acquired(
 #[inline(always)]
 pub(crate) fn push_hold(s: &Slot, p: &mut Private, lock: usize, t: u64, idx: usize) {
     if p.depth < HOLD_STACK {
-        p.stack[p.depth] = Hold {
+        let d = p.depth;
+        p.stack[d] = Hold {
             lock,
             since: t,
             entry: idx,
         };
-        if p.depth == 0 {
+        if d == 0 {
             p.held_since = t;
         }
-        p.depth += 1;
+        if crate::events::COUNT.load(core::sync::atomic::Ordering::Relaxed) > 0 {
+            // Read the events, then restart the hold's clock: the read is not the program's.
+            crate::events::read_all(&mut p.ev[d]);
+            p.stack[d].since = rdtsc();
+        }
+        p.depth = d + 1;
     } else {
         bump(&s.overflow_events, 1);
     }
@@ -74,11 +96,25 @@ pub(crate) fn release(s: &Slot, lock: usize, t: u64) -> Option<usize> {
             let hold = t.wrapping_sub(h.since);
             if h.entry != usize::MAX {
                 let e = &s.entries[h.entry];
+                let first = e.hold_count.load(core::sync::atomic::Ordering::Relaxed) == 0;
                 bump(&e.hold_count, 1);
                 bump(&e.hold_total, hold);
                 raise_max(&e.hold_max, hold);
+                lower_min(&e.hold_min, hold, first);
+                hist_defer(&e.hold_hist, &e.hold_pending, hold);
+                if crate::events::COUNT.load(core::sync::atomic::Ordering::Relaxed) > 0 {
+                    let mut now = [0u64; crate::events::MAX_EVENTS];
+                    crate::events::read_all(&mut now);
+                    for ((d, n), b) in e.ev_delta.iter().zip(now.iter()).zip(p.ev[i].iter()) {
+                        bump(d, n.saturating_sub(*b));
+                    }
+                }
             }
-            p.stack.copy_within(i + 1..p.depth, i);
+            // Usually the innermost hold ends: nothing to move then.
+            if i + 1 < p.depth {
+                p.stack.copy_within(i + 1..p.depth, i);
+                p.ev.copy_within(i + 1..p.depth, i);
+            }
             p.depth -= 1;
             if p.depth == 0 {
                 bump(&s.held, t.wrapping_sub(p.held_since));
@@ -194,17 +230,39 @@ pub(crate) unsafe fn cond_wait(
     match s.entry(c as usize, site, KIND_COND) {
         Some(i) => {
             let e = &s.entries[i];
+            let first = e.acquisitions.load(core::sync::atomic::Ordering::Relaxed) == 0;
             bump(&e.acquisitions, 1);
             if r != 0 {
                 bump(&e.contentions, 1);
             }
             bump(&e.wait_total, wait);
             raise_max(&e.wait_max, wait);
+            lower_min(&e.wait_min, wait, first);
+            hist_defer(&e.wait_hist, &e.wait_pending, wait);
         }
         None => bump(&s.overflow_events, 1),
     }
     // SAFETY: owner-only state.
     let p = &mut *s.private.get();
     push_hold(s, p, m as usize, t1, idx.unwrap_or(usize::MAX));
+    r
+}
+
+/// A `pthread_cond_signal` or `pthread_cond_broadcast`: counted per (condition variable, call
+/// site) in its own kind, so the report can put signals and broadcasts beside the waits.
+#[inline(always)]
+pub(crate) unsafe fn cond_notify(
+    c: *mut c_void,
+    site: usize,
+    kind: u64,
+    notify: impl FnOnce() -> c_int,
+) -> c_int {
+    let r = notify();
+    if let Some(s) = my_slot() {
+        match s.entry(c as usize, site, kind) {
+            Some(i) => bump(&s.entries[i].acquisitions, 1),
+            None => bump(&s.overflow_events, 1),
+        }
+    }
     r
 }

@@ -5,9 +5,9 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::account::{as_fn, cond_wait, lock_via_try, try_only, unlock_with};
+use crate::account::{as_fn, cond_notify, cond_wait, lock_via_try, try_only, unlock_with};
 use crate::real::real;
-use crate::{KIND_MUTEX, KIND_RDLOCK, KIND_SPIN, KIND_WRLOCK};
+use crate::{KIND_BROADCAST, KIND_MUTEX, KIND_RDLOCK, KIND_SIGNAL, KIND_SPIN, KIND_WRLOCK};
 
 type F1 = unsafe extern "C" fn(*mut c_void) -> c_int;
 type F2 = unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int;
@@ -134,4 +134,52 @@ interpose! {
         let f = real!(cond_clockwait);
         cond_wait(c, m, site, || as_fn::<Cond4>(f)(c, m, clock, ts))
     };
+    pthread_cond_signal(c: *mut c_void; site) => {
+        let f = real!(cond_signal);
+        cond_notify(c, site, KIND_SIGNAL, || as_fn::<F1>(f)(c))
+    };
+    pthread_cond_broadcast(c: *mut c_void; site) => {
+        let f = real!(cond_broadcast);
+        cond_notify(c, site, KIND_BROADCAST, || as_fn::<F1>(f)(c))
+    };
+}
+
+// Initialisation: the real call, then the creating stack is recorded (`locks::created`), so a
+// dynamically created lock is shown where it was made, not only where it was first taken.
+// Plain functions: their call site is not needed (the stack has it).
+
+type Init2 = unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int;
+type SpinInit = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
+
+/// Interposed `pthread_mutex_init`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_init(m: *mut c_void, attr: *const c_void) -> c_int {
+    let f = real!(mutex_init);
+    let r = as_fn::<Init2>(f)(m, attr);
+    if r == 0 {
+        crate::locks::created(m as usize);
+    }
+    r
+}
+
+/// Interposed `pthread_rwlock_init`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_rwlock_init(l: *mut c_void, attr: *const c_void) -> c_int {
+    let f = real!(rw_init);
+    let r = as_fn::<Init2>(f)(l, attr);
+    if r == 0 {
+        crate::locks::created(l as usize);
+    }
+    r
+}
+
+/// Interposed `pthread_spin_init`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_spin_init(l: *mut c_void, pshared: c_int) -> c_int {
+    let f = real!(spin_init);
+    let r = as_fn::<SpinInit>(f)(l, pshared);
+    if r == 0 {
+        crate::locks::created(l as usize);
+    }
+    r
 }

@@ -48,8 +48,10 @@
 compile_error!("counterpoint-lockprof supports x86-64 Linux only");
 
 pub mod account;
+pub mod events;
 pub mod interpose;
 pub mod lifecycle;
+pub mod locks;
 pub mod objects;
 pub mod real;
 pub mod report;
@@ -65,6 +67,10 @@ pub const KIND_WRLOCK: u64 = 3;
 pub const KIND_SPIN: u64 = 4;
 /// A condition-variable wait.
 pub const KIND_COND: u64 = 5;
+/// A `pthread_cond_signal`.
+pub const KIND_SIGNAL: u64 = 6;
+/// A `pthread_cond_broadcast`.
+pub const KIND_BROADCAST: u64 = 7;
 
 /// Name of a lock kind in the report.
 pub fn kind_name(kind: u64) -> &'static str {
@@ -74,6 +80,8 @@ pub fn kind_name(kind: u64) -> &'static str {
         KIND_WRLOCK => "rwlock-write",
         KIND_SPIN => "spin",
         KIND_COND => "cond-wait",
+        KIND_SIGNAL => "cond-signal",
+        KIND_BROADCAST => "cond-broadcast",
         _ => "unknown",
     }
 }
@@ -84,3 +92,5 @@ pub const MAX_THREADS: usize = 512;
 pub const ENTRIES_PER_THREAD: usize = 512;
 /// Locks one thread can hold at once and still be timed.
 pub const HOLD_STACK: usize = 32;
+/// Buckets of the wait and hold histograms (see [`table::hist_bucket`]).
+pub const HIST_BUCKETS: usize = 80;

@@ -85,9 +85,58 @@ extern "C" fn atfork_child() {
         }
         p.held_since = now;
     }
+    crate::locks::forget_owners();
+    crate::events::forked();
     report::FLUSHED.store(false, Relaxed);
+    FORK_CHILD.store(true, Relaxed);
     // SAFETY: getpid has no preconditions.
     OWNER_PID.store(unsafe { libc::getpid() }, Relaxed);
+}
+
+/// Set in a forked child: a child that leaves with `_exit` having locked nothing writes no file
+/// (shells fork many of those).
+static FORK_CHILD: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// `_exit` and `_Exit` end the process without `atexit` handlers (dash ends that way, and so do
+/// many fork children): the report is written first, with `"ended_by": "_exit"`. glibc's own
+/// `exit` reaches the kernel through an internal alias, not through these, so nothing is written
+/// twice. A `vfork` child (another pid in our memory) only leaves.
+unsafe fn before_quick_exit() {
+    if OWNER_PID.load(Relaxed) != libc::getpid() {
+        return;
+    }
+    if FORK_CHILD.load(Relaxed) && !crate::table::has_activity() {
+        return;
+    }
+    report::flush(Ending::QuickExit);
+}
+
+unsafe fn quick_exit_with(real: usize, status: c_int) -> ! {
+    if real != 0 {
+        let f = core::mem::transmute::<usize, unsafe extern "C" fn(c_int) -> !>(real);
+        f(status)
+    }
+    libc::syscall(libc::SYS_exit_group, status);
+    // exit_group does not return.
+    loop {
+        libc::pause();
+    }
+}
+
+/// Interposed `_exit`: the report is written, then the real `_exit`.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    crate::real::resolve();
+    before_quick_exit();
+    quick_exit_with(crate::real::REAL.exit_now.load(Relaxed), status)
+}
+
+/// Interposed `_Exit` (C99's name for `_exit`).
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    crate::real::resolve();
+    before_quick_exit();
+    quick_exit_with(crate::real::REAL.exit_now_c99.load(Relaxed), status)
 }
 
 extern "C" fn at_exit() {
@@ -122,6 +171,7 @@ pub(crate) extern "C" fn init() {
     crate::real::resolve();
     report::init();
     crate::objects::snapshot();
+    crate::events::init();
     // SAFETY: registering plain extern "C" handlers.
     unsafe {
         let mut key: libc::pthread_key_t = 0;

@@ -76,10 +76,30 @@ unsafe extern "C" fn visit(
     0
 }
 
+/// This library's own address range (for skipping its frames in captured stacks).
+static SELF_LO: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+static SELF_HI: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
 /// Take the snapshot (constructor time, before any program thread exists).
 pub(crate) fn snapshot() {
     // SAFETY: the callback only writes the static table; called once, single-threaded.
     unsafe { libc::dl_iterate_phdr(Some(visit), core::ptr::null_mut()) };
+    let me = snapshot as *const () as usize;
+    // SAFETY: written above, before any other thread exists.
+    let objs = unsafe { &*core::ptr::addr_of!(OBJECTS) };
+    if let Some(o) = objs[..unsafe { COUNT }]
+        .iter()
+        .find(|o| o.lo <= me && me < o.hi)
+    {
+        SELF_LO.store(o.lo, core::sync::atomic::Ordering::Relaxed);
+        SELF_HI.store(o.hi, core::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Whether `addr` is inside this library.
+pub(crate) fn in_self(addr: usize) -> bool {
+    use core::sync::atomic::Ordering::Relaxed;
+    SELF_LO.load(Relaxed) <= addr && addr < SELF_HI.load(Relaxed)
 }
 
 /// The object containing `addr` and the offset of `addr` in it (relative to its load bias, as

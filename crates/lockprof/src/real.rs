@@ -32,6 +32,9 @@ real_functions! {
     mutex_timedlock = "pthread_mutex_timedlock";
     mutex_clocklock = "pthread_mutex_clocklock";
     mutex_unlock = "pthread_mutex_unlock";
+    mutex_init = "pthread_mutex_init";
+    rw_init = "pthread_rwlock_init";
+    spin_init = "pthread_spin_init";
     rw_rdlock = "pthread_rwlock_rdlock";
     rw_wrlock = "pthread_rwlock_wrlock";
     rw_tryrdlock = "pthread_rwlock_tryrdlock";
@@ -46,6 +49,10 @@ real_functions! {
     cond_wait = "pthread_cond_wait" @ "GLIBC_2.3.2";
     cond_timedwait = "pthread_cond_timedwait" @ "GLIBC_2.3.2";
     cond_clockwait = "pthread_cond_clockwait";
+    cond_signal = "pthread_cond_signal" @ "GLIBC_2.3.2";
+    cond_broadcast = "pthread_cond_broadcast" @ "GLIBC_2.3.2";
+    exit_now = "_exit";
+    exit_now_c99 = "_Exit";
     spin_lock = "pthread_spin_lock";
     spin_trylock = "pthread_spin_trylock";
     spin_unlock = "pthread_spin_unlock";

@@ -25,6 +25,7 @@ pub(crate) enum Ending {
     Exit,
     Signal(i32),
     Exec,
+    QuickExit,
 }
 
 /// A report file written before an exec (removed again if the exec fails).
@@ -82,14 +83,14 @@ fn init_pmu() {
     let _ = match (&found, readable) {
         (Some((b, n)), _) => write!(
             c,
-            "present ({}) but not read: this profiler times with the TSC only, so there are no counter deltas inside critical sections",
+            "present ({}): hardware events (cycles, LLC misses) are read inside critical sections when asked for (counterpoint lockprof --events LIST); the default profile times with the TSC only",
             core::str::from_utf8(&b[..*n]).unwrap_or("?")
         ),
         (None, true) => c.write_str(
-            "none: no hardware PMU on this machine (no cpu, cpu_core, cpu_atom or armv* PMU in /sys/bus/event_source/devices), so no counter deltas inside critical sections",
+            "none: no hardware PMU on this machine (no cpu, cpu_core, cpu_atom or armv* PMU in /sys/bus/event_source/devices), so no hardware counter deltas inside critical sections; software events (task-clock, page-faults, context-switches) work with --events",
         ),
         (None, false) => c.write_str(
-            "unknown: /sys/bus/event_source/devices is not readable; no counter deltas inside critical sections",
+            "unknown: /sys/bus/event_source/devices is not readable; no hardware counter deltas inside critical sections",
         ),
     };
     let n = c.len;
@@ -192,8 +193,9 @@ fn write_json_str(w: &mut FdWriter, bytes: &[u8]) -> core::fmt::Result {
 
 use crate::lifecycle::mono_ns;
 
-/// The report format's version (2: `segment`, `ended_by`, `program`).
-pub const FORMAT_VERSION: u32 = 2;
+/// The report format's version (2: `segment`, `ended_by`, `program`; 3: minima, histograms,
+/// owner changes, condition-variable notifications, first-seen stacks, `_exit`).
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Write the report once (again after `unflush`). From a signal handler `dladdr` (not
 /// async-signal-safe) is skipped and call sites stay raw addresses. Before an exec, a process
@@ -221,7 +223,7 @@ pub(crate) fn flush(ending: Ending) -> Option<Written> {
     let t0 = INIT_TSC.load(Relaxed);
     let m0 = INIT_MONO_NS.load(Relaxed);
     let mut m1 = mono_ns();
-    if ending == Ending::Exit {
+    if matches!(ending, Ending::Exit | Ending::QuickExit) {
         while m1.saturating_sub(m0) < 20_000_000 {
             m1 = mono_ns();
         }
@@ -379,6 +381,9 @@ fn write_report(
         )?,
         Ending::Exit => w.write_str("\"ended_by\":\"exit\",\"complete\":true,\"signal\":null,")?,
         Ending::Exec => w.write_str("\"ended_by\":\"exec\",\"complete\":true,\"signal\":null,")?,
+        Ending::QuickExit => {
+            w.write_str("\"ended_by\":\"_exit\",\"complete\":true,\"signal\":null,")?
+        }
     }
     w.write_str("\"program\":")?;
     let mut exe = [0u8; 1024];
@@ -408,7 +413,21 @@ fn write_report(
         RETIRED.threads_unlisted.load(Relaxed),
         RETIRED.overflow_events.load(Relaxed)
     )?;
-    w.write_str("\"threads\":[")?;
+    w.write_str("\"events\":[")?;
+    for (i, name) in crate::events::names().enumerate() {
+        if i > 0 {
+            w.write_char(',')?;
+        }
+        write_json_str(w, name)?;
+    }
+    w.write_str("],\"events_error\":")?;
+    let (e1, e2) = (crate::events::error(), crate::events::open_error());
+    match (e1.is_empty(), e2.is_empty()) {
+        (true, true) => w.write_str("null")?,
+        (false, _) => write_json_str(w, e1)?,
+        (true, false) => write_json_str(w, e2)?,
+    }
+    w.write_str(",\"threads\":[")?;
     let mut first = true;
     for s in SLOTS.iter() {
         if !s.in_use.load(Relaxed) {
@@ -479,7 +498,83 @@ fn write_report(
             write_entry(w, e, Some(tid), signal, ns, &mut first)?;
         }
     }
+    write!(
+        w,
+        "],\"locks_untracked\":{},\"locks\":[",
+        crate::locks::LOCKS_UNTRACKED.load(Relaxed)
+    )?;
+    let mut first = true;
+    for l in crate::locks::LOCKS.iter() {
+        let lock = l.lock.load(Relaxed);
+        if lock == 0 {
+            continue;
+        }
+        if !first {
+            w.write_char(',')?;
+        }
+        first = false;
+        write!(
+            w,
+            "{{\"lock\":\"{lock:#x}\",\"first_tid\":{},\"created\":{},\"frames\":[",
+            l.first_tid.load(Relaxed),
+            l.created.load(Relaxed) != 0
+        )?;
+        let n = l.nframes.load(Relaxed).min(crate::locks::MAX_FRAMES);
+        for (i, f) in l.frames[..n].iter().enumerate() {
+            let addr = f.load(Relaxed);
+            if i > 0 {
+                w.write_char(',')?;
+            }
+            write!(w, "{{\"addr\":\"{addr:#x}\"")?;
+            where_is(w, addr, signal)?;
+            w.write_char('}')?;
+        }
+        w.write_str("]}")?;
+    }
     w.write_str("]}\n")
+}
+
+/// Object, offset and (outside a signal handler) dynamic symbol of a code address.
+fn where_is(w: &mut FdWriter, addr: usize, signal: Option<i32>) -> core::fmt::Result {
+    if signal.is_none() {
+        symbol(w, addr)
+    } else if let Some((object, offset)) = crate::objects::lookup(addr) {
+        // No dladdr in a signal handler: the startup snapshot gives object and offset.
+        w.write_str(",\"object\":")?;
+        write_json_str(w, object)?;
+        write!(w, ",\"object_offset\":\"{offset:#x}\"")
+    } else {
+        Ok(())
+    }
+}
+
+/// A histogram as `[[bucket, count], ...]`, empty buckets left out, with its pending sample
+/// (see `table::hist_defer`) counted.
+fn write_hist(
+    w: &mut FdWriter,
+    h: &crate::table::Hist,
+    pending: &core::sync::atomic::AtomicU64,
+) -> core::fmt::Result {
+    let p = pending.load(Relaxed);
+    let extra = if p != 0 {
+        Some(crate::table::hist_bucket(p - 1))
+    } else {
+        None
+    };
+    w.write_char('[')?;
+    let mut first = true;
+    for (i, b) in h.iter().enumerate() {
+        let c = b.load(Relaxed) + u32::from(extra == Some(i));
+        if c == 0 {
+            continue;
+        }
+        if !first {
+            w.write_char(',')?;
+        }
+        first = false;
+        write!(w, "[{i},{c}]")?;
+    }
+    w.write_char(']')
 }
 
 /// One entry; `tid` is `None` for entries merged from exited threads.
@@ -516,14 +611,26 @@ fn write_entry(
         ns(e.hold_total.load(Relaxed)),
         ns(e.hold_max.load(Relaxed)),
     )?;
-    if signal.is_none() {
-        symbol(w, site)?;
-    } else if let Some((object, offset)) = crate::objects::lookup(site) {
-        // No dladdr in a signal handler: the startup snapshot gives object and offset.
-        w.write_str(",\"object\":")?;
-        write_json_str(w, object)?;
-        write!(w, ",\"object_offset\":\"{offset:#x}\"")?;
+    write!(
+        w,
+        ",\"wait_min_ns\":{},\"hold_min_ns\":{},\"owner_changes\":{},\"wait_hist\":",
+        ns(e.wait_min.load(Relaxed)),
+        ns(e.hold_min.load(Relaxed)),
+        e.owner_changes.load(Relaxed),
+    )?;
+    write_hist(w, &e.wait_hist, &e.wait_pending)?;
+    w.write_str(",\"hold_hist\":")?;
+    write_hist(w, &e.hold_hist, &e.hold_pending)?;
+    w.write_str(",\"event_deltas\":[")?;
+    let n = crate::events::COUNT.load(Relaxed);
+    for (i, d) in e.ev_delta.iter().take(n).enumerate() {
+        if i > 0 {
+            w.write_char(',')?;
+        }
+        write!(w, "{}", d.load(Relaxed))?;
     }
+    w.write_char(']')?;
+    where_is(w, site, signal)?;
     w.write_char('}')
 }
 

@@ -4,9 +4,9 @@
 
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crate::{ENTRIES_PER_THREAD, HOLD_STACK, MAX_THREADS};
+use crate::{ENTRIES_PER_THREAD, HIST_BUCKETS, HOLD_STACK, MAX_THREADS};
 
 #[inline(always)]
 pub(crate) fn rdtsc() -> u64 {
@@ -25,6 +25,53 @@ pub(crate) fn raise_max(a: &AtomicU64, v: u64) {
     if v > a.load(Relaxed) {
         a.store(v, Relaxed);
     }
+}
+
+/// Lower a minimum; `first` when no value was recorded yet (the field still holds 0).
+#[inline(always)]
+pub(crate) fn lower_min(a: &AtomicU64, v: u64, first: bool) {
+    if first || v < a.load(Relaxed) {
+        a.store(v, Relaxed);
+    }
+}
+
+/// Log-linear histogram bucket of a tick count: 0 and 1 have their own buckets, then every
+/// power of two is split in two halves (bucket `2k` is [2^k, 1.5*2^k), `2k+1` is
+/// [1.5*2^k, 2^(k+1))), so a percentile read from it is within 25% of the true value; the last
+/// bucket takes everything from 2^39 ticks up. An `lzcnt` and two shifts: no loop, no branch
+/// beyond the small-value one.
+#[inline(always)]
+pub fn hist_bucket(ticks: u64) -> usize {
+    if ticks < 2 {
+        return ticks as usize;
+    }
+    let k = 63 - ticks.leading_zeros() as usize;
+    let half = ((ticks >> (k - 1)) & 1) as usize;
+    (2 * k + half).min(HIST_BUCKETS - 1)
+}
+
+/// A per-entry histogram (owner-written, plain load+store like every other counter).
+pub type Hist = [AtomicU32; HIST_BUCKETS];
+
+#[inline(always)]
+pub(crate) fn hist_add(h: &Hist, ticks: u64) {
+    let b = &h[hist_bucket(ticks)];
+    b.store(b.load(Relaxed).wrapping_add(1), Relaxed);
+}
+
+/// Record a sample one event late: bucket the *previous* sample (kept in `pending` as value+1,
+/// 0 when none) and keep this one. Why: a bucket's address depends on the TSC just read, and the
+/// real lock or unlock that follows is a locked instruction that waits for every earlier store;
+/// bucketing the fresh sample there measured 8 ns per histogram on this machine, the deferred
+/// form costs what a plain counter does. The flush and the thread-exit merge add the last
+/// pending sample.
+#[inline(always)]
+pub(crate) fn hist_defer(h: &Hist, pending: &AtomicU64, ticks: u64) {
+    let prev = pending.load(Relaxed);
+    if prev != 0 {
+        hist_add(h, prev - 1);
+    }
+    pending.store(ticks.saturating_add(1), Relaxed);
 }
 
 /// Statistics of one (lock, call site, kind) in one thread.
@@ -49,6 +96,24 @@ pub struct Entry {
     pub hold_total: AtomicU64,
     /// Longest hold, ticks.
     pub hold_max: AtomicU64,
+    /// Shortest acquisition, ticks (valid when `acquisitions > 0`).
+    pub wait_min: AtomicU64,
+    /// Shortest hold, ticks (valid when `hold_count > 0`).
+    pub hold_min: AtomicU64,
+    /// Acquisitions that took the lock from another thread than its previous owner.
+    pub owner_changes: AtomicU64,
+    /// Index + 1 of the lock in the process-wide `LOCKS` table (0: not linked).
+    pub gidx: AtomicUsize,
+    /// Wait times, bucketed by [`hist_bucket`].
+    pub wait_hist: Hist,
+    /// Hold times, bucketed by [`hist_bucket`].
+    pub hold_hist: Hist,
+    /// The latest wait, not yet bucketed (+1; 0: none), see [`hist_defer`].
+    pub wait_pending: AtomicU64,
+    /// The latest hold, not yet bucketed (+1; 0: none).
+    pub hold_pending: AtomicU64,
+    /// Sum over holds of each opt-in event's delta while held (see `events.rs`).
+    pub ev_delta: [AtomicU64; crate::events::MAX_EVENTS],
 }
 
 impl Entry {
@@ -64,10 +129,38 @@ impl Entry {
             hold_count: AtomicU64::new(0),
             hold_total: AtomicU64::new(0),
             hold_max: AtomicU64::new(0),
+            wait_min: AtomicU64::new(0),
+            hold_min: AtomicU64::new(0),
+            owner_changes: AtomicU64::new(0),
+            gidx: AtomicUsize::new(0),
+            wait_hist: [const { AtomicU32::new(0) }; HIST_BUCKETS],
+            hold_hist: [const { AtomicU32::new(0) }; HIST_BUCKETS],
+            wait_pending: AtomicU64::new(0),
+            hold_pending: AtomicU64::new(0),
+            ev_delta: [const { AtomicU64::new(0) }; crate::events::MAX_EVENTS],
         }
     }
     pub(crate) fn clear(&self) {
+        // Unused entries are all zero: skipping them keeps a thread's exit from touching (and
+        // committing) the pages of its whole table.
+        if self.lock.load(Relaxed) == 0 {
+            return;
+        }
+        for h in [&self.wait_hist, &self.hold_hist] {
+            for b in h.iter() {
+                b.store(0, Relaxed);
+            }
+        }
+        self.gidx.store(0, Relaxed);
+        for a in self.ev_delta.iter() {
+            a.store(0, Relaxed);
+        }
         for a in [
+            &self.wait_pending,
+            &self.hold_pending,
+            &self.wait_min,
+            &self.hold_min,
+            &self.owner_changes,
             &self.kind,
             &self.acquisitions,
             &self.contentions,
@@ -96,6 +189,9 @@ pub(crate) struct Private {
     pub(crate) depth: usize,
     pub(crate) held_since: u64,
     pub(crate) stack: [Hold; HOLD_STACK],
+    /// Event counts at each hold's acquisition (only with `--events`; apart from `stack` so
+    /// the default path moves 24-byte holds).
+    pub(crate) ev: [[u64; crate::events::MAX_EVENTS]; HOLD_STACK],
 }
 
 /// One thread's accounting.
@@ -151,6 +247,7 @@ impl Slot {
                     since: 0,
                     entry: 0,
                 }; HOLD_STACK],
+                ev: [[0; crate::events::MAX_EVENTS]; HOLD_STACK],
             }),
         }
     }
@@ -319,7 +416,43 @@ pub(crate) extern "C" fn thread_exit(arg: *mut c_void) {
             ) {
                 Some(i) => {
                     let r = &RETIRED.entries[i];
-                    bump(&r.acquisitions, e.acquisitions.load(Relaxed));
+                    let acq = e.acquisitions.load(Relaxed);
+                    let holds = e.hold_count.load(Relaxed);
+                    if acq > 0 {
+                        lower_min(
+                            &r.wait_min,
+                            e.wait_min.load(Relaxed),
+                            r.acquisitions.load(Relaxed) == 0,
+                        );
+                    }
+                    if holds > 0 {
+                        lower_min(
+                            &r.hold_min,
+                            e.hold_min.load(Relaxed),
+                            r.hold_count.load(Relaxed) == 0,
+                        );
+                    }
+                    bump(&r.owner_changes, e.owner_changes.load(Relaxed));
+                    for (d, s) in r.ev_delta.iter().zip(e.ev_delta.iter()) {
+                        bump(d, s.load(Relaxed));
+                    }
+                    for (d, s) in r.wait_hist.iter().zip(e.wait_hist.iter()) {
+                        d.store(d.load(Relaxed).wrapping_add(s.load(Relaxed)), Relaxed);
+                    }
+                    for (d, s) in r.hold_hist.iter().zip(e.hold_hist.iter()) {
+                        d.store(d.load(Relaxed).wrapping_add(s.load(Relaxed)), Relaxed);
+                    }
+                    // The exited thread's last samples (retired entries bucket at once).
+                    for (h, p) in [
+                        (&r.wait_hist, &e.wait_pending),
+                        (&r.hold_hist, &e.hold_pending),
+                    ] {
+                        let v = p.load(Relaxed);
+                        if v != 0 {
+                            hist_add(h, v - 1);
+                        }
+                    }
+                    bump(&r.acquisitions, acq);
                     bump(&r.contentions, e.contentions.load(Relaxed));
                     bump(&r.wait_total, e.wait_total.load(Relaxed));
                     raise_max(&r.wait_max, e.wait_max.load(Relaxed));
@@ -426,4 +559,24 @@ pub(crate) fn has_activity() -> bool {
         .any(|s| s.in_use.load(Relaxed) && s.lock_calls.load(Relaxed) > 0)
         || RETIRED.nthreads.load(Relaxed) > 0
         || RETIRED.overflow_events.load(Relaxed) > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hist_bucket;
+    use counterpoint_lockprof_report::{bucket_ticks, HIST_BUCKETS};
+
+    /// The library's histogram buckets are the report crate's `bucket_ticks` ranges. (A unit
+    /// test on purpose: an integration test linking this crate would run its constructor and
+    /// interpose the test harness's own locks.)
+    #[test]
+    fn histogram_buckets_agree_with_the_reader() {
+        assert_eq!(HIST_BUCKETS, crate::HIST_BUCKETS);
+        for i in 0..HIST_BUCKETS - 1 {
+            let (lo, hi) = bucket_ticks(i);
+            assert_eq!(hist_bucket(lo), i, "low edge of {i}");
+            assert_eq!(hist_bucket(hi - 1), i, "high edge of {i}");
+        }
+        assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
+    }
 }

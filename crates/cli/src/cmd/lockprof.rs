@@ -1,4 +1,5 @@
-//! `counterpoint lockprof [--top N] [--json] [-o FILE] -- CMD ARGS`: run a program with the
+//! `counterpoint lockprof [--top N] [--sort COL] [--min-*] [--frames N] [--pid PID | --process
+//! NAME] [--json] [-o FILE] -- CMD ARGS`: run a program with the
 //! lock profiler preloaded (`libcounterpoint_lockprof.so`), then print the profile the library
 //! wrote (at exit, on a fatal or terminating signal, before each exec) as a lockstat-style table
 //! or JSON. Reading, aggregating and formatting the report is `counterpoint-lockprof-report`'s;
@@ -12,7 +13,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use counterpoint_lockprof_report::{aggregate, read_reports_of};
+use counterpoint_lockprof_report::{
+    aggregate, parse_duration_ns, read_all_processes, summarize, Filter, SortKey,
+};
 use serde_json::json;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -24,9 +27,44 @@ pub const LIB_NAME: &str = "libcounterpoint_lockprof.so";
 
 #[derive(Args)]
 pub struct LockprofArgs {
-    /// Show the N locks with the most wait time (all with --top 0).
+    /// Show the first N locks in the sort order (all with --top 0).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Sort locks by this column of the table: count, cont, changes, wait-tot, wait-avg,
+    /// wait-min, wait-p50, wait-p99, wait-max, hold-tot, hold-avg, hold-min, hold-p50,
+    /// hold-p99, hold-max.
+    #[arg(long, default_value = "wait-tot", value_parser = parse_sort)]
+    sort: SortKey,
+    /// Show only locks acquired at least N times.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_count: u64,
+    /// Show only locks contended at least N times.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_contentions: u64,
+    /// Show only locks that changed owner thread at least N times.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_changes: u64,
+    /// Show only locks with at least this total wait (e.g. 10us, 1.5ms; a bare number is ns).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    min_wait: Option<u64>,
+    /// Show only locks held at least this long in total.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    min_hold: Option<u64>,
+    /// Read these events (perf syntax, e.g. task-clock,page-faults, or cycles,LLC-load-misses
+    /// where a PMU exists) when each lock is acquired and released, and report their change
+    /// while held. Off by default: every hold then costs reads of each counter.
+    #[arg(long, value_name = "LIST")]
+    events: Option<String>,
+    /// Print up to N frames of the stack where each lock was first taken.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    frames: usize,
+    /// Show the process with this pid (a fork child) instead of the one started.
+    #[arg(long, value_name = "PID", conflicts_with = "process")]
+    pid: Option<u32>,
+    /// Show another process of the run: N (its index in the process list, 0 = the one
+    /// started) or NAME (its program's file name; the first such process in the list).
+    #[arg(long, value_name = "N|NAME")]
+    process: Option<String>,
     /// Print the report as JSON on stdout (the program's stdout then goes to stderr).
     #[arg(long)]
     json: bool,
@@ -36,6 +74,10 @@ pub struct LockprofArgs {
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+fn parse_sort(s: &str) -> Result<SortKey, String> {
+    s.parse()
 }
 
 /// The preload library: `$COUNTERPOINT_LOCKPROF_LIB`, next to this executable, or in `../lib`.
@@ -152,7 +194,13 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     cmd.arg0(&args.command[0])
         .args(&args.command[1..])
         .env("LD_PRELOAD", preload)
-        .env("COUNTERPOINT_LOCKPROF_OUT", outdir.path());
+        .env("COUNTERPOINT_LOCKPROF_OUT", outdir.path())
+        .env_remove("COUNTERPOINT_LOCKPROF_EVENTS");
+    if let Some(list) = &args.events {
+        // Refuse a list this machine cannot parse before running anything.
+        counterpoint_selfmon::parse_events(list).with_context(|| format!("--events {list:?}"))?;
+        cmd.env("COUNTERPOINT_LOCKPROF_EVENTS", list);
+    }
     if args.json && args.output.is_none() {
         // Keep our stdout for the JSON document.
         cmd.stdout(Stdio::from(
@@ -167,8 +215,8 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     let pid = child.id();
     let status = child.wait().context("waiting for the program")?;
 
-    let found = read_reports_of(outdir.path(), Some(pid))?;
-    let have = !found.reports.is_empty();
+    let all = read_all_processes(outdir.path())?;
+    let have = all.contains_key(&pid);
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
         (None, Some(s)) => {
@@ -185,21 +233,61 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         }
         _ => 1,
     };
-    if !have {
-        // Still propagate the program's status: its run was not at fault.
-        eprintln!(
-            "counterpoint lockprof: the program wrote no lock profile (it exited with _exit, \
-             was killed by SIGKILL, or cleared LD_PRELOAD); exit status {code}"
-        );
-        return Ok(ExitCode::from(code.clamp(0, 255) as u8));
-    }
-    let mut profile = aggregate(&found.reports);
-    profile.other_process_reports = found.other_processes;
+    let exit = ExitCode::from(code.clamp(0, 255) as u8);
+    let shown = match (args.pid, &args.process) {
+        (Some(p), _) => {
+            if !all.contains_key(&p) {
+                bail!(
+                    "no lock profile from pid {p}; processes with one: {}",
+                    list_pids(&all)
+                );
+            }
+            p
+        }
+        (None, Some(which)) => match pick_process(&all, pid, which) {
+            Some(p) => p,
+            None => bail!(
+                "no lock profile from a process {which:?} (an index in the process list or a \
+                 program name); processes with one: {}",
+                list_pids(&all)
+            ),
+        },
+        (None, None) => {
+            if !have {
+                // Still propagate the program's status: its run was not at fault.
+                eprintln!(
+                    "counterpoint lockprof: the program wrote no lock profile (killed by SIGKILL, \
+                     cleared LD_PRELOAD, or a fork child that took no lock); exit status {code}"
+                );
+                return Ok(exit);
+            }
+            pid
+        }
+    };
+    let reports = &all[&shown];
+    let mut profile = aggregate(reports);
+    profile.other_process_reports = all.len() - 1;
+    profile.processes = process_order(&all, pid)
+        .into_iter()
+        .map(|p| {
+            let mut s = summarize(p, &all[&p]);
+            s.shown = p == shown;
+            s
+        })
+        .collect();
+    profile.sort(args.sort);
+    profile.filter(&Filter {
+        min_count: args.min_count,
+        min_contentions: args.min_contentions,
+        min_changes: args.min_changes,
+        min_wait_ns: args.min_wait.unwrap_or(0),
+        min_hold_ns: args.min_hold.unwrap_or(0),
+    });
     profile.symbolize();
     let text = if args.json {
         profile.to_json()?
     } else {
-        profile.to_table(args.top)
+        profile.to_table(args.top, args.frames)
     };
     match &args.output {
         Some(path) => std::fs::write(path, text)
@@ -208,7 +296,50 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
             .write_all(text.as_bytes())
             .context("writing the report")?,
     }
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    Ok(exit)
+}
+
+type AllReports = std::collections::BTreeMap<u32, Vec<counterpoint_lockprof_report::Report>>;
+
+/// The processes in list order: the one started first, then the others by pid.
+fn process_order(all: &AllReports, started: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = all.keys().copied().filter(|p| *p != started).collect();
+    if all.contains_key(&started) {
+        v.insert(0, started);
+    }
+    v
+}
+
+/// `--process N|NAME`.
+fn pick_process(all: &AllReports, started: u32, which: &str) -> Option<u32> {
+    let order = process_order(all, started);
+    if let Ok(i) = which.parse::<usize>() {
+        return order.get(i).copied();
+    }
+    order.into_iter().find(|p| {
+        all[p].iter().any(|r| {
+            r.program
+                .as_deref()
+                .and_then(|prog| Path::new(prog).file_name())
+                .is_some_and(|f| f == which)
+        })
+    })
+}
+
+fn list_pids(
+    all: &std::collections::BTreeMap<u32, Vec<counterpoint_lockprof_report::Report>>,
+) -> String {
+    all.iter()
+        .map(|(p, r)| {
+            let prog = r
+                .last()
+                .and_then(|r| r.program.as_deref())
+                .map(|p| p.rsplit('/').next().unwrap_or(p))
+                .unwrap_or("?");
+            format!("{p} ({prog})")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 trait OwnedFd {
@@ -249,6 +380,10 @@ pub struct BenchLockprofArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Also run another build of the library (e.g. the one before a change) in the same
+    /// alternating rounds, so both are measured under the same machine load.
+    #[arg(long, value_name = "LIB")]
+    compare_lib: Option<PathBuf>,
 }
 
 const BENCH_PAIR_C: &str = include_str!("../../../lockprof/tests/c/bench_pair.c");
@@ -284,11 +419,26 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
     let pair = build("bench_pair", BENCH_PAIR_C)?;
     let grid = build("mutex_grid", MUTEX_GRID_C)?;
     let hold = build("hold_time", HOLD_TIME_C)?;
-    let run = |bin: &Path, a: &[String], preload: bool| -> Result<(String, f64)> {
+    if let Some(c) = &args.compare_lib {
+        if !c.is_file() {
+            bail!("--compare-lib {}: no such file", c.display());
+        }
+    }
+    // Arms: 0 without, 1 with this library, 2 with --compare-lib.
+    let run = |bin: &Path, a: &[String], arm: usize| -> Result<(String, f64)> {
         let mut cmd = Command::new(bin);
-        cmd.args(a).env_remove("LD_PRELOAD");
-        if preload {
-            cmd.env("LD_PRELOAD", &lib)
+        cmd.args(a)
+            .env_remove("LD_PRELOAD")
+            .env_remove("COUNTERPOINT_LOCKPROF_EVENTS");
+        let preload = match arm {
+            1 => Some(lib.as_path()),
+            2 => args.compare_lib.as_deref(),
+            _ => None,
+        };
+        if let Some(l) = preload {
+            // Reports go to a scratch directory nobody reads (the other build may write an
+            // older format).
+            cmd.env("LD_PRELOAD", l)
                 .env("COUNTERPOINT_LOCKPROF_OUT", dir.path());
         }
         let t0 = std::time::Instant::now();
@@ -305,26 +455,20 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         }
         Ok((String::from_utf8_lossy(&out.stdout).into_owned(), wall))
     };
-    let (mut base, mut prof, mut gbase, mut gprof) = (vec![], vec![], vec![], vec![]);
+    let arms = if args.compare_lib.is_some() { 3 } else { 2 };
+    let mut pair_ns: Vec<Vec<f64>> = vec![Vec::new(); arms];
+    let mut grid_s: Vec<Vec<f64>> = vec![Vec::new(); arms];
     let grid_args: Vec<String> = ["2", "500000", "1"].iter().map(|s| s.to_string()).collect();
     for _ in 0..args.rounds {
-        for preload in [false, true] {
-            let (o, _) = run(&pair, &[args.pairs.to_string()], preload)?;
+        for arm in 0..arms {
+            let (o, _) = run(&pair, &[args.pairs.to_string()], arm)?;
             let ns: f64 = o
                 .trim()
                 .parse()
                 .with_context(|| format!("bench_pair printed {o:?}"))?;
-            if preload {
-                prof.push(ns)
-            } else {
-                base.push(ns)
-            }
-            let (_, wall) = run(&grid, &grid_args, preload)?;
-            if preload {
-                gprof.push(wall)
-            } else {
-                gbase.push(wall)
-            }
+            pair_ns[arm].push(ns);
+            let (_, wall) = run(&grid, &grid_args, arm)?;
+            grid_s[arm].push(wall);
         }
     }
     // Hold-time accuracy (a timing, so measured here and never asserted in a test): two
@@ -363,9 +507,13 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         hold_err.push((total as f64 / count as f64 - program_mean) / program_mean * 100.0);
     }
     let herr = median(&mut hold_err);
-    let (b, p) = (median(&mut base), median(&mut prof));
-    let (gb, gp) = (median(&mut gbase), median(&mut gprof));
-    let v = json!({
+    let (b, p) = (median(&mut pair_ns[0]), median(&mut pair_ns[1]));
+    let (gb, gp) = (median(&mut grid_s[0]), median(&mut grid_s[1]));
+    let compare = args.compare_lib.as_ref().map(|c| {
+        let (cp, cg) = (median(&mut pair_ns[2]), median(&mut grid_s[2]));
+        (c.display().to_string(), cp, cg)
+    });
+    let mut v = json!({
         "rounds": args.rounds,
         "pairs_per_repetition": args.pairs,
         "lock_unlock_ns": {"without": b, "with": p, "added": p - b},
@@ -380,6 +528,14 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         },
         "library": lib.display().to_string(),
     });
+    if let Some((c, cp, cg)) = &compare {
+        v["compare"] = json!({
+            "library": c,
+            "lock_unlock_ns": {"with": cp, "added": cp - b},
+            "lock_heavy_wall_s": cg,
+            "lock_heavy_slowdown": cg / gb,
+        });
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -387,6 +543,13 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         println!("lock-heavy mutex_grid 2x500000 on 1 mutex: {gb:.3} s without, {gp:.3} s with, slowdown x{:.2}", gp / gb);
         println!("hold time of 2x40 programmed 200 us holds: profiler mean vs the program's own clock, median error {herr:+.2}%");
         println!("library: {}", lib.display());
+        if let Some((c, cp, cg)) = &compare {
+            println!(
+                "compared, same rounds: {c}: {cp:.1} ns with it, +{:.1} ns; mutex_grid {cg:.3} s, slowdown x{:.2}",
+                cp - b,
+                cg / gb
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -104,10 +104,7 @@ impl Timeline {
         op_variation: f64,
         rng: &mut R,
     ) -> Timeline {
-        let ipcs: Vec<(f64, f64)> = kinds
-            .iter()
-            .map(|k| pair_ipc(smt, k.mix, probe))
-            .collect();
+        let ipcs: Vec<(f64, f64)> = kinds.iter().map(|k| pair_ipc(smt, k.mix, probe)).collect();
         let mut t = 0.0;
         let mut ops = Vec::with_capacity(sequence.len());
         for &k in sequence {

@@ -179,7 +179,7 @@ pub fn bar_y_range(lo: f64, hi: f64) -> (f64, f64, bool) {
 }
 
 /// A tick value without floating-point noise (0.7, not 0.7000000000000001).
-fn short(v: f64) -> String {
+pub fn short(v: f64) -> String {
     let s = format!("{v:.6}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
@@ -236,13 +236,14 @@ pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
         .caption(&fig.title, ("sans-serif", 24))
         .margin(12)
         .x_label_area_size(48)
-        .y_label_area_size(70)
+        .y_label_area_size(95)
         .build_cartesian_2d(0f64..ncat as f64, ymin..ymax)
         .map_err(|e| err(e.to_string()))?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
+        .y_label_formatter(&|v| short(*v))
         .y_desc(y_desc.as_str())
         .label_style(("sans-serif", 19))
         .axis_desc_style(("sans-serif", 19))

@@ -108,3 +108,35 @@ fn the_leak_figure_passes() {
         check(fig);
     }
 }
+
+#[test]
+fn the_committed_figures_in_docs_pass() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/experiments");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).expect("docs/experiments exists") {
+        let path = e.unwrap().path();
+        if path.extension().and_then(|x| x.to_str()) != Some("svg") {
+            continue;
+        }
+        n += 1;
+        let f = svgcheck::parse(&std::fs::read_to_string(&path).unwrap());
+        let legend = f
+            .legend_auto()
+            .unwrap_or_else(|| panic!("{}: no legend frame", path.display()));
+        let swatches = f
+            .filled
+            .iter()
+            .filter(|(b, _)| legend.contains(b.x0, b.y0) && legend.contains(b.x1, b.y1))
+            .count();
+        let bars = f.bars(&legend, swatches);
+        assert!(!bars.is_empty(), "{}: no bars", path.display());
+        for b in &bars {
+            assert!(
+                !legend.overlaps(b) && b.x1 <= legend.x0,
+                "{}: bar {b:?} vs legend {legend:?}",
+                path.display()
+            );
+        }
+    }
+    assert!(n >= 9, "only {n} figures in docs/experiments");
+}

@@ -47,13 +47,14 @@ pub fn np_bars(path: &Path, r: &RunResult) -> Result<()> {
         .caption(title, ("sans-serif", 22))
         .margin(10)
         .x_label_area_size(70)
-        .y_label_area_size(70)
+        .y_label_area_size(95)
         .build_cartesian_2d(0f64..n as f64, ymin..ymax)
         .map_err(err)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
+        .y_label_formatter(&|v| report::short(*v))
         .y_desc(y_desc.as_str())
         .label_style(("sans-serif", 18))
         .axis_desc_style(("sans-serif", 18))
@@ -125,12 +126,13 @@ fn lines(
         .caption(title, ("sans-serif", 22))
         .margin(10)
         .x_label_area_size(50)
-        .y_label_area_size(70)
+        .y_label_area_size(95)
         .build_cartesian_2d(0f64..t_max, y_min..y_max)
         .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("simulated time (s)")
+        .y_label_formatter(&|v| report::short(*v))
         .y_desc(y_desc)
         .label_style(("sans-serif", 18))
         .axis_desc_style(("sans-serif", 18))

@@ -141,6 +141,24 @@ impl Figure {
             .expect("a frame around the legend entries")
     }
 
+    /// The legend frame found without knowing the series: the smallest unfilled rectangle
+    /// holding a 14 px swatch (`report::draw_legend`'s), if any.
+    pub fn legend_auto(&self) -> Option<Bx> {
+        let swatch =
+            |b: &Bx| ((b.x1 - b.x0) - 14.0).abs() < 0.5 && ((b.y1 - b.y0) - 14.0).abs() < 0.5;
+        self.frames
+            .iter()
+            .filter(|fr| {
+                self.filled
+                    .iter()
+                    .any(|(b, _)| swatch(b) && fr.contains(b.x0, b.y0) && fr.contains(b.x1, b.y1))
+            })
+            .min_by(|a, b| {
+                ((a.x1 - a.x0) * (a.y1 - a.y0)).total_cmp(&((b.x1 - b.x0) * (b.y1 - b.y0)))
+            })
+            .copied()
+    }
+
     /// The bars: every filled rectangle but the legend's swatches (exactly one per entry
     /// fully inside the frame; a bar inside the frame would make one too many).
     pub fn bars(&self, legend: &Bx, entries: usize) -> Vec<Bx> {

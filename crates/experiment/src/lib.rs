@@ -34,6 +34,7 @@
 
 pub mod di_oracle;
 pub mod lab;
+pub mod leak;
 #[allow(missing_docs)] // documented by its owner
 pub mod masa;
 pub mod paper;
@@ -60,6 +61,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("masa-placement", "Nakajima & Pallipadi Tables 1 and 2: static placements, HT on/off"),
     ("masa-testcases", "Nakajima & Pallipadi test cases 1 and 2: four shells without/with MASA, swaps per metric"),
     ("di-vs-oracle", "Distributed Intensity and others vs the best static placement on random mixes per machine shape"),
+    ("leak", "The SMT side channel: key bits an attacker on the sibling recovers from per-core vs per-task counts, by sampling interval"),
     ("all", "every experiment above; writes report/ (Markdown, SVG, JSON)"),
 ];
 
@@ -125,6 +127,7 @@ pub fn run(
             "masa-placement" => masa::placement(lab, seeds, progress),
             "masa-testcases" => masa::testcases(lab, seeds, progress),
             "di-vs-oracle" => di_oracle::run(lab, seeds, progress),
+            "leak" => leak::run(seeds, progress).map_err(LabError),
             other => Err(LabError(format!("experiment {other} has no runner"))),
         }
         .map_err(wrap)?;

@@ -46,6 +46,7 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     ("masa-placement", 0.3),
     ("masa-testcases", 2.5),
     ("di-vs-oracle", 2.0),
+    ("leak", 0.5),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

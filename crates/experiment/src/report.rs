@@ -96,15 +96,108 @@ pub fn write_report(
     Ok(())
 }
 
-const PALETTE: [RGBColor; 5] = [
+/// Ten distinguishable colours (matplotlib's tab10), so series up to ten never share one.
+pub const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
 
-/// A grouped bar chart with error bars.
+/// Width of the legend column right of a plot, px, for these entry names.
+pub fn legend_width(names: &[&str]) -> u32 {
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0) as u32;
+    (longest * 9 + 52).clamp(120, 460)
+}
+
+/// A framed legend in `area` (a column beside the plot, never over the data): one swatch and
+/// name per entry, from the top. `line` draws a stroke instead of a filled square.
+pub fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[(String, RGBAColor)],
+    line: bool,
+) -> Result<(), String> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let (w, _) = area.dim_in_pixel();
+    let row = 22i32;
+    let top = 40i32;
+    let right = w as i32 - 8;
+    let bottom = top + 8 + row * entries.len() as i32;
+    area.draw(&Rectangle::new(
+        [(4, top - 4), (right, bottom)],
+        ShapeStyle::from(&BLACK).stroke_width(1),
+    ))
+    .map_err(|e| e.to_string())?;
+    for (i, (name, color)) in entries.iter().enumerate() {
+        let y = top + 6 + row * i as i32;
+        if line {
+            area.draw(&PathElement::new(
+                vec![(12, y + 6), (30, y + 6)],
+                color.stroke_width(2),
+            ))
+            .map_err(|e| e.to_string())?;
+        } else {
+            area.draw(&Rectangle::new([(12, y), (26, y + 14)], color.filled()))
+                .map_err(|e| e.to_string())?;
+        }
+        area.draw(&Text::new(name.clone(), (36, y), ("sans-serif", 19)))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The y range of a bar chart over bar ends `lo..hi` (values ± errors): zero-based unless
+/// every bar is positive and their spread is under a quarter of the tallest, in which case the
+/// axis starts just below the lowest end so the differences show; returns (min, max, whether
+/// the axis was cut above zero).
+pub fn bar_y_range(lo: f64, hi: f64) -> (f64, f64, bool) {
+    let lo_all = lo.min(0.0);
+    let hi_all = hi.max(0.0);
+    let span = (hi_all - lo_all).max(1e-9);
+    if lo > 0.0 && hi > 0.0 && (hi - lo) < 0.25 * hi {
+        let spread = (hi - lo).max(hi * 0.02);
+        let step = nice_step(spread / 4.0);
+        let ymin = ((lo - 0.5 * spread) / step).floor() * step;
+        let ymin = ymin.max(0.0);
+        (ymin, hi + 0.25 * spread, ymin > 0.0)
+    } else {
+        let pad = span * 0.1;
+        (
+            if lo_all < 0.0 { lo_all - pad } else { 0.0 },
+            hi_all + pad,
+            false,
+        )
+    }
+}
+
+/// A tick value without floating-point noise (0.7, not 0.7000000000000001).
+pub fn short(v: f64) -> String {
+    let s = format!("{v:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// 1, 2 or 5 times a power of ten, at least `x`.
+fn nice_step(x: f64) -> f64 {
+    let p = 10f64.powf(x.max(1e-12).log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if m * p >= x {
+            return m * p;
+        }
+    }
+    10.0 * p
+}
+
+/// A grouped bar chart with error bars: categories named under the x axis, the legend in its
+/// own column to the right of the plot, and a y axis that either starts at zero (a solid
+/// baseline) or, when the bars differ by little, just below them (said in the axis label).
 pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
     let err = |e: String| ReportError::Plot {
         path: path.to_path_buf(),
@@ -119,41 +212,67 @@ pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
                 .filter_map(|(v, e)| v.map(|v| (v - e.unwrap_or(0.0), v + e.unwrap_or(0.0))))
         })
     };
-    let ymax = ends().map(|e| e.1).fold(0.0f64, f64::max);
-    let ymin = ends().map(|e| e.0).fold(0.0f64, f64::min);
-    let pad = ((ymax - ymin).max(1e-9)) * 0.15;
-    let (ymin, ymax) = (if ymin < 0.0 { ymin - pad } else { 0.0 }, ymax + pad);
-    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    let lo = ends().map(|e| e.0).fold(f64::INFINITY, f64::min);
+    let hi = ends().map(|e| e.1).fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = if lo.is_finite() && hi.is_finite() {
+        (lo, hi)
+    } else {
+        (0.0, 1.0)
+    };
+    let (ymin, ymax, cut) = bar_y_range(lo, hi);
+    let base = if cut { ymin } else { 0.0 };
+    let names: Vec<&str> = fig.series.iter().map(|s| s.name.as_str()).collect();
+    let legend_w = legend_width(&names);
+    let plot_w = (ncat as u32 * 90).clamp(720, 2400);
+    let root = SVGBackend::new(path, (plot_w + legend_w, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(&fig.title, ("sans-serif", 20))
+    let (plot, legend) = root.split_horizontally(plot_w);
+    let y_desc = if cut {
+        format!("{} (axis from {}, not 0)", fig.y_label, short(ymin))
+    } else {
+        fig.y_label.clone()
+    };
+    let mut chart = ChartBuilder::on(&plot)
+        .caption(&fig.title, ("sans-serif", 24))
         .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
+        .x_label_area_size(48)
+        .y_label_area_size(95)
         .build_cartesian_2d(0f64..ncat as f64, ymin..ymax)
         .map_err(|e| err(e.to_string()))?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
-        .y_desc(fig.y_label.as_str())
+        .y_label_formatter(&|v| short(*v))
+        .y_desc(y_desc.as_str())
+        .label_style(("sans-serif", 19))
+        .axis_desc_style(("sans-serif", 19))
         .draw()
         .map_err(|e| err(e.to_string()))?;
+    if !cut {
+        // The zero baseline, marked as such.
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(0.0, 0.0), (ncat as f64, 0.0)],
+                BLACK.stroke_width(2),
+            )))
+            .map_err(|e| err(e.to_string()))?;
+    }
     let nser = fig.series.len().max(1) as f64;
     let group = 0.8;
     let width = group / nser;
+    let mut entries = Vec::new();
     for (si, s) in fig.series.iter().enumerate() {
         let color = PALETTE[si % PALETTE.len()];
+        entries.push((s.name.clone(), color.to_rgba()));
         let x0 = |ci: usize| ci as f64 + (1.0 - group) / 2.0 + si as f64 * width;
         chart
             .draw_series(s.values.iter().enumerate().filter_map(|(ci, v)| {
                 v.map(|v| {
-                    Rectangle::new([(x0(ci), 0.0), (x0(ci) + width * 0.9, v)], color.filled())
+                    Rectangle::new([(x0(ci), base), (x0(ci) + width * 0.9, v)], color.filled())
                 })
             }))
-            .map_err(|e| err(e.to_string()))?
-            .label(s.name.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+            .map_err(|e| err(e.to_string()))?;
         chart
             .draw_series(
                 s.values
@@ -168,22 +287,20 @@ pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
             )
             .map_err(|e| err(e.to_string()))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
     // Category names under the axis, centred on their group.
+    let label =
+        ("sans-serif", 19)
+            .into_text_style(&plot)
+            .pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Top,
+            ));
     for (ci, name) in fig.categories.iter().enumerate() {
         let (px, py) = chart.backend_coord(&(ci as f64 + 0.5, ymin));
-        root.draw(&Text::new(
-            name.clone(),
-            (px - (name.len() as i32 * 7) / 2, py + 8),
-            ("sans-serif", 14),
-        ))
-        .map_err(|e| err(e.to_string()))?;
+        plot.draw(&Text::new(name.clone(), (px, py + 8), label.clone()))
+            .map_err(|e| err(e.to_string()))?;
     }
+    draw_legend(&legend, &entries, false).map_err(err)?;
     root.present().map_err(|e| err(e.to_string()))?;
     Ok(())
 }

@@ -46,6 +46,7 @@ pub mod engine;
 pub mod run;
 #[allow(missing_docs)]
 pub mod scenario;
+pub mod smt_probe;
 #[allow(missing_docs)]
 pub mod spec;
 

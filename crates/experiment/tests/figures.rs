@@ -1,0 +1,142 @@
+//! Every bar chart of the report: rendered (parsed by usvg) and checked by geometry — the
+//! legend outside the data, categories named on the axis, the y range showing differences.
+
+mod svgcheck;
+
+use counterpoint_experiment::report::{bar_y_range, draw_bars};
+use counterpoint_experiment::{leak, BarFigure, BarSeries, NoProgress};
+
+fn series(name: &str, values: &[f64]) -> BarSeries {
+    BarSeries {
+        name: name.into(),
+        values: values.iter().map(|v| Some(*v)).collect(),
+        errors: values.iter().map(|_| Some(0.01)).collect(),
+    }
+}
+
+fn check(fig: &BarFigure) -> svgcheck::Figure {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(&fig.file);
+    draw_bars(&path, fig).unwrap();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    if let Ok(d) = std::env::var("FIGURES_KEEP") {
+        std::fs::write(std::path::Path::new(&d).join(&fig.file), &svg).unwrap();
+    }
+    let f = svgcheck::parse(&svg);
+    let names: Vec<&str> = fig.series.iter().map(|s| s.name.as_str()).collect();
+    let cats: Vec<&str> = fig.categories.iter().map(|s| s.as_str()).collect();
+    f.check_bar_chart(&names, &cats);
+    f
+}
+
+#[test]
+fn close_values_get_a_cut_axis_said_in_its_label() {
+    // NP-like values 0.80-0.92: from zero the differences would be invisible.
+    let fig = BarFigure {
+        file: "np.svg".into(),
+        title: "NP".into(),
+        y_label: "normalized performance".into(),
+        categories: vec!["linux".into(), "ipc-pair".into(), "bus-pair".into()],
+        series: vec![
+            series("ours (mean over seeds)", &[0.822, 0.910, 0.921]),
+            series("paper", &[0.818, 0.829, 0.883]),
+        ],
+    };
+    let f = check(&fig);
+    let (lo, hi, cut) = bar_y_range(0.808, 0.931);
+    assert!(cut && lo > 0.0 && lo < 0.808 && hi > 0.931);
+    assert!(f
+        .texts
+        .iter()
+        .any(|t| t.0.starts_with("normalized performance (axis from") && t.0.ends_with("not 0)")));
+}
+
+#[test]
+fn spread_values_start_at_a_marked_zero_and_negatives_work() {
+    let (lo, _, cut) = bar_y_range(0.1, 1.0);
+    assert_eq!((lo, cut), (0.0, false));
+    let (lo, hi, cut) = bar_y_range(-2.0, 6.0);
+    assert!(lo < -2.0 && hi > 6.0 && !cut);
+    let fig = BarFigure {
+        file: "gain.svg".into(),
+        title: "gain (%)".into(),
+        y_label: "gain over the baseline (%)".into(),
+        categories: vec!["test case 1".into(), "test case 2".into()],
+        series: vec![
+            series("masa", &[1.9, 0.1]),
+            series("masa-no-new-excess", &[3.3, -1.4]),
+            series("masa-own-metric", &[1.9, 0.4]),
+            series("paper", &[2.9, 6.2]),
+        ],
+    };
+    let f = check(&fig);
+    assert!(f.text("gain over the baseline (%)").is_some());
+}
+
+#[test]
+fn many_series_with_long_names_keep_the_legend_outside() {
+    let names = [
+        "linux (default scheduler)",
+        "spread",
+        "di",
+        "ipc-pair-user",
+        "bus-pair-user",
+        "a rather long series name for the legend",
+    ];
+    let fig = BarFigure {
+        file: "many.svg".into(),
+        title: "distance".into(),
+        y_label: "distance from the oracle (%)".into(),
+        categories: vec![
+            "SMP bus".into(),
+            "2x2 SMT".into(),
+            "4-package 32-thread".into(),
+        ],
+        series: names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| series(n, &[5.0 + i as f64, 0.1 * i as f64, 2.0]))
+            .collect(),
+    };
+    check(&fig);
+}
+
+#[test]
+fn the_leak_figure_passes() {
+    let r = leak::run(&[1], &NoProgress).unwrap();
+    for fig in &r.figures {
+        check(fig);
+    }
+}
+
+#[test]
+fn the_committed_figures_in_docs_pass() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/experiments");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).expect("docs/experiments exists") {
+        let path = e.unwrap().path();
+        if path.extension().and_then(|x| x.to_str()) != Some("svg") {
+            continue;
+        }
+        n += 1;
+        let f = svgcheck::parse(&std::fs::read_to_string(&path).unwrap());
+        let legend = f
+            .legend_auto()
+            .unwrap_or_else(|| panic!("{}: no legend frame", path.display()));
+        let swatches = f
+            .filled
+            .iter()
+            .filter(|(b, _)| legend.contains(b.x0, b.y0) && legend.contains(b.x1, b.y1))
+            .count();
+        let bars = f.bars(&legend, swatches);
+        assert!(!bars.is_empty(), "{}: no bars", path.display());
+        for b in &bars {
+            assert!(
+                !legend.overlaps(b) && b.x1 <= legend.x0,
+                "{}: bar {b:?} vs legend {legend:?}",
+                path.display()
+            );
+        }
+    }
+    assert!(n >= 9, "only {n} figures in docs/experiments");
+}

@@ -334,6 +334,26 @@ impl Policy for Explained<'_> {
     }
 }
 
+/// The fields every decision line carries (`held`, `decision`, `action_failed`), then `extra`.
+fn move_fields(
+    d: &Decision<'_>,
+    m: &Move,
+    dry_run: bool,
+    extra: Vec<(&'static str, Value)>,
+) -> Vec<(&'static str, Value)> {
+    let mut f = vec![
+        ("interval", json!(d.interval)),
+        ("policy", json!(d.policy)),
+        ("action", json!(action_kind(d.action))),
+        ("task", json!(m.task)),
+        ("from", json!(m.from)),
+        ("to", json!(m.to)),
+        ("dry_run", json!(dry_run)),
+    ];
+    f.extend(extra);
+    f
+}
+
 fn action_kind(action: &Action) -> &'static str {
     match action {
         Action::SetAffinity { .. } => "set_affinity",
@@ -375,21 +395,10 @@ impl<M: Machine> Observer<M> for AgentObserver<'_, M::Error> {
                         "minimum residency: task {} was moved at interval {since}, {} interval(s) required",
                         task.0, self.cfg.min_residency
                     );
-                    self.log.emit(
-                        Level::Info,
-                        "held",
-                        "decision held back",
-                        &[
-                            ("interval", json!(d.interval)),
-                            ("policy", json!(d.policy)),
-                            ("action", json!(action_kind(d.action))),
-                            ("task", json!(m.task)),
-                            ("from", json!(m.from)),
-                            ("to", json!(m.to)),
-                            ("dry_run", json!(self.cfg.dry_run)),
-                            ("reason", json!(reason)),
-                        ],
-                    );
+                    let fields =
+                        move_fields(d, &m, self.cfg.dry_run, vec![("reason", json!(reason))]);
+                    self.log
+                        .emit(Level::Info, "held", "decision held back", &fields);
                 }
             }
             Verdict::DryRun => self.log_decision(d, false),
@@ -410,20 +419,17 @@ impl<M: Machine> Observer<M> for AgentObserver<'_, M::Error> {
         let online = d.topology.online_cpus();
         for m in moves(d.action, d.observation, &online) {
             let first = self.reported.insert((m.task, e.to_string()));
+            let fields = move_fields(
+                d,
+                &m,
+                self.cfg.dry_run,
+                vec![("reason", json!(e.to_string()))],
+            );
             self.log.emit(
                 if first { Level::Warn } else { Level::Debug },
                 "action_failed",
                 "action not applied; the agent goes on",
-                &[
-                    ("interval", json!(d.interval)),
-                    ("policy", json!(d.policy)),
-                    ("action", json!(action_kind(d.action))),
-                    ("task", json!(m.task)),
-                    ("from", json!(m.from)),
-                    ("to", json!(m.to)),
-                    ("dry_run", json!(self.cfg.dry_run)),
-                    ("reason", json!(e.to_string())),
-                ],
+                &fields,
             );
         }
         true
@@ -466,22 +472,13 @@ impl<E> AgentObserver<'_, E> {
                     level = Level::Debug;
                 }
             }
-            self.log.emit(
-                level,
-                "decision",
-                msg,
-                &[
-                    ("interval", json!(d.interval)),
-                    ("policy", json!(d.policy)),
-                    ("action", json!(action_kind(d.action))),
-                    ("task", json!(m.task)),
-                    ("from", json!(m.from)),
-                    ("to", json!(m.to)),
-                    ("reason", json!(reason)),
-                    ("dry_run", json!(!applied)),
-                    ("applied", json!(applied)),
-                ],
+            let fields = move_fields(
+                d,
+                &m,
+                !applied,
+                vec![("reason", json!(reason)), ("applied", json!(applied))],
             );
+            self.log.emit(level, "decision", msg, &fields);
         }
     }
 }

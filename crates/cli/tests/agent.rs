@@ -60,7 +60,9 @@ fn start_agent(policy: &str, targets: &str, journal: &Path) -> Kill {
     if policy == "spread" {
         // The other engineers' builds share these two CPUs: a busy loop may get a quarter of
         // one, below spread's default hunger threshold of half a CPU.
-        cmd.args(["--hungry-cpus", "0.05"]);
+        // Their load must not count as foreign either: a CPU they saturate would be "taken"
+        // and spread would (rightly) put both loops on the other one.
+        cmd.args(["--hungry-cpus", "0.05", "--foreign-cpus", "2"]);
     }
     Kill(
         cmd.args(["--targets", targets, "--journal"])
@@ -372,7 +374,15 @@ fn decisions_are_logged_as_structured_events() {
         let mut cmd = Command::new(BIN);
         // A low hunger threshold: on a loaded machine the loops may get well under half a CPU.
         cmd.args(["agent", "--policy", "spread", "--dry-run", "--interval"])
-            .args(["200ms", "--max-intervals", "2", "--hungry-cpus", "0.02"])
+            .args([
+                "200ms",
+                "--max-intervals",
+                "2",
+                "--hungry-cpus",
+                "0.02",
+                "--foreign-cpus",
+                "2",
+            ])
             .args(["--targets", &targets]);
         if json {
             cmd.arg("--log-json");
@@ -508,7 +518,7 @@ fn agent_cmd_every(policy: &str, interval: &str, targets: &str, journal: &Path) 
         .args(["--min-residency", "1", "--targets", targets, "--journal"])
         .arg(journal);
     if policy == "spread" {
-        cmd.args(["--hungry-cpus", "0.02"]);
+        cmd.args(["--hungry-cpus", "0.02", "--foreign-cpus", "2"]);
     }
     cmd
 }

@@ -17,7 +17,7 @@ fn dry_run_says_no_journal_and_each_decision_once() {
         // A journal path that must not be touched in a dry run.
         .args(["--journal", "/nonexistent-dir/should-not-be-created"])
         // A low threshold: on a loaded machine the loop may get well under half a CPU.
-        .args(["--hungry-cpus", "0.02", "--targets"])
+        .args(["--hungry-cpus", "0.02", "--foreign-cpus", "2", "--targets"])
         .arg(format!("pid:{}", a.pid()))
         .output()
         .expect("agent");

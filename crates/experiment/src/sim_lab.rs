@@ -416,6 +416,7 @@ impl SimLab {
             oracle: None,
             options: registry::Options {
                 hungry_cpus: options.hungry_cpus,
+                foreign_cpus: None,
             },
         };
         if !entry.needs.contains(&Need::PlacementCost) {

@@ -95,6 +95,10 @@ pub struct OracleInput<'a> {
 pub struct Options {
     /// `spread`: CPUs used (task-clock / wall time) from which a task counts as hungry.
     pub hungry_cpus: Option<f64>,
+    /// `spread`: share of a CPU that non-target load must keep busy for the CPU to count as
+    /// taken (above 1: never; for hosts whose other load should be ignored, e.g. tests on a
+    /// loaded machine).
+    pub foreign_cpus: Option<f64>,
 }
 
 /// Everything a constructor may use.
@@ -244,7 +248,7 @@ fn masa(ctx: &mut Context<'_>, log_only: bool) -> Result<Built, BuildError> {
 }
 
 fn spread(ctx: &mut Context<'_>) -> Result<Built, BuildError> {
-    Ok(Built::Epoch(Box::new(match ctx.options.hungry_cpus {
+    let mut s = match ctx.options.hungry_cpus {
         None => Spread::default(),
         Some(h) if h > 0.0 && h.is_finite() => Spread::new(h),
         Some(h) => {
@@ -253,7 +257,18 @@ fn spread(ctx: &mut Context<'_>) -> Result<Built, BuildError> {
                 message: format!("hungry-cpus {h}: must be a positive number"),
             })
         }
-    })))
+    };
+    match ctx.options.foreign_cpus {
+        None => {}
+        Some(f) if f > 0.0 && f.is_finite() => s.foreign_saturation = f,
+        Some(f) => {
+            return Err(BuildError::Option {
+                name: "spread",
+                message: format!("foreign-cpus {f}: must be a positive number"),
+            })
+        }
+    }
+    Ok(Built::Epoch(Box::new(s)))
 }
 
 fn oracle(ctx: &mut Context<'_>) -> Result<Built, BuildError> {
@@ -294,7 +309,7 @@ pub const REGISTRY: &[Entry] = &[
         description: "CPU-hungry tasks one per package, then one per core (software events only)",
         paper: "",
         needs: &[],
-        options: &["hungry-cpus"],
+        options: &["hungry-cpus", "foreign-cpus"],
         build: spread,
     },
     Entry {
@@ -407,11 +422,16 @@ pub fn lookup(name: &str) -> Result<&'static Entry, BuildError> {
 /// Build `name` from `ctx`, refusing options it does not take.
 pub fn build(name: &str, ctx: &mut Context<'_>) -> Result<Built, BuildError> {
     let entry = lookup(name)?;
-    if ctx.options.hungry_cpus.is_some() && !entry.options.contains(&"hungry-cpus") {
-        return Err(BuildError::Option {
-            name: entry.name,
-            message: "does not take hungry-cpus (only: spread)".into(),
-        });
+    for (given, option) in [
+        (ctx.options.hungry_cpus.is_some(), "hungry-cpus"),
+        (ctx.options.foreign_cpus.is_some(), "foreign-cpus"),
+    ] {
+        if given && !entry.options.contains(&option) {
+            return Err(BuildError::Option {
+                name: entry.name,
+                message: format!("does not take {option} (only: spread)"),
+            });
+        }
     }
     (entry.build)(ctx)
 }
@@ -532,10 +552,22 @@ mod tests {
         let mut ctx = Context {
             options: Options {
                 hungry_cpus: Some(0.5),
+                foreign_cpus: Some(2.0),
             },
             ..Context::default()
         };
         assert!(build("spread", &mut ctx).is_ok());
+        let mut only_foreign = Context {
+            options: Options {
+                foreign_cpus: Some(2.0),
+                ..Options::default()
+            },
+            ..Context::default()
+        };
+        let e = build("di", &mut only_foreign)
+            .err()
+            .expect("di takes no foreign-cpus");
+        assert!(e.to_string().contains("foreign-cpus"), "{e}");
         assert!(build("di", &mut ctx).is_err());
         ctx.options.hungry_cpus = Some(-1.0);
         assert!(build("spread", &mut ctx).is_err());

@@ -34,6 +34,9 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Spread {
     /// CPUs used (task-clock / wall time) above which a task counts as CPU-hungry.
     pub hungry_threshold_cpus: f64,
+    /// Share of a CPU that non-target tasks must keep busy for the CPU to count as taken
+    /// ([`FOREIGN_SATURATION`] by default; above 1 foreign load is never considered).
+    pub foreign_saturation: f64,
     /// Tasks this policy has pinned, and where.
     pinned: BTreeMap<TaskId, CpuSet>,
     /// Why each action of the last [`Policy::decide`] was taken, by task.
@@ -44,6 +47,7 @@ impl Default for Spread {
     fn default() -> Self {
         Self {
             hungry_threshold_cpus: 0.5,
+            foreign_saturation: FOREIGN_SATURATION,
             pinned: BTreeMap::new(),
             reasons: BTreeMap::new(),
         }
@@ -147,7 +151,7 @@ impl Policy for Spread {
         let foreign = foreign_load(observation);
         let mut taken_by_others: BTreeMap<CpuId, f64> = foreign
             .iter()
-            .filter(|&(c, &f)| f >= FOREIGN_SATURATION && load.contains_key(c))
+            .filter(|&(c, &f)| f >= self.foreign_saturation && load.contains_key(c))
             .map(|(&c, &f)| (c, f))
             .collect();
         if taken_by_others.len() >= load.len() {

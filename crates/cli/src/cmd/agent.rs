@@ -40,6 +40,10 @@ pub struct AgentArgs {
     /// `spread` only: CPUs used (task-clock / wall time) from which a task counts as hungry.
     #[arg(long)]
     hungry_cpus: Option<f64>,
+    /// `spread` only: share of a CPU that other (non-target) processes must keep busy for the
+    /// CPU to count as taken (default 0.5; above 1 other load is ignored).
+    #[arg(long)]
+    foreign_cpus: Option<f64>,
     /// Where to run: `host` (this machine) or `sim:SCENARIO` (a scenario TOML file run by the
     /// simulator in real time: one simulated interval per wall interval; nothing on the host
     /// changes and no journal is used).
@@ -106,6 +110,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             calibration,
             options: counterpoint_policy::registry::Options {
                 hungry_cpus: args.hungry_cpus,
+                foreign_cpus: args.foreign_cpus,
             },
             ..Default::default()
         },

@@ -29,9 +29,10 @@ pub struct TopArgs {
     /// Which processes (same syntax as `agent --targets`).
     #[arg(long, default_value = "all")]
     targets: String,
-    /// Refresh interval.
-    #[arg(long, default_value = "1s")]
-    interval: String,
+    /// Refresh interval: rates are counted over it [default: 1s; 200ms with --once, so a
+    /// one-shot look returns quickly; give --interval for a longer, steadier window].
+    #[arg(long)]
+    interval: Option<String>,
     /// Initial sort column: pid, comm, cpu, cs, migrations, ipc, mpki, bw (keys change it live).
     #[arg(long, default_value = "cpu")]
     sort: String,
@@ -52,6 +53,17 @@ pub struct TopArgs {
     rows: usize,
 }
 
+/// The counting window when none is given: a live view refreshes each second, as htop and perf
+/// top do; a one-shot look (`--once`) only needs a short window, and its cost is mostly opening
+/// the per-thread counters, so 200 ms keeps it under a second even with thousands of threads.
+fn default_interval(once: bool) -> &'static str {
+    if once {
+        "200ms"
+    } else {
+        "1s"
+    }
+}
+
 /// Whether the host counts the hardware events IPC and MPKI are made of.
 fn host_has_pmu(host: &Host) -> bool {
     let ev = host.counted_events();
@@ -59,7 +71,8 @@ fn host_has_pmu(host: &Host) -> bool {
 }
 
 pub fn run(args: TopArgs) -> Result<ExitCode> {
-    let interval_ns = super::agent::parse_interval(&args.interval)?;
+    let interval = args.interval.as_deref().unwrap_or(default_interval(args.once));
+    let interval_ns = super::agent::parse_interval(interval)?;
     let key = SortKey::parse(&args.sort)?;
     let targets = TargetSpec::parse(&args.targets)?;
     let mut host = Host::new(targets, None)?;
@@ -94,6 +107,19 @@ mod tests {
     use super::render::{counted_cell, fmt_bw, hw_cell, NO_PMU};
     use super::*;
     use counterpoint_core::cpuset::CpuSet;
+
+    #[test]
+    fn once_defaults_to_a_short_window_and_live_to_a_second() {
+        assert_eq!(parse_window(default_interval(true)), 200_000_000);
+        assert_eq!(parse_window(default_interval(false)), 1_000_000_000);
+    }
+
+    fn parse_window(s: &str) -> u64 {
+        match super::super::agent::parse_interval(s) {
+            Ok(ns) => ns,
+            Err(e) => panic!("default interval {s:?} does not parse: {e}"),
+        }
+    }
 
     fn row(pid: u64, name: &str, cpu: f64, mig: Option<f64>) -> Row {
         Row {

@@ -4,6 +4,7 @@
 use counterpoint_lockprof_report::{read_report, read_reports, Ending};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -263,13 +264,28 @@ fn out_pid(_stdout: &str, dir: &Path, child: &str) -> String {
 fn ended_by_signal(sig: i32) {
     let tmp = tempfile::tempdir().unwrap();
     let bin = compile("term_wait", tmp.path());
-    let mut child = Command::new(&bin)
-        .arg("123")
+    let mut cmd = Command::new(&bin);
+    cmd.arg("123")
         .env("LD_PRELOAD", lib_path())
         .env("COUNTERPOINT_LOCKPROF_OUT", tmp.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::piped());
+    // This test is about the profiler, not about how the test runner was started: a runner
+    // launched in the background by a shell without job control (or under nohup) has SIGINT /
+    // SIGHUP ignored, the child inherits that, the profiler rightly leaves an ignored signal
+    // alone, and the child would pause forever. Give the child the default disposition, as a
+    // terminal's foreground job has.
+    // SAFETY: between fork and exec only async-signal-safe calls (signal, sigprocmask).
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -278,7 +294,7 @@ fn ended_by_signal(sig: i32) {
     let addr = line.split_whitespace().nth(1).unwrap().to_string();
     // SAFETY: signalling our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-    let status = child.wait().unwrap();
+    let status = wait_bounded(&mut child, sig);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(sig), "it still dies of the signal");
     let found = read_reports(tmp.path()).unwrap();
@@ -300,6 +316,21 @@ fn ended_by_signal(sig: i32) {
         assert!(object.ends_with("/term_wait"), "{e:?}");
         assert!(e.object_offset.is_some() && e.symbol.is_none(), "{e:?}");
     }
+}
+
+/// Waits for a child that was sent `sig`; a child still alive after two minutes is killed and the
+/// test fails with a message, so a lost signal shows as a failure instead of a hung suite. (The
+/// bound is a hang guard, not a timing assertion: a live child has had 120 s to die.)
+fn wait_bounded(child: &mut std::process::Child, sig: i32) -> std::process::ExitStatus {
+    for _ in 0..1200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the child did not end within 120 s of signal {sig}");
 }
 
 #[test]

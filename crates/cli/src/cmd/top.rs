@@ -71,7 +71,10 @@ fn host_has_pmu(host: &Host) -> bool {
 }
 
 pub fn run(args: TopArgs) -> Result<ExitCode> {
-    let interval = args.interval.as_deref().unwrap_or(default_interval(args.once));
+    let interval = args
+        .interval
+        .as_deref()
+        .unwrap_or(default_interval(args.once));
     let interval_ns = super::agent::parse_interval(interval)?;
     let key = SortKey::parse(&args.sort)?;
     let targets = TargetSpec::parse(&args.targets)?;

@@ -151,6 +151,11 @@ pub struct Scheduler {
     now_ns: u64,
     /// [`Scheduler::weights`], recomputed only when consumers come or go.
     weights: Option<BTreeMap<u64, f64>>,
+    /// Whether some CPU is asked for more keys than it has slots (recomputed only when
+    /// consumers come or go): when not, every unit runs all the time and slices change nothing.
+    contended: Option<bool>,
+    /// Units present.
+    units: usize,
 }
 
 /// Accounting of one consumer.
@@ -178,6 +183,8 @@ impl Scheduler {
             exclusive: None,
             now_ns: 0,
             weights: None,
+            contended: None,
+            units: 0,
         }
     }
 
@@ -228,6 +235,8 @@ impl Scheduler {
             .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.min(p))))
             .unwrap_or(0.0);
         self.weights = None;
+        self.contended = None;
+        self.units += demand.units.len();
         let units = vec![
             UnitState {
                 pass,
@@ -248,8 +257,10 @@ impl Scheduler {
 
     /// Remove a consumer (its accounting is dropped).
     pub fn remove(&mut self, id: u64) -> Result<(), SchedError> {
-        self.entries.remove(&id).ok_or(SchedError::Unknown(id))?;
+        let e = self.entries.remove(&id).ok_or(SchedError::Unknown(id))?;
+        self.units -= e.units.len();
         self.weights = None;
+        self.contended = None;
         self.running.retain(|&(i, _)| i != id);
         if matches!(self.exclusive, Some((e, _)) if e == id) {
             self.exclusive = None;
@@ -334,8 +345,45 @@ impl Scheduler {
         }
     }
 
+    /// Whether the slot budget is short anywhere: some CPU is asked for more distinct keys, by
+    /// all units together, than it has slots.
+    pub fn contended(&mut self) -> bool {
+        if let Some(c) = self.contended {
+            return c;
+        }
+        let mut wanted: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); self.cpus];
+        for e in self.entries.values() {
+            for u in &e.demand.units {
+                for &c in &u.cpus {
+                    wanted[c].extend(u.keys.iter().copied());
+                }
+            }
+        }
+        let c = wanted.iter().any(|w| w.len() > self.slots);
+        self.contended = Some(c);
+        c
+    }
+
+    /// Whether a slice boundary can change nothing: no exclusive grant, no contention, and every
+    /// unit already running. Then the caller may skip the tick (time is accounted at the next
+    /// read or change).
+    pub fn settled(&mut self) -> bool {
+        self.exclusive.is_none() && !self.contended() && self.running.len() == self.units
+    }
+
     /// Choose which units run from now on (until the next call). Returns the running set.
     pub fn replan(&mut self) -> &BTreeSet<UnitId> {
+        if self.exclusive.is_none() && !self.contended() {
+            // Everyone fits: everyone runs (no ordering needed).
+            if self.running.len() != self.units {
+                self.running = self
+                    .entries
+                    .iter()
+                    .flat_map(|(&id, e)| (0..e.units.len()).map(move |u| (id, u)))
+                    .collect();
+            }
+            return &self.running;
+        }
         let mut running = BTreeSet::new();
         if let Some((id, _)) = self.exclusive {
             if let Some(e) = self.entries.get(&id) {
@@ -604,6 +652,26 @@ mod tests {
         assert_eq!(units(&s, 1), vec![500 * 1000]);
         assert_eq!(units(&s, 2), vec![500 * 1000]);
         assert!(s.key_running(1, 1) != s.key_running(2, 2));
+    }
+
+    #[test]
+    fn an_uncontended_plan_is_settled_until_someone_contends() {
+        let mut s = Scheduler::new(2, 2, 0.0);
+        s.add(1, demand(1000, Class::User, 1, &[1, 2], &[0, 1]))
+            .unwrap();
+        s.add(2, per_cpu(1000, 1, &[(1, &[1])])).unwrap();
+        assert!(!s.settled(), "a new consumer is not running yet");
+        s.replan();
+        assert!(s.settled());
+        assert_eq!(s.running().len(), 2);
+        // A third key on CPU 1 exceeds its two slots: slicing is needed again.
+        s.add(3, per_cpu(1001, 1, &[(1, &[3])])).unwrap();
+        assert!(s.contended() && !s.settled());
+        run(&mut s, 100, 1000);
+        assert!(units(&s, 3)[0] > 0 && units(&s, 3)[0] < 100 * 1000);
+        s.remove(3).unwrap();
+        s.replan();
+        assert!(s.settled());
     }
 
     #[test]

@@ -193,8 +193,17 @@ struct Reg {
     keys: BTreeSet<u64>,
 }
 
+/// A journaled registration the broker refused when it restarted (the policy changed).
+struct Revoked {
+    uid: u32,
+    rule: Option<String>,
+    message: String,
+}
+
 struct State {
     sched: Scheduler,
+    /// Registrations refused on restart, kept to tell their consumers why.
+    revoked: BTreeMap<u64, Revoked>,
     kernel: BTreeMap<u64, Kernel>,
     key_of: HashMap<(String, String), u64>,
     regs: BTreeMap<u64, Reg>,
@@ -263,6 +272,7 @@ impl Broker {
             kernel: BTreeMap::new(),
             key_of: HashMap::new(),
             regs: BTreeMap::new(),
+            revoked: BTreeMap::new(),
             journal: None,
             next_id: 1,
             next_key: 1,
@@ -307,10 +317,28 @@ impl Broker {
                     broker.journal(&mut st, &Record::Unregister { id: rec.id });
                     continue;
                 }
-                if let Err(f) = broker.install(&mut st, &peer, rec.clone(), cp, false) {
+                // Restored registrations are checked against the policy in force now: one that
+                // a tightened policy no longer allows is refused (audited with the rule) and
+                // its consumer is told so when it comes back for it.
+                if let Err(f) = broker.install(&mut st, &peer, rec.clone(), cp, true) {
                     eprintln!(
                         "broker: dropping registration {} on restart: {}",
                         rec.id, f.message
+                    );
+                    if let Some(rule) = &f.rule {
+                        let what = format!(
+                            "restore registration {}: register '{}' on {} share {} class {}",
+                            rec.id, rec.events, rec.target, rec.share, rec.class
+                        );
+                        broker.audit(&peer, "refuse", Some(rule), &what);
+                    }
+                    st.revoked.insert(
+                        rec.id,
+                        Revoked {
+                            uid: rec.uid,
+                            rule: f.rule,
+                            message: f.message,
+                        },
                     );
                     broker.journal(&mut st, &Record::Unregister { id: rec.id });
                 }
@@ -486,6 +514,11 @@ impl Broker {
             st.last_reap = Instant::now();
             self.reap(&mut st);
         }
+        // Without contention or a grant, a slice boundary changes nothing: skip it (reads
+        // account time themselves), so an uncontended broker costs no work per slice.
+        if st.sched.settled() {
+            return;
+        }
         self.replan(&mut st);
     }
 
@@ -543,7 +576,7 @@ impl Broker {
         peer: &Peer,
         rec: RegRecord,
         base: Checkpoint,
-        check: bool,
+        restored: bool,
     ) -> Result<usize, Failure> {
         let resolved =
             target::resolve(&rec.target, peer.pid, &self.roots).map_err(|e| fail(e.to_string()))?;
@@ -556,7 +589,7 @@ impl Broker {
             "system" => Class::System,
             other => return Err(fail(format!("unknown class '{other}' (user or system)"))),
         };
-        if check {
+        {
             let soft_ok = self.policy.software_kernel_ok;
             let access = Access {
                 other_owners: resolved
@@ -697,7 +730,7 @@ impl Broker {
             }
         }
         let mut base = base;
-        if !check {
+        if restored {
             // Restored: the time the broker was down counts as enabled, not running.
             base.enabled_ns = base
                 .enabled_ns
@@ -878,7 +911,17 @@ impl Broker {
 
     fn owned(&self, st: &State, peer: &Peer, id: u64) -> Result<(), Failure> {
         match st.regs.get(&id) {
-            None => Err(fail(format!("no registration {id}"))),
+            None => match st.revoked.get(&id) {
+                // Its owner learns why it is gone; anyone else that it does not exist.
+                Some(v) if v.uid == peer.uid || peer.uid == 0 => Err(Failure {
+                    rule: v.rule.clone(),
+                    message: format!(
+                        "registration {id} was dropped when the broker restarted: {}",
+                        v.message
+                    ),
+                }),
+                _ => Err(fail(format!("no registration {id}"))),
+            },
             Some(r) if r.rec.uid != peer.uid && peer.uid != 0 => Err(Refusal {
                 rule: crate::access::Rule::NotOwner,
                 detail: format!("registration {id} belongs to uid {}", r.rec.uid),
@@ -940,7 +983,7 @@ impl Broker {
                     class: class.clone().unwrap_or_else(|| "user".into()),
                     registered_wall_ns: wall_ns(),
                 };
-                let shared = self.install(&mut st, peer, rec, Checkpoint::default(), true)?;
+                let shared = self.install(&mut st, peer, rec, Checkpoint::default(), false)?;
                 st.next_id += 1;
                 // Enabled time starts when counting can start (after parsing and opening), and
                 // the consumer is scheduled at once: a consumer alone counts 100 % of its time.
@@ -1359,6 +1402,21 @@ fn serve_lines(
     // Reads block without a timeout (an idle consumer costs no wake-ups): on stop, `run` shuts
     // the socket down, which ends the read.
     while !stop.load(Ordering::Relaxed) {
+        // Wait in poll(POLLIN), not in a blocking read: the kernel wakes every task sleeping on
+        // the socket whenever the peer consumes a push (write space, EPOLLOUT), and only a poll
+        // waiter filters that out. Blocked in read, each connection thread woke once per push.
+        let mut p = libc::pollfd {
+            fd: stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd on a descriptor we own; no timeout (a stop shuts it down).
+        if unsafe { libc::poll(&mut p, 1, -1) } < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
         match stream.read(&mut chunk) {
             Ok(0) => return,
             Ok(n) => lines.push(&chunk[..n]),

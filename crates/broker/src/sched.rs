@@ -69,6 +69,12 @@ pub struct Unit {
     pub keys: BTreeSet<u64>,
     /// CPUs on which the keys take a slot.
     pub cpus: BTreeSet<usize>,
+    /// `None`: CPU-context keys, holding their slots on `cpus` all the time. `Some(t)`: keys of
+    /// task set `t` (one canonical task target), which the kernel puts on a CPU's counters only
+    /// while one of those tasks runs there. A CPU runs one task at a time, so different task
+    /// sets never compete with each other for slots; each competes with the CPU-context keys of
+    /// the CPUs it may run on, and with the other keys of its own task set.
+    pub task: Option<u64>,
 }
 
 /// What the scheduler needs to know about a consumer.
@@ -85,7 +91,7 @@ pub struct Demand {
 }
 
 impl Demand {
-    /// A task target: `keys` hold a slot on every CPU in `cpus` at once.
+    /// CPU-context keys holding a slot on every CPU in `cpus` at once, in one unit.
     pub fn joint(
         uid: u32,
         class: Class,
@@ -97,7 +103,32 @@ impl Demand {
             uid,
             class,
             share,
-            units: vec![Unit { keys, cpus }],
+            units: vec![Unit {
+                keys,
+                cpus,
+                task: None,
+            }],
+        }
+    }
+
+    /// A task target: the keys of task set `task`, whose tasks may run on `cpus`, in one unit.
+    pub fn task(
+        uid: u32,
+        class: Class,
+        share: u32,
+        task: u64,
+        keys: BTreeSet<u64>,
+        cpus: BTreeSet<usize>,
+    ) -> Demand {
+        Demand {
+            uid,
+            class,
+            share,
+            units: vec![Unit {
+                keys,
+                cpus,
+                task: Some(task),
+            }],
         }
     }
 
@@ -117,6 +148,7 @@ impl Demand {
                 .map(|(cpu, keys)| Unit {
                     keys,
                     cpus: [cpu].into(),
+                    task: None,
                 })
                 .collect(),
         }
@@ -168,6 +200,77 @@ pub struct Accounting {
     pub running_ns: u64,
     /// Virtual running time of each unit, in demand order.
     pub units_running_ns: Vec<u64>,
+}
+
+/// Keys in use: per CPU for CPU-context keys, per task set for task keys (with the CPUs its
+/// tasks may run on). On CPU `c` the slots taken are its CPU-context keys plus, at worst, the
+/// keys of the largest task set that may run there.
+struct Occupancy {
+    cpu: Vec<BTreeSet<u64>>,
+    task: BTreeMap<u64, (BTreeSet<u64>, BTreeSet<usize>)>,
+}
+
+impl Occupancy {
+    fn new(cpus: usize) -> Self {
+        Occupancy {
+            cpu: vec![BTreeSet::new(); cpus],
+            task: BTreeMap::new(),
+        }
+    }
+
+    /// Keys of the largest task set that may run on `c`, other than `except`.
+    fn task_on(&self, c: usize, except: Option<u64>) -> usize {
+        self.task
+            .iter()
+            .filter(|(t, (_, cpus))| Some(**t) != except && cpus.contains(&c))
+            .map(|(_, (keys, _))| keys.len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn fits(&self, u: &Unit, slots: usize) -> bool {
+        match u.task {
+            None => u
+                .cpus
+                .iter()
+                .all(|&c| self.cpu[c].union(&u.keys).count() + self.task_on(c, None) <= slots),
+            Some(t) => {
+                let (mine, cpus) = match self.task.get(&t) {
+                    Some((k, c)) => (
+                        k.union(&u.keys).count(),
+                        c.union(&u.cpus).copied().collect(),
+                    ),
+                    None => (u.keys.len(), u.cpus.clone()),
+                };
+                // Adding to task set t raises the worst case on every CPU its tasks may run on.
+                cpus.iter().all(|&c: &usize| {
+                    let others = self.task_on(c, Some(t));
+                    self.cpu[c].len() + mine.max(others) <= slots
+                })
+            }
+        }
+    }
+
+    fn add(&mut self, u: &Unit) {
+        match u.task {
+            None => {
+                for &c in &u.cpus {
+                    self.cpu[c].extend(u.keys.iter().copied());
+                }
+            }
+            Some(t) => {
+                let e = self.task.entry(t).or_default();
+                e.0.extend(u.keys.iter().copied());
+                e.1.extend(u.cpus.iter().copied());
+            }
+        }
+    }
+
+    fn per_cpu(&self) -> Vec<usize> {
+        (0..self.cpu.len())
+            .map(|c| self.cpu[c].len() + self.task_on(c, None))
+            .collect()
+    }
 }
 
 impl Scheduler {
@@ -351,15 +454,13 @@ impl Scheduler {
         if let Some(c) = self.contended {
             return c;
         }
-        let mut wanted: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); self.cpus];
+        let mut wanted = Occupancy::new(self.cpus);
         for e in self.entries.values() {
             for u in &e.demand.units {
-                for &c in &u.cpus {
-                    wanted[c].extend(u.keys.iter().copied());
-                }
+                wanted.add(u);
             }
         }
-        let c = wanted.iter().any(|w| w.len() > self.slots);
+        let c = wanted.per_cpu().iter().any(|&w| w > self.slots);
         self.contended = Some(c);
         c
     }
@@ -403,17 +504,11 @@ impl Scheduler {
             })
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut used: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); self.cpus];
+        let mut used = Occupancy::new(self.cpus);
         for (_, (id, u)) in order {
             let unit = &self.entries[&id].demand.units[u];
-            let fits = unit
-                .cpus
-                .iter()
-                .all(|&c| used[c].union(&unit.keys).count() <= self.slots);
-            if fits {
-                for &c in &unit.cpus {
-                    used[c].extend(unit.keys.iter().copied());
-                }
+            if used.fits(unit, self.slots) {
+                used.add(unit);
                 running.insert((id, u));
             }
         }
@@ -500,16 +595,14 @@ impl Scheduler {
         self.entries.get(&id).map(|e| &e.demand)
     }
 
-    /// Keys in use on each CPU by the running units (for the over-commit invariant).
+    /// Slots in use on each CPU by the running units, at worst (its CPU-context keys plus the
+    /// largest task set that may run there): the over-commit invariant.
     pub fn slots_used(&self) -> Vec<usize> {
-        let mut used: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); self.cpus];
+        let mut used = Occupancy::new(self.cpus);
         for &(id, u) in &self.running {
-            let unit = &self.entries[&id].demand.units[u];
-            for &c in &unit.cpus {
-                used[c].extend(unit.keys.iter().copied());
-            }
+            used.add(&self.entries[&id].demand.units[u]);
         }
-        used.iter().map(BTreeSet::len).collect()
+        used.per_cpu()
     }
 }
 
@@ -634,12 +727,15 @@ mod tests {
 
     #[test]
     fn a_task_unit_needs_every_cpu_at_once() {
-        // A task counter (key 1, CPUs 0-1) against a per-CPU consumer of CPU 0 (key 2), one slot:
-        // the task unit runs only when CPU 0 is free too, so each gets half, and while the
-        // per-CPU consumer runs CPU 1's slot stays idle.
+        // A task counter (key 1 of task set 7, CPUs 0-1) against a per-CPU consumer of CPU 0
+        // (key 2), one slot: the task may run on CPU 0, so its unit runs only when CPU 0's slot
+        // is free; each gets half.
         let mut s = Scheduler::new(1, 2, 0.0);
-        s.add(1, demand(1000, Class::User, 1, &[1], &[0, 1]))
-            .unwrap();
+        s.add(
+            1,
+            Demand::task(1000, Class::User, 1, 7, [1].into(), [0, 1].into()),
+        )
+        .unwrap();
         s.add(2, per_cpu(1001, 1, &[(0, &[2])])).unwrap();
         s.replan();
         let mut both = 0;
@@ -672,6 +768,61 @@ mod tests {
         s.remove(3).unwrap();
         s.replan();
         assert!(s.settled());
+    }
+
+    #[test]
+    fn different_tasks_never_compete_for_slots() {
+        // 100 consumers of four events each on 100 different tasks, four slots: a CPU runs one
+        // task at a time, so every task's four counters fit, and nobody is multiplexed.
+        let mut s = Scheduler::new(4, 2, 0.0);
+        for id in 0..100u64 {
+            let keys = (0..4).map(|k| id * 4 + k).collect();
+            s.add(
+                id,
+                Demand::task(1000, Class::User, 1, id, keys, [0, 1].into()),
+            )
+            .unwrap();
+        }
+        assert!(!s.contended());
+        s.replan();
+        run(&mut s, 10, 1000);
+        for id in 0..100 {
+            let a = s.accounting(id).unwrap();
+            assert_eq!(a.running_ns, a.enabled_ns);
+        }
+        // Five events on one task need five slots while it runs: refused at four.
+        assert!(s
+            .add(
+                200,
+                Demand::task(1000, Class::User, 1, 5, [900, 901].into(), [0].into())
+            )
+            .is_ok());
+        assert!(s.contended(), "task set 5 now wants 6 keys on CPU 0");
+    }
+
+    #[test]
+    fn a_task_set_shares_a_cpu_with_that_cpus_own_counters() {
+        // Two slots. Task set 1 wants keys 1 and 2; CPU 0's own counter (key 3) leaves it one
+        // slot there, so they alternate; CPU 1's own counter (key 4) alone fits beside either.
+        let mut s = Scheduler::new(2, 2, 0.0);
+        s.add(
+            1,
+            Demand::task(1000, Class::User, 1, 1, [1, 2].into(), [0, 1].into()),
+        )
+        .unwrap();
+        s.add(2, per_cpu(1001, 1, &[(0, &[3]), (1, &[4])])).unwrap();
+        assert!(s.contended());
+        s.replan();
+        run(&mut s, 1000, 1000);
+        let task = units(&s, 1)[0];
+        let cpu0 = units(&s, 2)[0];
+        assert_eq!(
+            task + cpu0,
+            1000 * 1000,
+            "never both on CPU 0, never neither"
+        );
+        assert_eq!(task, 500 * 1000);
+        assert!(units(&s, 2)[1] >= 500 * 1000);
     }
 
     #[test]
@@ -810,7 +961,11 @@ mod tests {
             let mut added = Vec::new();
             for (i, (uid, share, keys, cpus, split)) in consumers.into_iter().enumerate() {
                 let class = if uid == 0 { Class::System } else { Class::User };
-                let d = if split {
+                let d = if uid == 2 {
+                    // A task set per (uid, share % 2): its keys are its own (1000 + ...).
+                    let keys = keys.iter().map(|k| 1000 * (1 + u64::from(share % 2)) + k).collect();
+                    Demand::task(uid, class, share, u64::from(share % 2), keys, cpus)
+                } else if split {
                     // Per-CPU keys: key k on CPU c is 100 * c + k.
                     let by_cpu = cpus.iter().map(|&c| {
                         (c, keys.iter().map(|k| 100 * c as u64 + k).collect())

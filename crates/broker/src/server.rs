@@ -204,6 +204,8 @@ struct State {
     sched: Scheduler,
     /// Registrations refused on restart, kept to tell their consumers why.
     revoked: BTreeMap<u64, Revoked>,
+    /// The scheduler's task-set id of each canonical task target.
+    task_sets: HashMap<String, u64>,
     kernel: BTreeMap<u64, Kernel>,
     key_of: HashMap<(String, String), u64>,
     regs: BTreeMap<u64, Reg>,
@@ -273,6 +275,7 @@ impl Broker {
             key_of: HashMap::new(),
             regs: BTreeMap::new(),
             revoked: BTreeMap::new(),
+            task_sets: HashMap::new(),
             journal: None,
             next_id: 1,
             next_key: 1,
@@ -703,10 +706,15 @@ impl Broker {
         let keys: BTreeSet<u64> = events.iter().filter_map(|e| e.key.clone().ok()).collect();
         let unit_cpus: Vec<usize> = keys_by_cpu.keys().copied().collect();
         let demand = if resolved.cpus.is_empty() {
-            Demand::joint(
+            // One task set per canonical task target: its counters take slots only where and
+            // while its tasks run, so different targets do not compete with each other.
+            let n = st.task_sets.len() as u64;
+            let task = *st.task_sets.entry(resolved.key.clone()).or_insert(n);
+            Demand::task(
                 rec.uid,
                 class,
                 rec.share,
+                task,
                 keys.clone(),
                 st.cpus.iter().copied().collect(),
             )
@@ -1384,6 +1392,9 @@ pub fn serve_connection(
     let writer: Writer = Arc::new(Mutex::new(w));
     serve_lines(broker, pusher, conn, &peer, &mut stream, &writer, stop);
     pusher.remove(conn, None);
+    // Other descriptors of this socket live on (the one `run` keeps to shut it down on stop):
+    // shut it down so the peer sees the end now, not when the last descriptor is closed.
+    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 fn serve_lines(

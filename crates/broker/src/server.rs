@@ -260,7 +260,9 @@ fn is_raw(spec: &EventSpec) -> bool {
 }
 
 impl Broker {
-    /// A broker; restores registrations from the journal when there is one.
+    /// A broker; restores registrations from the journal when there is one, each checked again
+    /// against `cfg.policy` (a registration it no longer allows is refused, audited with the
+    /// rule, and its consumer told why when it asks for it).
     pub fn new(cfg: Config) -> Result<Broker, ServerError> {
         let audit_path = cfg.audit.clone().or_else(|| cfg.policy.audit_log.clone());
         let audit = AuditLog::open(audit_path.as_deref()).map_err(|error| ServerError::Audit {

@@ -95,6 +95,26 @@ impl Daemon {
         Ok((num(11)?, num(12)?))
     }
 
+    /// Time on CPU of all the daemon's threads, in ns (`schedstat`'s first field): exact where
+    /// `stat`'s user/system times come in 10 ms ticks.
+    fn on_cpu_ns(&self) -> Result<u64> {
+        let dir = format!("/proc/{}/task", self.child.id());
+        let mut total = 0u64;
+        for t in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
+            let Ok(t) = t else { continue };
+            // A thread that ended meanwhile has nothing more to count.
+            let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else {
+                continue;
+            };
+            total += text
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        Ok(total)
+    }
+
     /// Context switches of all the daemon's threads: (voluntary, involuntary). Where the CPU
     /// time goes when it is mostly the kernel's: a thread woken for nothing is a voluntary
     /// switch, a writer preempted by the consumer it woke an involuntary one.
@@ -170,6 +190,7 @@ fn shares(socket: &Path, seconds: u64) -> Result<Vec<u64>> {
 /// What run (b) measured.
 struct Cost {
     cpu_pct: f64,
+    on_cpu_pct: f64,
     user_pct: f64,
     sys_pct: f64,
     pushes: u64,
@@ -227,10 +248,12 @@ fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<Cost> {
     };
     let t0 = d.cpu_ticks()?;
     let c0 = d.context_switches()?;
+    let n0 = d.on_cpu_ns()?;
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(seconds));
     let t1 = d.cpu_ticks()?;
     let c1 = d.context_switches()?;
+    let n1 = d.on_cpu_ns()?;
     let wall = w0.elapsed().as_secs_f64();
     let (user, sys) = (t1.0 - t0.0, t1.1 - t0.1);
     let mut pushes = 0;
@@ -245,6 +268,7 @@ fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<Cost> {
     let pct = |t: u64| 100.0 * t as f64 / hz / wall;
     Ok(Cost {
         cpu_pct: pct(user + sys),
+        on_cpu_pct: 100.0 * n1.saturating_sub(n0) as f64 / 1e9 / wall,
         user_pct: pct(user),
         sys_pct: pct(sys),
         pushes,
@@ -360,6 +384,7 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
                 "shares": {"running_ns": r, "fractions": got, "worst_relative_error": worst},
                 "cost": {"consumers": args.consumers, "events_each": 4, "hz": 10,
                          "broker_cpu_percent_of_one_core": c.cpu_pct,
+                         "broker_on_cpu_percent_schedstat": c.on_cpu_pct,
                          "user_percent": c.user_pct, "system_percent": c.sys_pct, "pushes": c.pushes,
                          "kernel_counters": c.kernel, "seconds": args.seconds,
                          "voluntary_context_switches_per_s": c.voluntary_per_s,
@@ -374,9 +399,9 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
             args.seconds, got[0], got[1], got[2], 100.0 * worst
         );
         println!(
-            "(b) {} consumers x 4 events pushed at 10 Hz, {} s: broker CPU {:.2} % of one core (user {:.2} %, system {:.2} %); {} pushes; {} kernel counters (deduplicated); broker context switches {:.0}/s voluntary, {:.0}/s involuntary",
-            args.consumers, args.seconds, c.cpu_pct, c.user_pct, c.sys_pct, c.pushes, c.kernel,
-            c.voluntary_per_s, c.involuntary_per_s
+            "(b) {} consumers x 4 events pushed at 10 Hz, {} s: broker CPU {:.2} % of one core (user {:.2} %, system {:.2} %; on-CPU time by schedstat {:.2} %); {} pushes; {} kernel counters (deduplicated); broker context switches {:.0}/s voluntary, {:.0}/s involuntary",
+            args.consumers, args.seconds, c.cpu_pct, c.user_pct, c.sys_pct, c.on_cpu_pct, c.pushes,
+            c.kernel, c.voluntary_per_s, c.involuntary_per_s
         );
         println!(
             "(c) read latency over {} reads: socket p50 {} ns p99 {} ns; direct read(2) p50 {} ns p99 {} ns",

@@ -25,7 +25,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 
@@ -225,6 +225,8 @@ pub struct Broker {
     tree: PmuTree,
     roots: Roots,
     slice: Duration,
+    /// Wakes the ticker early when a registration or a grant may need slicing to start.
+    kick: (Mutex<bool>, Condvar),
 }
 
 /// A request's failure as the client sees it.
@@ -307,6 +309,7 @@ impl Broker {
             tree: broker_tree,
             roots: cfg.roots,
             slice: cfg.slice,
+            kick: (Mutex::new(false), Condvar::new()),
         };
         {
             let mut st = broker.lock();
@@ -509,6 +512,36 @@ impl Broker {
         let old = st.sched.running().clone();
         let new = st.sched.replan().clone();
         self.apply_plan(st, &old, &new);
+    }
+
+    /// How long the ticker may sleep: a slice while slicing is needed, else a second (the
+    /// reaping period; a registration or a grant that needs slicing wakes it at once).
+    pub fn next_tick_in(&self) -> Duration {
+        if self.lock().sched.settled() {
+            Duration::from_secs(1)
+        } else {
+            self.slice
+        }
+    }
+
+    /// Wake the ticker now.
+    fn kick(&self) {
+        let (m, c) = &self.kick;
+        *m.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        c.notify_all();
+    }
+
+    /// Sleep until `d` has passed or the ticker is kicked.
+    fn wait_kick(&self, d: Duration) {
+        let (m, c) = &self.kick;
+        let mut kicked = m.lock().unwrap_or_else(|p| p.into_inner());
+        if !*kicked {
+            kicked = match c.wait_timeout(kicked, d) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        *kicked = false;
     }
 
     /// One scheduling tick (the ticker thread calls this every slice).
@@ -1008,6 +1041,8 @@ impl Broker {
                 };
                 self.journal(&mut st, &Record::Register(rec));
                 drop(st);
+                // It may have made the slots contended: slicing starts now, not in a second.
+                self.kick();
                 self.audit(peer, "grant", None, &describe(req));
                 Ok(Response::Registered {
                     id,
@@ -1051,6 +1086,7 @@ impl Broker {
                 );
                 self.replan(&mut st);
                 drop(st);
+                self.kick();
                 self.audit(peer, "exclusive", None, &describe(req));
                 Ok(Response::Ok)
             }
@@ -1552,8 +1588,12 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
         std::thread::Builder::new()
             .name("broker-tick".into())
             .spawn(move || {
+                // Uncontended, it wakes once a second (to reap), not every slice.
                 while !s.load(Ordering::Relaxed) {
-                    std::thread::sleep(b.slice());
+                    b.wait_kick(b.next_tick_in());
+                    if s.load(Ordering::Relaxed) {
+                        break;
+                    }
                     b.tick();
                 }
             })?
@@ -1623,6 +1663,7 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
             }
         }
     }
+    broker.kick();
     let _ = ticker.join();
     let _ = push_thread.join();
     for (_, _, s) in &conns {

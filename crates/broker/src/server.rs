@@ -658,10 +658,12 @@ impl Broker {
         let scopes: Vec<(Option<usize>, Target, String)> = if resolved.cpus.is_empty() {
             vec![(None, resolved.target.clone(), resolved.key.clone())]
         } else {
-            resolved
-                .cpus
-                .iter()
-                .map(|&c| (Some(c), Target::Cpus(vec![c]), format!("cpus:{c}")))
+            // In CPU order, the order of the scheduler's per-CPU units (events are unit-major).
+            let mut cpus = resolved.cpus.clone();
+            cpus.sort_unstable();
+            cpus.dedup();
+            cpus.into_iter()
+                .map(|c| (Some(c), Target::Cpus(vec![c]), format!("cpus:{c}")))
                 .collect()
         };
         let nspec = list.events().count();

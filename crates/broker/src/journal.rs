@@ -68,10 +68,15 @@ pub struct RegRecord {
 pub struct Checkpoint {
     /// Enabled time reported.
     pub enabled_ns: u64,
-    /// Running time reported.
+    /// Running time reported (for a per-CPU registration, the mean over its CPUs).
     pub running_ns: u64,
-    /// Raw count per event, in registration order.
+    /// Raw count per event, in registration order; for a per-CPU registration per CPU then
+    /// per event (CPU-major).
     pub raw: Vec<u64>,
+    /// Running time per scheduling unit (one per CPU of a per-CPU registration; empty for a
+    /// task target, whose one unit's running time is `running_ns`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub units_running_ns: Vec<u64>,
 }
 
 /// One journal record.
@@ -126,6 +131,13 @@ impl State {
                     // Never backwards, whatever order records come in.
                     old.enabled_ns = old.enabled_ns.max(cp.enabled_ns);
                     old.running_ns = old.running_ns.max(cp.running_ns);
+                    if old.units_running_ns.len() != cp.units_running_ns.len() {
+                        old.units_running_ns = cp.units_running_ns;
+                    } else {
+                        for (o, n) in old.units_running_ns.iter_mut().zip(cp.units_running_ns) {
+                            *o = (*o).max(n);
+                        }
+                    }
                     if old.raw.len() != cp.raw.len() {
                         old.raw = cp.raw;
                     } else {
@@ -338,6 +350,25 @@ impl Journal {
         })
     }
 
+    /// Append several records in one `write(2)` (the pusher's checkpoints of one wake-up):
+    /// each line still carries its own checksum, so a crash tears at most the lines in flight.
+    pub fn append_many(&mut self, rs: &[Record]) -> Result<(), JournalError> {
+        if rs.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        for r in rs {
+            buf.extend(line(self.seq, r));
+            self.seq += 1;
+            self.since_compaction += 1;
+        }
+        self.file.write_all(&buf).map_err(|error| JournalError::Io {
+            path: self.path.clone(),
+            what: "appending",
+            error,
+        })
+    }
+
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -375,9 +406,14 @@ mod tests {
                 enabled_ns: 10,
                 running_ns: 7,
                 raw: vec![99],
+                ..Checkpoint::default()
             };
-            j.append(&Record::Checkpoint { id: 1, cp }).unwrap();
-            j.append(&Record::Unregister { id: 2 }).unwrap();
+            // Two records in one write.
+            j.append_many(&[
+                Record::Checkpoint { id: 1, cp },
+                Record::Unregister { id: 2 },
+            ])
+            .unwrap();
         }
         // A torn tail and a corrupted line.
         let mut text = std::fs::read(&p).unwrap();
@@ -407,6 +443,7 @@ mod tests {
                 enabled_ns: n,
                 running_ns: n,
                 raw: vec![n],
+                ..Checkpoint::default()
             };
             j.append(&Record::Checkpoint { id: 1, cp }).unwrap();
         }
@@ -432,10 +469,12 @@ mod tests {
                     enabled_ns: e,
                     running_ns: r,
                     raw: vec![r],
+                    units_running_ns: vec![r, r + 1],
                 },
             });
         }
         assert_eq!(st.regs[&1].1.raw, vec![5]);
+        assert_eq!(st.regs[&1].1.units_running_ns, vec![5, 6]);
         assert_eq!(st.regs[&1].1.enabled_ns, 10);
     }
 

@@ -2,7 +2,7 @@
 //! protected resource. Consumers connect to `counterpoint daemon` over a Unix socket, are
 //! identified by `SO_PEERCRED`, and register event sets on a target with a share; the broker
 //! time-multiplexes them onto a per-CPU budget of counter slots in slices proportional to the
-//! shares ([`sched`]), opens each (event, target) kernel counter once however many consumers
+//! shares, each CPU on its own for per-CPU targets ([`sched`]), opens each (event, target) kernel counter once however many consumers
 //! ask for it, checks every request against an access policy ([`access`]) and journals
 //! registrations so counts survive a restart ([`journal`]). [`client::Client`] is the Rust API.
 //!
@@ -12,8 +12,8 @@
 //! use counterpoint_broker::sched::{Class, Demand, Scheduler};
 //! let mut s = Scheduler::new(1, 1, 0.0); // one slot on one CPU
 //! for (id, share) in [(1, 1), (2, 3)] {
-//!     let d = Demand { uid: 1000, class: Class::User, share,
-//!                      keys: [id].into(), cpus: [0].into() };
+//!     // A task target's one unit: key `id` on CPU 0.
+//!     let d = Demand::joint(1000, Class::User, share, [id].into(), [0].into());
 //!     s.add(id, d).unwrap();
 //! }
 //! s.replan();

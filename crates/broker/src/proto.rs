@@ -123,8 +123,24 @@ pub struct Reading {
     /// Confidence = `running_ns / enabled_ns` in [0, 1]: the fraction of the enabled time the
     /// counts were measured rather than extrapolated (1 = exact).
     pub confidence: f64,
-    /// Per event.
+    /// Per event (for a per-CPU target, summed over its CPUs; `scaled` is then the sum of the
+    /// per-CPU estimates, each scaled by its own CPU's coverage).
     pub events: Vec<EventCount>,
+    /// Per CPU, for a per-CPU target (`cpus:LIST`): each CPU is time-multiplexed on its own, so
+    /// each has its own running time and coverage. Empty for task targets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<CpuReading>,
+}
+
+/// One CPU's part of a per-CPU registration's reading.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuReading {
+    /// The CPU.
+    pub cpu: usize,
+    /// Time the registration was scheduled on this CPU, in ns (enabled time is the reading's).
+    pub running_ns: u64,
+    /// Per event, in registration order: counted on this CPU while scheduled there.
+    pub raw: Vec<u64>,
 }
 
 /// A summary of one registration in `status`.

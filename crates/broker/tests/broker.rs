@@ -265,3 +265,143 @@ fn subscriptions_push_over_the_socket() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     srv.join().unwrap().unwrap();
 }
+
+#[test]
+fn a_policy_tightened_across_a_restart_refuses_restored_registrations() {
+    let d = tempfile::tempdir().unwrap();
+    let journal = d.path().join("journal");
+    let audit = d.path().join("audit.jsonl");
+    // uid 4242 counts our process (owned by someone else) under a grant...
+    let user = Peer {
+        uid: 4242,
+        gid: 4242,
+        pid: std::process::id() as i32,
+    };
+    let target = format!("pid:{}", std::process::id());
+    let lenient = Policy::parse(
+        "[[grant]]\nuid = 4242\nallow = [\"other-users\"]\n",
+        std::path::Path::new("lenient.toml"),
+    )
+    .unwrap();
+    let cfg = |policy: Policy| Config {
+        slots: 4,
+        policy,
+        journal: Some(journal.clone()),
+        audit: Some(audit.clone()),
+        ..Config::default()
+    };
+    let (theirs, mine) = {
+        let b = Broker::new(cfg(lenient)).unwrap();
+        let theirs = id_of(register(&b, &user, "task-clock", &target, 1));
+        let mine = id_of(register(&b, &me(), "task-clock", "self", 1));
+        assert!(reading(&b, &user, theirs).events[0].supported);
+        b.checkpoint_all();
+        (theirs, mine)
+    };
+    // ...then the grant is withdrawn and the broker restarts on the same journal.
+    let b = Broker::new(cfg(Policy::default())).unwrap();
+    match b.handle(&user, &Request::Read { id: theirs }) {
+        Response::Error { rule, message, .. } => {
+            assert_eq!(rule.as_deref(), Some("own-tasks-only"));
+            assert!(message.contains("restarted"), "{message}");
+        }
+        other => panic!("the restored registration was not refused: {other:?}"),
+    }
+    // Only its owner learns why; the registration allowed by both policies continues.
+    if me().uid != user.uid && me().uid != 0 {
+        assert!(matches!(
+            b.handle(&me(), &Request::Read { id: theirs }),
+            Response::Error { rule: None, .. }
+        ));
+    }
+    assert!(reading(&b, &me(), mine).events[0].supported);
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let refusal = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| {
+            v["action"] == "refuse" && v["what"].as_str().is_some_and(|w| w.starts_with("restore"))
+        })
+        .unwrap_or_else(|| panic!("no restore refusal in the audit log:\n{log}"));
+    assert_eq!(refusal["rule"], "own-tasks-only");
+    assert_eq!(refusal["uid"], 4242);
+    // The refusal is journaled: a third start does not restore it either.
+    drop(b);
+    let b = Broker::new(cfg(Policy::default())).unwrap();
+    assert!(matches!(
+        b.handle(&user, &Request::Read { id: theirs }),
+        Response::Error { .. }
+    ));
+}
+
+#[test]
+fn each_cpu_of_a_per_cpu_target_is_multiplexed_on_its_own() {
+    if me().uid != 0 || num_cpus() < 2 {
+        println!("skipped: per-CPU counting needs root and two CPUs");
+        return;
+    }
+    let b = broker(1);
+    let p = me();
+    // One slot per CPU. `a` counts CPUs 0 and 1, `c` only CPU 0: CPU 1 is uncontended.
+    let a = id_of(register(&b, &p, "cpu-clock", "cpus:0-1", 1));
+    let c = id_of(register(&b, &p, "task-clock", "cpus:0", 1));
+    // The same event on the same CPU is one kernel counter, whatever the CPU list.
+    let shared = register(&b, &p, "cpu-clock", "cpus:1", 1);
+    assert!(
+        matches!(
+            shared,
+            Response::Registered {
+                shared_counters: 1,
+                ..
+            }
+        ),
+        "{shared:?}"
+    );
+    b.handle(&p, &Request::Unregister { id: id_of(shared) });
+    assert_eq!(b.kernel_counters(), 3);
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(1));
+        b.tick();
+    }
+    let ra = reading(&b, &p, a);
+    let rc = reading(&b, &p, c);
+    assert_eq!(
+        ra.cpus.iter().map(|x| x.cpu).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
+    assert!(rc.cpus.len() == 1 && rc.cpus[0].cpu == 0);
+    // CPU 1: counted all the time; CPU 0: shared with `c`, so less.
+    assert_eq!(ra.cpus[1].running_ns, ra.enabled_ns);
+    assert!(ra.cpus[0].running_ns < ra.cpus[1].running_ns);
+    assert!(rc.running_ns > 0 && rc.running_ns < rc.enabled_ns);
+    // The totals are the per-CPU sums, each CPU scaled by its own coverage.
+    let e = &ra.events[0];
+    assert_eq!(e.raw, ra.cpus[0].raw[0] + ra.cpus[1].raw[0]);
+    let want: f64 = ra
+        .cpus
+        .iter()
+        .map(|x| x.raw[0] as f64 * ra.enabled_ns as f64 / x.running_ns as f64)
+        .sum();
+    assert!((e.scaled.unwrap() - want).abs() <= 1e-9 * want.max(1.0));
+    // Metrics: one series per CPU for the per-CPU consumer, with that CPU's running time.
+    let m = b.metrics_readings();
+    let series = |consumer: &str, cpu: &str| {
+        m.iter()
+            .find(|(_, labels, ..)| {
+                labels.contains(&("consumer".into(), consumer.into()))
+                    && labels.contains(&("cpu".into(), cpu.into()))
+            })
+            .cloned()
+    };
+    let (a0, a1) = (
+        series(&a.to_string(), "0").expect("consumer a on cpu 0"),
+        series(&a.to_string(), "1").expect("consumer a on cpu 1"),
+    );
+    assert!(a0.4 < a1.4, "CPU 0 ran less than CPU 1: {a0:?} {a1:?}");
+    assert!(series(&a.to_string(), "all").is_none());
+    assert!(series("", "1").is_some(), "kernel counters carry their CPU");
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -94,6 +94,53 @@ impl Daemon {
         // Fields 14 and 15 of stat(5); `after` starts at field 3.
         Ok((num(11)?, num(12)?))
     }
+
+    /// Time on CPU of all the daemon's threads, in ns (`schedstat`'s first field): exact where
+    /// `stat`'s user/system times come in 10 ms ticks.
+    fn on_cpu_ns(&self) -> Result<u64> {
+        let dir = format!("/proc/{}/task", self.child.id());
+        let mut total = 0u64;
+        for t in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
+            let Ok(t) = t else { continue };
+            // A thread that ended meanwhile has nothing more to count.
+            let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else {
+                continue;
+            };
+            total += text
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        Ok(total)
+    }
+
+    /// Context switches of all the daemon's threads: (voluntary, involuntary). Where the CPU
+    /// time goes when it is mostly the kernel's: a thread woken for nothing is a voluntary
+    /// switch, a writer preempted by the consumer it woke an involuntary one.
+    fn context_switches(&self) -> Result<(u64, u64)> {
+        let dir = format!("/proc/{}/task", self.child.id());
+        let mut total = (0, 0);
+        for t in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
+            let Ok(t) = t else { continue };
+            // A thread that ended meanwhile has nothing more to count.
+            let Ok(text) = std::fs::read_to_string(t.path().join("status")) else {
+                continue;
+            };
+            for line in text.lines() {
+                let field = |name: &str| {
+                    line.strip_prefix(name)
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                };
+                if let Some(v) = field("voluntary_ctxt_switches:") {
+                    total.0 += v;
+                } else if let Some(v) = field("nonvoluntary_ctxt_switches:") {
+                    total.1 += v;
+                }
+            }
+        }
+        Ok(total)
+    }
 }
 
 impl Drop for Daemon {
@@ -140,8 +187,20 @@ fn shares(socket: &Path, seconds: u64) -> Result<Vec<u64>> {
     Ok(out)
 }
 
+/// What run (b) measured.
+struct Cost {
+    cpu_pct: f64,
+    on_cpu_pct: f64,
+    user_pct: f64,
+    sys_pct: f64,
+    pushes: u64,
+    kernel: usize,
+    voluntary_per_s: f64,
+    involuntary_per_s: f64,
+}
+
 /// (b): `n` consumers of four events pushed at 10 Hz; the daemon's CPU % of one core.
-fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, f64, f64, u64, usize)> {
+fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<Cost> {
     let target = format!("pid:{}", std::process::id());
     let mut handles = Vec::new();
     let (tx, rx) = std::sync::mpsc::channel::<Result<u64>>();
@@ -188,9 +247,13 @@ fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, f64, f64, u64, usize)>
         _ => 0,
     };
     let t0 = d.cpu_ticks()?;
+    let c0 = d.context_switches()?;
+    let n0 = d.on_cpu_ns()?;
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(seconds));
     let t1 = d.cpu_ticks()?;
+    let c1 = d.context_switches()?;
+    let n1 = d.on_cpu_ns()?;
     let wall = w0.elapsed().as_secs_f64();
     let (user, sys) = (t1.0 - t0.0, t1.1 - t0.1);
     let mut pushes = 0;
@@ -203,7 +266,16 @@ fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<(f64, f64, f64, u64, usize)>
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let pct = |t: u64| 100.0 * t as f64 / hz / wall;
-    Ok((pct(user + sys), pct(user), pct(sys), pushes, kernel))
+    Ok(Cost {
+        cpu_pct: pct(user + sys),
+        on_cpu_pct: 100.0 * n1.saturating_sub(n0) as f64 / 1e9 / wall,
+        user_pct: pct(user),
+        sys_pct: pct(sys),
+        pushes,
+        kernel,
+        voluntary_per_s: c1.0.saturating_sub(c0.0) as f64 / wall,
+        involuntary_per_s: c1.1.saturating_sub(c0.1) as f64 / wall,
+    })
 }
 
 /// (c): ns per read through the socket and by read(2), sorted.
@@ -296,7 +368,7 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
         .map(|(g, w)| (g / w - 1.0).abs())
         .fold(0.0, f64::max);
     let d2 = Daemon::start(4, 20)?;
-    let (cpu_pct, user_pct, sys_pct, pushes, kernel) = cost(&d2, args.consumers, args.seconds)?;
+    let c = cost(&d2, args.consumers, args.seconds)?;
     let (via, direct) = latency(&d2.socket, args.reads)?;
     drop(d2);
     let (v50, v99, d50, d99) = (
@@ -311,9 +383,12 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
             serde_json::json!({
                 "shares": {"running_ns": r, "fractions": got, "worst_relative_error": worst},
                 "cost": {"consumers": args.consumers, "events_each": 4, "hz": 10,
-                         "broker_cpu_percent_of_one_core": cpu_pct,
-                         "user_percent": user_pct, "system_percent": sys_pct, "pushes": pushes,
-                         "kernel_counters": kernel, "seconds": args.seconds},
+                         "broker_cpu_percent_of_one_core": c.cpu_pct,
+                         "broker_on_cpu_percent_schedstat": c.on_cpu_pct,
+                         "user_percent": c.user_pct, "system_percent": c.sys_pct, "pushes": c.pushes,
+                         "kernel_counters": c.kernel, "seconds": args.seconds,
+                         "voluntary_context_switches_per_s": c.voluntary_per_s,
+                         "involuntary_context_switches_per_s": c.involuntary_per_s},
                 "latency_ns": {"socket_p50": v50, "socket_p99": v99, "direct_p50": d50, "direct_p99": d99,
                                "reads": args.reads},
             })
@@ -324,8 +399,9 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
             args.seconds, got[0], got[1], got[2], 100.0 * worst
         );
         println!(
-            "(b) {} consumers x 4 events pushed at 10 Hz, {} s: broker CPU {:.2} % of one core (user {:.2} %, system {:.2} %); {} pushes; {} kernel counters (deduplicated)",
-            args.consumers, args.seconds, cpu_pct, user_pct, sys_pct, pushes, kernel
+            "(b) {} consumers x 4 events pushed at 10 Hz, {} s: broker CPU {:.2} % of one core (user {:.2} %, system {:.2} %; on-CPU time by schedstat {:.2} %); {} pushes; {} kernel counters (deduplicated); broker context switches {:.0}/s voluntary, {:.0}/s involuntary",
+            args.consumers, args.seconds, c.cpu_pct, c.user_pct, c.sys_pct, c.on_cpu_pct, c.pushes,
+            c.kernel, c.voluntary_per_s, c.involuntary_per_s
         );
         println!(
             "(c) read latency over {} reads: socket p50 {} ns p99 {} ns; direct read(2) p50 {} ns p99 {} ns",

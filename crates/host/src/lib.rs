@@ -33,6 +33,7 @@
 pub mod actuate;
 pub mod affinity;
 pub mod agent;
+pub mod c2c;
 pub mod duration;
 pub mod journal;
 pub mod machine;

@@ -119,6 +119,16 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
 }
 
 impl Replica {
+    /// The policy with other notification costs (e.g. from `bench c2c` on the machine it runs
+    /// on), ns per notification on the same socket and across sockets.
+    pub fn with_notify_ns(near_ns: f64, far_ns: f64) -> Self {
+        Replica {
+            notify_near_ns: near_ns,
+            notify_far_ns: far_ns,
+            ..Replica::default()
+        }
+    }
+
     /// Where a group runs now, from its replicas' last CPUs.
     fn current(topology: &Topology, group: &[&TaskObservation]) -> Option<Choice> {
         let pkgs: Option<Vec<u32>> = group

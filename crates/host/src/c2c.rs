@@ -462,7 +462,7 @@ fn run_probe(
         }
         start.wait();
         let mut samples = Vec::with_capacity(rounds);
-        let run = pinned.and_then(|()| {
+        if pinned.is_ok() {
             for i in 0..total {
                 let t0 = clock.now();
                 word.0.store(2 * i + 1, Ordering::Release);
@@ -477,12 +477,11 @@ fn run_probe(
                     samples.push(t1 - t0);
                 }
             }
-            Ok(())
-        });
+        }
         // Release a partner still waiting (we stopped early).
         abort.store(true, Ordering::Relaxed);
         futex_wake(&word.0);
-        (run.map(|()| samples), partner.join())
+        (pinned.map(|()| samples), partner.join())
     });
     match partner {
         Ok(Err(e)) => return Err(e),

@@ -337,7 +337,7 @@ mod tests {
     fn ring_visits_every_line_once() {
         let mut r = vec![0u64; 8 * 100];
         fill_ring(&mut r, 7);
-        let mut seen = vec![false; 100];
+        let mut seen = [false; 100];
         let mut at = 0u64;
         for _ in 0..100 {
             assert!(!seen[at as usize], "line {at} twice");

@@ -454,7 +454,7 @@ pub fn combine(
 /// ChaCha8 stream of `seed`.
 pub fn poisson(lambda: f64, seed: u64) -> u64 {
     use rand::Rng;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5265_706c_6963_61);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0052_6570_6c69_6361);
     if !(lambda.is_finite() && lambda > 0.0) {
         return 0;
     }

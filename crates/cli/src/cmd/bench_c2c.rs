@@ -168,16 +168,17 @@ fn heat_map(path: &Path, r: &C2cReport) -> Result<()> {
     root.fill(&WHITE).map_err(err)?;
     let halves = root.split_evenly((1, 2));
     for (k, area) in halves.iter().enumerate() {
-        let (title, val): (&str, Box<dyn Fn(&c2c::PairResult) -> f64>) = if k == 0 {
-            (
-                "cache-line ping-pong RTT, median ns",
-                Box::new(|p| p.pingpong.median_ns),
-            )
+        let title = if k == 0 {
+            "cache-line ping-pong RTT, median ns"
         } else {
-            (
-                "futex wake-up RTT, median ns",
-                Box::new(|p| p.futex.median_ns),
-            )
+            "futex wake-up RTT, median ns"
+        };
+        let val = |p: &c2c::PairResult| {
+            if k == 0 {
+                p.pingpong.median_ns
+            } else {
+                p.futex.median_ns
+            }
         };
         let vals: Vec<f64> = r.pairs.iter().map(&val).collect();
         let lo = vals.iter().cloned().fold(f64::INFINITY, f64::min);

@@ -202,21 +202,39 @@ fn heat_map(path: &Path, r: &C2cReport) -> Result<()> {
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(40)
-            .build_cartesian_2d(0..n, 0..n)
+            // A segmented 0..m has m + 1 cells.
+            .build_cartesian_2d((0..n - 1).into_segmented(), (0..n - 1).into_segmented())
             .map_err(err)?;
+        // Labels at the cells' centres: the CPU of each row and column.
+        let label = |v: &SegmentValue<usize>| match v {
+            SegmentValue::CenterOf(i) => cpus.get(*i).map_or(String::new(), |c| c.to_string()),
+            _ => String::new(),
+        };
         chart
             .configure_mesh()
             .disable_mesh()
             .x_desc("CPU")
             .y_desc("CPU")
-            .x_label_formatter(&|i| cpus.get(*i).map_or(String::new(), |c| c.to_string()))
-            .y_label_formatter(&|i| cpus.get(*i).map_or(String::new(), |c| c.to_string()))
+            .axis_desc_style(("sans-serif", 14))
+            .label_style(("sans-serif", 12))
+            .x_labels(n.min(64))
+            .y_labels(n.min(64))
+            .x_label_formatter(&label)
+            .y_label_formatter(&label)
             .draw()
             .map_err(err)?;
         chart
             .draw_series(r.pairs.iter().flat_map(|p| {
                 let (i, j, c) = (idx(p.a), idx(p.b), colour(val(p)));
-                [(i, j), (j, i)].map(|(x, y)| Rectangle::new([(x, y), (x + 1, y + 1)], c.filled()))
+                [(i, j), (j, i)].map(|(x, y)| {
+                    Rectangle::new(
+                        [
+                            (SegmentValue::Exact(x), SegmentValue::Exact(y)),
+                            (SegmentValue::Exact(x + 1), SegmentValue::Exact(y + 1)),
+                        ],
+                        c.filled(),
+                    )
+                })
             }))
             .map_err(err)?;
         // Colour scale, outside the matrix.
@@ -232,6 +250,8 @@ fn heat_map(path: &Path, r: &C2cReport) -> Result<()> {
             .disable_mesh()
             .disable_x_axis()
             .y_desc("ns")
+            .axis_desc_style(("sans-serif", 14))
+            .label_style(("sans-serif", 12))
             .draw()
             .map_err(err)?;
         let steps = 50;

@@ -339,8 +339,9 @@ pub fn run_with(
     };
     let mut miss = Table::new(
         "L3 misses per kilo-instruction per replica: two and three replicas on one socket, three \
-         spread (model) beside seed 001's total L3 miss counts (different units: compare the \
-         ratios)",
+         spread (model) beside seed 001's L3 miss counts (different units: compare the ratios; \
+         the seed's counts are taken as totals over the replicas, so the model's 3/2 ratio is \
+         1.5 x its per-replica ratio)",
         &[
             "program",
             "alone",

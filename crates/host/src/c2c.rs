@@ -221,7 +221,13 @@ pub enum C2cError {
     /// A probe thread panicked.
     #[error("a probe thread panicked")]
     ThreadPanicked,
+    /// More rounds than [`MAX_ROUNDS`] (their samples are kept in memory).
+    #[error("{0} rounds per probe: at most {MAX_ROUNDS} (and at least 1)")]
+    Rounds(usize),
 }
+
+/// Most timed rounds per probe and pair (8 bytes of samples each).
+pub const MAX_ROUNDS: usize = 10_000_000;
 
 /// How many rounds per probe and pair.
 #[derive(Clone, Copy, Debug)]
@@ -532,6 +538,14 @@ pub fn run(
     stop: &AtomicBool,
     mut progress: impl FnMut(usize, usize, CpuId, CpuId),
 ) -> Result<C2cReport, C2cError> {
+    for n in [opts.pingpong_rounds, opts.futex_rounds] {
+        if n == 0 || n > MAX_ROUNDS {
+            return Err(C2cError::Rounds(n));
+        }
+    }
+    if opts.warmup_rounds > MAX_ROUNDS {
+        return Err(C2cError::Rounds(opts.warmup_rounds));
+    }
     let pairs = plan(t, cpus);
     if pairs.is_empty() {
         return Err(C2cError::TooFewCpus(cpus.to_list()));

@@ -48,8 +48,9 @@ pub struct BenchC2cArgs {
 static STOP: AtomicBool = AtomicBool::new(false);
 
 pub fn run(args: BenchC2cArgs) -> Result<ExitCode> {
-    if args.rounds == 0 || args.futex_rounds == 0 {
-        anyhow::bail!("--rounds and --futex-rounds must be at least 1");
+    let max = c2c::MAX_ROUNDS;
+    if !(1..=max).contains(&args.rounds) || !(1..=max).contains(&args.futex_rounds) {
+        anyhow::bail!("--rounds and --futex-rounds: between 1 and {max}");
     }
     let topo = counterpoint_host::sysfs::host_topology().context("reading the CPU topology")?;
     let online = counterpoint_host::sysfs::online(&topo);

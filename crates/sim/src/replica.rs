@@ -19,10 +19,11 @@
 //!    minus one.
 //!
 //! What it leaves out: during a meeting the replicas stall and issue no cache accesses, which
-//! would lower their pressure on the LLC and the memory controller a little; the engine sees
-//! them running continuously, so the cache side is an upper bound by the sync fraction of the
-//! time (under 1 % for every catalog program; up to a few % at the sync-heaviest points of the
-//! crossover map).
+//! would lower their pressure on the memory controller; the engine sees them running
+//! continuously. Identical replicas stall together, so their LLC shares do not change; only the
+//! memory queueing is overstated, by up to the fraction of time spent in meetings (about 1 %
+//! for the SPEC-like programs at their estimated rates; most of the time at the map's
+//! meeting-every-10^4-instructions column, where the sync side dominates anyway).
 
 use crate::catalog::Catalog;
 use crate::engine::{Counters, Simulation};

@@ -31,3 +31,6 @@ pub mod lockprof;
 // [mod: broker]
 pub mod bench_broker;
 pub mod daemon;
+
+// [mod: replica]
+pub mod bench_c2c;

@@ -33,9 +33,11 @@
 pub mod actuate;
 pub mod affinity;
 pub mod agent;
+pub mod c2c;
 pub mod duration;
 pub mod journal;
 pub mod machine;
+pub mod replica_burn;
 // Documented by their owner (the counter layer's move to `crates/counters`).
 #[allow(missing_docs)]
 pub mod perf;

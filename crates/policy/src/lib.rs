@@ -39,6 +39,7 @@ pub mod linux;
 pub mod masa;
 pub mod oracle;
 pub mod registry;
+pub mod replica;
 pub mod signal;
 pub mod spread;
 pub mod tree;

@@ -222,6 +222,8 @@ impl std::fmt::Debug for Entry {
     }
 }
 
+const DOBEL: &str = "Döbel, Härtig: Where Have All the Cycles Gone? Investigating Runtime \
+                     Overheads of OS-Assisted Replication (2013)";
 const ZHANG: &str = "Zhang, Jiang, Shen: Processor Hardware Counter Statistics As A First-Class \
                      System Resource (HotOS 2007)";
 const MASA: &str = "Nakajima, Pallipadi: Enhancements for Hyper-Threading Technology in the \
@@ -391,6 +393,16 @@ pub const REGISTRY: &[Entry] = &[
         needs: &[Need::PlacementCost],
         options: &[],
         build: oracle,
+    },
+    Entry {
+        name: "replica",
+        level: Level::Epoch,
+        events: &[event::TASK_CLOCK, event::CONTEXT_SWITCHES],
+        description: "replica groups (same-named tasks) on one socket when sync-heavy, spread when cache-heavy",
+        paper: DOBEL,
+        needs: &[],
+        options: &[],
+        build: |_| Ok(Built::Epoch(Box::new(crate::replica::Replica::default()))),
     },
 ];
 
@@ -579,6 +591,6 @@ mod tests {
             .into_iter()
             .filter(|n| missing_events(n, event::is_software).unwrap().is_empty())
             .collect();
-        assert_eq!(runnable, vec!["linux", "spread", "oracle"]);
+        assert_eq!(runnable, vec!["linux", "spread", "oracle", "replica"]);
     }
 }

@@ -228,6 +228,35 @@ impl Catalog {
         add(modern("bench-64", 4, 16, 1, 2, 16.0));
         add(modern("bench-512", 8, 64, 1, 8, 32.0));
         add(modern("bench-1024", 16, 64, 1, 8, 32.0));
+        // Seed 001 (Döbel & Härtig): two Xeon X5650 (Westmere-EP), 6 cores x 2 threads, 12 MB
+        // L3 each, one memory controller per socket (docs/sim-catalog.md, docs/replica.md).
+        add(MachineSpec {
+            name: "x5650-2s".into(),
+            freq_ghz: 2.66,
+            mem_latency_ns: 70.0,
+            peak_bandwidth_gb_per_s: 20.0,
+            ..modern("x5650-2s", 2, 6, 2, 1, 12.0)
+        });
+        for &(name, gi, cpi, apki, curve, mlp) in SPEC_INT_2006 {
+            let curve = match curve {
+                Curve2006::Power(m_ref, alpha, m_min) => MissCurve::PowerLaw {
+                    m_ref,
+                    c_ref_bytes: 512.0 * KB,
+                    alpha,
+                    m_min,
+                },
+                Curve2006::Knee(ws_mb, m_fit) => knee_curve(ws_mb * MB, m_fit),
+            };
+            let p = Profile {
+                cpi_core: cpi,
+                llc_apki: apki,
+                miss_curve: curve,
+                mlp,
+                fp_fraction: 0.0,
+                code_pages: 0,
+            };
+            c.programs.insert(name.into(), program(name, gi, p));
+        }
         c
     }
 
@@ -262,6 +291,44 @@ impl Catalog {
     /// Replace or add a machine (calibration and tests).
     pub fn set_machine(&mut self, m: MachineSpec) {
         self.machines.insert(m.name.clone(), m);
+    }
+}
+
+/// LLC miss curve of an SPEC INT 2006 program (estimates, docs/sim-catalog.md).
+#[derive(Clone, Copy)]
+enum Curve2006 {
+    /// Power law referenced at 512 KB: (m_ref, alpha, m_min).
+    Power(f64, f64, f64),
+    /// A working set of this many MB: every access misses below 80 % of it, `m_fit` at or
+    /// above it, linear between (a cyclic pattern under LRU, smoothed).
+    Knee(f64, f64),
+}
+
+/// SPEC CPU2006 integer programs for the replica experiment (seed 001), on an L3 behind a
+/// 256 KB L2: (name, instructions in 10^9, cpi_core, L3 accesses per kilo-instruction, L3 miss
+/// curve, mlp). All **est** (docs/sim-catalog.md gives the basis of each).
+#[rustfmt::skip]
+const SPEC_INT_2006: &[(&str, f64, f64, f64, Curve2006, f64)] = &[
+    ("400.perlbench",  2400.0, 0.8,  1.2, Curve2006::Knee(2.0, 0.05),        1.5),
+    ("401.bzip2",      2400.0, 0.9,  4.5, Curve2006::Power(0.45, 0.5, 0.05), 1.5),
+    ("403.gcc",        1100.0, 1.0,  7.0, Curve2006::Power(0.60, 0.4, 0.10), 1.5),
+    ("429.mcf",         330.0, 1.2, 60.0, Curve2006::Power(0.90, 0.25, 0.25), 2.0),
+    ("445.gobmk",      1600.0, 1.0,  2.0, Curve2006::Knee(3.0, 0.10),        1.5),
+    ("456.hmmer",      2200.0, 0.7,  2.5, Curve2006::Knee(1.0, 0.02),        1.5),
+    ("458.sjeng",      2600.0, 0.9,  0.8, Curve2006::Knee(6.0, 0.30),        1.5),
+    // Shaped to seed 001's miss table: its libquantum fits in half an L3 (570 L3 misses with
+    // two replicas) but not in a third (387,000 with three).
+    ("462.libquantum", 1800.0, 0.6, 25.0, Curve2006::Knee(5.0, 0.002),       4.0),
+    ("464.h264ref",    3200.0, 0.7,  1.5, Curve2006::Knee(2.0, 0.05),        1.5),
+    ("471.omnetpp",     600.0, 1.1, 20.0, Curve2006::Power(0.95, 0.35, 0.20), 1.5),
+    ("473.astar",      1100.0, 1.0,  8.0, Curve2006::Power(0.55, 0.45, 0.08), 1.5),
+    ("483.xalancbmk",  1100.0, 1.0, 10.0, Curve2006::Power(0.60, 0.45, 0.08), 1.5),
+];
+
+/// The [`Curve2006::Knee`] curve as a stack-distance table.
+pub fn knee_curve(ws_bytes: f64, m_fit: f64) -> MissCurve {
+    MissCurve::Table {
+        points: vec![(0.8 * ws_bytes, 1.0), (ws_bytes, m_fit)],
     }
 }
 

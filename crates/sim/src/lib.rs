@@ -43,6 +43,7 @@ pub mod bench;
 pub mod catalog;
 #[allow(missing_docs)]
 pub mod engine;
+pub mod replica;
 pub mod run;
 #[allow(missing_docs)]
 pub mod scenario;

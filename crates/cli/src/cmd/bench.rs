@@ -32,6 +32,10 @@ enum BenchWhat {
     // [bench: lockprof]
     /// Lock+unlock cost with and without the lock profiler; slowdown of a lock-heavy program.
     Lockprof(super::lockprof::BenchLockprofArgs),
+
+    // [bench: replica]
+    /// Core-to-core costs per CPU pair: cache-line ping-pong and futex wake-up, by distance.
+    C2c(super::bench_c2c::BenchC2cArgs),
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -49,5 +53,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
 
         // [bench-dispatch: lockprof]
         BenchWhat::Lockprof(a) => super::lockprof::bench(a),
+
+        // [bench-dispatch: replica]
+        BenchWhat::C2c(a) => super::bench_c2c::run(a),
     }
 }

@@ -1,4 +1,5 @@
-//! `counterpoint burn`: run one of MASA's probe programs (int, fp, l2, mem) on this thread.
+//! `counterpoint burn`: run one of MASA's probe programs (int, fp, l2, mem) on this thread, or
+//! a replica group (`--kind replica`, seed 001) of forked processes meeting at a futex barrier.
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -16,15 +17,30 @@ kind only):
   fp   16384 rounds of eight independent fused multiply-add chains (the FP units)
   l2   16384 dependent loads in a random ring of half the L2 (L2 hits, L1 misses)
   mem  1 MiB read and written, streaming through a buffer 8x the LLC (at least 64 MiB)
+  replica  --replicas N processes (named cp-replica) chasing pointers through their own
+       --ws-bytes working set, meeting at a futex barrier in shared memory every --sync-every
+       instructions (estimated at 4 per chase step: no PMU needed); prints meetings per second
 
 Examples:
   counterpoint burn --kind int --seconds 2
   counterpoint burn --kind mem --seconds 0.5 --json
-  taskset -c 1 counterpoint burn --kind l2 &   # a 10 s background load on CPU 1")]
+  taskset -c 1 counterpoint burn --kind l2 &   # a 10 s background load on CPU 1
+  counterpoint burn --kind replica --replicas 3 --sync-every 100000 --ws-bytes 4M --seconds 5
+  counterpoint agent --policy replica --targets comm:cp-replica   # place that group")]
 pub struct BurnArgs {
-    /// int (integer ALU chain), fp (FMA chains), l2 (L2-sized pointer chase), mem (streaming).
+    /// int (integer ALU chain), fp (FMA chains), l2 (L2-sized pointer chase), mem (streaming),
+    /// replica (a group of processes meeting at a futex barrier).
     #[arg(long)]
     kind: String,
+    /// replica: processes in the group (2-64).
+    #[arg(long, default_value_t = 3)]
+    replicas: usize,
+    /// replica: instructions between meetings (estimated, 4 per chase step).
+    #[arg(long, value_name = "INSNS", default_value_t = 1_000_000)]
+    sync_every: u64,
+    /// replica: working set per process, bytes (suffixes K, M, G: 4M).
+    #[arg(long, value_name = "BYTES", default_value = "1M")]
+    ws_bytes: String,
     /// How long to run, in seconds of wall time (decimal: 0.25 is a quarter second).
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     seconds: f64,
@@ -36,8 +52,14 @@ pub struct BurnArgs {
 static STOP: AtomicBool = AtomicBool::new(false);
 
 pub fn run(args: BurnArgs) -> Result<ExitCode> {
+    if args.kind == "replica" {
+        return replica(args);
+    }
     let Some(kind) = ProbeKind::parse(&args.kind) else {
-        bail!("--kind {:?}: expected int, fp, l2 or mem", args.kind);
+        bail!(
+            "--kind {:?}: expected int, fp, l2, mem or replica",
+            args.kind
+        );
     };
     if !(args.seconds > 0.0 && args.seconds.is_finite()) {
         bail!("--seconds {}: must be a positive number", args.seconds);
@@ -58,6 +80,42 @@ pub fn run(args: BurnArgs) -> Result<ExitCode> {
             r.units,
             r.elapsed_s,
             r.units_per_s()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn replica(args: BurnArgs) -> Result<ExitCode> {
+    use counterpoint_host::replica_burn::{self, ReplicaBurnSpec};
+    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
+        bail!("--seconds {}: must be a positive number", args.seconds);
+    }
+    let Some(ws) = counterpoint_host::sysfs::parse_size_bytes(&args.ws_bytes) else {
+        bail!(
+            "--ws-bytes {:?}: expected a size such as 65536, 512K or 4M",
+            args.ws_bytes
+        );
+    };
+    let spec = ReplicaBurnSpec {
+        replicas: args.replicas,
+        sync_every_insns: args.sync_every,
+        ws_bytes: usize::try_from(ws)?,
+        duration: Duration::from_secs_f64(args.seconds),
+    };
+    let r = replica_burn::run(spec, &STOP)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        let pids: Vec<String> = r.replicas.iter().map(|x| x.pid.to_string()).collect();
+        println!(
+            "burn replica: {} processes (pids {}), {} B working set each, {} steps per meeting: \
+             {:.0} meetings/s over {:.2} s",
+            r.replicas.len(),
+            pids.join(","),
+            r.ws_bytes,
+            r.steps_per_sync,
+            r.syncs_per_s,
+            r.elapsed_s
         );
     }
     Ok(ExitCode::SUCCESS)

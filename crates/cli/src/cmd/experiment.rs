@@ -15,7 +15,7 @@ use std::time::Instant;
 
 #[derive(Args)]
 pub struct ExperimentArgs {
-    /// Experiment: zhang-spec, zhang-server, masa-placement, masa-testcases, di-vs-oracle, leak, all.
+    /// Experiment: zhang-spec, zhang-server, masa-placement, masa-testcases, di-vs-oracle, leak, replica, all.
     name: String,
     /// Number of seeds (each experiment runs every configuration once per seed).
     #[arg(long, default_value_t = 5)]
@@ -33,6 +33,10 @@ pub struct ExperimentArgs {
     /// Start even when the estimated time exceeds the budget (30 min on 2 vCPUs).
     #[arg(long)]
     force: bool,
+    /// replica only: notification costs from a `counterpoint bench c2c --json` file instead of
+    /// seed 001's X5650 figures (distances the file lacks take the nearest measured one).
+    #[arg(long, value_name = "FILE")]
+    c2c: Option<PathBuf>,
 }
 
 /// An indicatif bar when stderr is a terminal; otherwise, for long runs, a plain progress line
@@ -153,7 +157,19 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
         started,
     };
     // The error names the experiment (and the run) already.
-    let results = experiment::run(&args.name, &lab, &seeds, &bar)?;
+    let results = match &args.c2c {
+        None => experiment::run(&args.name, &lab, &seeds, &bar)?,
+        Some(path) => {
+            if args.name != "replica" {
+                anyhow::bail!("--c2c applies to `experiment replica` only");
+            }
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let costs = experiment::replica::costs_from_c2c(&text, &path.display().to_string())
+                .map_err(anyhow::Error::msg)?;
+            vec![experiment::replica::run_with(&seeds, &bar, costs).map_err(anyhow::Error::msg)?]
+        }
+    };
     bar.bar.finish_and_clear();
     let elapsed = started.elapsed();
 

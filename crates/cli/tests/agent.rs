@@ -816,8 +816,13 @@ fn threads_and_children_born_pinned_are_restored() {
                     .is_ok_and(|j| j.contains(&format!("\"{child}\"")))),
                 "the child was never journaled"
             );
+            // The sweep saves the journal first and logs the adoption after: wait for the line
+            // too, or a loaded machine shows the gap between the two writes.
+            let adopted = wait_until(Duration::from_secs(10), || {
+                fs::read_to_string(&log).is_ok_and(|l| l.contains("\"event\":\"adopted\""))
+            });
             let l = fs::read_to_string(&log).expect("log");
-            assert!(l.contains("\"event\":\"adopted\""), "{l}");
+            assert!(adopted, "{l}");
         }
         signal(agent.pid(), kill);
         let _ = agent.0.wait();

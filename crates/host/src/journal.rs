@@ -864,6 +864,23 @@ impl Journal {
 mod tests {
     use super::*;
 
+    /// Opens a journal this test closed a moment ago. The lock belongs to the open file, and a
+    /// process another test forks between its fork and exec holds a copy of every descriptor, so
+    /// on a loaded machine the lock can outlive our `drop` by that window (seen under two CPU
+    /// burners). Retry while it is `Locked`, for at most 30 s (a hang guard, not a timing claim).
+    fn reopen(p: &Path) -> Journal {
+        for _ in 0..600 {
+            match Journal::open(p) {
+                Err(JournalError::Locked { .. }) => {
+                    std::thread::sleep(std::time::Duration::from_millis(50))
+                }
+                Ok(j) => return j,
+                Err(e) => panic!("reopen {}: {e}", p.display()),
+            }
+        }
+        panic!("{} stayed locked for 30 s after it was closed", p.display())
+    }
+
     fn entry(pid: u32) -> ThreadEntry {
         ThreadEntry {
             pid,
@@ -886,7 +903,7 @@ mod tests {
         let err = Journal::open(&p).expect_err("second must fail");
         assert!(matches!(err, JournalError::Locked { .. }), "{err}");
         drop(first);
-        Journal::open(&p).expect("free again after drop");
+        reopen(&p);
     }
 
     #[test]
@@ -900,7 +917,7 @@ mod tests {
         assert!(matches!(err, JournalError::Locked { .. }), "{err}");
         drop(first);
         // Opened through the link, the journal is the real file; the link stays a link.
-        let mut j = Journal::open(&link).expect("through the link");
+        let mut j = reopen(&link);
         assert_eq!(j.path(), fs::canonicalize(&p).expect("canon"));
         j.data.threads.insert(999_999_999, entry(999_999_999));
         j.save().expect("save");
@@ -1002,7 +1019,7 @@ mod tests {
             assert!(after.len() < 4 * (new.range.expect("r").1 - new.range.expect("r").0) as usize);
         }
         drop(j);
-        let j = Journal::open(&p).expect("reopen");
+        let j = reopen(&p);
         assert_eq!(j.data().threads.len(), 20);
     }
 
@@ -1053,7 +1070,7 @@ mod tests {
         j.data.threads.insert(6, entry(6));
         j.save().expect("save");
         drop(j);
-        let j = Journal::open(&p).expect("reopen");
+        let j = reopen(&p);
         assert_eq!(
             j.data().threads.keys().copied().collect::<Vec<_>>(),
             vec![6]
@@ -1069,7 +1086,7 @@ mod tests {
         j.data.threads.insert(7, entry(7));
         j.save().expect("save");
         drop(j);
-        assert_eq!(Journal::open(&p2).expect("reopen").data().threads.len(), 2);
+        assert_eq!(reopen(&p2).data().threads.len(), 2);
         // A complete line that fails its checksum, with no valid record, is damage.
         let mut bad = a.clone();
         bad[30] ^= 1;
@@ -1091,7 +1108,7 @@ mod tests {
             j.data.threads.insert(999_999_999, entry(999_999_999));
             j.save().expect("save");
         }
-        let mut j = Journal::open(&p).expect("reopen");
+        let mut j = reopen(&p);
         assert!(j.has_entries());
         let r = j.restore_all(&CpuSet::parse_list("0-1").expect("list"));
         assert_eq!(r.gone, vec![999_999_999]);

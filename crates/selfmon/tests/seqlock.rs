@@ -107,7 +107,16 @@ fn run(width: u16, readers: usize, reads_per_reader: u64) -> (u64, u64) {
                 }
                 let start = updates.load(Ordering::Relaxed);
                 let mut i = 0u64;
-                while i < reads_per_reader || updates.load(Ordering::Relaxed) < start + 20_000 {
+                // Also go on until one read was counted: on a loaded machine the writer can
+                // publish its 20,000 updates while this reader is off the CPU and then sit on a
+                // multiplexed-out page (index 0) for all of this reader's slice. The writer runs
+                // until the readers are joined, so a counted page comes; the cap only turns a
+                // reader that can never count (a bug) into a failure instead of a hang.
+                while (i < reads_per_reader
+                    || updates.load(Ordering::Relaxed) < start + 20_000
+                    || counted == 0)
+                    && i < 2_000_000_000
+                {
                     i += 1;
                     // SAFETY: the page is live until after the threads are joined.
                     match unsafe { read_page(shared.page, &shared.cpu) } {

@@ -47,6 +47,8 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     ("masa-testcases", 2.5),
     ("di-vs-oracle", 2.0),
     ("leak", 0.5),
+    // Both models of the four covered experiments (under `all`, v1 is reused: half of this).
+    ("model-validation", 12.2),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

@@ -180,6 +180,21 @@ impl MachineSpec {
             Model::V2 => self.v2.sustained_bandwidth_gb_per_s,
         }
     }
+    /// v2's loaded memory latency (ns) when the traffic uses `utilization` of the sustained
+    /// bandwidth and is `mixed` (0: one stream, 1/2: two equal streams; see docs/sim.md):
+    /// `L0 + S * rho / (1 - rho)` with `S` the time one line takes at the mix's effective
+    /// bandwidth and `rho` the utilization of that effective bandwidth. Infinite at or past
+    /// saturation. The engine solves the same curve in cycles.
+    pub fn v2_loaded_latency_ns(&self, utilization: f64, mixed: f64) -> f64 {
+        let eff = 1.0 - self.v2.row_conflict_loss * mixed.clamp(0.0, 1.0);
+        let bw_bytes_per_ns = self.v2.sustained_bandwidth_gb_per_s * eff;
+        let s_ns = self.line_bytes as f64 / bw_bytes_per_ns;
+        let rho = utilization.max(0.0) / eff;
+        if rho >= 1.0 {
+            return f64::INFINITY;
+        }
+        self.mem_latency_ns + s_ns * rho / (1.0 - rho)
+    }
     /// Check value ranges; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         let pos = |v: f64, name: &str| -> Result<(), String> {

@@ -251,6 +251,8 @@ pub struct Simulation {
     dirty_bus: Vec<bool>,
     obs_start_ns: u64,
     obs_ticks: u64,
+    /// Contention solves so far (one per dirty bus per tick): the engine's main cost.
+    solves: u64,
     // Scratch for the solver (kept to avoid per-tick allocation).
     scratch_dom_access: Vec<f64>,
     scratch_cc: Vec<f64>,
@@ -460,6 +462,7 @@ impl Simulation {
             dirty_bus: vec![true; nbus],
             obs_start_ns: 0,
             obs_ticks: 0,
+            solves: 0,
             spec,
         };
         sim.next_balance_ns = sim.ms_to_ns(sim.sched.balance_interval_ms);
@@ -471,6 +474,10 @@ impl Simulation {
         (ms * 1e6).round().max(self.tick_ns as f64) as u64
     }
 
+    /// Contention solves so far (one per bus whose running set or rates changed, per tick).
+    pub fn solves(&self) -> u64 {
+        self.solves
+    }
     /// Simulated time since the start.
     pub fn now_ns(&self) -> u64 {
         self.now_ns

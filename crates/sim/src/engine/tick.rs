@@ -10,6 +10,7 @@ impl Simulation {
             for b in 0..self.buses.len() {
                 if self.dirty_bus[b] {
                     self.solve(b);
+                    self.solves += 1;
                     self.dirty_bus[b] = false;
                 }
             }

@@ -415,7 +415,7 @@ impl MissCurve {
                             "miss_curve.sets[{i}] size must be positive, got {w}"
                         ));
                     }
-                    if !(f >= 0.0 && f <= 1.0) {
+                    if !(0.0..=1.0).contains(&f) {
                         return Err(format!(
                             "miss_curve.sets[{i}] fraction must be in [0, 1], got {f}"
                         ));

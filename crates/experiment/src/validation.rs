@@ -95,6 +95,13 @@ pub fn rows(v1: &[ExperimentResult], v2: &[ExperimentResult]) -> Vec<Row> {
     out
 }
 
+/// A published value as printed: up to four decimals, trailing zeros dropped.
+fn published_cell(v: f64) -> String {
+    let s = format!("{v:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
 fn cell(s: Option<Summary>) -> String {
     s.map(|s| s.show(3)).unwrap_or_else(|| "n/a".into())
 }
@@ -149,7 +156,7 @@ pub fn compare(
                 row.experiment.clone(),
                 row.row.clone(),
                 row.metric.clone(),
-                format!("{}", row.published),
+                published_cell(row.published),
                 cell(row.v1),
                 err_cell(e1),
                 cell(row.v2),
@@ -218,5 +225,8 @@ mod tests {
         let c = compare(&v1, &v2, &[1]);
         assert_eq!(c.tables[0].rows.len(), 1);
         assert_eq!(c.tables[0].rows[0][4], "0.900");
+        assert_eq!(c.tables[0].rows[0][3], "0.8");
+        assert_eq!(published_cell(0.17495501390479296), "0.175");
+        assert_eq!(published_cell(11036.0), "11036");
     }
 }

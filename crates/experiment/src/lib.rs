@@ -47,6 +47,7 @@ pub mod result;
 pub mod sim_lab;
 #[allow(missing_docs)] // documented by its owner
 pub mod summary;
+pub mod validation;
 #[allow(missing_docs)] // documented by its owner
 pub mod zhang;
 
@@ -64,6 +65,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("di-vs-oracle", "Distributed Intensity and others vs the best static placement on random mixes per machine shape"),
     ("leak", "The SMT side channel: key bits an attacker on the sibling recovers from per-core vs per-task counts, by sampling interval"),
     ("replica", "Döbel & Härtig replica placement: notification cost vs shared-L3 misses, crossover map, replica policy vs fixed placements"),
+    ("model-validation", "Every published figure under simulator model v1 and v2 side by side: value, error, tag (reruns the Zhang and MASA experiments under each model)"),
     ("all", "every experiment above; writes report/ (Markdown, SVG, JSON)"),
 ];
 
@@ -131,6 +133,25 @@ pub fn run(
             "di-vs-oracle" => di_oracle::run(lab, seeds, progress),
             "leak" => leak::run(seeds, progress).map_err(LabError),
             "replica" => replica::run(seeds, progress).map_err(LabError),
+            "model-validation" => {
+                // v1 as the lab runs it: reuse this call's results when `all` computed them.
+                let have: Vec<ExperimentResult> = out
+                    .iter()
+                    .filter(|r: &&ExperimentResult| {
+                        validation::COVERED.contains(&r.experiment.as_str())
+                    })
+                    .cloned()
+                    .collect();
+                let v1 = if have.len() == validation::COVERED.len() {
+                    Ok(have)
+                } else {
+                    validation::run_model(counterpoint_sim::Model::V1, seeds, progress)
+                };
+                v1.and_then(|v1| {
+                    let v2 = validation::run_model(counterpoint_sim::Model::V2, seeds, progress)?;
+                    Ok(validation::compare(&v1, &v2, seeds))
+                })
+            }
             other => Err(LabError(format!("experiment {other} has no runner"))),
         }
         .map_err(wrap)?;

@@ -49,6 +49,8 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     ("leak", 0.5),
     // Mostly fixed: ~20 short engine runs whatever the seeds (3 seeds: 1.2 s, debug build).
     ("replica", 0.2),
+    // Both models of the four covered experiments (under `all`, v1 is reused: half of this).
+    ("model-validation", 12.2),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

@@ -73,6 +73,7 @@ fn synthetic(apki: f64) -> Program {
                 mlp: 1.5,
                 fp_fraction: 0.0,
                 code_pages: 0,
+                v2: None,
             },
         }],
     }

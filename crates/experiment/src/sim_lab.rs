@@ -13,7 +13,7 @@ use counterpoint_policy::registry::{
     self, BuildError, Built, CalibrationSource, Context, Need, OracleInput,
 };
 use counterpoint_policy::{Calibration, FnCost, Linux, OracleSearch, PlacementCost};
-use counterpoint_sim::{Catalog, RunOptions, Scenario, TaskSpec, Workload};
+use counterpoint_sim::{Catalog, Model, RunOptions, Scenario, TaskSpec, Workload};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 pub struct SimLab {
     catalog: Catalog,
     scenario_dirs: Vec<PathBuf>,
+    /// Physics every job runs under, overriding the scenario's and the machine's.
+    model: Option<Model>,
 }
 
 impl SimLab {
@@ -33,7 +35,14 @@ impl SimLab {
         Ok(Self {
             catalog: Catalog::builtin(),
             scenario_dirs: dirs,
+            model: None,
         })
+    }
+
+    /// The same lab, running every job under `model` (the validation table's side by side).
+    pub fn with_model(mut self, model: Model) -> Self {
+        self.model = Some(model);
+        self
     }
 
     /// The catalog jobs are built from.
@@ -60,6 +69,14 @@ impl SimLab {
 
     /// The scenario a job stands for.
     pub fn scenario(&self, job: &Job) -> Result<Scenario, LabError> {
+        let mut sc = self.scenario_as_given(job)?;
+        if let Some(m) = self.model {
+            sc.machine.model = m;
+        }
+        Ok(sc)
+    }
+
+    fn scenario_as_given(&self, job: &Job) -> Result<Scenario, LabError> {
         match job {
             Job::Scenario(name) => self.scenario_file(name),
             Job::Custom {

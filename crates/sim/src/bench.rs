@@ -25,6 +25,9 @@ pub struct BenchPoint {
     pub wall_s: f64,
     /// Simulation speed: CPU-ticks per wall-clock second.
     pub core_ticks_per_s: f64,
+    /// Contention solves per simulated tick (the engine's main cost: context switches and
+    /// cold caches warming up make buses dirty).
+    pub solves_per_tick: f64,
 }
 
 /// Run `scenario`'s engine for its duration, taking each epoch's counter deltas as `run` does
@@ -51,6 +54,7 @@ pub fn measure(scenario: &Scenario) -> Result<BenchPoint, SimError> {
         core_ticks,
         wall_s,
         core_ticks_per_s: core_ticks as f64 / wall_s.max(1e-9),
+        solves_per_tick: sim.solves() as f64 / ticks.max(1) as f64,
     })
 }
 

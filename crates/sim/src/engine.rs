@@ -6,7 +6,7 @@
 //! tick just retires instructions at the rates of the last solution.
 
 use crate::scenario::{Scenario, Workload};
-use crate::spec::{MachineSpec, MemoryKind, MissCurve, Profile, SchedParams};
+use crate::spec::{MachineSpec, MemoryKind, MissCurve, Model, Profile, SchedParams};
 use crate::SimError;
 use counterpoint_core::event;
 use counterpoint_core::{
@@ -46,34 +46,67 @@ struct Prof {
     fp: f64,
     /// Capacity beyond which more cache does not help (the curve's floor).
     saturation_bytes: f64,
+    /// Bus line transfers per LLC miss: the fill plus, under v2, the dirty line it evicts.
+    lines_per_miss: f64,
 }
 
 impl Prof {
-    fn new(p: &Profile) -> Self {
-        let saturation_bytes = match &p.miss_curve {
-            MissCurve::PowerLaw {
-                m_ref,
-                c_ref_bytes,
-                alpha,
-                m_min,
-            } => {
-                if *alpha <= 0.0 || *m_min <= 0.0 {
-                    f64::INFINITY
-                } else if m_ref <= m_min {
-                    *c_ref_bytes
-                } else {
-                    c_ref_bytes * (m_ref / m_min).powf(1.0 / alpha)
-                }
-            }
-            MissCurve::Table { points } => points.last().map_or(0.0, |p| p.0),
-        };
+    fn new(p: &Profile, spec: &MachineSpec) -> Self {
+        if let (Model::V2, Some(v)) = (spec.model, &p.v2) {
+            // v2: the core CPI is the sum of its non-memory components; LLC hits are exposed
+            // like misses, divided by the overlap the program achieves.
+            let api = v.llc_apki / 1000.0;
+            let cpi_core = v.base_cpi
+                + v.branch_mpki / 1000.0 * spec.v2.branch_penalty_cycles
+                + p.fp_fraction * v.fp_dep_cycles
+                + api * spec.v2.llc_hit_cycles / v.mlp;
+            return Self {
+                cpi_core,
+                api,
+                saturation_bytes: saturation_of(&v.miss_curve),
+                curve: v.miss_curve.clone(),
+                mlp: v.mlp,
+                fp: p.fp_fraction,
+                lines_per_miss: 1.0 + v.writeback_fraction,
+            };
+        }
         Self {
             cpi_core: p.cpi_core,
             api: p.llc_apki / 1000.0,
+            saturation_bytes: saturation_of(&p.miss_curve),
             curve: p.miss_curve.clone(),
             mlp: p.mlp,
             fp: p.fp_fraction,
-            saturation_bytes,
+            lines_per_miss: 1.0,
+        }
+    }
+}
+
+/// Capacity beyond which more cache does not help a curve (for warm-up targets).
+fn saturation_of(curve: &MissCurve) -> f64 {
+    match curve {
+        MissCurve::PowerLaw {
+            m_ref,
+            c_ref_bytes,
+            alpha,
+            m_min,
+        } => {
+            if *alpha <= 0.0 || *m_min <= 0.0 {
+                f64::INFINITY
+            } else if m_ref <= m_min {
+                *c_ref_bytes
+            } else {
+                c_ref_bytes * (m_ref / m_min).powf(1.0 / alpha)
+            }
+        }
+        MissCurve::Table { points } => points.last().map_or(0.0, |p| p.0),
+        // Beyond 100^(1/s) times the largest set, every knee term is below 1 % of its
+        // fraction.
+        MissCurve::Knees {
+            sets, sharpness, ..
+        } => {
+            let w = sets.iter().map(|s| s.0).fold(0.0, f64::max);
+            w * 100f64.powf(1.0 / sharpness)
         }
     }
 }
@@ -218,6 +251,8 @@ pub struct Simulation {
     dirty_bus: Vec<bool>,
     obs_start_ns: u64,
     obs_ticks: u64,
+    /// Contention solves so far (one per dirty bus per tick): the engine's main cost.
+    solves: u64,
     // Scratch for the solver (kept to avoid per-tick allocation).
     scratch_dom_access: Vec<f64>,
     scratch_cc: Vec<f64>,
@@ -316,7 +351,7 @@ impl Simulation {
                 return Ok(i as u32);
             }
             prof_keys.push(p.clone());
-            profs.push(Prof::new(p));
+            profs.push(Prof::new(p, &spec));
             Ok((profs.len() - 1) as u32)
         };
         let all = topo.all_cpus();
@@ -420,13 +455,14 @@ impl Simulation {
             tick_ns,
             cycles_per_tick: freq_hz * tick_ns as f64 * 1e-9,
             l0_cycles,
-            peak_bytes_per_cycle: spec.peak_bandwidth_gb_per_s * 1e9 / freq_hz,
+            peak_bytes_per_cycle: spec.bus_bandwidth_gb_per_s() * 1e9 / freq_hz,
             next_balance_ns: 0,
             next_arrival_ns: 0,
             dirty: true,
             dirty_bus: vec![true; nbus],
             obs_start_ns: 0,
             obs_ticks: 0,
+            solves: 0,
             spec,
         };
         sim.next_balance_ns = sim.ms_to_ns(sim.sched.balance_interval_ms);
@@ -438,6 +474,10 @@ impl Simulation {
         (ms * 1e6).round().max(self.tick_ns as f64) as u64
     }
 
+    /// Contention solves so far (one per bus whose running set or rates changed, per tick).
+    pub fn solves(&self) -> u64 {
+        self.solves
+    }
     /// Simulated time since the start.
     pub fn now_ns(&self) -> u64 {
         self.now_ns

@@ -6,7 +6,7 @@
 //! make random mixes.
 
 use crate::catalog::Catalog;
-use crate::spec::{MachineSpec, Program, SchedParams, Server};
+use crate::spec::{MachineSpec, Model, Program, SchedParams, Server};
 use counterpoint_core::CpuSet;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -185,6 +185,9 @@ struct ScenarioFile {
     seed: u64,
     #[serde(default = "linux")]
     policy: String,
+    /// Physics: `v1` or `v2` (default: the machine's, `v1` in the catalog).
+    #[serde(default)]
+    model: Option<Model>,
     #[serde(default)]
     task: Vec<toml::Spanned<TaskFile>>,
 }
@@ -314,7 +317,7 @@ impl Scenario {
             err_at(offset, reason)
         })?;
         let machine_name = parsed.machine.get_ref();
-        let machine = catalog.machine(machine_name).ok_or_else(|| {
+        let mut machine = catalog.machine(machine_name).ok_or_else(|| {
             err_at(
                 parsed.machine.span().start,
                 format!(
@@ -323,6 +326,9 @@ impl Scenario {
                 ),
             )
         })?;
+        if let Some(m) = parsed.model {
+            machine.model = m;
+        }
         let sched = parsed.sched.unwrap_or_default();
         sched.validate().map_err(|m| {
             let off = src.find("[sched]").unwrap_or(0);
@@ -600,6 +606,11 @@ impl ScenarioBuilder {
     /// Set the seed.
     pub fn seed(mut self, seed: u64) -> Self {
         self.scenario.seed = seed;
+        self
+    }
+    /// Choose the physics (`v1` or `v2`).
+    pub fn model(mut self, model: Model) -> Self {
+        self.scenario.machine.model = model;
         self
     }
     /// Set the baseline scheduler's parameters.

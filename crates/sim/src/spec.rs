@@ -42,6 +42,61 @@ impl Default for SmtSpec {
     }
 }
 
+/// Which physics the engine runs (docs/sim.md, "The model" and "Model v2").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    /// The first model: one fitted core CPI per program, power-law miss curves, `L0/(1-rho)`
+    /// bus latency capped at `rho_cap`, slices that do not drift unless asked.
+    #[default]
+    V1,
+    /// The second model: core CPI built from branch, FP-dependency and LLC-hit components,
+    /// working-set (knee) miss curves, an M/M/1 loaded-latency bus from platform figures, and
+    /// slices that drift by default.
+    V2,
+}
+
+impl Model {
+    /// `v1` or `v2`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Model::V1 => "v1",
+            Model::V2 => "v2",
+        }
+    }
+}
+
+/// Machine physics of the second model; every value has a source in docs/sim-catalog.md.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhysicsV2 {
+    /// Cycles lost per mispredicted branch (pipeline refill).
+    pub branch_penalty_cycles: f64,
+    /// Load-to-use latency of an LLC hit, in core cycles (exposed share divided by the
+    /// program's `mlp`, as for misses).
+    pub llc_hit_cycles: f64,
+    /// Sustained (STREAM-class) bandwidth of one bus / controller; the queue's service rate.
+    pub sustained_bandwidth_gb_per_s: f64,
+    /// Share of the sustained bandwidth lost when two equal streams interleave at the memory
+    /// controller (row-buffer conflicts); scaled by how mixed the traffic is.
+    pub row_conflict_loss: f64,
+    /// Relative drift of each baseline slice (timer ticks, interrupts, wake-ups) when the
+    /// scenario sets no `timeslice_jitter`.
+    pub slice_drift: f64,
+}
+
+impl Default for PhysicsV2 {
+    fn default() -> Self {
+        Self {
+            branch_penalty_cycles: 20.0,
+            llc_hit_cycles: 18.0,
+            sustained_bandwidth_gb_per_s: 3.0,
+            row_conflict_loss: 0.5,
+            slice_drift: 0.05,
+        }
+    }
+}
+
 /// A simulated machine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +132,12 @@ pub struct MachineSpec {
     #[serde(default)]
     /// SMT sharing parameters.
     pub smt: SmtSpec,
+    /// Which physics the engine runs for this machine (a scenario's `model` key sets it).
+    #[serde(default)]
+    pub model: Model,
+    /// Second-model physics (used when `model` is `v2`).
+    #[serde(default)]
+    pub v2: PhysicsV2,
 }
 
 fn one() -> u32 {
@@ -110,6 +171,29 @@ impl MachineSpec {
             llc_bytes: self.llc_bytes,
             line_bytes: self.line_bytes,
         })
+    }
+    /// Bandwidth of one bus / controller under the machine's model: v1's (fitted)
+    /// `peak_bandwidth_gb_per_s`, v2's sustained platform figure.
+    pub fn bus_bandwidth_gb_per_s(&self) -> f64 {
+        match self.model {
+            Model::V1 => self.peak_bandwidth_gb_per_s,
+            Model::V2 => self.v2.sustained_bandwidth_gb_per_s,
+        }
+    }
+    /// v2's loaded memory latency (ns) when the traffic uses `utilization` of the sustained
+    /// bandwidth and is `mixed` (0: one stream, 1/2: two equal streams; see docs/sim.md):
+    /// `L0 + S * rho / (1 - rho)` with `S` the time one line takes at the mix's effective
+    /// bandwidth and `rho` the utilization of that effective bandwidth. Infinite at or past
+    /// saturation. The engine solves the same curve in cycles.
+    pub fn v2_loaded_latency_ns(&self, utilization: f64, mixed: f64) -> f64 {
+        let eff = 1.0 - self.v2.row_conflict_loss * mixed.clamp(0.0, 1.0);
+        let bw_bytes_per_ns = self.v2.sustained_bandwidth_gb_per_s * eff;
+        let s_ns = self.line_bytes as f64 / bw_bytes_per_ns;
+        let rho = utilization.max(0.0) / eff;
+        if rho >= 1.0 {
+            return f64::INFINITY;
+        }
+        self.mem_latency_ns + s_ns * rho / (1.0 - rho)
     }
     /// Check value ranges; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
@@ -148,6 +232,24 @@ impl MachineSpec {
             return Err(format!("rho_cap must be in (0, 1), got {}", self.rho_cap));
         }
         pos(self.smt.issue_width, "smt.issue_width")?;
+        pos(self.v2.branch_penalty_cycles, "v2.branch_penalty_cycles")?;
+        pos(self.v2.llc_hit_cycles, "v2.llc_hit_cycles")?;
+        pos(
+            self.v2.sustained_bandwidth_gb_per_s,
+            "v2.sustained_bandwidth_gb_per_s",
+        )?;
+        if !(self.v2.row_conflict_loss >= 0.0 && self.v2.row_conflict_loss < 1.0) {
+            return Err(format!(
+                "v2.row_conflict_loss must be in [0, 1), got {}",
+                self.v2.row_conflict_loss
+            ));
+        }
+        if !(self.v2.slice_drift >= 0.0 && self.v2.slice_drift < 1.0) {
+            return Err(format!(
+                "v2.slice_drift must be in [0, 1), got {}",
+                self.v2.slice_drift
+            ));
+        }
         for (v, n) in [
             (self.smt.issue_penalty, "smt.issue_penalty"),
             (self.smt.same_unit_penalty, "smt.same_unit_penalty"),
@@ -181,6 +283,18 @@ pub enum MissCurve {
     Table {
         /// `(capacity_bytes, miss_ratio)` points.
         points: Vec<(f64, f64)>,
+    },
+    /// Working sets from a stack-distance profile: `m(c) = floor + sum_i f_i / (1 + (c /
+    /// w_i)^sharpness)`. Each set of `w_i` bytes holds a fraction `f_i` of the accesses; its
+    /// reuses hit once the cache holds it (a knee at `w_i`, smoothed by `sharpness`); `floor`
+    /// is the accesses no cache of this size catches (streams, compulsory misses).
+    Knees {
+        /// Miss ratio with an unbounded cache.
+        floor: f64,
+        /// `(working_set_bytes, fraction_of_accesses)` per working set.
+        sets: Vec<(f64, f64)>,
+        /// Steepness of each knee (LRU on a cyclic working set is a cliff: large values).
+        sharpness: f64,
     },
 }
 
@@ -221,6 +335,18 @@ impl MissCurve {
                     }
                 }
                 points[points.len() - 1].1
+            }
+            MissCurve::Knees {
+                floor,
+                sets,
+                sharpness,
+            } => {
+                let c = capacity_bytes.max(0.0);
+                let mut m = *floor;
+                for &(w, f) in sets {
+                    m += f / (1.0 + (c / w).powf(*sharpness));
+                }
+                m.clamp(0.0, 1.0)
             }
         }
     }
@@ -269,6 +395,40 @@ impl MissCurve {
                 }
                 Ok(())
             }
+            MissCurve::Knees {
+                floor,
+                sets,
+                sharpness,
+            } => {
+                if !(*floor >= 0.0 && *floor <= 1.0) {
+                    return Err(format!("miss_curve.floor must be in [0, 1], got {floor}"));
+                }
+                if !(sharpness.is_finite() && *sharpness > 0.0) {
+                    return Err(format!(
+                        "miss_curve.sharpness must be positive, got {sharpness}"
+                    ));
+                }
+                let mut total = *floor;
+                for (i, &(w, f)) in sets.iter().enumerate() {
+                    if !(w.is_finite() && w > 0.0) {
+                        return Err(format!(
+                            "miss_curve.sets[{i}] size must be positive, got {w}"
+                        ));
+                    }
+                    if !(0.0..=1.0).contains(&f) {
+                        return Err(format!(
+                            "miss_curve.sets[{i}] fraction must be in [0, 1], got {f}"
+                        ));
+                    }
+                    total += f;
+                }
+                if total > 1.0 + 1e-9 {
+                    return Err(format!(
+                        "miss_curve floor plus set fractions must not exceed 1, got {total}"
+                    ));
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -290,6 +450,64 @@ pub struct Profile {
     /// Code footprint in pages (for SuperFunction-level policies; unused by the contention model).
     #[serde(default)]
     pub code_pages: u32,
+    /// Second-model description; a profile without one runs under v2 with its v1 values
+    /// (`cpi_core` as the whole core CPI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub v2: Option<ProfileV2>,
+}
+
+/// How a program phase uses the machine under the second model: the non-memory components of
+/// its CPI are separate, so IPC and bus use are different signals.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileV2 {
+    /// CPI with perfect caches and branch prediction (issue width and integer dependencies).
+    pub base_cpi: f64,
+    /// Mispredicted branches per thousand instructions (times the machine's penalty).
+    pub branch_mpki: f64,
+    /// Exposed latency per FP instruction on dependency chains, in cycles.
+    pub fp_dep_cycles: f64,
+    /// LLC accesses (L1 misses) per thousand instructions.
+    pub llc_apki: f64,
+    /// Miss ratio as a function of the LLC capacity held (a stack-distance profile).
+    pub miss_curve: MissCurve,
+    /// Average overlapping misses (memory-level parallelism), >= 1.
+    pub mlp: f64,
+    /// Share of the lines a miss evicts that are dirty: each costs a second bus transfer.
+    pub writeback_fraction: f64,
+}
+
+impl ProfileV2 {
+    /// Check the parameters; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (v, n) in [
+            (self.base_cpi, "v2.base_cpi"),
+            (self.branch_mpki, "v2.branch_mpki"),
+            (self.fp_dep_cycles, "v2.fp_dep_cycles"),
+            (self.llc_apki, "v2.llc_apki"),
+            (self.writeback_fraction, "v2.writeback_fraction"),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{n} must be a non-negative number, got {v}"));
+            }
+        }
+        if self.base_cpi <= 0.0 {
+            return Err(format!(
+                "v2.base_cpi must be positive, got {}",
+                self.base_cpi
+            ));
+        }
+        if !(self.mlp.is_finite() && self.mlp >= 1.0) {
+            return Err(format!("v2.mlp must be >= 1, got {}", self.mlp));
+        }
+        if self.writeback_fraction > 1.0 {
+            return Err(format!(
+                "v2.writeback_fraction must be in [0, 1], got {}",
+                self.writeback_fraction
+            ));
+        }
+        self.miss_curve.validate()
+    }
 }
 
 impl Profile {
@@ -310,7 +528,11 @@ impl Profile {
                 self.fp_fraction
             ));
         }
-        self.miss_curve.validate()
+        self.miss_curve.validate()?;
+        match &self.v2 {
+            Some(v) => v.validate(),
+            None => Ok(()),
+        }
     }
 }
 
@@ -476,6 +698,7 @@ mod tests {
             mlp: 0.5,
             fp_fraction: 0.0,
             code_pages: 0,
+            v2: None,
         };
         assert!(p.validate().unwrap_err().contains("mlp"));
         p.mlp = 1.0;
@@ -495,6 +718,8 @@ mod tests {
             peak_bandwidth_gb_per_s: 1.0,
             rho_cap: 0.95,
             smt: SmtSpec::default(),
+            model: Model::V1,
+            v2: PhysicsV2::default(),
         };
         assert!(m
             .validate()

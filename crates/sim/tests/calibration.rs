@@ -66,8 +66,17 @@ fn masa_tables_order_and_ratios() {
 /// calibration targets, and no validation value (a policy result) appears in its source.
 #[test]
 fn the_fit_reads_only_calibration_targets() {
+    check_fit_source(include_str!("../examples/calibrate.rs"));
+}
+
+/// The second model's fit (`calibrate_v2.rs`) obeys the same rule.
+#[test]
+fn the_v2_fit_reads_only_calibration_targets() {
+    check_fit_source(include_str!("../examples/calibrate_v2.rs"));
+}
+
+fn check_fit_source(src: &str) {
     use counterpoint_experiment::paper::{self, Use};
-    let src = include_str!("../examples/calibrate.rs");
     // Only the calibration-target API of the paper module is used.
     for forbidden in [
         "paper::figures",

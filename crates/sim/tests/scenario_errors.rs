@@ -142,3 +142,17 @@ fn unreadable_file_names_the_file_without_a_position() {
         "{msg}"
     );
 }
+
+#[test]
+fn model_key_selects_the_physics_and_refuses_unknown_models() {
+    let sc = load(&GOOD.replace("duration_ms = 100", "duration_ms = 100\nmodel = \"v2\"")).unwrap();
+    assert_eq!(sc.machine.model, counterpoint_sim::Model::V2);
+    assert_eq!(
+        load(GOOD).unwrap().machine.model,
+        counterpoint_sim::Model::V1
+    );
+    let e =
+        load(&GOOD.replace("duration_ms = 100", "duration_ms = 100\nmodel = \"v3\"")).unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (4, "model"));
+    assert!(e.message.contains("unknown variant `v3`"), "{e}");
+}

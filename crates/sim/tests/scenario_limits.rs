@@ -119,6 +119,7 @@ fn arb_line() -> impl Strategy<Value = String> {
         "shell",
         "server",
         "timeslice_jitter",
+        "model",
         "bogus",
     ]);
     let value = prop_oneof![
@@ -127,6 +128,7 @@ fn arb_line() -> impl Strategy<Value = String> {
         any::<f64>().prop_map(|v| format!("{v:e}")),
         "[a-z0-9\\-,]{0,8}".prop_map(|s| format!("\"{s}\"")),
         Just("\"zhang-smp\"".to_string()),
+        Just("\"v2\"".to_string()),
         Just("\"gzip\"".to_string()),
         Just("[\"gzip\", \"mesa\"]".to_string()),
         Just("true".to_string()),

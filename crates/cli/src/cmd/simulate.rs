@@ -318,13 +318,14 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
         );
         for p in &scaling {
             println!(
-                "  {:>10} {:>5} CPUs {:>5} tasks: {:>7.1} M core-ticks/s ({:.3} s wall for {} ms)",
+                "  {:>10} {:>5} CPUs {:>5} tasks: {:>7.1} M core-ticks/s ({:.3} s wall for {} ms; {:.3} contention solves per tick)",
                 p.machine,
                 p.cpus,
                 p.tasks,
                 p.core_ticks_per_s / 1e6,
                 p.wall_s,
-                p.simulated_ms
+                p.simulated_ms,
+                p.solves_per_tick
             );
         }
     }

@@ -148,7 +148,7 @@ impl Simulation {
             if mpi > 0.0 {
                 let q = mpi / p.mlp;
                 let den = self.scratch_cc[c as usize] + q * lat;
-                let d = line * mpi / den;
+                let d = line * mpi * p.lines_per_miss / den;
                 sum += d;
                 deriv -= d * q / den;
             }
@@ -162,6 +162,9 @@ impl Simulation {
     /// Both equations are convex and decreasing in the latency, so Newton's method converges
     /// monotonically once left of the root; each step is one pass over the bus's CPUs.
     pub(super) fn solve_bus(&mut self, b: usize) {
+        if self.spec.model == Model::V2 {
+            return self.solve_bus_v2(b);
+        }
         let l0 = self.l0_cycles;
         let cap = self.spec.rho_cap;
         let peak = self.peak_bytes_per_cycle;
@@ -208,5 +211,69 @@ impl Simulation {
         }
         self.buses[b].latency_cycles = l;
         self.buses[b].rho = (self.bus_demand(b, l).0 / peak).min(cap);
+    }
+
+    /// v2: the bus / memory controller as a queue served at the sustained bandwidth. A line
+    /// takes `S = line / bandwidth` cycles to transfer; with utilization `rho` a request waits
+    /// `S * rho / (1 - rho)` (M/M/1: requests from independent cores arrive as a Poisson stream),
+    /// so the loaded latency `L(rho) = L0 + S * rho / (1 - rho)` is flat at low load, convex, and
+    /// unbounded at saturation; bandwidth never reaches the sustained figure.
+    ///
+    /// Inverted, `rho(L) = (L - L0) / (L - L0 + S)`, increasing and concave; demand is
+    /// decreasing and convex in `L`, so `g(L) = demand(L) - bw * rho(L)` is decreasing and convex
+    /// and Newton's method from `L0` converges monotonically.
+    fn solve_bus_v2(&mut self, b: usize) {
+        let l0 = self.l0_cycles;
+        let (d0, _) = self.bus_demand(b, l0);
+        if d0 <= 0.0 {
+            self.buses[b].latency_cycles = l0;
+            self.buses[b].rho = 0.0;
+            return;
+        }
+        // Interleaved streams from several tasks break DRAM row-buffer locality: the bandwidth
+        // the controller sustains falls with how mixed its traffic is (Gini-Simpson index of
+        // the tasks' unloaded demands: 0 for one stream, 1/2 for two equal ones).
+        let mut sq = 0.0;
+        for &c in &self.buses[b].cpus {
+            let cpu = &self.cpus[c as usize];
+            if cpu.current == NONE {
+                continue;
+            }
+            let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
+            let mpi = p.api * cpu.miss;
+            let d = self.spec.line_bytes as f64 * mpi * p.lines_per_miss
+                / (self.scratch_cc[c as usize] + mpi / p.mlp * l0);
+            sq += (d / d0) * (d / d0);
+        }
+        let mixed = (1.0 - sq).clamp(0.0, 1.0);
+        let bw = self.peak_bytes_per_cycle * (1.0 - self.spec.v2.row_conflict_loss * mixed);
+        let s = self.spec.line_bytes as f64 / bw;
+        let g = |sim: &Self, l: f64| -> (f64, f64) {
+            let (d, dd) = sim.bus_demand(b, l);
+            let x = l - l0 + s;
+            (d - bw * (l - l0) / x, dd - bw * s / (x * x))
+        };
+        let prev = self.buses[b].latency_cycles;
+        let mut l = if prev > l0 && g(self, prev).0 >= 0.0 {
+            prev
+        } else {
+            l0
+        };
+        for _ in 0..BUS_ITERS {
+            let (v, dv) = g(self, l);
+            if dv >= 0.0 || v <= 0.0 {
+                break;
+            }
+            let next = (l - v / dv).max(l0);
+            if (next - l).abs() <= 1e-13 * l {
+                l = next;
+                break;
+            }
+            l = next;
+        }
+        self.buses[b].latency_cycles = l;
+        // Utilization of the sustained bandwidth (below the mix's effective bandwidth, so
+        // below 1 by construction).
+        self.buses[b].rho = (l - l0) / (l - l0 + s) * bw / self.peak_bytes_per_cycle;
     }
 }

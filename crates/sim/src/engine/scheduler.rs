@@ -22,7 +22,12 @@ pub(super) fn allowed(mask: &[u64], cpu: u32) -> bool {
 impl Simulation {
     pub(super) fn slice_ns(&mut self) -> u64 {
         let base = self.sched.timeslice_ms * 1e6;
-        let j = self.sched.timeslice_jitter;
+        // Under v2 a real kernel's slices always drift (timer ticks, interrupts, wake-ups):
+        // the machine's drift is a floor under the scenario's jitter.
+        let j = match self.spec.model {
+            Model::V1 => self.sched.timeslice_jitter,
+            Model::V2 => self.sched.timeslice_jitter.max(self.spec.v2.slice_drift),
+        };
         let f = if j > 0.0 {
             1.0 + self.rng.gen_range(-j..j)
         } else {
@@ -61,7 +66,7 @@ impl Simulation {
                 d_miss,
                 d_fp,
                 d_ns,
-                self.spec.peak_bandwidth_gb_per_s * 1e9 / self.spec.line_bytes as f64,
+                self.spec.bus_bandwidth_gb_per_s() * 1e9 / self.spec.line_bytes as f64,
             ));
         }
         if task.state == State::Running {
@@ -139,7 +144,7 @@ impl Simulation {
                     topology: &self.topo,
                     ready: &ready,
                     others: &others,
-                    bus_peak_transactions_per_s: self.spec.peak_bandwidth_gb_per_s * 1e9
+                    bus_peak_transactions_per_s: self.spec.bus_bandwidth_gb_per_s() * 1e9
                         / self.spec.line_bytes as f64,
                 };
                 p.pick(&ctx).min(ready.len() - 1)
@@ -175,7 +180,7 @@ impl Simulation {
                 task.c.llc_misses - task.slice_start.llc_misses,
                 task.c.fp_ops - task.slice_start.fp_ops,
                 d_ns,
-                self.spec.peak_bandwidth_gb_per_s * 1e9 / self.spec.line_bytes as f64,
+                self.spec.bus_bandwidth_gb_per_s() * 1e9 / self.spec.line_bytes as f64,
             )
         } else {
             self.stats_of(t)

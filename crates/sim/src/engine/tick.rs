@@ -10,6 +10,7 @@ impl Simulation {
             for b in 0..self.buses.len() {
                 if self.dirty_bus[b] {
                     self.solve(b);
+                    self.solves += 1;
                     self.dirty_bus[b] = false;
                 }
             }
@@ -35,6 +36,7 @@ impl Simulation {
             let mut fp = 0.0;
             let mut refs = 0.0;
             let mut misses = 0.0;
+            let mut transfers = 0.0;
             // Retire, crossing phase boundaries at the current rates.
             loop {
                 let p = &self.profs[t.prof as usize];
@@ -43,6 +45,7 @@ impl Simulation {
                 fp += n * p.fp;
                 refs += n * p.api;
                 misses += n * p.api * miss;
+                transfers += n * p.api * miss * p.lines_per_miss;
                 t.phase_left -= n;
                 instr -= n;
                 if t.phase_left > 0.0 {
@@ -83,7 +86,7 @@ impl Simulation {
             t.c.fp_ops += fp;
             t.c.llc_references += refs;
             t.c.llc_misses += misses;
-            t.c.mem_transactions += misses;
+            t.c.mem_transactions += transfers;
             // A task that finished part-way through the tick ran only for that part.
             let used_ns = if used_cycles < cyc {
                 (used_cycles / cyc * tick_ns as f64).round() as u64

@@ -1,0 +1,232 @@
+//! `model-validation`: every published figure the experiments compare against, under the first
+//! model (v1, as shipped: fitted to the baselines, slices in lockstep) and the second (v2:
+//! physics from independent sources, slices drifting), side by side with the error and the
+//! figure's tag (calibration target or validation), so a reader sees what the new physics
+//! bought and where it did not.
+//!
+//! It reruns the seed experiments (`zhang-spec`, `zhang-server`, `masa-placement`,
+//! `masa-testcases`) on a [`SimLab`] forced to each model and reads every published number
+//! each experiment registered (`ExperimentResult::paper`) beside its own summary.
+
+use crate::paper::Basis;
+use crate::progress::Progress;
+use crate::result::{ExperimentResult, Table};
+use crate::sim_lab::SimLab;
+use crate::{masa, zhang, LabError, Summary};
+use counterpoint_sim::Model;
+
+/// The experiments whose published figures the table covers.
+pub const COVERED: [&str; 4] = [
+    "zhang-spec",
+    "zhang-server",
+    "masa-placement",
+    "masa-testcases",
+];
+
+/// Run the covered experiments under `model`.
+pub fn run_model(
+    model: Model,
+    seeds: &[u64],
+    progress: &dyn Progress,
+) -> Result<Vec<ExperimentResult>, LabError> {
+    let lab = SimLab::new()?.with_model(model);
+    Ok(vec![
+        zhang::run(&lab, &zhang::SPEC, seeds, progress)?,
+        zhang::run(&lab, &zhang::SERVER, seeds, progress)?,
+        masa::placement(&lab, seeds, progress)?,
+        masa::testcases(&lab, seeds, progress)?,
+    ])
+}
+
+/// One row of the side-by-side table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Experiment name.
+    pub experiment: String,
+    /// Row of the experiment (policy or placement).
+    pub row: String,
+    /// Quantity.
+    pub metric: String,
+    /// The published value.
+    pub published: f64,
+    /// Calibration target (the model was fitted to it) or prediction.
+    pub basis: Basis,
+    /// The first model's summary over seeds.
+    pub v1: Option<Summary>,
+    /// The second model's.
+    pub v2: Option<Summary>,
+}
+
+impl Row {
+    /// Relative error of a summary's mean against the published value.
+    pub fn error(s: Option<Summary>, published: f64) -> Option<f64> {
+        let s = s?;
+        (published != 0.0).then(|| (s.mean - published) / published.abs())
+    }
+}
+
+/// Every published figure present in both result sets, in the experiments' order.
+pub fn rows(v1: &[ExperimentResult], v2: &[ExperimentResult]) -> Vec<Row> {
+    let mut out = Vec::new();
+    for a in v1 {
+        let Some(b) = v2.iter().find(|b| b.experiment == a.experiment) else {
+            continue;
+        };
+        for (row, metrics) in &a.paper {
+            for (metric, &published) in metrics {
+                let basis = a
+                    .paper_basis
+                    .get(row)
+                    .and_then(|m| m.get(metric))
+                    .copied()
+                    .unwrap_or(Basis::Predicted);
+                out.push(Row {
+                    experiment: a.experiment.clone(),
+                    row: row.clone(),
+                    metric: metric.clone(),
+                    published,
+                    basis,
+                    v1: a.get(row, metric),
+                    v2: b.get(row, metric),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A published value as printed: up to four decimals, trailing zeros dropped.
+fn published_cell(v: f64) -> String {
+    let s = format!("{v:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+fn cell(s: Option<Summary>) -> String {
+    s.map(|s| s.show(3)).unwrap_or_else(|| "n/a".into())
+}
+
+fn err_cell(e: Option<f64>) -> String {
+    e.map(|e| format!("{:+.1} %", e * 100.0))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+/// The `model-validation` result from both models' results of the covered experiments.
+pub fn compare(
+    v1: &[ExperimentResult],
+    v2: &[ExperimentResult],
+    seeds: &[u64],
+) -> ExperimentResult {
+    let mut r = ExperimentResult::new(
+        "model-validation",
+        "Every published figure under the first model (v1) and the second (v2), side by side",
+        "the seed experiments' own machines; v1 as shipped (fitted, slices in lockstep), v2 \
+         (physics from sources, slices drifting by default)",
+        seeds,
+    );
+    let rows = rows(v1, v2);
+    let mut t = Table::new(
+        "Validation table: published figure, v1, v2, relative error, tag",
+        &[
+            "experiment",
+            "row",
+            "quantity",
+            "published",
+            "v1",
+            "v1 error",
+            "v2",
+            "v2 error",
+        ],
+    );
+    let (mut n1, mut n2, mut abs1, mut abs2) = (0usize, 0usize, 0.0, 0.0);
+    for row in &rows {
+        let e1 = Row::error(row.v1, row.published);
+        let e2 = Row::error(row.v2, row.published);
+        if row.basis == Basis::Predicted {
+            if let (Some(a), Some(b)) = (e1, e2) {
+                n1 += 1;
+                n2 += 1;
+                abs1 += a.abs();
+                abs2 += b.abs();
+            }
+        }
+        t.row_with(
+            row.basis,
+            vec![
+                row.experiment.clone(),
+                row.row.clone(),
+                row.metric.clone(),
+                published_cell(row.published),
+                cell(row.v1),
+                err_cell(e1),
+                cell(row.v2),
+                err_cell(e2),
+            ],
+        );
+        let key = format!("{}/{}", row.experiment, row.row);
+        if let Some(s) = row.v1 {
+            r.put(&format!("v1 {key}"), &row.metric, &[s.mean]);
+        }
+        if let Some(s) = row.v2 {
+            r.put(&format!("v2 {key}"), &row.metric, &[s.mean]);
+        }
+    }
+    r.tables.push(t);
+    if n1 > 0 {
+        r.findings.push(format!(
+            "mean absolute relative error over the {n1} validation figures both models predict: \
+             v1 {:.1} %, v2 {:.1} %",
+            abs1 / n1 as f64 * 100.0,
+            abs2 / n2 as f64 * 100.0
+        ));
+    }
+    let published_gap = crate::paper::zhang("zhang-spec").map(|rows| {
+        let np = |p: &str| rows.iter().find(|r| r.0 == p).map_or(f64::NAN, |r| r.1);
+        np("bus-pair") - np("ipc-pair")
+    });
+    for (label, set) in [("v1", v1), ("v2", v2)] {
+        if let Some(d) = set
+            .iter()
+            .find(|e| e.experiment == "zhang-spec")
+            .and_then(|e| e.get("bus-pair minus ipc-pair", "normalized_performance"))
+        {
+            r.findings.push(format!(
+                "{label}: zhang-spec bus-pair minus ipc-pair NP {} over {} seeds (paper: {:+.3})",
+                d.show_interval(3),
+                d.n,
+                published_gap.unwrap_or(f64::NAN)
+            ));
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(exp: &str, np: f64) -> ExperimentResult {
+        let mut r = ExperimentResult::new(exp, "t", "m", &[1]);
+        r.put("linux", "normalized_performance", &[np]);
+        r.put_paper("linux", "normalized_performance", 0.8);
+        r
+    }
+
+    #[test]
+    fn rows_pair_each_published_figure_with_both_models() {
+        let v1 = vec![result("zhang-spec", 0.9)];
+        let v2 = vec![result("zhang-spec", 0.82)];
+        let rows = rows(&v1, &v2);
+        assert_eq!(rows.len(), 1);
+        let e1 = Row::error(rows[0].v1, rows[0].published).unwrap();
+        let e2 = Row::error(rows[0].v2, rows[0].published).unwrap();
+        assert!((e1 - 0.125).abs() < 1e-12, "{e1}");
+        assert!((e2 - 0.025).abs() < 1e-12, "{e2}");
+        let c = compare(&v1, &v2, &[1]);
+        assert_eq!(c.tables[0].rows.len(), 1);
+        assert_eq!(c.tables[0].rows[0][4], "0.900");
+        assert_eq!(c.tables[0].rows[0][3], "0.8");
+        assert_eq!(published_cell(0.17495501390479296), "0.175");
+        assert_eq!(published_cell(11036.0), "11036");
+    }
+}

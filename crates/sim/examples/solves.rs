@@ -1,0 +1,44 @@
+//! Where the tick engine's time goes as waiting tasks grow: contention solves and context
+//! switches per simulated tick on `bench-64` with 64 to 4096 tasks (10 s simulated each).
+//! `cargo run --release -p counterpoint-sim --example solves [-- v2]`.
+use counterpoint_sim::*;
+fn main() {
+    let cat = Catalog::builtin();
+    let model = if std::env::args().any(|a| a == "v2") {
+        Model::V2
+    } else {
+        Model::V1
+    };
+    for tasks in [64, 128, 256, 1024, 4096] {
+        let sc = match bench::mix(&cat, "bench-64", tasks, 10_000) {
+            Ok(mut s) => {
+                s.machine.model = model;
+                s
+            }
+            Err(e) => {
+                eprintln!("solves: {e}");
+                std::process::exit(1)
+            }
+        };
+        let mut sim = match Simulation::new(&sc, 1) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("solves: {e}");
+                std::process::exit(1)
+            }
+        };
+        let t = std::time::Instant::now();
+        sim.advance_quiet(10_000_000_000, None);
+        let wall = t.elapsed().as_secs_f64();
+        let ticks = sim.now_ns() / sim.tick_ns();
+        let cs: u64 = (0..sim.task_count())
+            .filter_map(|i| sim.counters(i).map(|c| c.context_switches))
+            .sum();
+        println!(
+            "{tasks:>5} tasks: {:.3} solves/tick, {:.3} context switches/tick, {:.3} s wall",
+            sim.solves() as f64 / ticks as f64,
+            cs as f64 / ticks as f64,
+            wall
+        );
+    }
+}

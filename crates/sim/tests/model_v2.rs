@@ -1,0 +1,221 @@
+//! Property tests of the second model's invariants (docs/sim.md, "Model v2"): more co-runner
+//! cache pressure never lowers a victim's misses, bus latency never falls as demand grows,
+//! delivered bandwidth stays below the sustained figure, working-set curves never rise with
+//! capacity, contention never beats running alone, and a run is a pure function of scenario
+//! and seed.
+
+use counterpoint_core::CpuSet;
+use counterpoint_sim::*;
+use proptest::prelude::*;
+
+const PROGRAMS: &[&str] = &[
+    "gzip", "parser", "swim", "mesa", "wupwise", "art", "mcf", "gcc", "twolf", "bzip2",
+];
+
+fn v2_scenario(machine: &str, cat: &Catalog, tasks: &[(&str, Option<u32>)], ms: u64) -> Scenario {
+    let mut b = Scenario::builder(cat, machine)
+        .unwrap()
+        .model(Model::V2)
+        .duration_ms(ms);
+    for (p, pin) in tasks {
+        b = b.task(p, pin.map(CpuSet::single)).unwrap();
+    }
+    b.build()
+}
+
+/// Misses per instruction of task 0 over the second half of a run (warm caches).
+fn victim_mpi(sc: &Scenario) -> f64 {
+    let mut sim = Simulation::new(sc, 1).unwrap();
+    sim.advance_quiet(300_000_000, None);
+    let a = *sim.counters(0).unwrap();
+    sim.advance_quiet(300_000_000, None);
+    let b = *sim.counters(0).unwrap();
+    (b.llc_misses - a.llc_misses) / (b.instructions - a.instructions)
+}
+
+/// `program` with its v2 LLC access rate scaled by `k` (more cache pressure per instruction).
+fn pressured(cat: &Catalog, program: &str, k: f64) -> Program {
+    let mut p = cat.program(program).unwrap();
+    p.name = format!("{program}-x{k}");
+    for ph in &mut p.phases {
+        if let Some(v) = &mut ph.profile.v2 {
+            v.llc_apki *= k;
+        }
+    }
+    p
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// On a shared L2, a co-runner that accesses the cache more never lowers the victim's
+    /// misses (LRU sharing by access frequency, plus a slower bus).
+    #[test]
+    fn more_corunner_pressure_never_lowers_victim_misses(
+        victim in 0usize..PROGRAMS.len(),
+        other in 0usize..PROGRAMS.len(),
+        k1 in 0.1f64..4.0,
+        dk in 0.0f64..4.0,
+    ) {
+        let mut cat = Catalog::builtin();
+        let lo = pressured(&cat, PROGRAMS[other], k1);
+        let hi = pressured(&cat, PROGRAMS[other], k1 + dk);
+        let (lo_name, hi_name) = (lo.name.clone(), hi.name.clone());
+        cat.set_program(lo);
+        cat.set_program(hi);
+        let alone = victim_mpi(&v2_scenario("dualcore-shared-l2", &cat, &[(PROGRAMS[victim], Some(0))], 600));
+        let m_lo = victim_mpi(&v2_scenario("dualcore-shared-l2", &cat, &[(PROGRAMS[victim], Some(0)), (&lo_name, Some(1))], 600));
+        let m_hi = victim_mpi(&v2_scenario("dualcore-shared-l2", &cat, &[(PROGRAMS[victim], Some(0)), (&hi_name, Some(1))], 600));
+        prop_assert!(m_lo >= alone * (1.0 - 1e-9), "alone {alone} with co-runner {m_lo}");
+        prop_assert!(m_hi >= m_lo * (1.0 - 1e-9), "pressure x{k1}: {m_lo}, x{}: {m_hi}", k1 + dk);
+    }
+
+    /// Adding identical copies of a program (more demand, same mix shape) never lowers the
+    /// bus latency; utilization stays below 1 and the bytes moved stay below the sustained
+    /// bandwidth.
+    #[test]
+    fn bus_latency_grows_with_demand_and_bandwidth_stays_below_sustained(
+        p in 0usize..PROGRAMS.len(),
+        n in 1usize..8,
+    ) {
+        let cat = Catalog::builtin();
+        let latency_and_bytes = |copies: usize| {
+            let tasks: Vec<(&str, Option<u32>)> =
+                (0..copies).map(|c| (PROGRAMS[p], Some(c as u32))).collect();
+            let sc = v2_scenario("modern-2s-32c", &cat, &tasks, 200);
+            // Pinned to package 0's first CPUs: all on one controller.
+            let mut sim = Simulation::new(&sc, 1).unwrap();
+            sim.advance_quiet(100_000_000, None);
+            let lat = sim.bus_latency_cycles()[0];
+            let rho = sim.bus_utilization()[0];
+            let (mut d, mut bus) = (Vec::new(), Vec::new());
+            let ns = sim.take_interval(&mut d, &mut bus);
+            let bytes: f64 = d.iter().map(|c| c.mem_transactions * sc.machine.line_bytes as f64).sum();
+            (lat, rho, bytes / ns as f64)
+        };
+        let (l1, r1, _) = latency_and_bytes(n);
+        let (l2, r2, bw2) = latency_and_bytes(n + 1);
+        let m = cat.machine("modern-2s-32c").unwrap();
+        prop_assert!(l2 >= l1 * (1.0 - 1e-9), "{n} copies: {l1} cycles, {}: {l2}", n + 1);
+        prop_assert!(r1 < 1.0 && r2 < 1.0);
+        prop_assert!(bw2 <= m.v2.sustained_bandwidth_gb_per_s * (1.0 + 1e-9), "{bw2} GB/s");
+    }
+
+    /// The loaded-latency curve is non-decreasing in utilization and in how mixed the traffic
+    /// is, starts at the unloaded latency, and is convex up to saturation.
+    #[test]
+    fn loaded_latency_curve_is_monotone_and_convex(
+        u in 0.0f64..0.99,
+        du in 0.0f64..0.2,
+        mixed in 0.0f64..1.0,
+        dm in 0.0f64..0.5,
+    ) {
+        let m = Catalog::builtin().machine("zhang-smp").unwrap();
+        let l = |u: f64, x: f64| m.v2_loaded_latency_ns(u, x);
+        prop_assert_eq!(l(0.0, mixed), m.mem_latency_ns);
+        prop_assert!(l(u + du, mixed) >= l(u, mixed));
+        prop_assert!(l(u, (mixed + dm).min(1.0)) >= l(u, mixed));
+        let h = 0.004;
+        if u >= h && l(u + h, mixed).is_finite() {
+            prop_assert!(l(u + h, mixed) + l(u - h, mixed) >= 2.0 * l(u, mixed) * (1.0 - 1e-12));
+        }
+    }
+
+    /// Working-set curves never rise with capacity.
+    #[test]
+    fn knee_curves_never_rise(p in 0usize..PROGRAMS.len(), c in 0.0f64..3.2e7, dc in 0.0f64..3.2e7) {
+        let prog = Catalog::builtin().program(PROGRAMS[p]).unwrap();
+        let v = prog.phases[0].profile.v2.clone().unwrap();
+        prop_assert!(v.miss_curve.miss_ratio(c + dc) <= v.miss_curve.miss_ratio(c));
+        prop_assert!(v.miss_curve.miss_ratio(c) <= 1.0);
+    }
+
+    /// Contention never beats running alone, and the same scenario and seed give the same bytes.
+    #[test]
+    fn np_at_most_one_and_runs_are_deterministic(
+        progs in prop::collection::vec(0usize..PROGRAMS.len(), 1..6),
+        seed in 0u64..1000,
+    ) {
+        let cat = Catalog::builtin();
+        let tasks: Vec<(&str, Option<u32>)> = progs.iter().map(|&p| (PROGRAMS[p], None)).collect();
+        let sc = v2_scenario("masa-2x2ht", &cat, &tasks, 300);
+        let a = run(&sc, seed, None, None, 50_000_000).unwrap();
+        let b = run(&sc, seed, None, None, 50_000_000).unwrap();
+        prop_assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+        for t in &a.tasks {
+            if let Some(np) = t.np {
+                prop_assert!(np <= 1.0 + 1e-9, "{} NP {np}", t.name);
+            }
+        }
+    }
+}
+
+/// IPC and bus use are different signals under v2: a longer branch-misprediction penalty (a
+/// non-memory cost) lowers a branchy program's IPC while its misses per instruction stay the
+/// same, so IPC no longer mirrors bus use.
+#[test]
+fn ipc_moves_without_bus_use() {
+    let solo = |penalty: f64| {
+        let mut cat = Catalog::builtin();
+        let mut m = cat.machine("zhang-smp").unwrap();
+        m.v2.branch_penalty_cycles = penalty;
+        cat.set_machine(m);
+        let sc = v2_scenario("zhang-smp", &cat, &[("parser", Some(0))], 1000);
+        // Steady state: the second half, with the cache warm.
+        let mut sim = Simulation::new(&sc, 1).unwrap();
+        sim.advance_quiet(500_000_000, None);
+        let a = *sim.counters(0).unwrap();
+        sim.advance_quiet(500_000_000, None);
+        let b = *sim.counters(0).unwrap();
+        let instr = b.instructions - a.instructions;
+        (
+            instr / (b.cycles - a.cycles),
+            (b.llc_misses - a.llc_misses) / instr * 1000.0,
+        )
+    };
+    let (ipc_20, mpki_20) = solo(20.0);
+    let (ipc_40, mpki_40) = solo(40.0);
+    assert!(ipc_40 < ipc_20 * 0.95, "IPC {ipc_20} -> {ipc_40}");
+    assert!(
+        (mpki_40 - mpki_20).abs() <= 1e-9 * mpki_20,
+        "MPKI {mpki_20} -> {mpki_40}"
+    );
+}
+
+/// Slices drift by default under v2 (the baseline's rotations on two CPUs fall out of step),
+/// and not under v1.
+#[test]
+fn v2_slices_drift_by_default() {
+    let cat = Catalog::builtin();
+    let mk = |model| {
+        Scenario::builder(&cat, "zhang-smp")
+            .unwrap()
+            .model(model)
+            .duration_ms(2000)
+            .task("gzip", Some(CpuSet::single(0)))
+            .unwrap()
+            .task("mesa", Some(CpuSet::single(0)))
+            .unwrap()
+            .build()
+    };
+    let switches = |model| {
+        let mut sim = Simulation::new(&mk(model), 3).unwrap();
+        sim.advance_quiet(2_000_000_000, None);
+        sim.counters(0).unwrap().context_switches
+    };
+    // Fixed 100 ms slices: 10 slices of gzip in 2 s; drifting slices change the count or keep
+    // it, but the slice ends no longer land on multiples of 100 ms.
+    assert_eq!(switches(Model::V1), 10);
+    let mut sim = Simulation::new(&mk(Model::V2), 3).unwrap();
+    let mut off_grid = false;
+    let mut last = 0;
+    for _ in 0..2000 {
+        sim.advance_quiet(1_000_000, None);
+        let cs = sim.counters(0).unwrap().context_switches;
+        if cs != last {
+            last = cs;
+            off_grid |= sim.now_ns() % 100_000_000 != 0;
+        }
+    }
+    assert!(off_grid, "v2 slices ended only on the 100 ms grid");
+}

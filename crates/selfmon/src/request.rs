@@ -153,12 +153,13 @@ pub fn end(id: u64) -> Result<(), SelfmonError> {
     e.served_ns = e.served_ns.saturating_add(ns);
     e.last_end = Some(e.last_end.map_or(now, |l| l.max(now)));
     let n = counts.len().min(seg.start_counts.len());
+    // A thread whose counters failed to open reads nothing: the sizes are aligned here.
     if e.counts.len() < n {
         e.counts.resize(n, 0);
         e.lost.resize(n, 0);
     }
-    for i in 0..n {
-        match region_delta(seg.start_counts[i], counts[i]) {
+    for (i, (a, b)) in seg.start_counts.iter().zip(&counts).enumerate() {
+        match region_delta(*a, *b) {
             Some(d) => e.counts[i] = e.counts[i].saturating_add(d),
             None => e.lost[i] += 1,
         }

@@ -31,3 +31,5 @@ pub mod lockprof;
 // [mod: broker]
 pub mod bench_broker;
 pub mod daemon;
+// [mods: requests]
+pub mod requests;

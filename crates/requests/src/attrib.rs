@@ -183,6 +183,102 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// External attribution driven by boundary lines, for any server: `begin ID [CLASS]` just
+/// before the client sends request ID, `end ID [ROWS]` just after its reply; `#` starts a
+/// comment. One request at a time per counted task (a second `begin` while one is open is
+/// refused: the task's counts cannot be split between two requests it serves at once).
+pub struct BoundarySession {
+    counters: TaskCounters,
+    tid: i32,
+    t0: std::time::Instant,
+    open: Option<(u64, String, Snapshot, std::time::Instant)>,
+}
+
+impl BoundarySession {
+    /// Count `events` on `tid` from now.
+    pub fn new(tid: i32, events: &str) -> Result<Self, RequestsError> {
+        Ok(BoundarySession {
+            counters: TaskCounters::open(tid, events)?,
+            tid,
+            t0: std::time::Instant::now(),
+            open: None,
+        })
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &TaskCounters {
+        &self.counters
+    }
+
+    /// Handle one input line (`lineno` counts from 1, for messages); a finished request comes
+    /// back on its `end` line.
+    pub fn line(&mut self, line: &str, lineno: usize) -> Result<Option<RequestRow>, RequestsError> {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            return Ok(None);
+        }
+        let bad = |msg: String| RequestsError::Invalid(format!("input line {lineno}: {msg}"));
+        let mut w = line.split_whitespace();
+        let verb = w.next().unwrap_or("");
+        let id: u64 = w
+            .next()
+            .ok_or_else(|| bad(format!("'{verb}' needs a request id")))?
+            .parse()
+            .map_err(|_| {
+                bad(format!(
+                    "request id in '{line}' is not a non-negative integer"
+                ))
+            })?;
+        match verb {
+            "begin" => {
+                if let Some((open, ..)) = &self.open {
+                    return Err(bad(format!(
+                        "begin {id} while request {open} is still open on task {}",
+                        self.tid
+                    )));
+                }
+                let class = w.collect::<Vec<_>>().join(" ");
+                let start = std::time::Instant::now();
+                let snap = self.counters.read()?;
+                self.open = Some((id, class, snap, start));
+                Ok(None)
+            }
+            "end" => {
+                let snap = self.counters.read()?;
+                let now = std::time::Instant::now();
+                let rows = match w.next() {
+                    Some(r) => r
+                        .parse()
+                        .map_err(|_| bad(format!("row count '{r}' is not an integer")))?,
+                    None => 0,
+                };
+                match self.open.take() {
+                    Some((open, class, a, start)) if open == id => Ok(Some(RequestRow {
+                        id,
+                        client: 0,
+                        server_tid: self.tid,
+                        class,
+                        start_ns: u64::try_from(start.duration_since(self.t0).as_nanos())
+                            .unwrap_or(u64::MAX),
+                        wall_ns: u64::try_from(now.duration_since(start).as_nanos())
+                            .unwrap_or(u64::MAX),
+                        rows,
+                        counts: deltas(self.counters.names(), &a, &snap)?,
+                    })),
+                    Some((open, class, a, start)) => {
+                        self.open = Some((open, class, a, start));
+                        Err(bad(format!("end {id} but the open request is {open}")))
+                    }
+                    None => Err(bad(format!("end {id} without a begin"))),
+                }
+            }
+            other => Err(bad(format!(
+                "unknown word '{other}' (expected begin or end)"
+            ))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,17 +297,57 @@ mod tests {
         let s0 = Snapshot(vec![v(10, 100, 100), v(0, 0, 0), None]);
         let s1 = Snapshot(vec![v(25, 200, 200), v(50, 100, 50), None]);
         let d = deltas(&names, &s0, &s1).unwrap();
-        assert_eq!(d["a"], Delta { value: 15.0, coverage: 1.0 });
-        assert_eq!(d["b"], Delta { value: 100.0, coverage: 0.5 });
+        assert_eq!(
+            d["a"],
+            Delta {
+                value: 15.0,
+                coverage: 1.0
+            }
+        );
+        assert_eq!(
+            d["b"],
+            Delta {
+                value: 100.0,
+                coverage: 0.5
+            }
+        );
         assert!(!d.contains_key("c"));
         let back = deltas(&names, &s1, &s0).unwrap_err();
         assert!(back.to_string().contains("'a'"), "{back}");
     }
 
     #[test]
+    fn boundary_lines_make_requests_and_refuse_nonsense() {
+        let me = std::process::id() as i32;
+        let mut s = match BoundarySession::new(me, "task-clock,page-faults") {
+            Ok(s) => s,
+            Err(e) => return eprintln!("skipped: counters unavailable: {e}"),
+        };
+        assert!(s.line("# a comment", 1).unwrap().is_none());
+        assert!(s.line("begin 4 Q6 fast", 2).unwrap().is_none());
+        std::hint::black_box((0..100_000u64).sum::<u64>());
+        let r = s.line("end 4 1", 3).unwrap().expect("a request");
+        assert_eq!((r.id, r.class.as_str(), r.rows), (4, "Q6 fast", 1));
+        assert!(r.counts.contains_key("task-clock"));
+        let e = s.line("end 4", 7).unwrap_err().to_string();
+        assert!(e.contains("line 7") && e.contains("without a begin"), "{e}");
+        s.line("begin 5", 8).unwrap();
+        let e = s.line("begin 6", 9).unwrap_err().to_string();
+        assert!(e.contains("request 5 is still open"), "{e}");
+        let e = s.line("start x", 10).unwrap_err().to_string();
+        assert!(e.contains("line 10"), "{e}");
+    }
+
+    #[test]
     fn csv_has_one_column_pair_per_event_and_quotes_classes() {
         let mut counts = BTreeMap::new();
-        counts.insert("task-clock".into(), Delta { value: 5.0, coverage: 1.0 });
+        counts.insert(
+            "task-clock".into(),
+            Delta {
+                value: 5.0,
+                coverage: 1.0,
+            },
+        );
         let row = RequestRow {
             id: 1,
             client: 0,

@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod attrib;
 pub mod classify;
 pub mod pg;

@@ -24,7 +24,11 @@ pub const SERVER_OPTIONS: &str = "-c listen_addresses='' -c max_parallel_workers
 /// Where the PostgreSQL programs are: `$COUNTERPOINT_PG_BIN`, else the newest
 /// `/usr/lib/postgresql/N/bin` (Debian's layout), else the directory of `pg_ctl` on `PATH`.
 pub fn find_bin() -> Result<PathBuf, RequestsError> {
-    let has_all = |d: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|p| d.join(p).is_file());
+    let has_all = |d: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|p| d.join(p).is_file())
+    };
     if let Some(d) = std::env::var_os("COUNTERPOINT_PG_BIN") {
         let d = PathBuf::from(d);
         return if has_all(&d) {
@@ -203,7 +207,10 @@ impl PgCluster {
                 if tail.is_empty() {
                     String::new()
                 } else {
-                    format!("; server log: {}", tail.into_iter().rev().collect::<Vec<_>>().join(" | "))
+                    format!(
+                        "; server log: {}",
+                        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                    )
                 }
             )));
         }
@@ -217,7 +224,10 @@ impl Drop for PgCluster {
         let Some(d) = data.to_str() else { return };
         if data.join("postmaster.pid").exists() {
             // Immediate: the data is thrown away with the directory anyway.
-            let _ = self.run("pg_ctl", &["-D", d, "-m", "immediate", "-w", "-t", "30", "stop"]);
+            let _ = self.run(
+                "pg_ctl",
+                &["-D", d, "-m", "immediate", "-w", "-t", "30", "stop"],
+            );
         }
     }
 }

@@ -77,7 +77,11 @@ fn profile_from_mpki(mpki: f64, cpi_core: f64) -> Profile {
 }
 
 /// Instructions per simulated second for `profile` alone on `machine_tweak(base)`.
-fn ips(catalog: &Catalog, profile: &Profile, tweak: impl Fn(&mut Scenario)) -> Result<f64, RequestsError> {
+fn ips(
+    catalog: &Catalog,
+    profile: &Profile,
+    tweak: impl Fn(&mut Scenario),
+) -> Result<f64, RequestsError> {
     let prog = Program {
         name: "class".into(),
         phases: vec![Phase {
@@ -109,9 +113,13 @@ fn ips(catalog: &Catalog, profile: &Profile, tweak: impl Fn(&mut Scenario)) -> R
 fn speedups(catalog: &Catalog, p: &Profile) -> Result<(f64, f64), RequestsError> {
     let base = ips(catalog, p, |_| {})?;
     let cpu = ips(catalog, p, |s| s.machine.freq_ghz *= FASTER_CPU)?;
-    let bw = ips(catalog, p, |s| s.machine.peak_bandwidth_gb_per_s *= MORE_BANDWIDTH)?;
+    let bw = ips(catalog, p, |s| {
+        s.machine.peak_bandwidth_gb_per_s *= MORE_BANDWIDTH
+    })?;
     if base <= 0.0 {
-        return Err(RequestsError::Sim("no instructions retired on the base machine".into()));
+        return Err(RequestsError::Sim(
+            "no instructions retired on the base machine".into(),
+        ));
     }
     Ok((cpu / base, bw / base))
 }
@@ -143,7 +151,11 @@ pub fn project(rows: &[RequestRow]) -> Result<Vec<ClassProjection>, RequestsErro
             class: class.to_string(),
             requests: rs.len(),
             cpu_ms: cpu_ns / 1e6,
-            faults_per_cpu_ms: if cpu_ns > 0.0 { faults / (cpu_ns / 1e6) } else { 0.0 },
+            faults_per_cpu_ms: if cpu_ns > 0.0 {
+                faults / (cpu_ns / 1e6)
+            } else {
+                0.0
+            },
             mpki_estimated: mpki,
             speedup_faster_cpu: c,
             speedup_more_bandwidth: b,

@@ -86,7 +86,10 @@ pub struct RunOutput {
 }
 
 /// Create the schema and load the data at `scale` over `client`.
-pub fn load(client: &mut postgres::Client, scale: f64) -> Result<BTreeMap<String, i64>, RequestsError> {
+pub fn load(
+    client: &mut postgres::Client,
+    scale: f64,
+) -> Result<BTreeMap<String, i64>, RequestsError> {
     if !(scale > 0.0 && scale <= 1.0) {
         return Err(RequestsError::Invalid(format!(
             "--scale must be in (0, 1], got {scale}"
@@ -99,7 +102,9 @@ pub fn load(client: &mut postgres::Client, scale: f64) -> Result<BTreeMap<String
         .batch_execute(&load_sql(scale))
         .map_err(|e| RequestsError::Pg("loading the data".into(), e))?;
     let mut out = BTreeMap::new();
-    for t in ["region", "nation", "supplier", "customer", "part", "orders", "lineitem"] {
+    for t in [
+        "region", "nation", "supplier", "customer", "part", "orders", "lineitem",
+    ] {
         let n: i64 = client
             .query_one(&format!("SELECT count(*) FROM {t}"), &[])
             .map_err(|e| RequestsError::Pg(format!("counting {t}"), e))?
@@ -112,7 +117,8 @@ pub fn load(client: &mut postgres::Client, scale: f64) -> Result<BTreeMap<String
 /// The template of request `id` and its SQL: a function of (seed, id) only, so the mix does not
 /// depend on how requests are spread over clients.
 pub fn request_sql(seed: u64, id: u64) -> (&'static str, Expect, String) {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut rng =
+        rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let t = &TEMPLATES[rng.gen_range(0..TEMPLATES.len())];
     let sql = (t.sql)(&mut rng);
     (t.name, t.expect, sql)

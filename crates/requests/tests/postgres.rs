@@ -47,7 +47,11 @@ fn attribution_sums_to_the_backends_total() {
         assert!(out.rows.iter().all(|r| !r.counts.contains_key(e)));
     }
     for r in &out.rows {
-        assert!(r.get("task-clock") > 0.0, "request {} ran no backend CPU: {r:?}", r.id);
+        assert!(
+            r.get("task-clock") > 0.0,
+            "request {} ran no backend CPU: {r:?}",
+            r.id
+        );
         assert!(r.counts.values().all(|d| d.coverage == 1.0), "{r:?}");
     }
     assert_eq!(out.accounting.len(), 2);

@@ -39,6 +39,7 @@ pub mod leak;
 pub mod masa;
 pub mod paper;
 pub mod progress;
+pub mod requests;
 #[allow(missing_docs)] // documented by its owner
 pub mod report;
 #[allow(missing_docs)] // documented by its owner
@@ -62,6 +63,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("masa-testcases", "Nakajima & Pallipadi test cases 1 and 2: four shells without/with MASA, swaps per metric"),
     ("di-vs-oracle", "Distributed Intensity and others vs the best static placement on random mixes per machine shape"),
     ("leak", "The SMT side channel: key bits an attacker on the sibling recovers from per-core vs per-task counts, by sampling interval"),
+    ("requests", "Per-request counter statistics on a real PostgreSQL (TPC-H-shaped): classes with and without counters (ARI), projection; needs PostgreSQL"),
     ("all", "every experiment above; writes report/ (Markdown, SVG, JSON)"),
 ];
 
@@ -128,6 +130,7 @@ pub fn run(
             "masa-testcases" => masa::testcases(lab, seeds, progress),
             "di-vs-oracle" => di_oracle::run(lab, seeds, progress),
             "leak" => leak::run(seeds, progress).map_err(LabError),
+            "requests" => requests::run(seeds, progress).map_err(LabError),
             other => Err(LabError(format!("experiment {other} has no runner"))),
         }
         .map_err(wrap)?;

@@ -47,6 +47,8 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     ("masa-testcases", 2.5),
     ("di-vs-oracle", 2.0),
     ("leak", 0.5),
+    // A PostgreSQL load and 400 requests (debug or release alike: the server does the work).
+    ("requests", 40.0),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

@@ -2,8 +2,9 @@
 //!
 //! Features per request (each column standardized to mean 0, standard deviation 1):
 //! - *time*: `ln(wall ms)`.
-//! - *time + counters*: `ln(wall ms)`, `ln(1 + page faults)`, `ln(1 + context switches)`,
-//!   CPU share `task-clock / wall`, and where a PMU counts them `ln(1 + LLC misses)` and
+//! - *time + counters*: `ln(wall ms)`, `ln(task-clock ms)` (the backend's own CPU time, which
+//!   other load does not stretch as it stretches wall time), `ln(1 + page faults)`,
+//!   `ln(1 + context switches)`, and where a PMU counts them `ln(1 + LLC misses)` and
 //!   `ln(1 + memory transactions)`.
 //!
 //! k-means (linfa, k-means++ start from a fixed seed) for k = 2..=10; k is the one with the
@@ -32,14 +33,14 @@ pub fn feature_names(rows: &[RequestRow], set: FeatureSet) -> Vec<&'static str> 
     let mut names = vec!["ln_wall_ms"];
     if set == FeatureSet::TimeAndCounters {
         let has = |e: &str| rows.iter().any(|r| r.counts.contains_key(e));
+        if has("task-clock") {
+            names.push("ln_task_clock_ms");
+        }
         if has("page-faults") {
             names.push("ln_page_faults");
         }
         if has("context-switches") {
             names.push("ln_context_switches");
-        }
-        if has("task-clock") {
-            names.push("cpu_share");
         }
         if has("llc-misses") {
             names.push("ln_llc_misses");
@@ -58,7 +59,7 @@ fn value(r: &RequestRow, feature: &str) -> f64 {
         "ln_page_faults" => r.get("page-faults").ln_1p(),
         "ln_context_switches" => r.get("context-switches").ln_1p(),
         // task-clock counts ns.
-        "cpu_share" => r.get("task-clock") / (r.wall_ns.max(1) as f64),
+        "ln_task_clock_ms" => (r.get("task-clock") / 1e6).max(1e-6).ln(),
         "ln_llc_misses" => r.get("llc-misses").ln_1p(),
         "ln_mem_transactions" => r.get("mem-transactions").ln_1p(),
         _ => 0.0,

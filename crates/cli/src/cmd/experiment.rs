@@ -15,7 +15,8 @@ use std::time::Instant;
 
 #[derive(Args)]
 pub struct ExperimentArgs {
-    /// Experiment: zhang-spec, zhang-server, masa-placement, masa-testcases, di-vs-oracle, leak, all.
+    /// Experiment: zhang-spec, zhang-server, masa-placement, masa-testcases, di-vs-oracle, leak,
+    /// requests (needs PostgreSQL), all.
     name: String,
     /// Number of seeds (each experiment runs every configuration once per seed).
     #[arg(long, default_value_t = 5)]

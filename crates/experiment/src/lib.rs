@@ -39,9 +39,9 @@ pub mod leak;
 pub mod masa;
 pub mod paper;
 pub mod progress;
-pub mod requests;
 #[allow(missing_docs)] // documented by its owner
 pub mod report;
+pub mod requests;
 #[allow(missing_docs)] // documented by its owner
 pub mod result;
 pub mod sim_lab;

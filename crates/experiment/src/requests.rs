@@ -58,11 +58,18 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         };
         let a = analyze(&out).map_err(|e| format!("seed {seed}: {e}"))?;
         progress.done("requests: one PostgreSQL run");
-        for (name, c) in [("time", &a.time_only), ("time+counters", &a.time_and_counters)] {
+        for (name, c) in [
+            ("time", &a.time_only),
+            ("time+counters", &a.time_and_counters),
+        ] {
             ari.entry(name).or_default().push(c.ari);
-            ari.entry(if name == "time" { "time@k=templates" } else { "time+counters@k=templates" })
-                .or_default()
-                .push(c.ari_at_template_count);
+            ari.entry(if name == "time" {
+                "time@k=templates"
+            } else {
+                "time+counters@k=templates"
+            })
+            .or_default()
+            .push(c.ari_at_template_count);
             ks.entry(name).or_default().push(c.k as f64);
         }
         for p in &a.projection {
@@ -95,7 +102,15 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
                 .unwrap_or_default()
         };
         let at = format!("{name}@k=templates");
-        t.row_with(Basis::Measured, vec![name.into(), get("k", name), get("ari", name), get("ari", &at)]);
+        t.row_with(
+            Basis::Measured,
+            vec![
+                name.into(),
+                get("k", name),
+                get("ari", name),
+                get("ari", &at),
+            ],
+        );
     }
     r.tables.push(t);
     let mut p = Table::new(
@@ -103,16 +118,33 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         &["class", "faster CPU ×1.5, same memory", "memory bandwidth ×2", "rests on"],
     );
     for (class, (c, b, on)) in &speedups {
-        let ms = |v: &[f64]| crate::summary::Summary::of(v).map(|s| format!("{:.3} ± {:.3}", s.mean, s.std)).unwrap_or_default();
-        p.row_with(Basis::Predicted, vec![class.clone(), ms(c), ms(b), on.clone()]);
+        let ms = |v: &[f64]| {
+            crate::summary::Summary::of(v)
+                .map(|s| format!("{:.3} ± {:.3}", s.mean, s.std))
+                .unwrap_or_default()
+        };
+        p.row_with(
+            Basis::Predicted,
+            vec![class.clone(), ms(c), ms(b), on.clone()],
+        );
         r.put(class, "speedup_faster_cpu", c);
         r.put(class, "speedup_more_bandwidth", b);
     }
     r.tables.push(p);
     if let Some((out, a)) = first {
         let mut tt = Table::new(
-            &format!("Per template, seed {} (means per request, measured)", out.seed),
-            &["template", "requests", "wall ms", "task-clock ms", "context switches", "page faults"],
+            &format!(
+                "Per template, seed {} (means per request, measured)",
+                out.seed
+            ),
+            &[
+                "template",
+                "requests",
+                "wall ms",
+                "task-clock ms",
+                "context switches",
+                "page faults",
+            ],
         );
         for (n, s) in &a.templates {
             tt.row_with(
@@ -130,7 +162,10 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         r.tables.push(tt);
         r.svgs.push((
             "requests-fig3.svg".into(),
-            format!("Requests of seed {}: wall time vs {}", out.seed, a.scatter_y),
+            format!(
+                "Requests of seed {}: wall time vs {}",
+                out.seed, a.scatter_y
+            ),
             a.scatter_svg.clone(),
         ));
         r.findings.push(a.pmu_note.clone());

@@ -18,8 +18,11 @@ pub const PORT: u16 = 5432;
 ///   counters hold all of its work (parallel workers are other processes).
 /// - `jit=off`: JIT compilation time would land in whichever request triggered it.
 /// - `fsync=off`, `synchronous_commit=off`: the data is regenerated on every run.
+/// - `statement_timeout=600s`: a statement that runs away ends the run with an error, never a
+///   hang.
 pub const SERVER_OPTIONS: &str = "-c listen_addresses='' -c max_parallel_workers_per_gather=0 \
-     -c jit=off -c fsync=off -c synchronous_commit=off -c shared_buffers=64MB -c work_mem=16MB";
+     -c jit=off -c fsync=off -c synchronous_commit=off -c shared_buffers=64MB -c work_mem=16MB \
+     -c statement_timeout=600s";
 
 /// Where the PostgreSQL programs are: `$COUNTERPOINT_PG_BIN`, else the newest
 /// `/usr/lib/postgresql/N/bin` (Debian's layout), else the directory of `pg_ctl` on `PATH`.

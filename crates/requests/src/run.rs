@@ -223,6 +223,12 @@ pub fn run_pg(cfg: &RunConfig) -> Result<RunOutput, RequestsError> {
             "--clients and --requests must be at least 1".into(),
         ));
     }
+    if !(cfg.scale > 0.0 && cfg.scale <= 1.0) {
+        return Err(RequestsError::Invalid(format!(
+            "--scale must be in (0, 1], got {}",
+            cfg.scale
+        )));
+    }
     let cluster = PgCluster::start()?;
     let mut admin = cluster.connect()?;
     let table_rows = load(&mut admin, cfg.scale)?;

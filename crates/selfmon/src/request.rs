@@ -70,9 +70,16 @@ thread_local! {
     static OPEN: RefCell<Vec<OpenSegment>> = const { RefCell::new(Vec::new()) };
 }
 
+thread_local! {
+    // The thread id, asked once per thread (a system call per boundary would double its cost).
+    static TID: i64 = {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_gettid) }
+    };
+}
+
 fn gettid() -> i64 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) }
+    TID.try_with(|t| *t).unwrap_or(-1)
 }
 
 /// Begin a segment of request `id` (class `class`) on the calling thread: one counter read.

@@ -174,7 +174,7 @@ pub fn project(rows: &[RequestRow]) -> Result<Vec<ClassProjection>, RequestsErro
                 mpki_estimated: rc.profile.llc_apki * rc.profile.miss_curve.miss_ratio(cap),
                 speedup_faster_cpu: c,
                 speedup_more_bandwidth: b,
-                rests_on: "the catalog's calibrated profile (what PMU counters would give)".into(),
+                rests_on: "the simulator's calibrated TPC-H profile (the kind a PMU would measure; not from this run)".into(),
             });
         }
     }

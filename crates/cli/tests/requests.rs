@@ -117,3 +117,85 @@ fn bad_boundaries_name_the_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--pid"));
 }
+
+#[test]
+fn run_pg_writes_rows_csv_analysis_and_the_figure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = counterpoint()
+        .args([
+            "requests",
+            "run-pg",
+            "--scale",
+            "0.002",
+            "--clients",
+            "2",
+            "--requests",
+            "40",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("PostgreSQL unavailable") {
+        return eprintln!("SKIPPED: {stderr}");
+    }
+    assert!(out.status.success(), "{stderr}");
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.contains("| Q1 |") && md.contains("ARI"), "{md}");
+    let jsonl = std::fs::read_to_string(dir.path().join("requests.jsonl")).expect("jsonl");
+    assert_eq!(jsonl.lines().count(), 40);
+    let csv = std::fs::read_to_string(dir.path().join("requests.csv")).expect("csv");
+    assert_eq!(csv.lines().count(), 41);
+    let a: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("analysis.json")).expect("analysis"),
+    )
+    .expect("JSON");
+    let ari = a["analysis"]["time_and_counters"]["ari"]
+        .as_f64()
+        .expect("ari");
+    assert!((-1.0..=1.0).contains(&ari));
+    assert_eq!(a["run"]["accounting"].as_array().map(Vec::len), Some(2));
+    let svg = std::fs::read_to_string(dir.path().join("requests-fig3.svg")).expect("svg");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("Q6"),
+        "legend names the templates"
+    );
+}
+
+#[test]
+fn without_postgres_run_pg_fails_and_the_experiment_says_skipped() {
+    let out = counterpoint()
+        .args(["requests", "run-pg", "--scale", "0.001"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--scale must be in [0.002, 1]"));
+    let out = counterpoint()
+        .args(["requests", "run-pg"])
+        .env("COUNTERPOINT_PG_BIN", "/nonexistent")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("PostgreSQL unavailable") && err.contains("/nonexistent"),
+        "{err}"
+    );
+    let out = counterpoint()
+        .args(["experiment", "requests", "--seeds", "1", "--json"])
+        .env("COUNTERPOINT_PG_BIN", "/nonexistent")
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let findings = v["requests"]["findings"].to_string();
+    assert!(
+        findings.contains("Skipped: PostgreSQL cannot run here"),
+        "{findings}"
+    );
+}

@@ -14,6 +14,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+/// Smallest scale `run_pg` accepts: the templates' fixed row counts need enough data.
+pub const MIN_SCALE: f64 = 0.002;
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -92,7 +95,7 @@ pub fn load(
 ) -> Result<BTreeMap<String, i64>, RequestsError> {
     if !(scale > 0.0 && scale <= 1.0) {
         return Err(RequestsError::Invalid(format!(
-            "--scale must be in (0, 1], got {scale}"
+            "scale must be in (0, 1], got {scale}"
         )));
     }
     client
@@ -223,9 +226,10 @@ pub fn run_pg(cfg: &RunConfig) -> Result<RunOutput, RequestsError> {
             "--clients and --requests must be at least 1".into(),
         ));
     }
-    if !(cfg.scale > 0.0 && cfg.scale <= 1.0) {
+    if !(MIN_SCALE..=1.0).contains(&cfg.scale) {
         return Err(RequestsError::Invalid(format!(
-            "--scale must be in (0, 1], got {}",
+            "--scale must be in [{MIN_SCALE}, 1], got {} (below {MIN_SCALE} the LIMIT templates, \
+             Q3 and Q10, can find fewer rows than their LIMIT and the row check would fail)",
             cfg.scale
         )));
     }

@@ -47,7 +47,7 @@ enum RequestsCmd {
 
 #[derive(Args)]
 struct RunPgArgs {
-    /// TPC-H scale factor in (0, 1] (0.01 ≈ 60 000 line items, loads in seconds).
+    /// TPC-H scale factor in [0.002, 1] (0.01 ≈ 60 000 line items, loads in seconds).
     #[arg(long, default_value_t = 0.01)]
     scale: f64,
     /// Concurrent client connections (one backend each).

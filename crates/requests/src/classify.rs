@@ -380,4 +380,39 @@ mod tests {
         let (svg, y) = scatter_svg(&rows).unwrap();
         assert!(svg.contains("<svg") && y.contains("page faults"));
     }
+
+    #[test]
+    fn the_scatter_keeps_its_legend_outside_the_data() {
+        let rows: Vec<RequestRow> = (0..30)
+            .map(|i| {
+                row(
+                    i,
+                    ["Q1", "Q3", "Q6"][(i % 3) as usize],
+                    5.0 + i as f64,
+                    (i * 7 % 40) as f64,
+                )
+            })
+            .collect();
+        let (svg, _) = scatter_svg(&rows).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let num = |n: &roxmltree::Node, a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok());
+        let circles: Vec<(f64, f64)> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("circle"))
+            .filter_map(|n| Some((num(&n, "cx")?, num(&n, "r")?)))
+            .collect();
+        let data: Vec<f64> = circles.iter().filter(|c| c.1 < 4.0).map(|c| c.0).collect();
+        assert_eq!(data.len(), 30, "one point per request");
+        let data_right = data.iter().cloned().fold(f64::MIN, f64::max);
+        for name in ["Q1", "Q3", "Q6"] {
+            let t = doc
+                .descendants()
+                .find(|n| n.has_tag_name("text") && n.text().map(str::trim) == Some(name))
+                .unwrap_or_else(|| panic!("legend entry {name}"));
+            assert!(
+                num(&t, "x").unwrap() > data_right,
+                "{name} overlaps the data"
+            );
+        }
+    }
 }

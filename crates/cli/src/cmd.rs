@@ -34,3 +34,5 @@ pub mod daemon;
 
 // [mod: replica]
 pub mod bench_c2c;
+// [mods: requests]
+pub mod requests;

@@ -58,6 +58,8 @@ enum Command {
     /// Per-task CPU %, context switches, migrations (IPC/MPKI where a PMU exists), placement.
     Top(cmd::top::TopArgs),
     // [commands: selfmon]
+    /// Per-request counter statistics: a PostgreSQL TPC-H harness (run-pg) or any server (--pid).
+    Requests(cmd::requests::RequestsArgs),
 
     // [commands: broker]
     /// The counter broker: consumers share counters by share over a Unix socket, under a policy.
@@ -116,6 +118,7 @@ fn main() -> ExitCode {
         Command::AgentOverhead(args) => cmd::overhead::run(args),
         Command::Top(args) => cmd::top::run(args),
         // [dispatch: selfmon]
+        Command::Requests(args) => cmd::requests::run(args),
 
         // [dispatch: lockprof]
         Command::Lockprof(args) => cmd::lockprof::run(args),

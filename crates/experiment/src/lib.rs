@@ -42,6 +42,7 @@ pub mod progress;
 pub mod replica;
 #[allow(missing_docs)] // documented by its owner
 pub mod report;
+pub mod requests;
 #[allow(missing_docs)] // documented by its owner
 pub mod result;
 pub mod sim_lab;
@@ -66,6 +67,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("leak", "The SMT side channel: key bits an attacker on the sibling recovers from per-core vs per-task counts, by sampling interval"),
     ("replica", "Döbel & Härtig replica placement: notification cost vs shared-L3 misses, crossover map, replica policy vs fixed placements"),
     ("model-validation", "Every published figure under simulator model v1 and v2 side by side: value, error, tag (reruns the Zhang and MASA experiments under each model)"),
+    ("requests", "Per-request counter statistics on a real PostgreSQL (TPC-H-shaped): classes with and without counters (ARI), projection; needs PostgreSQL"),
     ("all", "every experiment above; writes report/ (Markdown, SVG, JSON)"),
 ];
 
@@ -152,6 +154,7 @@ pub fn run(
                     Ok(validation::compare(&v1, &v2, seeds))
                 })
             }
+            "requests" => requests::run(seeds, progress).map_err(LabError),
             other => Err(LabError(format!("experiment {other} has no runner"))),
         }
         .map_err(wrap)?;

@@ -33,6 +33,8 @@ pub enum Basis {
     Calibrated,
     /// The quantity was not fitted: the simulator predicts it.
     Predicted,
+    /// Measured on this machine from a real program (no simulator, nothing fitted).
+    Measured,
 }
 
 impl Basis {
@@ -41,6 +43,7 @@ impl Basis {
         match self {
             Basis::Calibrated => "calibrated",
             Basis::Predicted => "predicted",
+            Basis::Measured => "measured",
         }
     }
 }
@@ -352,6 +355,10 @@ pub fn calibration_targets() -> Vec<CalibrationTarget> {
 /// target) or is predicted. Quantities derived only from calibrated rows (MASA's placement
 /// gains) are calibrated too.
 pub fn basis(experiment: &str, policy: &str, metric: &str) -> Basis {
+    // `requests` measures PostgreSQL on this machine; only its speed-ups come from the simulator.
+    if experiment == "requests" && !metric.starts_with("speedup") {
+        return Basis::Measured;
+    }
     let calibrated = match experiment {
         "zhang-spec" => {
             policy == "linux" && matches!(metric, "normalized_performance" | "unfairness")

@@ -51,6 +51,9 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     ("replica", 0.2),
     // Both models of the four covered experiments (under `all`, v1 is reused: half of this).
     ("model-validation", 12.2),
+    // A PostgreSQL load, 400 requests and their analysis: 43 s per seed in a debug build under
+    // load average 14, 6 s in release.
+    ("requests", 40.0),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

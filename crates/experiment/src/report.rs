@@ -62,6 +62,9 @@ pub fn markdown(results: &[ExperimentResult], preamble: &str) -> String {
         for f in &r.figures {
             md.push_str(&format!("![{}]({})\n\n", f.title, f.file));
         }
+        for (file, title, _) in &r.svgs {
+            md.push_str(&format!("![{title}]({file})\n\n"));
+        }
         if !r.findings.is_empty() {
             md.push_str("Findings:\n\n");
             for f in &r.findings {
@@ -86,6 +89,9 @@ pub fn write_report(
     for r in results {
         for f in &r.figures {
             draw_bars(&dir.join(&f.file), f)?;
+        }
+        for (file, _, svg) in &r.svgs {
+            write(&dir.join(file), svg)?;
         }
     }
     write(&dir.join("report.md"), &markdown(results, preamble))?;

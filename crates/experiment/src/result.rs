@@ -49,6 +49,9 @@ pub struct ExperimentResult {
     pub figures: Vec<BarFigure>,
     /// Where the result differs from the paper and why; what it shows.
     pub findings: Vec<String>,
+    #[serde(skip)]
+    /// Figures drawn by the experiment itself: (file name, caption, SVG text).
+    pub svgs: Vec<(String, String, String)>,
 }
 
 impl ExperimentResult {
@@ -65,6 +68,7 @@ impl ExperimentResult {
             tables: Vec::new(),
             figures: Vec::new(),
             findings: Vec::new(),
+            svgs: Vec::new(),
         }
     }
 

@@ -9,6 +9,8 @@
 #ifndef COUNTERPOINT_H
 #define COUNTERPOINT_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -39,6 +41,19 @@ int cp_report_json(const char *path);
  * After fork: the child starts with no regions and its own counters (regions open across the
  * fork are dropped), and does not report at exit unless it calls this function itself. */
 int cp_report_at_exit(const char *json_path);
+
+/* Per-request attribution. Begin a segment of request `id` (class `class`, copied; NULL: "")
+ * on the calling thread and end it there: one counter read per boundary, the thread's deltas
+ * go to the request. A request that moves to another thread is ended on the old thread and
+ * begun again with the same id on the new one: its segments are stitched by id (wall time from
+ * the first begin to the last end, counts summed, threads counted). */
+int cp_request_begin(uint64_t id, const char *class_name);
+int cp_request_end(uint64_t id);
+
+/* Append the finished requests as JSON lines to `path` (NULL: stdout) and forget them;
+ * returns how many, or -1. One line: {"id","class","segments","threads","open_segments",
+ * "wall_ns","served_ns","counts":{event:n},"lost":{event:n}}. */
+int cp_requests_take(const char *path);
 
 #ifdef __cplusplus
 }

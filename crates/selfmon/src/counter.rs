@@ -47,6 +47,9 @@ pub enum SelfmonError {
     /// A region handle that is not open on the calling thread.
     #[error("region handle {0} is not open on this thread")]
     BadHandle(i64),
+    /// A request boundary that does not match (end without begin on this thread, ...).
+    #[error("request {0}: {1}")]
+    BadRequest(u64, &'static str),
     /// A NULL or non-UTF-8 region name or path.
     #[error("region name is not valid UTF-8 or is NULL")]
     BadName,

@@ -88,6 +88,57 @@ pub extern "C" fn cp_region_end(handle: c_int) -> c_int {
     })
 }
 
+/// Begin a segment of request `id` (class `class`, copied; NULL = "") on the calling thread: one
+/// counter read. A request that moves to another thread is ended here and begun there with the
+/// same id; its segments are stitched by id.
+///
+/// # Safety
+/// `class` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn cp_request_begin(id: u64, class: *const c_char) -> c_int {
+    guarded(|| {
+        let class = opt_str(class)?.unwrap_or("");
+        crate::request::begin(id, class)?;
+        Ok(0)
+    })
+}
+
+/// End the calling thread's segment of request `id`: one counter read, deltas to the request.
+#[no_mangle]
+pub extern "C" fn cp_request_end(id: u64) -> c_int {
+    guarded(|| {
+        crate::request::end(id)?;
+        Ok(0)
+    })
+}
+
+/// Write the finished requests as JSON lines to `path` (NULL = stdout; appended to a file) and
+/// forget them; returns how many were written.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn cp_requests_take(path: *const c_char) -> c_int {
+    guarded(|| {
+        let path = opt_str(path)?;
+        let done = crate::request::take_requests();
+        let text = crate::request::to_json_lines(&done);
+        let res = match path {
+            Some(p) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .and_then(|mut f| f.write_all(text.as_bytes())),
+            None => std::io::stdout().write_all(text.as_bytes()),
+        };
+        res.map_err(|source| SelfmonError::Write {
+            path: path.unwrap_or("stdout").into(),
+            source,
+        })?;
+        Ok(c_int::try_from(done.len()).unwrap_or(c_int::MAX))
+    })
+}
+
 fn write_to(path: Option<&str>, text: &str, default_stderr: bool) -> Result<c_int, SelfmonError> {
     let res = match path {
         Some(p) => std::fs::write(p, text),

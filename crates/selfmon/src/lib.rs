@@ -7,7 +7,8 @@
 //! to `read(2)` whenever `cap_user_rdpmc` is 0, `index` is 0, or the CPU has no user-space read
 //! we implement (only x86-64 does) — always on a machine without a hardware PMU, where software
 //! events still count; [`region`] accumulates named, nested regions per thread, reports them
-//! merged, and starts afresh in a forked child; [`ffi`] is the C ABI behind
+//! merged, and starts afresh in a forked child; [`request`] attributes per-thread deltas to
+//! requests by id, stitching requests that hop threads; [`ffi`] is the C ABI behind
 //! `include/counterpoint.h` (shared and static libraries are built from this crate).
 //!
 //! # Example
@@ -37,8 +38,10 @@ pub mod counter;
 pub mod ffi;
 pub mod page;
 pub mod region;
+pub mod request;
 
 pub use counter::{parse_events, SelfCounter, SelfmonError};
 pub use ffi::report_at_exit;
 pub use page::{PageRead, Reading};
 pub use region::{init, report, Region, RegionReport, Report};
+pub use request::{take_requests, Request, RequestRecord};

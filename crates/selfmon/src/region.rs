@@ -296,6 +296,28 @@ fn with_state<R>(f: impl FnOnce(&mut ThreadState) -> R) -> Option<R> {
         .flatten()
 }
 
+/// Read the calling thread's counters once (one read per event, the regions' read path): the
+/// readings in event order, or `None` when the thread state is unavailable (thread exit).
+pub(crate) fn read_thread_counters() -> Option<Vec<Option<Reading>>> {
+    with_state(|st| st.read_all())
+}
+
+/// The configured events' names (empty when counters are unavailable) and why they are missing.
+pub(crate) fn event_names() -> (Vec<String>, Option<String>) {
+    let cfg = config();
+    match &cfg.specs {
+        Ok(s) => {
+            let why = with_state(|st| st.counter_error.clone()).flatten();
+            if why.is_some() {
+                (Vec::new(), why)
+            } else {
+                (s.iter().map(|e| e.name.clone()).collect(), None)
+            }
+        }
+        Err(e) => (Vec::new(), Some(e.clone())),
+    }
+}
+
 /// Begin a region on the calling thread; returns its handle (its nesting depth).
 pub fn begin(name: &str) -> Option<usize> {
     with_state(|st| st.begin(name))

@@ -24,6 +24,8 @@ enum BenchWhat {
     // [bench: selfmon]
     /// Self-monitoring costs: region begin/end, counter read (user space or read(2)), synthetic page.
     Selfmon(super::bench_selfmon::BenchSelfmonArgs),
+    /// Per-request attribution: ns per request boundary, in process and external.
+    Requests(super::requests::BenchRequestsArgs),
 
     // [bench: broker]
     /// The broker: shares 1:2:5 on one slot, 100 consumers x 4 events at 10 Hz, read latency.
@@ -47,6 +49,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         BenchWhat::Sim(args) => super::simulate::bench(args),
         // [bench-dispatch: selfmon]
         BenchWhat::Selfmon(a) => super::bench_selfmon::bench(a),
+        BenchWhat::Requests(a) => super::requests::bench(a),
 
         // [bench-dispatch: broker]
         BenchWhat::Broker(a) => super::bench_broker::run(a),

@@ -16,7 +16,8 @@ use std::time::Instant;
 #[derive(Args)]
 pub struct ExperimentArgs {
     /// Experiment: zhang-spec, zhang-server, masa-placement, masa-testcases, di-vs-oracle, leak,
-    /// replica, model-validation (every published figure under simulator models v1 and v2), all.
+    /// replica, model-validation (every published figure under simulator models v1 and v2),
+    /// requests (needs PostgreSQL), all.
     name: String,
     /// Number of seeds (each experiment runs every configuration once per seed).
     #[arg(long, default_value_t = 5)]

@@ -1,0 +1,229 @@
+//! `counterpoint requests`: per-request counter statistics (crates/requests, docs/requests.md).
+//! `requests run-pg` runs the PostgreSQL TPC-H-shaped harness; `requests --pid PID` attributes
+//! any server task's counters to requests delimited by `begin ID [CLASS]` / `end ID [ROWS]`
+//! lines on stdin. `bench requests` measures the cost per boundary of both ways in.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use counterpoint_requests::analysis::analyze;
+use counterpoint_requests::attrib::{BoundarySession, DEFAULT_EVENTS};
+use counterpoint_requests::run::{run_pg, RunConfig};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  counterpoint requests run-pg --scale 0.01 --clients 2 --requests 1000 --out req/\n  \
+                  printf 'begin 1 login\\nend 1\\n' | counterpoint requests --pid 4242\n\n\
+                  Input lines for --pid: `begin ID [CLASS]` just before the client sends request \
+                  ID, `end ID [ROWS]` just after its reply (one request open at a time; `#` \
+                  comments). One JSON line per request on stdout (or CSV with --csv): wall_ns, \
+                  counts per event with coverage."
+)]
+pub struct RequestsArgs {
+    #[command(subcommand)]
+    cmd: Option<RequestsCmd>,
+    /// Server process or thread whose counters are attributed to the requests on stdin.
+    #[arg(long)]
+    pid: Option<i32>,
+    /// Events per request (perf syntax); hardware events the machine lacks are reported as not
+    /// supported on stderr.
+    #[arg(long, default_value = DEFAULT_EVENTS)]
+    events: String,
+    /// CSV instead of JSON lines.
+    #[arg(long)]
+    csv: bool,
+}
+
+#[derive(Subcommand)]
+enum RequestsCmd {
+    /// Start a private PostgreSQL, load TPC-H-shaped data, run the query mix from concurrent
+    /// clients, attribute each backend's counters per request, cluster and project.
+    RunPg(RunPgArgs),
+}
+
+#[derive(Args)]
+struct RunPgArgs {
+    /// TPC-H scale factor in [0.002, 1] (0.01 ≈ 60 000 line items, loads in seconds).
+    #[arg(long, default_value_t = 0.01)]
+    scale: f64,
+    /// Concurrent client connections (one backend each).
+    #[arg(long, default_value_t = 2)]
+    clients: usize,
+    /// Requests over all clients.
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+    /// Seed of the template choice and parameters.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Events per request (perf syntax).
+    #[arg(long, default_value = DEFAULT_EVENTS)]
+    events: String,
+    /// Directory for requests.jsonl, requests.csv, analysis.json, requests.md, requests-fig3.svg.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the analysis as JSON on stdout instead of Markdown.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: RequestsArgs) -> Result<ExitCode> {
+    match (args.cmd, args.pid) {
+        (Some(RequestsCmd::RunPg(a)), _) => run_pg_cmd(a),
+        (None, Some(pid)) => external(pid, &args.events, args.csv),
+        (None, None) => bail!("give --pid PID (requests on stdin) or `run-pg`; see --help"),
+    }
+}
+
+fn run_pg_cmd(a: RunPgArgs) -> Result<ExitCode> {
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
+    }
+    let cfg = RunConfig {
+        scale: a.scale,
+        clients: a.clients,
+        requests: a.requests,
+        seed: a.seed,
+        events: a.events,
+    };
+    let out = run_pg(&cfg).context("requests run-pg")?;
+    let analysis = analyze(&out).context("analyzing the requests")?;
+    if let Some(dir) = &a.out {
+        analysis.write(&out, dir)?;
+    }
+    let text = if a.json {
+        serde_json::to_string_pretty(&analysis)? + "\n"
+    } else {
+        analysis.to_markdown(&out)
+    };
+    std::io::stdout().write_all(text.as_bytes())?;
+    for (e, why) in &out.unsupported {
+        eprintln!("counterpoint: {e}: not supported: {why}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn external(pid: i32, events: &str, csv: bool) -> Result<ExitCode> {
+    let mut s = BoundarySession::new(pid, events)
+        .with_context(|| format!("opening counters on task {pid}"))?;
+    for (e, why) in s.counters().unsupported() {
+        eprintln!("counterpoint: {e}: not supported: {why}");
+    }
+    let names: Vec<String> = s
+        .counters()
+        .names()
+        .iter()
+        .filter(|n| !s.counters().unsupported().contains_key(*n))
+        .cloned()
+        .collect();
+    let stdout = std::io::stdout();
+    let mut w = stdout.lock();
+    if csv {
+        counterpoint_requests::attrib::write_csv(&mut w, &[], &names)?;
+    }
+    for (i, line) in std::io::stdin().lock().lines().enumerate() {
+        let line = line.context("reading stdin")?;
+        if let Some(row) = s.line(&line, i + 1)? {
+            let res = if csv {
+                // Header already written: only the row.
+                let mut buf = Vec::new();
+                counterpoint_requests::attrib::write_csv(&mut buf, &[row], &names)?;
+                let body = buf
+                    .splitn(2, |&b| b == b'\n')
+                    .nth(1)
+                    .unwrap_or(&[])
+                    .to_vec();
+                w.write_all(&body)
+            } else {
+                counterpoint_requests::attrib::write_json_lines(&mut w, &[row])
+            };
+            res.and_then(|_| w.flush()).context("writing stdout")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args)]
+pub struct BenchRequestsArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Timed rounds (median reported).
+    #[arg(long, default_value_t = 11)]
+    rounds: usize,
+    /// Request boundaries per round and path.
+    #[arg(long, default_value_t = 20_000)]
+    iterations: usize,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// ns per request boundary: in process (selfmon `cp_request_begin`/`end`, task-clock) and
+/// external (one read of a server task's counters through the counters layer, default events
+/// that are countable here, on a sleeping child process).
+pub fn bench(a: BenchRequestsArgs) -> Result<ExitCode> {
+    if a.rounds == 0 || a.iterations == 0 {
+        bail!("--rounds and --iterations must be at least 1");
+    }
+    counterpoint_selfmon::init("task-clock").context("selfmon init")?;
+    let mut child = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .context("starting `sleep` as the external task")?;
+    let child_pid = child.id() as i32;
+    let result = (|| -> Result<(f64, f64, usize)> {
+        let ext = counterpoint_requests::attrib::TaskCounters::open(
+            child_pid,
+            "task-clock,context-switches,page-faults",
+        )?;
+        let (mut inproc, mut external) = (Vec::new(), Vec::new());
+        let mut id = 0u64;
+        for _ in 0..a.rounds {
+            let t = Instant::now();
+            for _ in 0..a.iterations {
+                counterpoint_selfmon::request::begin(id, "bench")?;
+                counterpoint_selfmon::request::end(id)?;
+                id += 1;
+            }
+            // Two boundaries per request.
+            inproc.push(t.elapsed().as_nanos() as f64 / (2 * a.iterations) as f64);
+            let _ = counterpoint_selfmon::take_requests();
+            let t = Instant::now();
+            for _ in 0..a.iterations {
+                std::hint::black_box(ext.read()?);
+            }
+            external.push(t.elapsed().as_nanos() as f64 / a.iterations as f64);
+        }
+        Ok((
+            median(inproc),
+            median(external),
+            ext.names().len() - ext.unsupported().len(),
+        ))
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let (inproc, external, n_ext) = result?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"in_process_ns_per_boundary": inproc, "in_process_events": 1,
+                "external_ns_per_boundary": external, "external_events": n_ext,
+                "rounds": a.rounds, "iterations": a.iterations})
+        );
+    } else {
+        println!(
+            "request boundary cost (median of {} rounds x {} requests):",
+            a.rounds, a.iterations
+        );
+        println!("  in process (selfmon request begin/end, 1 event, read(2) here): {inproc:.1} ns per boundary");
+        println!("  external (counters layer, {n_ext} events on another task):     {external:.1} ns per boundary");
+    }
+    Ok(ExitCode::SUCCESS)
+}

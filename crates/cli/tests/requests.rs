@@ -1,0 +1,201 @@
+//! `counterpoint requests --pid`: boundary lines on stdin become per-request rows of another
+//! task's counters; bad input is refused with its line number.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn counterpoint() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_counterpoint"))
+}
+
+fn with_sleeper(f: impl FnOnce(u32)) {
+    let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
+    f(sleeper.id());
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
+
+fn run_with_input(args: &[String], input: &str) -> std::process::Output {
+    let mut child = counterpoint()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run counterpoint");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+#[test]
+fn pid_mode_writes_one_row_per_request() {
+    with_sleeper(|pid| {
+        let args: Vec<String> = [
+            "requests",
+            "--pid",
+            &pid.to_string(),
+            "--events",
+            "task-clock,page-faults",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let out = run_with_input(
+            &args,
+            "# two requests\nbegin 1 login\nend 1 3\nbegin 2\nend 2\n",
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("perf_event") && !out.status.success() {
+            return eprintln!("skipped: counters unavailable: {stderr}");
+        }
+        assert!(out.status.success(), "{stderr}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let rows: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON line"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert_eq!(rows[0]["id"], 1);
+        assert_eq!(rows[0]["class"], "login");
+        assert_eq!(rows[0]["rows"], 3);
+        assert_eq!(rows[0]["server_tid"], pid);
+        // A sleeping task runs nothing: its deltas are exactly zero, fully covered.
+        assert_eq!(rows[1]["counts"]["page-faults"]["value"], 0.0);
+        assert_eq!(rows[1]["counts"]["task-clock"]["coverage"], 1.0);
+
+        let mut csv_args = args.clone();
+        csv_args.push("--csv".into());
+        let out = run_with_input(&csv_args, "begin 5 a\nend 5\n");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].starts_with(
+            "id,client,server_tid,class,start_ns,wall_ns,rows,task-clock,task-clock_coverage"
+        ));
+        assert!(lines[1].starts_with("5,0,"), "{text}");
+    });
+}
+
+#[test]
+fn bad_boundaries_name_the_line() {
+    with_sleeper(|pid| {
+        let args: Vec<String> = [
+            "requests",
+            "--pid",
+            &pid.to_string(),
+            "--events",
+            "task-clock",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let out = run_with_input(&args, "begin 1\nbegin 2\n");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("perf_event") {
+            return eprintln!("skipped: counters unavailable: {stderr}");
+        }
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("input line 2") && stderr.contains("request 1 is still open"),
+            "{stderr}"
+        );
+    });
+    let out = counterpoint()
+        .args(["requests", "--pid", "999999999"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("999999999"), "{err}");
+    let out = counterpoint().arg("requests").output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pid"));
+}
+
+#[test]
+fn run_pg_writes_rows_csv_analysis_and_the_figure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = counterpoint()
+        .args([
+            "requests",
+            "run-pg",
+            "--scale",
+            "0.002",
+            "--clients",
+            "2",
+            "--requests",
+            "40",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("PostgreSQL unavailable") {
+        return eprintln!("SKIPPED: {stderr}");
+    }
+    assert!(out.status.success(), "{stderr}");
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.contains("| Q1 |") && md.contains("ARI"), "{md}");
+    let jsonl = std::fs::read_to_string(dir.path().join("requests.jsonl")).expect("jsonl");
+    assert_eq!(jsonl.lines().count(), 40);
+    let csv = std::fs::read_to_string(dir.path().join("requests.csv")).expect("csv");
+    assert_eq!(csv.lines().count(), 41);
+    let a: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("analysis.json")).expect("analysis"),
+    )
+    .expect("JSON");
+    let ari = a["analysis"]["time_and_counters"]["ari"]
+        .as_f64()
+        .expect("ari");
+    assert!((-1.0..=1.0).contains(&ari));
+    assert_eq!(a["run"]["accounting"].as_array().map(Vec::len), Some(2));
+    let svg = std::fs::read_to_string(dir.path().join("requests-fig3.svg")).expect("svg");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("Q6"),
+        "legend names the templates"
+    );
+}
+
+#[test]
+fn without_postgres_run_pg_fails_and_the_experiment_says_skipped() {
+    let out = counterpoint()
+        .args(["requests", "run-pg", "--scale", "0.001"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--scale must be in [0.002, 1]"));
+    let out = counterpoint()
+        .args(["requests", "run-pg"])
+        .env("COUNTERPOINT_PG_BIN", "/nonexistent")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("PostgreSQL unavailable") && err.contains("/nonexistent"),
+        "{err}"
+    );
+    let out = counterpoint()
+        .args(["experiment", "requests", "--seeds", "1", "--json"])
+        .env("COUNTERPOINT_PG_BIN", "/nonexistent")
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let findings = v["requests"]["findings"].to_string();
+    assert!(
+        findings.contains("Skipped: PostgreSQL cannot run here"),
+        "{findings}"
+    );
+}

@@ -1,0 +1,371 @@
+//! External attribution: a server process's (or thread's) counters, opened through the counters
+//! layer, read at each client-delimited request boundary; the delta between a request's two
+//! readings is the request's.
+
+use crate::RequestsError;
+use counterpoint_core::sample::CounterValue;
+use counterpoint_counters::count::Status;
+use counterpoint_counters::{parse_event_list, CounterSet, PmuTree, Target};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// What is counted per request: software events everywhere, hardware events where a PMU exists
+/// (here they are listed as not supported with the reason, never invented).
+pub const DEFAULT_EVENTS: &str =
+    "task-clock,context-switches,page-faults,cycles,instructions,llc-misses,mem-transactions";
+
+/// The counters of one server task, read at request boundaries.
+pub struct TaskCounters {
+    set: CounterSet,
+    names: Vec<String>,
+    unsupported: BTreeMap<String, String>,
+}
+
+/// One reading of every event (`None`: not supported).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot(pub Vec<Option<CounterValue>>);
+
+/// One event's delta over a request.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Delta {
+    /// The count, scaled by the request's own running/enabled share when multiplexed.
+    pub value: f64,
+    /// Share of the request the counter ran (1.0 unless multiplexed).
+    pub coverage: f64,
+}
+
+impl TaskCounters {
+    /// Open `events` (perf syntax) on thread or process `tid` (its threads now; a PostgreSQL
+    /// backend is one process with one thread). Events the machine cannot count are kept as
+    /// unsupported with the reason.
+    pub fn open(tid: i32, events: &str) -> Result<Self, RequestsError> {
+        let tree = PmuTree::new("/sys");
+        let list = parse_event_list(events, &tree)?;
+        let target = Target::process(tid)?;
+        let mut set = CounterSet::open(&list, &target, &tree)?;
+        set.enable()?;
+        let names: Vec<String> = set.specs().iter().map(|s| s.name.clone()).collect();
+        let mut unsupported = BTreeMap::new();
+        for (i, n) in names.iter().enumerate() {
+            if let Some(Status::NotSupported(why)) = set.status(i) {
+                unsupported.insert(n.clone(), why.clone());
+            }
+        }
+        Ok(TaskCounters {
+            set,
+            names,
+            unsupported,
+        })
+    }
+
+    /// Event names in order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Events not counted here, with the reason.
+    pub fn unsupported(&self) -> &BTreeMap<String, String> {
+        &self.unsupported
+    }
+
+    /// One read of every event (one `read(2)` per counter).
+    pub fn read(&self) -> Result<Snapshot, RequestsError> {
+        Ok(Snapshot(
+            self.set.read_all()?.into_iter().map(|r| r.value).collect(),
+        ))
+    }
+}
+
+/// Per-event deltas from `a` to `b`, by name; unsupported events are absent. A count that went
+/// backwards is an error (never a wrapped number).
+pub fn deltas(
+    names: &[String],
+    a: &Snapshot,
+    b: &Snapshot,
+) -> Result<BTreeMap<String, Delta>, RequestsError> {
+    let mut out = BTreeMap::new();
+    for (i, name) in names.iter().enumerate() {
+        let (Some(Some(x)), Some(Some(y))) = (a.0.get(i), b.0.get(i)) else {
+            continue;
+        };
+        let dv = y
+            .raw
+            .checked_sub(x.raw)
+            .ok_or_else(|| RequestsError::Backwards(name.clone()))?;
+        let de = y.time_enabled_ns.saturating_sub(x.time_enabled_ns);
+        let dr = y.time_running_ns.saturating_sub(x.time_running_ns);
+        let (value, coverage) = if dr >= de || de == 0 {
+            (dv as f64, 1.0)
+        } else if dr == 0 {
+            (0.0, 0.0)
+        } else {
+            (dv as f64 * de as f64 / dr as f64, dr as f64 / de as f64)
+        };
+        out.insert(name.clone(), Delta { value, coverage });
+    }
+    Ok(out)
+}
+
+/// One request as attributed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RequestRow {
+    /// Sequence number over the run.
+    pub id: u64,
+    /// Client (connection) that issued it.
+    pub client: usize,
+    /// The server task whose counters were read (a PostgreSQL backend's pid).
+    pub server_tid: i32,
+    /// Template or class label given by the client.
+    pub class: String,
+    /// Start of the request since the run began (client's clock).
+    pub start_ns: u64,
+    /// Client-side wall time from just before sending to just after the reply.
+    pub wall_ns: u64,
+    /// Rows the server returned.
+    pub rows: u64,
+    /// Per event delta over the request.
+    pub counts: BTreeMap<String, Delta>,
+}
+
+impl RequestRow {
+    /// An event's value, 0 when it was not counted.
+    pub fn get(&self, event: &str) -> f64 {
+        self.counts.get(event).map_or(0.0, |d| d.value)
+    }
+}
+
+/// Write rows as JSON lines.
+pub fn write_json_lines(mut w: impl Write, rows: &[RequestRow]) -> std::io::Result<()> {
+    for r in rows {
+        serde_json::to_writer(&mut w, r)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Write rows as CSV: fixed columns, then `EVENT` and `EVENT_coverage` per counted event
+/// (empty when the request has no value for it).
+pub fn write_csv(mut w: impl Write, rows: &[RequestRow], events: &[String]) -> std::io::Result<()> {
+    write!(w, "id,client,server_tid,class,start_ns,wall_ns,rows")?;
+    for e in events {
+        write!(w, ",{e},{e}_coverage")?;
+    }
+    writeln!(w)?;
+    for r in rows {
+        write!(
+            w,
+            "{},{},{},{},{},{},{}",
+            r.id,
+            r.client,
+            r.server_tid,
+            csv_field(&r.class),
+            r.start_ns,
+            r.wall_ns,
+            r.rows
+        )?;
+        for e in events {
+            match r.counts.get(e) {
+                Some(d) => write!(w, ",{},{}", d.value, d.coverage)?,
+                None => write!(w, ",,")?,
+            }
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// External attribution driven by boundary lines, for any server: `begin ID [CLASS]` just
+/// before the client sends request ID, `end ID [ROWS]` just after its reply; `#` starts a
+/// comment. One request at a time per counted task (a second `begin` while one is open is
+/// refused: the task's counts cannot be split between two requests it serves at once).
+pub struct BoundarySession {
+    counters: TaskCounters,
+    tid: i32,
+    t0: std::time::Instant,
+    open: Option<(u64, String, Snapshot, std::time::Instant)>,
+}
+
+impl BoundarySession {
+    /// Count `events` on `tid` from now.
+    pub fn new(tid: i32, events: &str) -> Result<Self, RequestsError> {
+        Ok(BoundarySession {
+            counters: TaskCounters::open(tid, events)?,
+            tid,
+            t0: std::time::Instant::now(),
+            open: None,
+        })
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &TaskCounters {
+        &self.counters
+    }
+
+    /// Handle one input line (`lineno` counts from 1, for messages); a finished request comes
+    /// back on its `end` line.
+    pub fn line(&mut self, line: &str, lineno: usize) -> Result<Option<RequestRow>, RequestsError> {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            return Ok(None);
+        }
+        let bad = |msg: String| RequestsError::Invalid(format!("input line {lineno}: {msg}"));
+        let mut w = line.split_whitespace();
+        let verb = w.next().unwrap_or("");
+        let id: u64 = w
+            .next()
+            .ok_or_else(|| bad(format!("'{verb}' needs a request id")))?
+            .parse()
+            .map_err(|_| {
+                bad(format!(
+                    "request id in '{line}' is not a non-negative integer"
+                ))
+            })?;
+        match verb {
+            "begin" => {
+                if let Some((open, ..)) = &self.open {
+                    return Err(bad(format!(
+                        "begin {id} while request {open} is still open on task {}",
+                        self.tid
+                    )));
+                }
+                let class = w.collect::<Vec<_>>().join(" ");
+                let start = std::time::Instant::now();
+                let snap = self.counters.read()?;
+                self.open = Some((id, class, snap, start));
+                Ok(None)
+            }
+            "end" => {
+                let snap = self.counters.read()?;
+                let now = std::time::Instant::now();
+                let rows = match w.next() {
+                    Some(r) => r
+                        .parse()
+                        .map_err(|_| bad(format!("row count '{r}' is not an integer")))?,
+                    None => 0,
+                };
+                match self.open.take() {
+                    Some((open, class, a, start)) if open == id => Ok(Some(RequestRow {
+                        id,
+                        client: 0,
+                        server_tid: self.tid,
+                        class,
+                        start_ns: u64::try_from(start.duration_since(self.t0).as_nanos())
+                            .unwrap_or(u64::MAX),
+                        wall_ns: u64::try_from(now.duration_since(start).as_nanos())
+                            .unwrap_or(u64::MAX),
+                        rows,
+                        counts: deltas(self.counters.names(), &a, &snap)?,
+                    })),
+                    Some((open, class, a, start)) => {
+                        self.open = Some((open, class, a, start));
+                        Err(bad(format!("end {id} but the open request is {open}")))
+                    }
+                    None => Err(bad(format!("end {id} without a begin"))),
+                }
+            }
+            other => Err(bad(format!(
+                "unknown word '{other}' (expected begin or end)"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(raw: u64, e: u64, r: u64) -> Option<CounterValue> {
+        Some(CounterValue {
+            raw,
+            time_enabled_ns: e,
+            time_running_ns: r,
+        })
+    }
+
+    #[test]
+    fn deltas_scale_multiplexed_counts_and_refuse_backwards() {
+        let names = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let s0 = Snapshot(vec![v(10, 100, 100), v(0, 0, 0), None]);
+        let s1 = Snapshot(vec![v(25, 200, 200), v(50, 100, 50), None]);
+        let d = deltas(&names, &s0, &s1).unwrap();
+        assert_eq!(
+            d["a"],
+            Delta {
+                value: 15.0,
+                coverage: 1.0
+            }
+        );
+        assert_eq!(
+            d["b"],
+            Delta {
+                value: 100.0,
+                coverage: 0.5
+            }
+        );
+        assert!(!d.contains_key("c"));
+        let back = deltas(&names, &s1, &s0).unwrap_err();
+        assert!(back.to_string().contains("'a'"), "{back}");
+    }
+
+    #[test]
+    fn boundary_lines_make_requests_and_refuse_nonsense() {
+        let me = std::process::id() as i32;
+        let mut s = match BoundarySession::new(me, "task-clock,page-faults") {
+            Ok(s) => s,
+            Err(e) => return eprintln!("skipped: counters unavailable: {e}"),
+        };
+        assert!(s.line("# a comment", 1).unwrap().is_none());
+        assert!(s.line("begin 4 Q6 fast", 2).unwrap().is_none());
+        std::hint::black_box((0..100_000u64).sum::<u64>());
+        let r = s.line("end 4 1", 3).unwrap().expect("a request");
+        assert_eq!((r.id, r.class.as_str(), r.rows), (4, "Q6 fast", 1));
+        assert!(r.counts.contains_key("task-clock"));
+        let e = s.line("end 4", 7).unwrap_err().to_string();
+        assert!(e.contains("line 7") && e.contains("without a begin"), "{e}");
+        s.line("begin 5", 8).unwrap();
+        let e = s.line("begin 6", 9).unwrap_err().to_string();
+        assert!(e.contains("request 5 is still open"), "{e}");
+        let e = s.line("start x", 10).unwrap_err().to_string();
+        assert!(e.contains("line 10"), "{e}");
+    }
+
+    #[test]
+    fn csv_has_one_column_pair_per_event_and_quotes_classes() {
+        let mut counts = BTreeMap::new();
+        counts.insert(
+            "task-clock".into(),
+            Delta {
+                value: 5.0,
+                coverage: 1.0,
+            },
+        );
+        let row = RequestRow {
+            id: 1,
+            client: 0,
+            server_tid: 7,
+            class: "Q1,a".into(),
+            start_ns: 0,
+            wall_ns: 9,
+            rows: 4,
+            counts,
+        };
+        let mut out = Vec::new();
+        write_csv(&mut out, &[row], &["task-clock".into(), "cycles".into()]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "id,client,server_tid,class,start_ns,wall_ns,rows,task-clock,task-clock_coverage,cycles,cycles_coverage"
+        );
+        assert_eq!(lines[1], "1,0,7,\"Q1,a\",0,9,4,5,1,,");
+    }
+}

@@ -44,6 +44,7 @@ pub mod catalog;
 #[allow(missing_docs)]
 pub mod engine;
 pub mod run;
+pub mod schedtask;
 #[allow(missing_docs)]
 pub mod scenario;
 pub mod smt_probe;

@@ -4,14 +4,18 @@
 /// Ways per set the paper's caches have (4-way L1 i/d and L2).
 pub const WAYS: usize = 4;
 
+/// One set: tags (line number + 1, 0 = empty) and the versions their copies hold, most
+/// recently used first.
+#[derive(Clone, Copy, Debug, Default)]
+struct Set {
+    tags: [u64; WAYS],
+    vers: [u32; WAYS],
+}
+
 /// One private cache.
 #[derive(Clone, Debug)]
 pub struct Cache {
-    /// `sets * WAYS` entries; in each set the most recently used way comes first. A tag is the
-    /// line number + 1 (0 = empty).
-    tags: Vec<u64>,
-    /// The version of the line each entry copied.
-    vers: Vec<u32>,
+    sets: Vec<Set>,
     set_mask: u64,
 }
 
@@ -27,13 +31,12 @@ pub enum Lookup {
 }
 
 impl Cache {
-    /// A cache of `bytes` with 64-byte lines and [`WAYS`] ways (`bytes / 64 / WAYS` must be a
-    /// power of two).
+    /// A cache of `bytes` with 64-byte lines and [`WAYS`] ways (the set count is rounded up to
+    /// a power of two).
     pub fn new(bytes: usize) -> Self {
         let sets = (bytes / 64 / WAYS).max(1).next_power_of_two();
         Self {
-            tags: vec![0; sets * WAYS],
-            vers: vec![0; sets * WAYS],
+            sets: vec![Set::default(); sets],
             set_mask: sets as u64 - 1,
         }
     }
@@ -42,33 +45,49 @@ impl Cache {
     /// (filled on a miss, evicting the set's least recently used line).
     #[inline]
     pub fn access(&mut self, line: u64, ver: u32) -> Lookup {
-        let base = ((line & self.set_mask) as usize) * WAYS;
+        let set = &mut self.sets[(line & self.set_mask) as usize];
         let tag = line + 1;
-        let set = &mut self.tags[base..base + WAYS];
-        let vers = &mut self.vers[base..base + WAYS];
-        let (found, pos) = match set.iter().position(|&t| t == tag) {
-            Some(p) => (
-                if vers[p] == ver {
-                    Lookup::Hit
-                } else {
-                    Lookup::Stale
-                },
-                p,
-            ),
-            None => (Lookup::Miss, WAYS - 1),
+        let (found, pos) = if set.tags[0] == tag {
+            let r = if set.vers[0] == ver {
+                Lookup::Hit
+            } else {
+                Lookup::Stale
+            };
+            set.vers[0] = ver;
+            return r;
+        } else if set.tags[1] == tag {
+            (true, 1)
+        } else if set.tags[2] == tag {
+            (true, 2)
+        } else if set.tags[3] == tag {
+            (true, 3)
+        } else {
+            (false, WAYS - 1)
         };
-        // Move to front (LRU order).
-        set.copy_within(0..pos, 1);
-        vers.copy_within(0..pos, 1);
-        set[0] = tag;
-        vers[0] = ver;
-        found
+        let r = if !found {
+            Lookup::Miss
+        } else if set.vers[pos] == ver {
+            Lookup::Hit
+        } else {
+            Lookup::Stale
+        };
+        // Move to front (LRU order), by hand: a memmove call costs more than four copies.
+        let mut i = pos;
+        while i > 0 {
+            set.tags[i] = set.tags[i - 1];
+            set.vers[i] = set.vers[i - 1];
+            i -= 1;
+        }
+        set.tags[0] = tag;
+        set.vers[0] = ver;
+        r
     }
 
     /// Whether `line` is present (any version), without touching the LRU order.
     pub fn contains(&self, line: u64) -> bool {
-        let base = ((line & self.set_mask) as usize) * WAYS;
-        self.tags[base..base + WAYS].contains(&(line + 1))
+        self.sets[(line & self.set_mask) as usize]
+            .tags
+            .contains(&(line + 1))
     }
 }
 

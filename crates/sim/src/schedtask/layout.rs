@@ -12,8 +12,8 @@ use rand_chacha::ChaCha8Rng;
 /// Lines per 4 KiB page.
 pub const LINES_PER_PAGE: u64 = 64;
 /// Lines of a code page that hot paths use (kernel code is not dense: error paths, other
-/// cases). An estimate.
-pub const HOT_LINES_PER_PAGE: u64 = 24;
+/// cases; 12 of 64 makes a system call's footprint 10-25 KB). An estimate.
+pub const HOT_LINES_PER_PAGE: u64 = 12;
 /// Physical page number of the first simulated page (1 MiB), for the heatmap hash.
 pub const PAGE_BASE: u64 = 0x100;
 /// Lines of each thread's user buffer.
@@ -105,7 +105,8 @@ impl Alloc {
 
 /// Hot lines of code page `p` (a run of [`HOT_LINES_PER_PAGE`] at a page-dependent offset).
 fn hot_lines(p: u64) -> impl Iterator<Item = u64> {
-    let off = (p * 13) % (LINES_PER_PAGE - HOT_LINES_PER_PAGE);
+    // A hashed offset: hot code sits anywhere in a page, so pages spread over the cache sets.
+    let off = (p.wrapping_mul(0x9e37_79b9) >> 7) % (LINES_PER_PAGE - HOT_LINES_PER_PAGE);
     (0..HOT_LINES_PER_PAGE).map(move |k| p * LINES_PER_PAGE + off + k)
 }
 

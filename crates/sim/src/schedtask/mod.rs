@@ -58,8 +58,14 @@ pub struct Options {
     pub bounce_cycles: u64,
     /// A line never seen before (from memory), cycles (estimated).
     pub memory_cycles: u64,
-    /// Share of data-miss latency not hidden by the out-of-order core (estimated).
-    pub data_stall_exposed: f64,
+    /// Share of a kernel type's shared-data touches that write the line (estimated).
+    pub shared_write_fraction: f64,
+    /// Share of a random data miss's latency the out-of-order core does not hide (estimated).
+    pub random_stall_exposed: f64,
+    /// Share of a lock line's miss latency exposed (an atomic waits for the line; estimated).
+    pub lock_stall_exposed: f64,
+    /// Share of a sequential copy's miss latency exposed (prefetched; estimated).
+    pub sequential_stall_exposed: f64,
 }
 
 impl Default for Options {
@@ -68,8 +74,8 @@ impl Default for Options {
             cores: 32,
             freq_ghz: 2.0,
             epoch_ms: 3.0,
-            warmup_epochs: 2,
-            measure_epochs: 3,
+            warmup_epochs: 1,
+            measure_epochs: 2,
             l1_bytes: 32 * 1024,
             l2_bytes: 256 * 1024,
             base_cpi: 1.0,
@@ -77,7 +83,10 @@ impl Default for Options {
             l3_hit_cycles: 35,
             bounce_cycles: 100,
             memory_cycles: 200,
-            data_stall_exposed: 0.5,
+            shared_write_fraction: 0.1,
+            random_stall_exposed: 0.5,
+            lock_stall_exposed: 1.0,
+            sequential_stall_exposed: 0.15,
         }
     }
 }

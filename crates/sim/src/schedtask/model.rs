@@ -19,6 +19,8 @@ const NO_THREAD: u32 = u32::MAX;
 pub const STEAL_BATCH: usize = 4;
 /// SelectiveOffload offloads a call only when its mean length reaches this (instructions).
 pub const OFFLOAD_MIN_INSTRUCTIONS: f64 = 2000.0;
+/// Lines of its I/O buffer an application segment writes (estimated).
+pub const APP_BUFFER_LINES: u64 = 16;
 
 /// What a finished invocation leads to.
 #[derive(Clone, Copy, Debug)]
@@ -651,9 +653,10 @@ impl<'a> Model<'a> {
         };
         let core = &mut self.cores[c as usize];
         let (mut i_miss, mut i_l2, mut i_far) = (0u64, 0u64, 0u64);
-        let (mut d_miss, mut d_l2, mut d_far, mut d_bounce, mut d_mem) = (0u64, 0, 0, 0, 0);
-        // Code: a contiguous run of the type's hot lines, about one line per 10 instructions.
-        let n_code = ((instr / 10).max(1) as usize).min(ty.code.len());
+        let (mut d_miss, mut d_bounce) = (0u64, 0u64);
+        // Code: a contiguous run of the type's hot lines, about one line per 16 instructions
+        // (a 64-byte line holds ~16 x86 instructions).
+        let n_code = ((instr / 16).max(1) as usize).min(ty.code.len());
         let start = (next_u() as usize) % ty.code.len().max(1);
         let map = &mut self.epoch_maps[it.ty as usize];
         let mut last_page = u64::MAX;
@@ -673,26 +676,29 @@ impl<'a> Model<'a> {
                 }
             }
         }
-        // Data: (line, write) touches.
+        // Data: each touch returns its stall cycles before exposure.
         let versions = &mut self.versions;
         let writer = &mut self.writer;
-        let mut touch = |core: &mut Core, line: u64, write: bool| {
+        let mut touch = |core: &mut Core, line: u64, write: bool| -> u64 {
             let li = line as usize;
             let ver = versions[li];
-            let r = core.dcache.access(line, ver);
-            let other_wrote = writer[li] != u8::MAX && writer[li] as u32 != c;
-            if r != Lookup::Hit {
+            let mut cost = 0;
+            if core.dcache.access(line, ver) != Lookup::Hit {
                 d_miss += 1;
-                if r == Lookup::Stale || (other_wrote && core.l2.access(line, ver) != Lookup::Hit)
-                {
-                    // The current copy is in another core's cache: a bounce.
-                    d_bounce += 1;
-                    core.l2.access(line, ver);
-                } else if r == Lookup::Miss && core.l2.access(line, ver) == Lookup::Hit {
-                    d_l2 += 1;
-                } else {
-                    d_far += 1;
-                }
+                let other_wrote = writer[li] != u8::MAX && writer[li] as u32 != c;
+                cost = match core.l2.access(line, ver) {
+                    Lookup::Hit => o.l2_hit_cycles,
+                    Lookup::Stale => {
+                        d_bounce += 1;
+                        o.bounce_cycles
+                    }
+                    // Last written by another core: its cache has the current copy.
+                    Lookup::Miss if other_wrote => {
+                        d_bounce += 1;
+                        o.bounce_cycles
+                    }
+                    Lookup::Miss => o.l3_hit_cycles,
+                };
             }
             if write {
                 let nv = versions[li].wrapping_add(1);
@@ -701,16 +707,21 @@ impl<'a> Model<'a> {
                 core.dcache.access(line, nv);
                 core.l2.access(line, nv);
             }
+            cost
         };
+        let (mut stall_random, mut stall_lock, mut stall_seq) = (0u64, 0u64, 0u64);
         if !ty.shared.is_empty() {
             let n = ((instr / 50).max(1) as usize).min(ty.shared.len());
             let s = (next_u() as usize) % ty.shared.len();
             for k in 0..n {
-                touch(core, ty.shared[(s + k) % ty.shared.len()], false);
+                // Some shared lines are written (reference counts, LRU lists, statistics).
+                let u = (next_u() >> 40) as f64 / (1u64 << 24) as f64;
+                let write = u < o.shared_write_fraction;
+                stall_random += touch(core, ty.shared[(s + k) % ty.shared.len()], write);
             }
         }
         for &lk in &ty.locks {
-            touch(core, lk, true);
+            stall_lock += touch(core, lk, true);
         }
         if it.thread != NO_THREAD && matches!(ty.kind, SfKind::App | SfKind::Syscall) {
             let buf = l.buffer_base + it.thread as u64 * BUFFER_LINES;
@@ -719,15 +730,15 @@ impl<'a> Model<'a> {
                 let n = ((instr / 30).max(1)).min(l.private_lines);
                 let s = next_u() % l.private_lines.max(1);
                 for k in 0..n {
-                    touch(core, p0 + (s + k) % l.private_lines, false);
+                    stall_random += touch(core, p0 + (s + k) % l.private_lines, false);
                 }
-                // The application fills and consumes its I/O buffer.
-                for k in 0..BUFFER_LINES / 2 {
-                    touch(core, buf + k, true);
+                // The application fills and consumes part of its I/O buffer.
+                for k in 0..APP_BUFFER_LINES {
+                    stall_seq += touch(core, buf + k, true);
                 }
             } else {
                 for k in 0..(ty.copy_lines as u64).min(BUFFER_LINES) {
-                    touch(core, buf + k, ty.writes_buffer);
+                    stall_seq += touch(core, buf + k, ty.writes_buffer);
                 }
             }
         }
@@ -738,16 +749,17 @@ impl<'a> Model<'a> {
             core.dcache.access(line, 0);
             core.l2.access(line, 0);
             d_miss += 1;
-            d_mem += 1;
+            stall_seq += o.memory_cycles;
         }
         // Cycles: base CPI plus the stalls. Front-end (i-side) misses stall fully; the
-        // out-of-order core hides half of a data miss.
+        // out-of-order core hides part of a random data miss, an atomic on a lock line waits
+        // for it, and prefetchers hide most of a sequential copy.
         let stall_i = i_l2 * o.l2_hit_cycles + i_far * o.l3_hit_cycles;
-        let stall_d = d_l2 * o.l2_hit_cycles
-            + d_far * o.l3_hit_cycles
-            + d_bounce * o.bounce_cycles
-            + d_mem * o.memory_cycles;
-        let cycles = (instr as f64 * o.base_cpi + stall_i as f64 + o.data_stall_exposed * stall_d as f64)
+        let cycles = (instr as f64 * o.base_cpi
+            + stall_i as f64
+            + o.random_stall_exposed * stall_random as f64
+            + o.lock_stall_exposed * stall_lock as f64
+            + o.sequential_stall_exposed * stall_seq as f64)
             .max(1.0) as u64;
         // Bookkeeping.
         core.recent.copy_within(0..3, 1);

@@ -75,7 +75,7 @@ impl Default for Options {
             freq_ghz: 2.0,
             epoch_ms: 3.0,
             warmup_epochs: 1,
-            measure_epochs: 2,
+            measure_epochs: 1,
             l1_bytes: 32 * 1024,
             l2_bytes: 256 * 1024,
             base_cpi: 1.0,

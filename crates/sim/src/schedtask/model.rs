@@ -660,8 +660,10 @@ impl<'a> Model<'a> {
         let start = (next_u() as usize) % ty.code.len().max(1);
         let map = &mut self.epoch_maps[it.ty as usize];
         let mut last_page = u64::MAX;
-        for k in 0..n_code {
-            let line = ty.code[(start + k) % ty.code.len()];
+        // (Two slices instead of an index modulo the length: a division per line costs more
+        // than the cache lookup.)
+        let (tail, head) = ty.code.split_at(start);
+        for &line in head.iter().chain(tail).take(n_code) {
             let page = line / LINES_PER_PAGE;
             if page != last_page {
                 map.insert_page(page + PAGE_BASE);
@@ -713,11 +715,12 @@ impl<'a> Model<'a> {
         if !ty.shared.is_empty() {
             let n = ((instr / 50).max(1) as usize).min(ty.shared.len());
             let s = (next_u() as usize) % ty.shared.len();
-            for k in 0..n {
-                // Some shared lines are written (reference counts, LRU lists, statistics).
-                let u = (next_u() >> 40) as f64 / (1u64 << 24) as f64;
-                let write = u < o.shared_write_fraction;
-                stall_random += touch(core, ty.shared[(s + k) % ty.shared.len()], write);
+            let (tail, head) = ty.shared.split_at(s);
+            // Some shared lines are written (reference counts, LRU lists, statistics).
+            let threshold = (o.shared_write_fraction * (1u64 << 24) as f64) as u64;
+            for &line in head.iter().chain(tail).take(n) {
+                let write = (next_u() >> 40) < threshold;
+                stall_random += touch(core, line, write);
             }
         }
         for &lk in &ty.locks {
@@ -729,8 +732,9 @@ impl<'a> Model<'a> {
                 let p0 = l.private_base + it.thread as u64 * l.private_lines;
                 let n = ((instr / 30).max(1)).min(l.private_lines);
                 let s = next_u() % l.private_lines.max(1);
-                for k in 0..n {
-                    stall_random += touch(core, p0 + (s + k) % l.private_lines, false);
+                for k in s..s + n {
+                    let k = if k >= l.private_lines { k - l.private_lines } else { k };
+                    stall_random += touch(core, p0 + k, false);
                 }
                 // The application fills and consumes part of its I/O buffer.
                 for k in 0..APP_BUFFER_LINES {

@@ -43,6 +43,7 @@ pub mod progress;
 pub mod report;
 #[allow(missing_docs)] // documented by its owner
 pub mod result;
+pub mod schedtask;
 pub mod sim_lab;
 #[allow(missing_docs)] // documented by its owner
 pub mod summary;
@@ -62,6 +63,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("masa-testcases", "Nakajima & Pallipadi test cases 1 and 2: four shells without/with MASA, swaps per metric"),
     ("di-vs-oracle", "Distributed Intensity and others vs the best static placement on random mixes per machine shape"),
     ("leak", "The SMT side channel: key bits an attacker on the sibling recovers from per-core vs per-task counts, by sampling interval"),
+    ("schedtask", "SchedTask vs Linux, SelectiveOffload, FlexSC, RegionSched, SLICC on 8 OS-intensive benchmarks (32 cores): throughput, i/d-cache hit rates, idleness, ablations"),
     ("all", "every experiment above; writes report/ (Markdown, SVG, JSON)"),
 ];
 
@@ -128,6 +130,7 @@ pub fn run(
             "masa-testcases" => masa::testcases(lab, seeds, progress),
             "di-vs-oracle" => di_oracle::run(lab, seeds, progress),
             "leak" => leak::run(seeds, progress).map_err(LabError),
+            "schedtask" => schedtask::run(seeds, progress).map_err(LabError),
             other => Err(LabError(format!("experiment {other} has no runner"))),
         }
         .map_err(wrap)?;

@@ -358,6 +358,11 @@ pub fn basis(experiment: &str, policy: &str, metric: &str) -> Basis {
         }
         // Tables 1 and 2 are pinned baseline placements: every quantity of them was fitted.
         "masa-placement" => true,
+        // The OS shares the seed states (FileSrv 90 %, ISCP and DSS 20 %) are profile inputs.
+        "schedtask" => {
+            metric == "os_instruction_share"
+                && matches!(policy, "linux@FileSrv" | "linux@ISCP" | "linux@DSS")
+        }
         _ => false,
     };
     if calibrated {

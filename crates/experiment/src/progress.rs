@@ -47,6 +47,8 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     ("masa-testcases", 2.5),
     ("di-vs-oracle", 2.0),
     ("leak", 0.5),
+    // Runs at most 2 seeds (schedtask::MAX_SEEDS), so this over-estimates beyond 2.
+    ("schedtask", 5.0),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

@@ -8,8 +8,15 @@ fn main() {
         match run(&b, t, &o, 1) {
             Ok(r) => println!(
                 "{:32} ipc {:6.2} i {:.4} d {:.4} idle {:.3} os {:.3} bnc/ki {:.2} inv {} {:?}",
-                r.technique, r.throughput_ipc, r.icache_hit_rate, r.dcache_hit_rate, r.idle_fraction,
-                r.os_instruction_share, r.bounces_per_kinstr, r.invocations, s.elapsed()
+                r.technique,
+                r.throughput_ipc,
+                r.icache_hit_rate,
+                r.dcache_hit_rate,
+                r.idle_fraction,
+                r.os_instruction_share,
+                r.bounces_per_kinstr,
+                r.invocations,
+                s.elapsed()
             ),
             Err(e) => eprintln!("{e}"),
         }

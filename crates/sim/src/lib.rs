@@ -44,9 +44,9 @@ pub mod catalog;
 #[allow(missing_docs)]
 pub mod engine;
 pub mod run;
-pub mod schedtask;
 #[allow(missing_docs)]
 pub mod scenario;
+pub mod schedtask;
 pub mod smt_probe;
 #[allow(missing_docs)]
 pub mod spec;

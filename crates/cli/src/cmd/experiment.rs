@@ -15,7 +15,7 @@ use std::time::Instant;
 
 #[derive(Args)]
 pub struct ExperimentArgs {
-    /// Experiment: zhang-spec, zhang-server, masa-placement, masa-testcases, di-vs-oracle, leak, all.
+    /// Experiment: zhang-spec, zhang-server, masa-placement, masa-testcases, di-vs-oracle, leak, schedtask, all.
     name: String,
     /// Number of seeds (each experiment runs every configuration once per seed).
     #[arg(long, default_value_t = 5)]

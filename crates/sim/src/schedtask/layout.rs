@@ -206,7 +206,10 @@ impl Layout {
             index("irq:disk", &mut types)?,
             index("bh:block", &mut types)?,
         );
-        let net = (index("irq:net", &mut types)?, index("bh:net_rx", &mut types)?);
+        let net = (
+            index("irq:net", &mut types)?,
+            index("bh:net_rx", &mut types)?,
+        );
         let total_w: f64 = b.syscalls.iter().map(|s| s.1).sum();
         if total_w <= 0.0 || b.threads == 0 || !(b.os_share > 0.0 && b.os_share < 1.0) {
             return Err(SimError::Invalid(format!(

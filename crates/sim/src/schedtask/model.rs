@@ -273,11 +273,7 @@ impl<'a> Model<'a> {
                     device,
                     sys,
                 } => {
-                    let (irq, bh) = if device == 0 {
-                        self.l.disk
-                    } else {
-                        self.l.net
-                    };
+                    let (irq, bh) = if device == 0 { self.l.disk } else { self.l.net };
                     let it = Item {
                         ty: irq,
                         instructions: self.draw_instr(irq),
@@ -733,7 +729,11 @@ impl<'a> Model<'a> {
                 let n = ((instr / 30).max(1)).min(l.private_lines);
                 let s = next_u() % l.private_lines.max(1);
                 for k in s..s + n {
-                    let k = if k >= l.private_lines { k - l.private_lines } else { k };
+                    let k = if k >= l.private_lines {
+                        k - l.private_lines
+                    } else {
+                        k
+                    };
                     stall_random += touch(core, p0 + k, false);
                 }
                 // The application fills and consumes part of its I/O buffer.
@@ -963,7 +963,13 @@ impl<'a> Model<'a> {
         let cores = self.o.cores as f64;
         let c = self.counts;
         let busy: u64 = self.cores.iter().map(|c| c.busy_cycles).sum();
-        let ratio = |a: u64, b: u64| if b == 0 { f64::NAN } else { a as f64 / b as f64 };
+        let ratio = |a: u64, b: u64| {
+            if b == 0 {
+                f64::NAN
+            } else {
+                a as f64 / b as f64
+            }
+        };
         let type_total: u64 = self.type_cycles.iter().sum();
         let mut type_share: Vec<(String, f64)> = self
             .l
@@ -998,5 +1004,141 @@ impl<'a> Model<'a> {
             last_allocation: allocation,
             epochs: self.epochs_done,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedtask::{layout::Layout, workload, SchedTaskVariant};
+
+    fn filesrv() -> Layout {
+        Layout::build(workload::benchmark("FileSrv").unwrap()).unwrap()
+    }
+
+    fn small() -> Options {
+        Options {
+            cores: 4,
+            epoch_ms: 0.3,
+            ..Options::default()
+        }
+    }
+
+    /// A map with bits `lo..hi`.
+    fn bits(lo: usize, hi: usize) -> PageHeatmap {
+        let mut m = PageHeatmap::new();
+        for b in lo..hi {
+            m.set_bit(b);
+        }
+        m
+    }
+
+    fn planned(v: SchedTaskVariant) -> (Vec<Vec<u32>>, Vec<Vec<u16>>) {
+        let l = filesrv();
+        let mut m = Model::new(&l, Technique::SchedTask(v), small(), 1).unwrap();
+        // Types 1 and 2 take a core each; 3, 4, 5, 6 half a core each. 3 overlaps 5 (bits
+        // 0..40 vs 10..50: 30 in common) and 4 overlaps 6 (100..140 vs 110..150); across the
+        // pairs they share a few bits (3 and 4: 35..40 vs 100: none; 5 and 4: none).
+        m.epoch_time = vec![0; l.types.len()];
+        m.epoch_time[1] = 250;
+        m.epoch_time[2] = 250;
+        for t in 3..=6 {
+            m.epoch_time[t] = 125;
+        }
+        m.epoch_maps = vec![PageHeatmap::new(); l.types.len()];
+        m.epoch_maps[3] = bits(0, 40);
+        m.epoch_maps[4] = bits(100, 140);
+        m.epoch_maps[5] = bits(10, 50);
+        m.epoch_maps[6] = bits(110, 150);
+        m.talloc(v);
+        (m.alloc.cores_of, m.alloc.types_of)
+    }
+
+    #[test]
+    fn talloc_gives_cores_in_proportion_and_pairs_overlapping_types() {
+        let (cores_of, types_of) = planned(SchedTaskVariant::FULL);
+        // 4 cores: 250/1000 of the time is one core each for types 1 and 2.
+        assert_eq!(cores_of[1], vec![0]);
+        assert_eq!(cores_of[2], vec![1]);
+        // The half-core types share the last two cores by overlap: {3, 5} and {4, 6}.
+        assert_eq!(types_of[2], vec![3, 5]);
+        assert_eq!(types_of[3], vec![4, 6]);
+        assert!(cores_of[0].is_empty() && cores_of[7].is_empty());
+    }
+
+    #[test]
+    fn without_the_overlap_table_talloc_packs_by_size_then_index() {
+        let (_, types_of) = planned(SchedTaskVariant {
+            overlap: false,
+            ..SchedTaskVariant::FULL
+        });
+        assert_eq!(types_of[2], vec![3, 4]);
+        assert_eq!(types_of[3], vec![5, 6]);
+    }
+
+    #[test]
+    fn runs_are_pure_functions_of_the_seed() {
+        let l = filesrv();
+        for t in Technique::all() {
+            let a = Model::new(&l, t, small(), 7).unwrap().run();
+            let b = Model::new(&l, t, small(), 7).unwrap().run();
+            assert_eq!(a, b, "{}", t.label());
+            assert!(a.instructions > 0);
+            assert!(
+                (0.0..=1.0).contains(&a.idle_fraction),
+                "{}",
+                a.idle_fraction
+            );
+            assert!(a.icache_hit_rate > 0.0 && a.icache_hit_rate <= 1.0);
+            assert!(a.dcache_hit_rate > 0.0 && a.dcache_hit_rate <= 1.0);
+        }
+        let a = Model::new(&l, Technique::Linux, small(), 7).unwrap().run();
+        let c = Model::new(&l, Technique::Linux, small(), 8).unwrap().run();
+        assert_ne!(a.instructions, c.instructions);
+    }
+
+    #[test]
+    fn the_measured_os_share_follows_the_profile() {
+        // FileSrv's profile says 90 % of instructions are the OS's.
+        let l = filesrv();
+        let o = Options {
+            cores: 8,
+            ..Options::default()
+        };
+        let r = Model::new(&l, Technique::Linux, o, 3).unwrap().run();
+        assert!(
+            (r.os_instruction_share - 0.9).abs() < 0.02,
+            "{}",
+            r.os_instruction_share
+        );
+    }
+
+    #[test]
+    fn schedtask_allocates_after_its_first_epoch_and_linux_never_does() {
+        let l = filesrv();
+        let r = Model::new(&l, Technique::SCHEDTASK, small(), 2)
+            .unwrap()
+            .run();
+        assert!(r.epochs >= 1);
+        let cores: u32 = r.last_allocation.iter().map(|a| a.1).sum();
+        // Every core serves at least one type (types sharing a core count once each).
+        assert!(cores >= 4, "{:?}", r.last_allocation);
+        let r = Model::new(&l, Technique::Linux, small(), 2).unwrap().run();
+        assert!(r.last_allocation.is_empty());
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        let l = filesrv();
+        let o = Options {
+            cores: 1,
+            ..Options::default()
+        };
+        assert!(Model::new(&l, Technique::Linux, o, 1).is_err());
+        let o = Options {
+            epoch_ms: 0.0,
+            ..Options::default()
+        };
+        assert!(Model::new(&l, Technique::Linux, o, 1).is_err());
     }
 }

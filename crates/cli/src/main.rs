@@ -34,6 +34,8 @@ enum Command {
     // [commands: counters]
     /// Count events for a command, processes or CPUs (perf stat compatible, -x and --json).
     Stat(cmd::stat::StatArgs),
+    /// SchedTask page heatmaps of a live process's threads from cpu-clock IP samples, with overlaps.
+    Heatmap(cmd::heatmap::HeatmapArgs),
 
     // [commands: sim]
     /// Run a scenario on the simulated machine: per-task NP, system metrics, time series.
@@ -102,6 +104,7 @@ fn main() -> ExitCode {
         Command::Daemon(args) => cmd::daemon::run(args),
         // [dispatch: counters]
         Command::Stat(args) => cmd::stat::run(args),
+        Command::Heatmap(args) => cmd::heatmap::run(args),
 
         // [dispatch: sim]
         Command::Simulate(args) => cmd::simulate::run(args),

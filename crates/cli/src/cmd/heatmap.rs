@@ -170,3 +170,38 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(Args)]
+pub struct BenchSchedtaskArgs {
+    /// Print the rows as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `counterpoint bench schedtask`: the SchedTask model's speed per benchmark.
+pub fn bench_schedtask(args: BenchSchedtaskArgs) -> Result<ExitCode> {
+    use counterpoint_sim::schedtask::{bench, Options, Technique};
+    let rows = bench(
+        &Options::default(),
+        &[Technique::Linux, Technique::SCHEDTASK],
+        1,
+    )?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "{:<10} {:<10} {:>8} {:>14} {:>16}",
+        "benchmark", "technique", "wall s", "invocations/s", "core-ms sim/s"
+    )?;
+    for r in &rows {
+        writeln!(
+            out,
+            "{:<10} {:<10} {:>8.3} {:>14.0} {:>16.1}",
+            r.benchmark, r.technique, r.wall_s, r.invocations_per_s, r.core_ms_per_s
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -243,3 +243,42 @@ pub fn run_layout(
 ) -> Result<Outcome, SimError> {
     Ok(model::Model::new(l, tech, *o, seed)?.run())
 }
+
+/// One benchmark's simulation speed.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchRow {
+    /// Benchmark.
+    pub benchmark: String,
+    /// Technique.
+    pub technique: String,
+    /// Wall time of the run, s.
+    pub wall_s: f64,
+    /// Invocations simulated per wall second (the measured window's invocations over the
+    /// whole run's wall time, warm-up included).
+    pub invocations_per_s: f64,
+    /// Simulated core-milliseconds (all epochs) per wall second.
+    pub core_ms_per_s: f64,
+}
+
+/// Time one run of every benchmark under `techniques` (for `counterpoint bench schedtask`; a
+/// bench reports, it asserts nothing).
+pub fn bench(o: &Options, techniques: &[Technique], seed: u64) -> Result<Vec<BenchRow>, SimError> {
+    let mut rows = Vec::new();
+    for b in workload::BENCHMARKS {
+        let l = layout::Layout::build(b)?;
+        for &t in techniques {
+            let start = std::time::Instant::now();
+            let r = run_layout(&l, t, o, seed)?;
+            let wall_s = start.elapsed().as_secs_f64().max(1e-9);
+            let epochs = (o.warmup_epochs + o.measure_epochs) as f64;
+            rows.push(BenchRow {
+                benchmark: b.name.to_string(),
+                technique: t.label(),
+                wall_s,
+                invocations_per_s: r.invocations as f64 / wall_s,
+                core_ms_per_s: o.cores as f64 * o.epoch_ms * epochs / wall_s,
+            });
+        }
+    }
+    Ok(rows)
+}

@@ -532,7 +532,7 @@ impl<'a> Model<'a> {
                 }
                 let q = &m.cores[v as usize].queue;
                 if let Some(pos) = q.iter().position(ok) {
-                    if best.is_none_or(|b| q.len() > b.0) {
+                    if best.map_or(true, |b| q.len() > b.0) {
                         best = Some((q.len(), v, pos));
                     }
                 }
@@ -613,7 +613,7 @@ impl<'a> Model<'a> {
                 continue;
             }
             let k = core.queue.iter().filter(|it| want(it.ty)).count();
-            if k > 0 && best.is_none_or(|b| k > b.0) {
+            if k > 0 && best.map_or(true, |b| k > b.0) {
                 best = Some((k, v as u32));
             }
         }
@@ -792,10 +792,11 @@ impl<'a> Model<'a> {
             cn.invocations += 1;
             self.type_cycles[it.ty as usize] += busy;
         }
-        if it.thread != NO_THREAD && (it.thread as usize) < self.last_core.len() {
-            if it.is_thread_work(l) {
-                self.last_core[it.thread as usize] = c;
-            }
+        if it.thread != NO_THREAD
+            && (it.thread as usize) < self.last_core.len()
+            && it.is_thread_work(l)
+        {
+            self.last_core[it.thread as usize] = c;
         }
         self.push_ev(end, Ev::CoreDone(c));
     }
@@ -805,13 +806,11 @@ impl<'a> Model<'a> {
         self.epochs_done += 1;
         let n = self.o.cores;
         match self.tech {
-            Technique::FlexSc | Technique::RegionSched => {
-                if self.epoch_busy_all > 0 {
-                    let share = self.epoch_busy_os as f64 / self.epoch_busy_all as f64;
-                    let os = ((share * n as f64).round() as u32).clamp(1, n - 1);
-                    self.alloc.app_cores = n - os;
-                    self.rehome();
-                }
+            Technique::FlexSc | Technique::RegionSched if self.epoch_busy_all > 0 => {
+                let share = self.epoch_busy_os as f64 / self.epoch_busy_all as f64;
+                let os = ((share * n as f64).round() as u32).clamp(1, n - 1);
+                self.alloc.app_cores = n - os;
+                self.rehome();
             }
             Technique::SchedTask(v) => self.talloc(v),
             _ => {}
@@ -925,11 +924,11 @@ impl<'a> Model<'a> {
                 }
             }
             // Pieces left when the cores ran out join the core serving the type they overlap
-            // most (else the least loaded-by-share core).
+            // most (else the core serving the fewest types).
             for (t, _) in left {
                 let mut best = (0u32, 0usize);
-                for c in 0..n {
-                    let s: u32 = types_of[c]
+                for (c, here) in types_of.iter().enumerate() {
+                    let s: u32 = here
                         .iter()
                         .map(|&h| {
                             if v.overlap {

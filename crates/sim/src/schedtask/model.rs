@@ -639,7 +639,7 @@ impl<'a> Model<'a> {
         let o = self.o;
         let ty = &l.types[it.ty as usize];
         let instr = it.instructions as u64;
-        let mut rng_u: u64 = self.rng.gen();
+        let mut rng_u: u64 = self.rng.gen::<u64>() | 1; // xorshift must not start at 0
         let mut next_u = || {
             // xorshift64*: cheap per-invocation offsets from one ChaCha draw.
             rng_u ^= rng_u >> 12;

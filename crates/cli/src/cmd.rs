@@ -4,6 +4,7 @@ pub mod bench;
 pub mod metrics;
 
 // [mod: counters]
+pub mod heatmap;
 pub mod stat;
 
 // [mod: sim]

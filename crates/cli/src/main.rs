@@ -34,13 +34,15 @@ enum Command {
     // [commands: counters]
     /// Count events for a command, processes or CPUs (perf stat compatible, -x and --json).
     Stat(cmd::stat::StatArgs),
+    /// SchedTask page heatmaps of a live process's threads from cpu-clock IP samples, with overlaps.
+    Heatmap(cmd::heatmap::HeatmapArgs),
 
     // [commands: sim]
     /// Run a scenario on the simulated machine: per-task NP, system metrics, time series.
     Simulate(cmd::simulate::SimulateArgs),
     // [commands: policy]
     /// Run the seed papers' experiments on the simulated machine (zhang-spec, zhang-server,
-    /// masa-placement, masa-testcases, di-vs-oracle, all).
+    /// masa-placement, masa-testcases, di-vs-oracle, leak, schedtask, all).
     Experiment(cmd::experiment::ExperimentArgs),
     /// List the placement policies: name, level (pick-next or epoch), required events.
     Policies(cmd::policies::PoliciesArgs),
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::Daemon(args) => cmd::daemon::run(args),
         // [dispatch: counters]
         Command::Stat(args) => cmd::stat::run(args),
+        Command::Heatmap(args) => cmd::heatmap::run(args),
 
         // [dispatch: sim]
         Command::Simulate(args) => cmd::simulate::run(args),

@@ -29,6 +29,7 @@
 pub mod action;
 pub mod cpuset;
 pub mod driver;
+pub mod heatmap;
 // Item docs of these two are their owners' to finish (counters and host topology work).
 #[allow(missing_docs)]
 pub mod event;
@@ -46,6 +47,7 @@ pub mod topology;
 pub use action::{Action, Placement};
 pub use cpuset::{CpuId, CpuSet, CpuSetParseError};
 pub use driver::{Driver, DriverConfig, Observer};
+pub use heatmap::{OverlapTable, PageHeatmap};
 pub use machine::{Machine, PickContext, PickNext, Policy, TaskStats};
 pub use metric::{Expr, Metric, MetricValues};
 pub use observation::{CpuObservation, Observation, TaskObservation};

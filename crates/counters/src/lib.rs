@@ -44,6 +44,7 @@ pub mod count;
 pub mod group;
 pub mod pmu;
 pub mod readbench;
+pub mod sampling;
 #[cfg(feature = "scripted")]
 pub mod scripted;
 pub mod selfcount;

@@ -45,6 +45,7 @@ pub mod report;
 pub mod requests;
 #[allow(missing_docs)] // documented by its owner
 pub mod result;
+pub mod schedtask;
 pub mod sim_lab;
 #[allow(missing_docs)] // documented by its owner
 pub mod summary;
@@ -68,6 +69,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("replica", "Döbel & Härtig replica placement: notification cost vs shared-L3 misses, crossover map, replica policy vs fixed placements"),
     ("model-validation", "Every published figure under simulator model v1 and v2 side by side: value, error, tag (reruns the Zhang and MASA experiments under each model)"),
     ("requests", "Per-request counter statistics on a real PostgreSQL (TPC-H-shaped): classes with and without counters (ARI), projection; needs PostgreSQL"),
+    ("schedtask", "SchedTask vs Linux, SelectiveOffload, FlexSC, RegionSched, SLICC on 8 OS-intensive benchmarks (32 cores): throughput, i/d-cache hit rates, idleness, ablations"),
     ("all", "every experiment above; writes report/ (Markdown, SVG, JSON)"),
 ];
 
@@ -155,6 +157,7 @@ pub fn run(
                 })
             }
             "requests" => requests::run(seeds, progress).map_err(LabError),
+            "schedtask" => schedtask::run(seeds, progress).map_err(LabError),
             other => Err(LabError(format!("experiment {other} has no runner"))),
         }
         .map_err(wrap)?;

@@ -54,6 +54,8 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     // A PostgreSQL load, 400 requests and their analysis: 43 s per seed in a debug build under
     // load average 14, 6 s in release.
     ("requests", 40.0),
+    // Runs at most 2 seeds (schedtask::MAX_SEEDS), so this over-estimates beyond 2.
+    ("schedtask", 5.0),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

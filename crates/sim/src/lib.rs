@@ -47,6 +47,7 @@ pub mod replica;
 pub mod run;
 #[allow(missing_docs)]
 pub mod scenario;
+pub mod schedtask;
 pub mod smt_probe;
 #[allow(missing_docs)]
 pub mod spec;

@@ -21,6 +21,8 @@ enum BenchWhat {
     // [bench: sim]
     /// Simulator speed: simulated core-ticks per wall second (64 cores, 256 tasks).
     Sim(super::simulate::SimBenchArgs),
+    /// SchedTask model speed: each benchmark under Linux and SchedTask (32 cores, 2 epochs).
+    Schedtask(super::heatmap::BenchSchedtaskArgs),
     // [bench: selfmon]
     /// Self-monitoring costs: region begin/end, counter read (user space or read(2)), synthetic page.
     Selfmon(super::bench_selfmon::BenchSelfmonArgs),
@@ -47,6 +49,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
 
         // [bench-dispatch: sim]
         BenchWhat::Sim(args) => super::simulate::bench(args),
+        BenchWhat::Schedtask(a) => super::heatmap::bench_schedtask(a),
         // [bench-dispatch: selfmon]
         BenchWhat::Selfmon(a) => super::bench_selfmon::bench(a),
         BenchWhat::Requests(a) => super::requests::bench(a),

@@ -17,7 +17,7 @@ use std::time::Instant;
 pub struct ExperimentArgs {
     /// Experiment: zhang-spec, zhang-server, masa-placement, masa-testcases, di-vs-oracle, leak,
     /// replica, model-validation (every published figure under simulator models v1 and v2),
-    /// requests (needs PostgreSQL), all.
+    /// requests (needs PostgreSQL), schedtask, all.
     name: String,
     /// Number of seeds (each experiment runs every configuration once per seed).
     #[arg(long, default_value_t = 5)]

@@ -167,6 +167,23 @@ impl Client {
         }
     }
 
+    /// Read several registrations at once, in the order given (any number: sent as requests of
+    /// at most [`proto::MAX_READ_MANY`] ids).
+    pub fn read_many(&mut self, ids: &[u64]) -> Result<Vec<Reading>, ClientError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(proto::MAX_READ_MANY) {
+            match self.call(&Request::ReadMany {
+                ids: chunk.to_vec(),
+            })? {
+                Response::Readings { readings } if readings.len() == chunk.len() => {
+                    out.extend(readings)
+                }
+                other => return Err(ClientError::Unexpected(format!("{other:?}"))),
+            }
+        }
+        Ok(out)
+    }
+
     /// Ask for a push every `interval_ms`.
     pub fn subscribe(&mut self, id: u64, interval_ms: u64) -> Result<(), ClientError> {
         self.expect_ok(&Request::Subscribe { id, interval_ms })

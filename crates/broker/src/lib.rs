@@ -26,6 +26,7 @@
 pub mod access;
 pub mod client;
 pub mod fallback;
+pub mod hostsource;
 pub mod journal;
 pub mod proto;
 pub mod sched;

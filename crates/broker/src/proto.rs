@@ -15,6 +15,10 @@ pub const VERSION: u32 = 1;
 /// Longest accepted line (request or response), newline excluded.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
+/// Most ids in one `read_many`: its answer (about 300 bytes per reading of three events) stays
+/// well inside [`MAX_LINE_BYTES`].
+pub const MAX_READ_MANY: usize = 64;
+
 /// Why a line is not a request.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ProtoError {
@@ -61,6 +65,13 @@ pub enum Request {
     Read {
         /// Registration id.
         id: u64,
+    },
+    /// Current counts of several registrations at once (at most [`MAX_READ_MANY`]), in the order
+    /// asked: one request, one rate-limit token, for a consumer that holds many registrations
+    /// (`top` and the agent hold one per watched thread).
+    ReadMany {
+        /// Registration ids.
+        ids: Vec<u64>,
     },
     /// Push readings of a registration every `interval_ms`.
     Subscribe {
@@ -186,6 +197,11 @@ pub enum Response {
     },
     /// Answer to `read`.
     Reading(Reading),
+    /// Answer to `read_many`, in the order of its ids.
+    Readings {
+        /// One reading per id.
+        readings: Vec<Reading>,
+    },
     /// Pushed for a subscription (never an answer to a request).
     Push(Reading),
     /// Success without data (`subscribe`, `unregister`, `grant_exclusive`).

@@ -802,14 +802,19 @@ impl Broker {
         self.readings(st, &[id], fresh)
             .pop()
             .flatten()
-            .unwrap_or(Reading {
-                id,
-                enabled_ns: 0,
-                running_ns: 0,
-                confidence: 0.0,
-                events: Vec::new(),
-                cpus: Vec::new(),
-            })
+            .unwrap_or_else(|| Self::empty_reading(id))
+    }
+
+    /// What a registration that vanished between the ownership check and the read reads as.
+    fn empty_reading(id: u64) -> Reading {
+        Reading {
+            id,
+            enabled_ns: 0,
+            running_ns: 0,
+            confidence: 0.0,
+            events: Vec::new(),
+            cpus: Vec::new(),
+        }
     }
 
     /// Several registrations' counts at one instant: time is advanced once, every kernel
@@ -1056,6 +1061,26 @@ impl Broker {
                 self.owned(&st, peer, *id)?;
                 Ok(Response::Reading(self.reading(&mut st, *id, true)))
             }
+            Request::ReadMany { ids } => {
+                if ids.len() > proto::MAX_READ_MANY {
+                    return Err(fail(format!(
+                        "read_many of {} ids exceeds the limit of {}",
+                        ids.len(),
+                        proto::MAX_READ_MANY
+                    )));
+                }
+                let mut st = self.lock();
+                for id in ids {
+                    self.owned(&st, peer, *id)?;
+                }
+                let readings = self
+                    .readings(&mut st, ids, true)
+                    .into_iter()
+                    .zip(ids)
+                    .map(|(r, &id)| r.unwrap_or_else(|| Self::empty_reading(id)))
+                    .collect();
+                Ok(Response::Readings { readings })
+            }
             Request::Subscribe { id, interval_ms } => {
                 self.policy.check_interval(*interval_ms)?;
                 let st = self.lock();
@@ -1260,6 +1285,7 @@ fn describe(req: &Request) -> String {
         }
         Request::Subscribe { id, interval_ms } => format!("subscribe {id} every {interval_ms} ms"),
         Request::Read { id } => format!("read {id}"),
+        Request::ReadMany { ids } => format!("read {} registrations", ids.len()),
         Request::Unregister { id } => format!("unregister {id}"),
         Request::Hello { version } => format!("hello {version}"),
         Request::Status => "status".into(),

@@ -7,7 +7,9 @@
 
 use crate::affinity::{self, AffinityError};
 use crate::journal::{Adopted, Journal, JournalError, Override, RestoreReport};
-use crate::perf::{self, PerfEvent, ThreadGroup, HARDWARE_GROUP, SOFTWARE_GROUP};
+use crate::perf::{
+    self, CounterSource, DirectSource, PerfEvent, ThreadCounts, HARDWARE_GROUP, SOFTWARE_GROUP,
+};
 use crate::procfs::{self, Proc, ThreadTimes};
 use crate::sysfs::{self, SysfsError};
 use crate::targets::TargetSpec;
@@ -92,6 +94,10 @@ pub struct Host {
     /// Longest single sleep while waiting in `advance` (a signal cuts it short anyway; the stop
     /// flag set by another thread is seen within it).
     wait_slice: Duration,
+    /// Who opens and reads the per-thread groups: this process ([`DirectSource`]) or a broker.
+    counter_source: Box<dyn CounterSource>,
+    /// Why a non-direct source was given up for this process's own groups, if it was.
+    source_fallback: Option<String>,
 }
 
 /// A process's thread list is re-read at least this often (in intervals) even when its thread
@@ -139,6 +145,8 @@ impl Host {
             thread_lists: BTreeMap::new(),
             intervals: 0,
             wait_slice: Duration::from_millis(250),
+            counter_source: Box::new(DirectSource),
+            source_fallback: None,
         };
         match &avail.software {
             Ok(()) => {
@@ -160,6 +168,18 @@ impl Host {
     /// A flag that cuts the wait in [`Machine::advance`] short (set from a signal handler).
     pub fn set_stop_flag(&mut self, flag: &'static AtomicBool) {
         self.stop = Some(flag);
+    }
+
+    /// Count the watched threads through `source` (a broker) instead of this process's own
+    /// perf_event groups. Groups already open are closed and reopened through it; the next
+    /// interval's deltas start here.
+    pub fn set_counter_source(&mut self, source: Box<dyn CounterSource>) {
+        self.sources
+            .retain(|_, s| !matches!(s, ThreadSource::Perf { .. }));
+        self.counter_source = source;
+        self.source_fallback = None;
+        self.prev_read = Instant::now();
+        self.prev = self.snapshot_threads();
     }
 
     /// How soon the wait in [`Machine::advance`] sees a stop flag set by another thread
@@ -206,6 +226,9 @@ impl Host {
             perf_threads,
             proc_threads: self.sources.len() - perf_threads,
             perf_off_reason: self.perf_off_reason.clone(),
+            via: self.counter_source.describe(),
+            direct: self.counter_source.is_direct(),
+            fallback_reason: self.source_fallback.clone(),
         }
     }
 
@@ -259,6 +282,7 @@ impl Host {
     }
 
     fn snapshot_threads(&mut self) -> BTreeMap<u32, Reading> {
+        self.counter_source.refresh();
         let mut out = BTreeMap::new();
         for pid in self.target_pids() {
             for tid in self.proc_.threads(pid) {
@@ -324,14 +348,26 @@ impl Host {
     /// `/proc` (the `sched` file in detailed mode, else an open `schedstat`).
     fn open_source(&mut self, pid: u32, tid: u32) -> ThreadSource {
         if self.use_perf {
-            match ThreadGroup::open(tid, &SOFTWARE_GROUP) {
+            let mut opened = self.counter_source.open(tid, &SOFTWARE_GROUP);
+            if let Err(e) = &opened {
+                let broken = self.counter_source.broken();
+                if (e.is_global() || broken.is_some()) && !self.counter_source.is_direct() {
+                    // The broker went away or cannot count here: count ourselves from now on.
+                    let why = broken.unwrap_or_else(|| e.to_string());
+                    self.source_fallback =
+                        Some(format!("{}: {why}", self.counter_source.describe()));
+                    self.counter_source = Box::new(DirectSource);
+                    opened = self.counter_source.open(tid, &SOFTWARE_GROUP);
+                }
+            }
+            match opened {
                 Ok(sw) => {
                     let hw = if self.hw_group.is_empty() {
                         None
                     } else {
                         // A thread whose hardware group does not open lacks those events; its
                         // process then reports none of them rather than a partial sum.
-                        ThreadGroup::open(tid, &self.hw_group).ok()
+                        self.counter_source.open(tid, &self.hw_group).ok()
                     };
                     return ThreadSource::Perf { sw, hw };
                 }
@@ -419,20 +455,26 @@ pub struct Sweep {
 /// How the watched threads are counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CounterSources {
-    /// Threads with a perf_event group.
+    /// Threads with a perf_event group (this process's own, or the broker's).
     pub perf_threads: usize,
     /// Threads read from `/proc`.
     pub proc_threads: usize,
     /// Why new threads are not given perf_event groups, when they are not.
     pub perf_off_reason: Option<String>,
+    /// Who opens the groups ([`CounterSource::describe`]: `perf_event`, `broker at PATH`).
+    pub via: String,
+    /// Whether that is this process's own perf_event groups.
+    pub direct: bool,
+    /// Why a broker was given up for direct counting, if it was.
+    pub fallback_reason: Option<String>,
 }
 
 /// Where one thread's counters come from.
 enum ThreadSource {
     /// perf_event groups: software always, hardware where the probe opened any.
     Perf {
-        sw: ThreadGroup,
-        hw: Option<ThreadGroup>,
+        sw: Box<dyn ThreadCounts>,
+        hw: Option<Box<dyn ThreadCounts>>,
     },
     /// `/proc/PID/task/TID/schedstat`, kept open.
     Schedstat(std::fs::File),
@@ -641,6 +683,8 @@ impl Machine for Host {
         let mut now = BTreeMap::new();
         let mut tasks = Vec::new();
         let pids = self.target_pids();
+        // A broker answers every open group with one request here.
+        self.counter_source.refresh();
         // Forget the lists of processes no longer watched.
         let watched: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
         self.thread_lists.retain(|p, _| watched.contains(p));

@@ -266,3 +266,171 @@ impl Drop for BrokerThread {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{Request, Response, MAX_READ_MANY};
+    use crate::server::{self, Broker, Config};
+    use counterpoint_core::machine::Machine;
+    use counterpoint_host::perf::SOFTWARE_GROUP;
+    use counterpoint_host::{Host, TargetSpec};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::thread::JoinHandle;
+
+    struct Running {
+        broker: Arc<Broker>,
+        stop: Arc<AtomicBool>,
+        thread: Option<JoinHandle<io::Result<()>>>,
+        socket: PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Running {
+        fn start() -> Running {
+            let dir = tempfile::tempdir().unwrap();
+            let socket = dir.path().join("s.sock");
+            let listener = server::bind(&socket).unwrap();
+            let broker = Arc::new(Broker::new(Config::default()).unwrap());
+            let stop = Arc::new(AtomicBool::new(false));
+            let thread = {
+                let (b, s) = (broker.clone(), stop.clone());
+                Some(std::thread::spawn(move || server::run(b, listener, s)))
+            };
+            Running {
+                broker,
+                stop,
+                thread,
+                socket,
+                _dir: dir,
+            }
+        }
+
+        fn stop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+            if let Some(t) = self.thread.take() {
+                t.join().unwrap().unwrap();
+            }
+        }
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            self.stop();
+        }
+    }
+
+    fn gettid() -> u32 {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+    }
+
+    /// Work that shows up in task-clock and context-switches, deterministically non-zero.
+    fn work() {
+        let mut x = 0u64;
+        for i in 0..200_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn groups_read_zero_until_refreshed_then_counts_in_one_request() {
+        let srv = Running::start();
+        let mut src = BrokerSource::connect(&srv.socket).unwrap();
+        assert!(!src.is_direct());
+        assert!(src.describe().starts_with("broker at "));
+        let mut g = src.open(gettid(), &SOFTWARE_GROUP).unwrap();
+        assert_eq!(src.registrations(), 1);
+        // Counts start at registration: zero, without a request.
+        let z = g.read().unwrap();
+        assert_eq!((z.len, z.values[..3].to_vec()), (3, vec![0, 0, 0]));
+        work();
+        src.refresh();
+        let a = g.read().unwrap();
+        let names = g.names().to_vec();
+        let at = |n: &str| names.iter().position(|k| *k == n).unwrap();
+        assert!(a.values[at("task-clock")] > 0, "{a:?}");
+        assert!(a.values[at("context-switches")] > 0, "{a:?}");
+        assert!(a.time_enabled_ns > 0 && a.time_running_ns <= a.time_enabled_ns);
+        // Not fetched by a refresh: read on its own, and never backwards.
+        work();
+        let b = g.read().unwrap();
+        for i in 0..3 {
+            assert!(b.values[i] >= a.values[i]);
+        }
+        assert!(srv.broker.kernel_counters() > 0);
+        drop(g);
+        assert_eq!(src.registrations(), 0);
+        assert_eq!(srv.broker.kernel_counters(), 0);
+    }
+
+    #[test]
+    fn read_many_answers_in_order_and_refuses_too_many() {
+        let srv = Running::start();
+        let mut c = Client::connect(&srv.socket).unwrap();
+        let a = c.register("task-clock", "self", 1, None).unwrap();
+        let b = c
+            .register("context-switches,task-clock", "self", 1, None)
+            .unwrap();
+        let rs = c.read_many(&[b, a, b]).unwrap();
+        assert_eq!(rs.iter().map(|r| r.id).collect::<Vec<_>>(), [b, a, b]);
+        assert_eq!(rs[0].events.len(), 2);
+        // More ids than one request may carry is split by the client...
+        let many = vec![a; MAX_READ_MANY * 2 + 1];
+        assert_eq!(c.read_many(&many).unwrap().len(), many.len());
+        // ...and refused by the broker when sent at once.
+        let e = c
+            .call(&Request::ReadMany {
+                ids: vec![a; MAX_READ_MANY + 1],
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("exceeds the limit"), "{e}");
+        // Someone else's or an unknown id: refused as a read of it would be.
+        let e = c.read_many(&[a, 999_999]).unwrap_err();
+        assert!(e.to_string().contains("no registration 999999"), "{e}");
+        assert!(matches!(c.status().unwrap(), Response::Status { .. }));
+    }
+
+    #[test]
+    fn the_host_counts_through_the_broker_and_falls_back_when_it_goes() {
+        let mut srv = Running::start();
+        // The host never watches itself: a child it can count.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let me = child.id();
+        let mut host = Host::new(TargetSpec::Pids(vec![me]), None).unwrap();
+        host.set_counter_source(Box::new(BrokerSource::connect(&srv.socket).unwrap()));
+        let s = host.counter_sources();
+        assert!(!s.direct && s.via.starts_with("broker at "), "{s:?}");
+        assert!(s.perf_threads > 0, "{s:?}");
+        assert!(srv.broker.kernel_counters() > 0);
+        let obs = host.advance(1_000_000).unwrap();
+        let t = obs
+            .tasks
+            .iter()
+            .find(|t| t.id.0 == me as u64)
+            .expect("the child observed");
+        // Counted through the broker (a sleeping child's deltas may well be zero).
+        for e in ["task-clock", "context-switches", "cpu-migrations"] {
+            assert!(t.sample.get(e).is_some_and(|v| v >= 0.0), "{e}: {t:?}");
+        }
+        assert_eq!(t.sample.counted_fraction(), 1.0);
+        // The broker goes away: the reads fail, the threads' groups are reopened, find the
+        // source broken, and the host counts with its own groups from then on.
+        srv.stop();
+        let _ = host.advance(1_000_000);
+        let _ = host.advance(1_000_000);
+        let s = host.counter_sources();
+        assert!(s.direct, "{s:?}");
+        assert!(s.fallback_reason.is_some(), "{s:?}");
+        assert!(s.perf_threads > 0, "{s:?}");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

@@ -191,12 +191,11 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     } else {
         let socket = args.daemon.as_deref().filter(|p| !p.as_os_str().is_empty());
         let (source, line) = super::daemon::host_counter_source(socket, true);
-        log.emit(
-            Level::Info,
-            "counter_source",
-            &line,
-            &[("broker", json!(source.is_some()))],
-        );
+        // The start line says where counting goes (`counters`); a broker asked for and not
+        // found is worth a warning of its own.
+        if source.is_none() && args.daemon.is_some() {
+            log.emit(Level::Warn, "no_broker", &line, &[]);
+        }
         source
     };
     let out = agent::run_on_host_with(

@@ -31,4 +31,5 @@ pub mod journal;
 pub mod proto;
 pub mod sched;
 pub mod server;
+pub mod shm;
 pub mod target;

@@ -80,6 +80,15 @@ pub enum Request {
         /// Push period.
         interval_ms: u64,
     },
+    /// Like `subscribe`, but the readings are written into a shared-memory page instead of
+    /// being sent (see `shm`): the answer names the slot, and the first one on a connection
+    /// carries the page's descriptor (`SCM_RIGHTS`).
+    SubscribeShared {
+        /// Registration id.
+        id: u64,
+        /// Update period.
+        interval_ms: u64,
+    },
     /// Stop counting a registration.
     Unregister {
         /// Registration id.
@@ -197,6 +206,15 @@ pub enum Response {
     },
     /// Answer to `read`.
     Reading(Reading),
+    /// Answer to `subscribe_shared`: where its readings appear.
+    SharedSlot {
+        /// Registration id.
+        id: u64,
+        /// Slot in the connection's shared page.
+        slot: usize,
+        /// Whether this message carries the page's descriptor (the first on a connection).
+        page_attached: bool,
+    },
     /// Answer to `read_many`, in the order of its ids.
     Readings {
         /// One reading per id.

@@ -98,10 +98,7 @@ impl SharedPage {
         if (st.st_size as u64) < PAGE_BYTES as u64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!(
-                    "shared page of {} bytes, expected {PAGE_BYTES}",
-                    st.st_size
-                ),
+                format!("shared page of {} bytes, expected {PAGE_BYTES}", st.st_size),
             ));
         }
         let ptr = map(&fd, libc::PROT_READ)?;

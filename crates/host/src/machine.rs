@@ -171,11 +171,18 @@ impl Host {
     }
 
     /// Count the watched threads through `source` (a broker) instead of this process's own
-    /// perf_event groups. Groups already open are closed and reopened through it; the next
+    /// perf_event groups. Every thread's source is closed and reopened through it; the next
     /// interval's deltas start here.
     pub fn set_counter_source(&mut self, source: Box<dyn CounterSource>) {
-        self.sources
-            .retain(|_, s| !matches!(s, ThreadSource::Perf { .. }));
+        // Every thread reopens through the new source: those on `/proc` too (the broker may
+        // count what this process could not).
+        self.sources.clear();
+        if !source.is_direct() {
+            // The broker opens the groups with its own rights: this process's failed probe
+            // (an unprivileged user under a strict perf_event_paranoid) does not apply to it.
+            self.use_perf = true;
+            self.perf_off_reason = None;
+        }
         self.counter_source = source;
         self.source_fallback = None;
         self.prev_read = Instant::now();
@@ -866,6 +873,100 @@ mod thread_list_tests {
         h.thread_lists.insert(pid, (vec![pid, 999_999], 1));
         h.intervals = 1 + RELIST_INTERVALS;
         assert_eq!(h.threads_of(pid, 2), vec![pid]);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+    use crate::perf::{GroupReading, PerfError, MAX_GROUP};
+    use std::sync::{Arc, Mutex};
+
+    /// A source that counts a fixed amount per read, and records what it was asked to open.
+    struct Fake {
+        opened: Arc<Mutex<Vec<u32>>>,
+        refreshes: Arc<Mutex<u32>>,
+    }
+
+    struct FakeGroup {
+        names: Vec<&'static str>,
+        reads: u64,
+    }
+
+    impl ThreadCounts for FakeGroup {
+        fn names(&self) -> &[&'static str] {
+            &self.names
+        }
+        fn read(&mut self) -> Result<GroupReading, PerfError> {
+            self.reads += 1;
+            let mut values = [0; MAX_GROUP];
+            for v in values.iter_mut().take(self.names.len()) {
+                *v = 1_000 * self.reads;
+            }
+            Ok(GroupReading {
+                values,
+                len: self.names.len(),
+                time_enabled_ns: 10 * self.reads,
+                time_running_ns: 5 * self.reads,
+            })
+        }
+    }
+
+    impl CounterSource for Fake {
+        fn describe(&self) -> String {
+            "fake".into()
+        }
+        fn is_direct(&self) -> bool {
+            false
+        }
+        fn open(
+            &mut self,
+            tid: u32,
+            events: &[(&'static str, PerfEvent)],
+        ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+            self.opened.lock().unwrap().push(tid);
+            Ok(Box::new(FakeGroup {
+                names: events.iter().map(|(n, _)| *n).collect(),
+                reads: 0,
+            }))
+        }
+        fn refresh(&mut self) {
+            *self.refreshes.lock().unwrap() += 1;
+        }
+    }
+
+    #[test]
+    fn every_thread_is_read_through_the_source_given() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id();
+        let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
+        // Whatever the direct probe found (perf_event or /proc), the source takes every thread.
+        let opened = Arc::new(Mutex::new(Vec::new()));
+        let refreshes = Arc::new(Mutex::new(0));
+        h.set_counter_source(Box::new(Fake {
+            opened: opened.clone(),
+            refreshes: refreshes.clone(),
+        }));
+        assert_eq!(*opened.lock().unwrap(), vec![pid]);
+        let s = h.counter_sources();
+        assert_eq!((s.via.as_str(), s.direct), ("fake", false));
+        assert_eq!((s.perf_threads, s.proc_threads), (1, 0));
+        let obs = h.advance(1_000_000).expect("advance");
+        // One refresh per snapshot, one per interval.
+        assert_eq!(*refreshes.lock().unwrap(), 2);
+        let t = obs
+            .tasks
+            .iter()
+            .find(|t| t.id.0 == pid as u64)
+            .expect("task");
+        // 1000 counted between the two reads, over half the enabled time: scaled to 2000.
+        assert_eq!(t.sample.values[event::CONTEXT_SWITCHES].raw, 1_000);
+        assert!((t.sample.counted_fraction() - 0.5).abs() < 1e-9);
         let _ = child.kill();
         let _ = child.wait();
     }

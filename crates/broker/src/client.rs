@@ -13,10 +13,13 @@
 //! ```
 
 use crate::proto::{self, LineBuffer, ProtoError, Reading, Request, Response};
+use crate::shm::{SharedPage, SharedValues};
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -61,6 +64,32 @@ pub struct Client {
     /// uid, gid, pid as the broker sees us.
     pub identity: (u32, u32, i32),
     timeout: Duration,
+    /// Descriptors received with answers (the shared page), not yet taken.
+    fds: Vec<OwnedFd>,
+    /// The connection's shared page, once the broker sent it.
+    page: Option<Arc<SharedPage>>,
+}
+
+/// A subscription's readings in the shared page: read at any rate, no syscall, no wake-up.
+#[derive(Clone)]
+pub struct SharedView {
+    page: Arc<SharedPage>,
+    slot: usize,
+    id: u64,
+}
+
+impl SharedView {
+    /// The latest reading the broker published, `None` before its first update.
+    pub fn read(&self) -> Option<SharedValues> {
+        self.page
+            .read(self.slot)
+            .filter(|v| v.pushes > 0 && v.id == self.id)
+    }
+
+    /// The registration it shows.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 impl Client {
@@ -76,6 +105,8 @@ impl Client {
             pushes: VecDeque::new(),
             identity: (0, 0, 0),
             timeout: Duration::from_secs(30),
+            fds: Vec::new(),
+            page: None,
         };
         match c.call(&Request::Hello {
             version: proto::VERSION,
@@ -96,7 +127,8 @@ impl Client {
             if let Some(line) = self.lines.next_line()? {
                 return Ok(Some(proto::decode_response(&line)?));
             }
-            match self.stream.read(&mut chunk) {
+            // recvmsg rather than read: an answer may carry the shared page's descriptor.
+            match crate::shm::recv_with_fds(self.stream.as_raw_fd(), &mut chunk, &mut self.fds) {
                 Ok(0) => return Err(ClientError::Closed),
                 Ok(n) => self.lines.push(&chunk[..n]),
                 Err(e)
@@ -167,9 +199,57 @@ impl Client {
         }
     }
 
+    /// Read several registrations at once, in the order given (any number: sent as requests of
+    /// at most [`proto::MAX_READ_MANY`] ids).
+    pub fn read_many(&mut self, ids: &[u64]) -> Result<Vec<Reading>, ClientError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(proto::MAX_READ_MANY) {
+            match self.call(&Request::ReadMany {
+                ids: chunk.to_vec(),
+            })? {
+                Response::Readings { readings } if readings.len() == chunk.len() => {
+                    out.extend(readings)
+                }
+                other => return Err(ClientError::Unexpected(format!("{other:?}"))),
+            }
+        }
+        Ok(out)
+    }
+
     /// Ask for a push every `interval_ms`.
     pub fn subscribe(&mut self, id: u64, interval_ms: u64) -> Result<(), ClientError> {
         self.expect_ok(&Request::Subscribe { id, interval_ms })
+    }
+
+    /// Have registration `id`'s readings written into the connection's shared page every
+    /// `interval_ms` instead of pushed: the broker updates the slot once per interval, and the
+    /// returned view reads it whenever the caller likes without a syscall.
+    pub fn subscribe_shared(
+        &mut self,
+        id: u64,
+        interval_ms: u64,
+    ) -> Result<SharedView, ClientError> {
+        match self.call(&Request::SubscribeShared { id, interval_ms })? {
+            Response::SharedSlot {
+                id: got,
+                slot,
+                page_attached,
+            } if got == id => {
+                if page_attached || self.page.is_none() {
+                    let fd = self.fds.pop().ok_or_else(|| {
+                        ClientError::Unexpected("shared slot without the page's descriptor".into())
+                    })?;
+                    self.fds.clear();
+                    self.page = Some(Arc::new(SharedPage::open(fd)?));
+                }
+                let page = self
+                    .page
+                    .clone()
+                    .ok_or_else(|| ClientError::Unexpected("no shared page".into()))?;
+                Ok(SharedView { page, slot, id })
+            }
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
     }
 
     /// The next pushed reading, waiting at most `timeout`.
@@ -222,6 +302,64 @@ mod tests {
     use super::*;
     use std::io::{BufRead, BufReader};
     use std::os::unix::net::UnixListener;
+
+    #[test]
+    fn shared_subscriptions_appear_in_the_page_without_pushes() {
+        use crate::server::{self, Broker, Config};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("s.sock");
+        let listener = server::bind(&path).unwrap();
+        let b = Arc::new(Broker::new(Config::default()).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let srv = {
+            let (b, s) = (b.clone(), stop.clone());
+            std::thread::spawn(move || server::run(b, listener, s))
+        };
+        let mut c = Client::connect(&path).unwrap();
+        let a = c
+            .register("task-clock,context-switches", "self", 1, None)
+            .unwrap();
+        let other = c.register("page-faults", "self", 1, None).unwrap();
+        let va = c.subscribe_shared(a, 10).unwrap();
+        let vo = c.subscribe_shared(other, 10).unwrap();
+        assert_eq!((va.id(), vo.id()), (a, other));
+        // Wait (bounded) for a few updates: they come without a message on the socket.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "no shared updates");
+            if let Some(v) = va.read() {
+                if seen
+                    .last()
+                    .map_or(true, |l: &SharedValues| l.pushes != v.pushes)
+                {
+                    seen.push(v);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for w in seen.windows(2) {
+            assert!(w[1].pushes > w[0].pushes);
+            assert!(w[1].enabled_ns >= w[0].enabled_ns);
+            assert_eq!(w[1].raw.len(), 2);
+            assert!(w[1].raw[0] >= w[0].raw[0], "{:?}", seen);
+        }
+        // The second subscription has its own slot in the same page.
+        while vo.read().is_none() {
+            assert!(std::time::Instant::now() < deadline, "no shared update");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(vo.read().unwrap().raw.len(), 1);
+        // Nothing was pushed on the socket meanwhile.
+        assert!(c.next_push(Duration::from_millis(1)).unwrap().is_none());
+        // An unknown registration: refused.
+        assert!(c.subscribe_shared(999_999, 10).is_err());
+        stop.store(true, Ordering::SeqCst);
+        drop(c);
+        srv.join().unwrap().unwrap();
+    }
 
     #[test]
     fn a_silent_broker_times_out_instead_of_hanging() {

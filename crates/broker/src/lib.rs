@@ -26,8 +26,10 @@
 pub mod access;
 pub mod client;
 pub mod fallback;
+pub mod hostsource;
 pub mod journal;
 pub mod proto;
 pub mod sched;
 pub mod server;
+pub mod shm;
 pub mod target;

@@ -15,6 +15,10 @@ pub const VERSION: u32 = 1;
 /// Longest accepted line (request or response), newline excluded.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
+/// Most ids in one `read_many`: its answer (about 300 bytes per reading of three events) stays
+/// well inside [`MAX_LINE_BYTES`].
+pub const MAX_READ_MANY: usize = 64;
+
 /// Why a line is not a request.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ProtoError {
@@ -62,11 +66,27 @@ pub enum Request {
         /// Registration id.
         id: u64,
     },
+    /// Current counts of several registrations at once (at most [`MAX_READ_MANY`]), in the order
+    /// asked: one request, one rate-limit token, for a consumer that holds many registrations
+    /// (`top` and the agent hold one per watched thread).
+    ReadMany {
+        /// Registration ids.
+        ids: Vec<u64>,
+    },
     /// Push readings of a registration every `interval_ms`.
     Subscribe {
         /// Registration id.
         id: u64,
         /// Push period.
+        interval_ms: u64,
+    },
+    /// Like `subscribe`, but the readings are written into a shared-memory page instead of
+    /// being sent (see `shm`): the answer names the slot, and the first one on a connection
+    /// carries the page's descriptor (`SCM_RIGHTS`).
+    SubscribeShared {
+        /// Registration id.
+        id: u64,
+        /// Update period.
         interval_ms: u64,
     },
     /// Stop counting a registration.
@@ -186,6 +206,20 @@ pub enum Response {
     },
     /// Answer to `read`.
     Reading(Reading),
+    /// Answer to `subscribe_shared`: where its readings appear.
+    SharedSlot {
+        /// Registration id.
+        id: u64,
+        /// Slot in the connection's shared page.
+        slot: usize,
+        /// Whether this message carries the page's descriptor (the first on a connection).
+        page_attached: bool,
+    },
+    /// Answer to `read_many`, in the order of its ids.
+    Readings {
+        /// One reading per id.
+        readings: Vec<Reading>,
+    },
     /// Pushed for a subscription (never an answer to a request).
     Push(Reading),
     /// Success without data (`subscribe`, `unregister`, `grant_exclusive`).

@@ -15,6 +15,7 @@ use crate::proto::{
     self, CpuReading, EventCount, LineBuffer, Reading, RegistrationInfo, Request, Response,
 };
 use crate::sched::{Class, Demand, Scheduler, UnitId};
+use crate::shm::SharedPage;
 use crate::target::{self, Roots};
 use counterpoint_counters::count::Status;
 use counterpoint_counters::spec::{EventList, EventSpec, Group, Source};
@@ -802,14 +803,19 @@ impl Broker {
         self.readings(st, &[id], fresh)
             .pop()
             .flatten()
-            .unwrap_or(Reading {
-                id,
-                enabled_ns: 0,
-                running_ns: 0,
-                confidence: 0.0,
-                events: Vec::new(),
-                cpus: Vec::new(),
-            })
+            .unwrap_or_else(|| Self::empty_reading(id))
+    }
+
+    /// What a registration that vanished between the ownership check and the read reads as.
+    fn empty_reading(id: u64) -> Reading {
+        Reading {
+            id,
+            enabled_ns: 0,
+            running_ns: 0,
+            confidence: 0.0,
+            events: Vec::new(),
+            cpus: Vec::new(),
+        }
     }
 
     /// Several registrations' counts at one instant: time is advanced once, every kernel
@@ -1056,6 +1062,40 @@ impl Broker {
                 self.owned(&st, peer, *id)?;
                 Ok(Response::Reading(self.reading(&mut st, *id, true)))
             }
+            Request::ReadMany { ids } => {
+                if ids.len() > proto::MAX_READ_MANY {
+                    return Err(fail(format!(
+                        "read_many of {} ids exceeds the limit of {}",
+                        ids.len(),
+                        proto::MAX_READ_MANY
+                    )));
+                }
+                let mut st = self.lock();
+                for id in ids {
+                    self.owned(&st, peer, *id)?;
+                }
+                let readings = self
+                    .readings(&mut st, ids, true)
+                    .into_iter()
+                    .zip(ids)
+                    .map(|(r, &id)| r.unwrap_or_else(|| Self::empty_reading(id)))
+                    .collect();
+                Ok(Response::Readings { readings })
+            }
+            Request::SubscribeShared { id, interval_ms } => {
+                self.policy.check_interval(*interval_ms)?;
+                let st = self.lock();
+                self.owned(&st, peer, *id)?;
+                let n = st.regs.get(id).map_or(0, |r| r.nspec);
+                if n > crate::shm::MAX_SHARED_EVENTS {
+                    return Err(fail(format!(
+                        "registration {id} has {n} events; a shared slot carries at most {}",
+                        crate::shm::MAX_SHARED_EVENTS
+                    )));
+                }
+                // The connection's thread allocates the slot and answers (with the page).
+                Ok(Response::Ok)
+            }
             Request::Subscribe { id, interval_ms } => {
                 self.policy.check_interval(*interval_ms)?;
                 let st = self.lock();
@@ -1259,7 +1299,11 @@ fn describe(req: &Request) -> String {
             format!("exclusive {id} for {duration_ms} ms")
         }
         Request::Subscribe { id, interval_ms } => format!("subscribe {id} every {interval_ms} ms"),
+        Request::SubscribeShared { id, interval_ms } => {
+            format!("subscribe {id} every {interval_ms} ms (shared page)")
+        }
         Request::Read { id } => format!("read {id}"),
+        Request::ReadMany { ids } => format!("read {} registrations", ids.len()),
         Request::Unregister { id } => format!("unregister {id}"),
         Request::Hello { version } => format!("hello {version}"),
         Request::Status => "status".into(),
@@ -1303,13 +1347,22 @@ fn send(w: &Writer, r: &Response) -> bool {
     s.write_all(&proto::encode(r)).is_ok()
 }
 
+/// Where a subscription's readings go.
+#[derive(Clone)]
+enum Sink {
+    /// Sent as `push` lines on the connection.
+    Socket(Writer),
+    /// Written into a slot of the connection's shared page: no syscall per push.
+    Page(Arc<SharedPage>, usize),
+}
+
 struct Sub {
     conn: u64,
     peer: Peer,
     id: u64,
     interval: Duration,
     due: Instant,
-    writer: Writer,
+    sink: Sink,
 }
 
 /// Every subscription of every connection, served by one thread. Push times are aligned on a
@@ -1344,7 +1397,7 @@ impl Pusher {
         self.subs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn add(&self, conn: u64, peer: Peer, id: u64, interval: Duration, writer: Writer) {
+    fn add(&self, conn: u64, peer: Peer, id: u64, interval: Duration, sink: Sink) {
         let due = next_on_grid(self.epoch, interval, Instant::now());
         let mut v = self.lock();
         v.retain(|s| !(s.conn == conn && s.id == id));
@@ -1354,7 +1407,7 @@ impl Pusher {
             id,
             interval,
             due,
-            writer,
+            sink,
         });
     }
 
@@ -1379,10 +1432,17 @@ impl Pusher {
                 let s = &mut v[i];
                 match r {
                     Some(r) => {
-                        out.entry(s.conn)
-                            .or_insert_with(|| (s.writer.clone(), Vec::new()))
-                            .1
-                            .extend(proto::encode(&Response::Push(r)));
+                        match &s.sink {
+                            Sink::Socket(w) => out
+                                .entry(s.conn)
+                                .or_insert_with(|| (w.clone(), Vec::new()))
+                                .1
+                                .extend(proto::encode(&Response::Push(r))),
+                            Sink::Page(page, slot) => {
+                                let raw: Vec<u64> = r.events.iter().map(|e| e.raw).collect();
+                                page.write(*slot, r.id, r.enabled_ns, r.running_ns, &raw);
+                            }
+                        }
                         // Catch up without bursts after a stall.
                         s.due = next_on_grid(self.epoch, s.interval, now);
                     }
@@ -1447,6 +1507,9 @@ fn serve_lines(
     stop: &AtomicBool,
 ) {
     let mut lines = LineBuffer::new();
+    // The connection's shared page and its slots by registration, made on first use.
+    let mut page: Option<Arc<SharedPage>> = None;
+    let mut slots: BTreeMap<u64, usize> = BTreeMap::new();
     let mut limiter = RateLimiter::new(broker.policy.rate_per_s, broker.policy.rate_burst);
     let epoch = Instant::now();
     let mut chunk = [0u8; 8192];
@@ -1530,6 +1593,43 @@ fn serve_lines(
                 }
             };
             let resp = broker.handle(peer, &req);
+            if let (Request::SubscribeShared { id, interval_ms }, Response::Ok) = (&req, &resp) {
+                match share_slot(&mut page, &mut slots, *id) {
+                    Ok((p, slot, fresh)) => {
+                        let answer = proto::encode(&Response::SharedSlot {
+                            id: *id,
+                            slot,
+                            page_attached: fresh,
+                        });
+                        let sent = {
+                            let s = writer.lock().unwrap_or_else(|p| p.into_inner());
+                            if fresh {
+                                crate::shm::send_with_fd(s.as_raw_fd(), &answer, p.fd()).is_ok()
+                            } else {
+                                (&*s).write_all(&answer).is_ok()
+                            }
+                        };
+                        if !sent {
+                            return;
+                        }
+                        let interval = Duration::from_millis(*interval_ms);
+                        pusher.add(conn, *peer, *id, interval, Sink::Page(p, slot));
+                    }
+                    Err(message) => {
+                        if !send(
+                            writer,
+                            &Response::Error {
+                                rule: None,
+                                message,
+                                closing: false,
+                            },
+                        ) {
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
             let closing =
                 matches!(resp, Response::Error { .. }) && matches!(req, Request::Hello { .. });
             // Answer first, then start pushing, so the `ok` precedes the first push.
@@ -1539,13 +1639,43 @@ fn serve_lines(
             match (&req, &resp) {
                 (Request::Subscribe { id, interval_ms }, Response::Ok) => {
                     let interval = Duration::from_millis(*interval_ms);
-                    pusher.add(conn, *peer, *id, interval, writer.clone());
+                    pusher.add(conn, *peer, *id, interval, Sink::Socket(writer.clone()));
                 }
                 (Request::Unregister { id }, Response::Ok) => pusher.remove(conn, Some(*id)),
                 _ => {}
             }
         }
     }
+}
+
+/// The slot of registration `id` in the connection's page, making the page on first use:
+/// `(page, slot, whether the page is new and must be sent)`.
+fn share_slot(
+    page: &mut Option<Arc<SharedPage>>,
+    slots: &mut BTreeMap<u64, usize>,
+    id: u64,
+) -> Result<(Arc<SharedPage>, usize, bool), String> {
+    let fresh = page.is_none();
+    if fresh {
+        let p = SharedPage::create().map_err(|e| format!("cannot create a shared page: {e}"))?;
+        *page = Some(Arc::new(p));
+    }
+    let p = page.clone().ok_or("no shared page")?;
+    let next = slots.len();
+    let slot = match slots.get(&id) {
+        Some(&s) => s,
+        None if next < crate::shm::SLOTS => {
+            slots.insert(id, next);
+            next
+        }
+        None => {
+            return Err(format!(
+                "at most {} shared subscriptions per connection",
+                crate::shm::SLOTS
+            ))
+        }
+    };
+    Ok((p, slot, fresh))
 }
 
 /// Bind the socket: create its directory, refuse if a broker answers there, replace a stale

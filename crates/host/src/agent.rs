@@ -658,6 +658,16 @@ pub fn run_on_host(
     policy: &mut dyn Policy,
     log: &mut Logger,
 ) -> Result<Outcome, AgentError> {
+    run_on_host_with(cfg, None, policy, log)
+}
+
+/// [`run_on_host`], counting through `source` (a broker) when one is given.
+pub fn run_on_host_with(
+    cfg: HostAgentConfig,
+    source: Option<Box<dyn crate::perf::CounterSource>>,
+    policy: &mut dyn Policy,
+    log: &mut Logger,
+) -> Result<Outcome, AgentError> {
     // Caught from the start: a signal during start-up also ends through the restore path.
     signals::install()?;
     check_targets(&cfg, log)?;
@@ -684,6 +694,9 @@ pub fn run_on_host(
         host.check_permissions().map_err(AgentError::Permission)?;
     }
     host.set_stop_flag(signals::stop_flag());
+    if let Some(s) = source {
+        host.set_counter_source(s);
+    }
     let src = host.counter_sources();
     log.emit(
         Level::Info,
@@ -703,6 +716,7 @@ pub fn run_on_host(
             ("online", json!(online.to_list())),
             ("pid", json!(std::process::id())),
             ("events", json!(host.counted_events().join(","))),
+            ("counters", json!(src.via)),
             ("perf_threads", json!(src.perf_threads)),
             ("proc_threads", json!(src.proc_threads)),
             (

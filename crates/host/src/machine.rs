@@ -7,7 +7,9 @@
 
 use crate::affinity::{self, AffinityError};
 use crate::journal::{Adopted, Journal, JournalError, Override, RestoreReport};
-use crate::perf::{self, PerfEvent, ThreadGroup, HARDWARE_GROUP, SOFTWARE_GROUP};
+use crate::perf::{
+    self, CounterSource, DirectSource, PerfEvent, ThreadCounts, HARDWARE_GROUP, SOFTWARE_GROUP,
+};
 use crate::procfs::{self, Proc, ThreadTimes};
 use crate::sysfs::{self, SysfsError};
 use crate::targets::TargetSpec;
@@ -92,6 +94,10 @@ pub struct Host {
     /// Longest single sleep while waiting in `advance` (a signal cuts it short anyway; the stop
     /// flag set by another thread is seen within it).
     wait_slice: Duration,
+    /// Who opens and reads the per-thread groups: this process ([`DirectSource`]) or a broker.
+    counter_source: Box<dyn CounterSource>,
+    /// Why a non-direct source was given up for this process's own groups, if it was.
+    source_fallback: Option<String>,
 }
 
 /// A process's thread list is re-read at least this often (in intervals) even when its thread
@@ -139,6 +145,8 @@ impl Host {
             thread_lists: BTreeMap::new(),
             intervals: 0,
             wait_slice: Duration::from_millis(250),
+            counter_source: Box::new(DirectSource),
+            source_fallback: None,
         };
         match &avail.software {
             Ok(()) => {
@@ -160,6 +168,25 @@ impl Host {
     /// A flag that cuts the wait in [`Machine::advance`] short (set from a signal handler).
     pub fn set_stop_flag(&mut self, flag: &'static AtomicBool) {
         self.stop = Some(flag);
+    }
+
+    /// Count the watched threads through `source` (a broker) instead of this process's own
+    /// perf_event groups. Every thread's source is closed and reopened through it; the next
+    /// interval's deltas start here.
+    pub fn set_counter_source(&mut self, source: Box<dyn CounterSource>) {
+        // Every thread reopens through the new source: those on `/proc` too (the broker may
+        // count what this process could not).
+        self.sources.clear();
+        if !source.is_direct() {
+            // The broker opens the groups with its own rights: this process's failed probe
+            // (an unprivileged user under a strict perf_event_paranoid) does not apply to it.
+            self.use_perf = true;
+            self.perf_off_reason = None;
+        }
+        self.counter_source = source;
+        self.source_fallback = None;
+        self.prev_read = Instant::now();
+        self.prev = self.snapshot_threads();
     }
 
     /// How soon the wait in [`Machine::advance`] sees a stop flag set by another thread
@@ -206,6 +233,9 @@ impl Host {
             perf_threads,
             proc_threads: self.sources.len() - perf_threads,
             perf_off_reason: self.perf_off_reason.clone(),
+            via: self.counter_source.describe(),
+            direct: self.counter_source.is_direct(),
+            fallback_reason: self.source_fallback.clone(),
         }
     }
 
@@ -259,6 +289,7 @@ impl Host {
     }
 
     fn snapshot_threads(&mut self) -> BTreeMap<u32, Reading> {
+        self.counter_source.refresh();
         let mut out = BTreeMap::new();
         for pid in self.target_pids() {
             for tid in self.proc_.threads(pid) {
@@ -324,14 +355,26 @@ impl Host {
     /// `/proc` (the `sched` file in detailed mode, else an open `schedstat`).
     fn open_source(&mut self, pid: u32, tid: u32) -> ThreadSource {
         if self.use_perf {
-            match ThreadGroup::open(tid, &SOFTWARE_GROUP) {
+            let mut opened = self.counter_source.open(tid, &SOFTWARE_GROUP);
+            if let Err(e) = &opened {
+                let broken = self.counter_source.broken();
+                if (e.is_global() || broken.is_some()) && !self.counter_source.is_direct() {
+                    // The broker went away or cannot count here: count ourselves from now on.
+                    let why = broken.unwrap_or_else(|| e.to_string());
+                    self.source_fallback =
+                        Some(format!("{}: {why}", self.counter_source.describe()));
+                    self.counter_source = Box::new(DirectSource);
+                    opened = self.counter_source.open(tid, &SOFTWARE_GROUP);
+                }
+            }
+            match opened {
                 Ok(sw) => {
                     let hw = if self.hw_group.is_empty() {
                         None
                     } else {
                         // A thread whose hardware group does not open lacks those events; its
                         // process then reports none of them rather than a partial sum.
-                        ThreadGroup::open(tid, &self.hw_group).ok()
+                        self.counter_source.open(tid, &self.hw_group).ok()
                     };
                     return ThreadSource::Perf { sw, hw };
                 }
@@ -419,20 +462,26 @@ pub struct Sweep {
 /// How the watched threads are counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CounterSources {
-    /// Threads with a perf_event group.
+    /// Threads with a perf_event group (this process's own, or the broker's).
     pub perf_threads: usize,
     /// Threads read from `/proc`.
     pub proc_threads: usize,
     /// Why new threads are not given perf_event groups, when they are not.
     pub perf_off_reason: Option<String>,
+    /// Who opens the groups ([`CounterSource::describe`]: `perf_event`, `broker at PATH`).
+    pub via: String,
+    /// Whether that is this process's own perf_event groups.
+    pub direct: bool,
+    /// Why a broker was given up for direct counting, if it was.
+    pub fallback_reason: Option<String>,
 }
 
 /// Where one thread's counters come from.
 enum ThreadSource {
     /// perf_event groups: software always, hardware where the probe opened any.
     Perf {
-        sw: ThreadGroup,
-        hw: Option<ThreadGroup>,
+        sw: Box<dyn ThreadCounts>,
+        hw: Option<Box<dyn ThreadCounts>>,
     },
     /// `/proc/PID/task/TID/schedstat`, kept open.
     Schedstat(std::fs::File),
@@ -641,6 +690,8 @@ impl Machine for Host {
         let mut now = BTreeMap::new();
         let mut tasks = Vec::new();
         let pids = self.target_pids();
+        // A broker answers every open group with one request here.
+        self.counter_source.refresh();
         // Forget the lists of processes no longer watched.
         let watched: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
         self.thread_lists.retain(|p, _| watched.contains(p));
@@ -822,6 +873,100 @@ mod thread_list_tests {
         h.thread_lists.insert(pid, (vec![pid, 999_999], 1));
         h.intervals = 1 + RELIST_INTERVALS;
         assert_eq!(h.threads_of(pid, 2), vec![pid]);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+    use crate::perf::{GroupReading, PerfError, MAX_GROUP};
+    use std::sync::{Arc, Mutex};
+
+    /// A source that counts a fixed amount per read, and records what it was asked to open.
+    struct Fake {
+        opened: Arc<Mutex<Vec<u32>>>,
+        refreshes: Arc<Mutex<u32>>,
+    }
+
+    struct FakeGroup {
+        names: Vec<&'static str>,
+        reads: u64,
+    }
+
+    impl ThreadCounts for FakeGroup {
+        fn names(&self) -> &[&'static str] {
+            &self.names
+        }
+        fn read(&mut self) -> Result<GroupReading, PerfError> {
+            self.reads += 1;
+            let mut values = [0; MAX_GROUP];
+            for v in values.iter_mut().take(self.names.len()) {
+                *v = 1_000 * self.reads;
+            }
+            Ok(GroupReading {
+                values,
+                len: self.names.len(),
+                time_enabled_ns: 10 * self.reads,
+                time_running_ns: 5 * self.reads,
+            })
+        }
+    }
+
+    impl CounterSource for Fake {
+        fn describe(&self) -> String {
+            "fake".into()
+        }
+        fn is_direct(&self) -> bool {
+            false
+        }
+        fn open(
+            &mut self,
+            tid: u32,
+            events: &[(&'static str, PerfEvent)],
+        ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+            self.opened.lock().unwrap().push(tid);
+            Ok(Box::new(FakeGroup {
+                names: events.iter().map(|(n, _)| *n).collect(),
+                reads: 0,
+            }))
+        }
+        fn refresh(&mut self) {
+            *self.refreshes.lock().unwrap() += 1;
+        }
+    }
+
+    #[test]
+    fn every_thread_is_read_through_the_source_given() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id();
+        let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
+        // Whatever the direct probe found (perf_event or /proc), the source takes every thread.
+        let opened = Arc::new(Mutex::new(Vec::new()));
+        let refreshes = Arc::new(Mutex::new(0));
+        h.set_counter_source(Box::new(Fake {
+            opened: opened.clone(),
+            refreshes: refreshes.clone(),
+        }));
+        assert_eq!(*opened.lock().unwrap(), vec![pid]);
+        let s = h.counter_sources();
+        assert_eq!((s.via.as_str(), s.direct), ("fake", false));
+        assert_eq!((s.perf_threads, s.proc_threads), (1, 0));
+        let obs = h.advance(1_000_000).expect("advance");
+        // One refresh per snapshot, one per interval.
+        assert_eq!(*refreshes.lock().unwrap(), 2);
+        let t = obs
+            .tasks
+            .iter()
+            .find(|t| t.id.0 == pid as u64)
+            .expect("task");
+        // 1000 counted between the two reads, over half the enabled time: scaled to 2000.
+        assert_eq!(t.sample.values[event::CONTEXT_SWITCHES].raw, 1_000);
+        assert!((t.sample.counted_fraction() - 0.5).abs() < 1e-9);
         let _ = child.kill();
         let _ = child.wait();
     }

@@ -146,6 +146,75 @@ impl ThreadGroup {
     }
 }
 
+/// Where per-thread group counts come from: the seam that lets something other than this
+/// process's own perf descriptors (the broker, `counterpoint daemon`) count for [`crate::Host`].
+/// [`DirectSource`] (today's per-thread groups) is the default; `counterpoint-broker` implements
+/// it over a broker connection (the host does not depend on the broker).
+pub trait CounterSource: Send {
+    /// Where counts come from, in a word or two (`perf_event`, `broker at PATH`): shown by `top`
+    /// and logged by the agent.
+    fn describe(&self) -> String;
+
+    /// Whether this is the process's own perf_event groups (false: a broker or other service).
+    fn is_direct(&self) -> bool {
+        true
+    }
+
+    /// Start counting `events` (at most [`MAX_GROUP`]) as one group on thread `tid`.
+    /// An error for which [`PerfError::is_global`] holds means no thread will open here.
+    fn open(
+        &mut self,
+        tid: u32,
+        events: &[(&'static str, PerfEvent)],
+    ) -> Result<Box<dyn ThreadCounts>, PerfError>;
+
+    /// Called once before the groups are read for an interval: a source that answers many
+    /// groups with one request (the broker) fetches them all here. Nothing by default.
+    fn refresh(&mut self) {}
+
+    /// Why this source cannot count any more (a broker that went away), if it cannot: the host
+    /// then counts with its own groups instead.
+    fn broken(&self) -> Option<String> {
+        None
+    }
+}
+
+/// One thread's group, opened by a [`CounterSource`].
+pub trait ThreadCounts: Send {
+    /// Event names, in the order of [`GroupReading::values`].
+    fn names(&self) -> &[&'static str];
+    /// Cumulative values since the group was opened, with its enabled/running times.
+    fn read(&mut self) -> Result<GroupReading, PerfError>;
+}
+
+/// This process's own perf_event groups ([`ThreadGroup`]): the default source.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DirectSource;
+
+impl CounterSource for DirectSource {
+    fn describe(&self) -> String {
+        "perf_event".into()
+    }
+
+    fn open(
+        &mut self,
+        tid: u32,
+        events: &[(&'static str, PerfEvent)],
+    ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+        Ok(Box::new(ThreadGroup::open(tid, events)?))
+    }
+}
+
+impl ThreadCounts for ThreadGroup {
+    fn names(&self) -> &[&'static str] {
+        ThreadGroup::names(self)
+    }
+
+    fn read(&mut self) -> Result<GroupReading, PerfError> {
+        ThreadGroup::read(self)
+    }
+}
+
 /// What perf_event can count on this host, found once per process by opening each event on the
 /// calling thread and closing it again.
 #[derive(Clone, Debug)]

@@ -59,6 +59,14 @@ pub struct AgentArgs {
     /// `counterpoint_policy::Calibration`), or `paper` for the 2002 dual Xeon's table.
     #[arg(long, value_name = "FILE|paper")]
     masa_calibration: Option<String>,
+    /// Count through the broker (`counterpoint daemon`) at SOCKET, or at the default socket
+    /// without it; when none answers there, count directly. The default socket is tried
+    /// even without this flag.
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "")]
+    daemon: Option<PathBuf>,
+    /// Never use a broker: open the agent's own counters.
+    #[arg(long, conflicts_with = "daemon")]
+    direct: bool,
 }
 
 /// Parse `1s`, `250ms`, `2.5s`, `1m` into nanoseconds (the one duration parser, in host).
@@ -178,13 +186,26 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             args.source
         );
     }
-    let out = agent::run_on_host(
+    let source = if args.direct {
+        None
+    } else {
+        let socket = args.daemon.as_deref().filter(|p| !p.as_os_str().is_empty());
+        let (source, line) = super::daemon::host_counter_source(socket, true);
+        // The start line says where counting goes (`counters`); a broker asked for and not
+        // found is worth a warning of its own.
+        if source.is_none() && args.daemon.is_some() {
+            log.emit(Level::Warn, "no_broker", &line, &[]);
+        }
+        source
+    };
+    let out = agent::run_on_host_with(
         HostAgentConfig {
             targets,
             targets_text: args.targets.clone(),
             journal: args.journal.clone(),
             loop_cfg,
         },
+        source,
         policy.as_mut(),
         &mut log,
     )?;

@@ -31,6 +31,10 @@ pub struct BenchBrokerArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Cost run (b) through shared pages (`subscribe_shared`): the broker writes each reading
+    /// into the consumer's page, which the consumer reads at 10 Hz, instead of sending it.
+    #[arg(long)]
+    shared: bool,
 }
 
 /// A `counterpoint daemon` child on a private socket; killed and reaped on drop.
@@ -200,7 +204,7 @@ struct Cost {
 }
 
 /// (b): `n` consumers of four events pushed at 10 Hz; the daemon's CPU % of one core.
-fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<Cost> {
+fn cost(d: &Daemon, n: u64, seconds: u64, shared: bool) -> Result<Cost> {
     let target = format!("pid:{}", std::process::id());
     let mut handles = Vec::new();
     let (tx, rx) = std::sync::mpsc::channel::<Result<u64>>();
@@ -217,13 +221,34 @@ fn cost(d: &Daemon, n: u64, seconds: u64) -> Result<Cost> {
                     1,
                     None,
                 )?;
-                c.subscribe(id, 100)?;
+                let view = if shared {
+                    Some(c.subscribe_shared(id, 100)?)
+                } else {
+                    c.subscribe(id, 100)?;
+                    None
+                };
                 ready.wait();
                 let end = Instant::now() + Duration::from_secs(seconds);
                 let mut pushes = 0;
-                while Instant::now() < end {
-                    if c.next_push(Duration::from_millis(200))?.is_some() {
-                        pushes += 1;
+                match view {
+                    // Read the page at the consumer's own rate: updates counted as the broker
+                    // numbered them (first to last seen).
+                    Some(v) => {
+                        let mut first = None;
+                        while Instant::now() < end {
+                            std::thread::sleep(Duration::from_millis(100));
+                            if let Some(r) = v.read() {
+                                let f = *first.get_or_insert(r.pushes);
+                                pushes = r.pushes - f + 1;
+                            }
+                        }
+                    }
+                    None => {
+                        while Instant::now() < end {
+                            if c.next_push(Duration::from_millis(200))?.is_some() {
+                                pushes += 1;
+                            }
+                        }
                     }
                 }
                 c.unregister(id)?;
@@ -368,7 +393,12 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
         .map(|(g, w)| (g / w - 1.0).abs())
         .fold(0.0, f64::max);
     let d2 = Daemon::start(4, 20)?;
-    let c = cost(&d2, args.consumers, args.seconds)?;
+    let c = cost(&d2, args.consumers, args.seconds, args.shared)?;
+    let mode = if args.shared {
+        "written to shared pages"
+    } else {
+        "pushed"
+    };
     let (via, direct) = latency(&d2.socket, args.reads)?;
     drop(d2);
     let (v50, v99, d50, d99) = (
@@ -383,6 +413,7 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
             serde_json::json!({
                 "shares": {"running_ns": r, "fractions": got, "worst_relative_error": worst},
                 "cost": {"consumers": args.consumers, "events_each": 4, "hz": 10,
+                         "mode": if args.shared { "shared_page" } else { "socket_push" },
                          "broker_cpu_percent_of_one_core": c.cpu_pct,
                          "broker_on_cpu_percent_schedstat": c.on_cpu_pct,
                          "user_percent": c.user_pct, "system_percent": c.sys_pct, "pushes": c.pushes,
@@ -399,7 +430,7 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
             args.seconds, got[0], got[1], got[2], 100.0 * worst
         );
         println!(
-            "(b) {} consumers x 4 events pushed at 10 Hz, {} s: broker CPU {:.2} % of one core (user {:.2} %, system {:.2} %; on-CPU time by schedstat {:.2} %); {} pushes; {} kernel counters (deduplicated); broker context switches {:.0}/s voluntary, {:.0}/s involuntary",
+            "(b) {} consumers x 4 events {mode} at 10 Hz, {} s: broker CPU {:.2} % of one core (user {:.2} %, system {:.2} %; on-CPU time by schedstat {:.2} %); {} pushes; {} kernel counters (deduplicated); broker context switches {:.0}/s voluntary, {:.0}/s involuntary",
             args.consumers, args.seconds, c.cpu_pct, c.user_pct, c.sys_pct, c.on_cpu_pct, c.pushes,
             c.kernel, c.voluntary_per_s, c.involuntary_per_s
         );

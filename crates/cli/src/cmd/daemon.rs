@@ -146,3 +146,23 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
     eprintln!("counterpoint daemon: stopped");
     Ok(ExitCode::SUCCESS)
 }
+
+/// Where `top` and the agent count: through the broker at `socket` (the default socket when
+/// `None`) if one answers there, else with their own perf_event groups (`None`). The line says
+/// which, and why when a broker was not used.
+pub fn host_counter_source(
+    socket: Option<&std::path::Path>,
+    system: bool,
+) -> (
+    Option<Box<dyn counterpoint_host::perf::CounterSource>>,
+    String,
+) {
+    let path = socket.map_or_else(server::default_socket, std::path::Path::to_path_buf);
+    match counterpoint_broker::hostsource::BrokerSource::connect(&path) {
+        Ok(b) => (
+            Some(Box::new(if system { b.system_class() } else { b })),
+            format!("counting through the broker at {}", path.display()),
+        ),
+        Err(e) => (None, format!("counting directly (no broker: {e})")),
+    }
+}

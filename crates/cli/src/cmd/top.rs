@@ -22,6 +22,7 @@ use live::run_live;
 use model::{snapshot, sort_rows, SortKey};
 use render::{json_doc, print_text};
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -51,6 +52,14 @@ pub struct TopArgs {
     /// Rows to print in text/JSON output (the live view shows all and scrolls).
     #[arg(long, default_value_t = 20)]
     rows: usize,
+    /// Count through the broker (`counterpoint daemon`) at SOCKET, or at the default socket
+    /// without it; when none answers there, count directly. The default socket is tried
+    /// even without this flag.
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "")]
+    daemon: Option<PathBuf>,
+    /// Never use a broker: open this process's own counters.
+    #[arg(long, conflicts_with = "daemon")]
+    direct: bool,
 }
 
 /// The counting window when none is given: a live view refreshes each second, as htop and perf
@@ -80,6 +89,17 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
     let targets = TargetSpec::parse(&args.targets)?;
     let mut host = Host::new(targets, None)?;
     host.set_detailed(true);
+    if !args.direct {
+        let socket = args.daemon.as_deref().filter(|p| !p.as_os_str().is_empty());
+        let (source, line) = super::daemon::host_counter_source(socket, false);
+        if let Some(s) = source {
+            host.set_counter_source(s);
+        } else if args.daemon.is_some() {
+            // Asked for a broker and none answered: say so (otherwise the default socket was
+            // only tried, and the counters line says how counting goes).
+            eprintln!("counterpoint top: {line}");
+        }
+    }
     let live = !args.once && !args.json && args.count.is_none() && std::io::stdout().is_terminal();
     if live {
         return run_live(host, interval_ns, key, args.reverse);

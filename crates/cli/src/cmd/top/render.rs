@@ -7,9 +7,12 @@ use serde_json::json;
 
 pub(super) fn sources_text(c: &CounterSources) -> String {
     let mut t = format!(
-        "counters: perf_event on {} threads, /proc on {}",
-        c.perf_threads, c.proc_threads
+        "counters: {} on {} threads, /proc on {}",
+        c.via, c.perf_threads, c.proc_threads
     );
+    if let Some(r) = &c.fallback_reason {
+        t.push_str(&format!(" (broker given up: {r})"));
+    }
     if let Some(r) = &c.perf_off_reason {
         t.push_str(&format!(" (perf_event off: {r})"));
     }
@@ -140,6 +143,9 @@ pub(super) fn json_doc(
         "reverse": reverse,
         "pmu": s.pmu,
         "counter_source": {
+            "kind": if s.sources.direct { "direct" } else { "broker" },
+            "via": s.sources.via,
+            "broker_given_up": s.sources.fallback_reason,
             "perf_threads": s.sources.perf_threads,
             "proc_threads": s.sources.proc_threads,
             "perf_off": s.sources.perf_off_reason,

@@ -1,0 +1,436 @@
+//! Counting for the live host ([`counterpoint_host::Host`], behind `top` and the agent) through
+//! a broker: [`BrokerSource`] implements the host's [`CounterSource`] seam with one registration
+//! per watched thread group (`tid:N`) on one connection, all of them read with one `read_many`
+//! request per interval (so a host watching hundreds of threads costs the broker one request,
+//! one rate-limit token, per interval rather than one per thread).
+//!
+//! A registration's counts start at zero when it is made (the broker reports counts since
+//! registration), so a group opened in this interval reads zero until the next `read_many`
+//! without a request of its own. A refusal by the access policy (another user's thread) fails
+//! that thread's group only: the host then reads it from `/proc`, as it does when the kernel
+//! refuses a direct group. A broken connection makes [`CounterSource::broken`] say so, and the
+//! host goes back to its own perf_event groups.
+
+use crate::client::{Client, ClientError};
+use crate::proto::Reading;
+use counterpoint_host::perf::{
+    CounterSource, GroupReading, PerfError, PerfEvent, ThreadCounts, MAX_GROUP,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The connection and what the last `read_many` fetched, shared by the source and its groups.
+struct Shared {
+    client: Client,
+    /// Registrations open now.
+    live: BTreeSet<u64>,
+    /// Made since the last refresh: they read zero until then.
+    new: BTreeSet<u64>,
+    /// What the last refresh fetched, by registration, taken by the groups' reads.
+    fetched: BTreeMap<u64, Reading>,
+    /// Why the connection is unusable, once it is.
+    dead: Option<String>,
+    /// The class registrations ask for (`system` for the agent), until the policy refuses it.
+    class: Option<String>,
+}
+
+impl Shared {
+    /// Note a failure: anything but a refusal means the connection cannot be trusted again.
+    fn failed(&mut self, e: &ClientError) {
+        if !matches!(e, ClientError::Refused { .. }) && self.dead.is_none() {
+            self.dead = Some(e.to_string());
+        }
+    }
+}
+
+fn lock(s: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    // A panic elsewhere while holding it leaves plain data behind, still consistent enough to
+    // read or to fail cleanly with.
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The host's counter source over a broker connection.
+pub struct BrokerSource {
+    shared: Arc<Mutex<Shared>>,
+    socket: PathBuf,
+}
+
+impl BrokerSource {
+    /// Connect to the broker at `socket`.
+    pub fn connect(socket: &Path) -> Result<BrokerSource, ClientError> {
+        let client = Client::connect(socket)?;
+        Ok(BrokerSource {
+            shared: Arc::new(Mutex::new(Shared {
+                client,
+                live: BTreeSet::new(),
+                new: BTreeSet::new(),
+                fetched: BTreeMap::new(),
+                dead: None,
+                class: None,
+            })),
+            socket: socket.to_path_buf(),
+        })
+    }
+
+    /// Register as the `system` class (the placement agent's reserved share). Where the policy
+    /// refuses it (no `system-class` grant), the first refusal turns it off and registrations
+    /// go on as a user's.
+    pub fn system_class(self) -> Self {
+        lock(&self.shared).class = Some("system".into());
+        self
+    }
+
+    /// The socket it talks to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Registrations open now (one per watched thread group).
+    pub fn registrations(&self) -> usize {
+        lock(&self.shared).live.len()
+    }
+}
+
+impl CounterSource for BrokerSource {
+    fn describe(&self) -> String {
+        format!("broker at {}", self.socket.display())
+    }
+
+    fn is_direct(&self) -> bool {
+        false
+    }
+
+    fn open(
+        &mut self,
+        tid: u32,
+        events: &[(&'static str, PerfEvent)],
+    ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+        if events.is_empty() || events.len() > MAX_GROUP {
+            return Err(PerfError::Size(events.len()));
+        }
+        let names: Vec<&'static str> = events.iter().map(|(n, _)| *n).collect();
+        let list = names.join(",");
+        let mut sh = lock(&self.shared);
+        let open_err = |source: io::Error| PerfError::Open {
+            tid: tid as i32,
+            event: list.clone(),
+            source,
+        };
+        if let Some(why) = &sh.dead {
+            return Err(open_err(io::Error::other(why.clone())));
+        }
+        let target = format!("tid:{tid}");
+        let class = sh.class.clone();
+        let mut got = sh.client.register(&list, &target, 1, class.as_deref());
+        if let Err(ClientError::Refused { rule: Some(r), .. }) = &got {
+            if class.is_some() && r == "system-class" {
+                sh.class = None;
+                got = sh.client.register(&list, &target, 1, None);
+            }
+        }
+        match got {
+            Ok(id) => {
+                sh.live.insert(id);
+                sh.new.insert(id);
+                Ok(Box::new(BrokerThread {
+                    shared: self.shared.clone(),
+                    id,
+                    tid,
+                    names,
+                }))
+            }
+            Err(e) => {
+                sh.failed(&e);
+                let kind = if matches!(e, ClientError::Refused { .. }) {
+                    io::ErrorKind::PermissionDenied
+                } else {
+                    io::ErrorKind::Other
+                };
+                Err(open_err(io::Error::new(kind, e.to_string())))
+            }
+        }
+    }
+
+    fn refresh(&mut self) {
+        let mut sh = lock(&self.shared);
+        sh.fetched.clear();
+        sh.new.clear();
+        if sh.dead.is_some() || sh.live.is_empty() {
+            return;
+        }
+        let ids: Vec<u64> = sh.live.iter().copied().collect();
+        match sh.client.read_many(&ids) {
+            Ok(rs) => sh.fetched = rs.into_iter().map(|r| (r.id, r)).collect(),
+            // A refusal (say, one registration revoked) leaves each group to read on its own.
+            Err(e) => sh.failed(&e),
+        }
+    }
+
+    fn broken(&self) -> Option<String> {
+        lock(&self.shared).dead.clone()
+    }
+}
+
+/// One thread's group, registered with the broker.
+struct BrokerThread {
+    shared: Arc<Mutex<Shared>>,
+    id: u64,
+    tid: u32,
+    names: Vec<&'static str>,
+}
+
+impl BrokerThread {
+    fn read_err(&self, why: String) -> PerfError {
+        PerfError::Read {
+            tid: self.tid as i32,
+            source: io::Error::other(why),
+        }
+    }
+
+    /// The broker's reading as a group reading: every event must be there and supported.
+    fn convert(&self, r: &Reading) -> Result<GroupReading, PerfError> {
+        let mut g = GroupReading {
+            values: [0; MAX_GROUP],
+            len: self.names.len(),
+            time_enabled_ns: r.enabled_ns,
+            time_running_ns: r.running_ns,
+        };
+        if r.events.len() != self.names.len() {
+            return Err(self.read_err(format!(
+                "broker registration {} answered {} events for {}",
+                self.id,
+                r.events.len(),
+                self.names.len()
+            )));
+        }
+        for (i, e) in r.events.iter().enumerate() {
+            if !e.supported {
+                return Err(self.read_err(format!(
+                    "{}: {}",
+                    e.event,
+                    e.reason.as_deref().unwrap_or("not supported by the broker")
+                )));
+            }
+            g.values[i] = e.raw;
+        }
+        Ok(g)
+    }
+}
+
+impl ThreadCounts for BrokerThread {
+    fn names(&self) -> &[&'static str] {
+        &self.names
+    }
+
+    fn read(&mut self) -> Result<GroupReading, PerfError> {
+        let shared = self.shared.clone();
+        let mut sh = lock(&shared);
+        if let Some(r) = sh.fetched.remove(&self.id) {
+            return self.convert(&r);
+        }
+        if sh.new.contains(&self.id) {
+            // Registered since the last refresh: its counts start here, at zero.
+            return Ok(GroupReading {
+                values: [0; MAX_GROUP],
+                len: self.names.len(),
+                time_enabled_ns: 0,
+                time_running_ns: 0,
+            });
+        }
+        if let Some(why) = &sh.dead {
+            return Err(self.read_err(why.clone()));
+        }
+        match sh.client.read(self.id) {
+            Ok(r) => self.convert(&r),
+            Err(e) => {
+                sh.failed(&e);
+                Err(self.read_err(e.to_string()))
+            }
+        }
+    }
+}
+
+impl Drop for BrokerThread {
+    fn drop(&mut self) {
+        let mut sh = lock(&self.shared);
+        sh.live.remove(&self.id);
+        sh.new.remove(&self.id);
+        sh.fetched.remove(&self.id);
+        if sh.dead.is_none() {
+            // Best effort: the broker also drops a consumer's registrations when it exits.
+            if let Err(e) = sh.client.unregister(self.id) {
+                sh.failed(&e);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{Request, Response, MAX_READ_MANY};
+    use crate::server::{self, Broker, Config};
+    use counterpoint_core::machine::Machine;
+    use counterpoint_host::perf::SOFTWARE_GROUP;
+    use counterpoint_host::{Host, TargetSpec};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::thread::JoinHandle;
+
+    struct Running {
+        broker: Arc<Broker>,
+        stop: Arc<AtomicBool>,
+        thread: Option<JoinHandle<io::Result<()>>>,
+        socket: PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Running {
+        fn start() -> Running {
+            let dir = tempfile::tempdir().unwrap();
+            let socket = dir.path().join("s.sock");
+            let listener = server::bind(&socket).unwrap();
+            let broker = Arc::new(Broker::new(Config::default()).unwrap());
+            let stop = Arc::new(AtomicBool::new(false));
+            let thread = {
+                let (b, s) = (broker.clone(), stop.clone());
+                Some(std::thread::spawn(move || server::run(b, listener, s)))
+            };
+            Running {
+                broker,
+                stop,
+                thread,
+                socket,
+                _dir: dir,
+            }
+        }
+
+        fn stop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+            if let Some(t) = self.thread.take() {
+                t.join().unwrap().unwrap();
+            }
+        }
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            self.stop();
+        }
+    }
+
+    fn gettid() -> u32 {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+    }
+
+    /// Work that shows up in task-clock and context-switches, deterministically non-zero.
+    fn work() {
+        let mut x = 0u64;
+        for i in 0..200_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn groups_read_zero_until_refreshed_then_counts_in_one_request() {
+        let srv = Running::start();
+        let mut src = BrokerSource::connect(&srv.socket).unwrap();
+        assert!(!src.is_direct());
+        assert!(src.describe().starts_with("broker at "));
+        let mut g = src.open(gettid(), &SOFTWARE_GROUP).unwrap();
+        assert_eq!(src.registrations(), 1);
+        // Counts start at registration: zero, without a request.
+        let z = g.read().unwrap();
+        assert_eq!((z.len, z.values[..3].to_vec()), (3, vec![0, 0, 0]));
+        work();
+        src.refresh();
+        let a = g.read().unwrap();
+        let names = g.names().to_vec();
+        let at = |n: &str| names.iter().position(|k| *k == n).unwrap();
+        assert!(a.values[at("task-clock")] > 0, "{a:?}");
+        assert!(a.values[at("context-switches")] > 0, "{a:?}");
+        assert!(a.time_enabled_ns > 0 && a.time_running_ns <= a.time_enabled_ns);
+        // Not fetched by a refresh: read on its own, and never backwards.
+        work();
+        let b = g.read().unwrap();
+        for i in 0..3 {
+            assert!(b.values[i] >= a.values[i]);
+        }
+        assert!(srv.broker.kernel_counters() > 0);
+        drop(g);
+        assert_eq!(src.registrations(), 0);
+        assert_eq!(srv.broker.kernel_counters(), 0);
+    }
+
+    #[test]
+    fn read_many_answers_in_order_and_refuses_too_many() {
+        let srv = Running::start();
+        let mut c = Client::connect(&srv.socket).unwrap();
+        let a = c.register("task-clock", "self", 1, None).unwrap();
+        let b = c
+            .register("context-switches,task-clock", "self", 1, None)
+            .unwrap();
+        let rs = c.read_many(&[b, a, b]).unwrap();
+        assert_eq!(rs.iter().map(|r| r.id).collect::<Vec<_>>(), [b, a, b]);
+        assert_eq!(rs[0].events.len(), 2);
+        // More ids than one request may carry is split by the client...
+        let many = vec![a; MAX_READ_MANY * 2 + 1];
+        assert_eq!(c.read_many(&many).unwrap().len(), many.len());
+        // ...and refused by the broker when sent at once.
+        let e = c
+            .call(&Request::ReadMany {
+                ids: vec![a; MAX_READ_MANY + 1],
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("exceeds the limit"), "{e}");
+        // Someone else's or an unknown id: refused as a read of it would be.
+        let e = c.read_many(&[a, 999_999]).unwrap_err();
+        assert!(e.to_string().contains("no registration 999999"), "{e}");
+        assert!(matches!(c.status().unwrap(), Response::Status { .. }));
+    }
+
+    #[test]
+    fn the_host_counts_through_the_broker_and_falls_back_when_it_goes() {
+        let mut srv = Running::start();
+        // The host never watches itself: a child it can count.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let me = child.id();
+        let mut host = Host::new(TargetSpec::Pids(vec![me]), None).unwrap();
+        host.set_counter_source(Box::new(BrokerSource::connect(&srv.socket).unwrap()));
+        let s = host.counter_sources();
+        assert!(!s.direct && s.via.starts_with("broker at "), "{s:?}");
+        assert!(s.perf_threads > 0, "{s:?}");
+        assert!(srv.broker.kernel_counters() > 0);
+        let obs = host.advance(1_000_000).unwrap();
+        let t = obs
+            .tasks
+            .iter()
+            .find(|t| t.id.0 == me as u64)
+            .expect("the child observed");
+        // Counted through the broker (a sleeping child's deltas may well be zero).
+        for e in ["task-clock", "context-switches", "cpu-migrations"] {
+            assert!(t.sample.get(e).is_some_and(|v| v >= 0.0), "{e}: {t:?}");
+        }
+        assert_eq!(t.sample.counted_fraction(), 1.0);
+        // The broker goes away: the reads fail, the threads' groups are reopened, find the
+        // source broken, and the host counts with its own groups from then on.
+        srv.stop();
+        let _ = host.advance(1_000_000);
+        let _ = host.advance(1_000_000);
+        let s = host.counter_sources();
+        assert!(s.direct, "{s:?}");
+        assert!(s.fallback_reason.is_some(), "{s:?}");
+        assert!(s.perf_threads > 0, "{s:?}");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

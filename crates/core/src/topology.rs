@@ -92,6 +92,41 @@ pub struct Topology {
     numa_nodes: Vec<NumaNode>,
 }
 
+/// How far apart two CPUs are, nearest first: what a notification or a shared cache line pays
+/// between them (`bench c2c` groups its pairs by it; the replica model prices meetings with it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuDistance {
+    /// Two hardware threads of one core.
+    SmtSibling,
+    /// Different cores sharing the last-level cache.
+    SameLlc,
+    /// Same package (socket), different last-level caches.
+    SamePackage,
+    /// Different packages.
+    OtherPackage,
+}
+
+impl CpuDistance {
+    /// Every distance, nearest first.
+    pub const ALL: [CpuDistance; 4] = [
+        CpuDistance::SmtSibling,
+        CpuDistance::SameLlc,
+        CpuDistance::SamePackage,
+        CpuDistance::OtherPackage,
+    ];
+
+    /// The name used in JSON and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuDistance::SmtSibling => "smt_sibling",
+            CpuDistance::SameLlc => "same_llc",
+            CpuDistance::SamePackage => "same_package",
+            CpuDistance::OtherPackage => "other_package",
+        }
+    }
+}
+
 impl Topology {
     /// Build and validate. CPUs are sorted by id; cache domains by (level, kind, first CPU).
     pub fn new(
@@ -346,6 +381,29 @@ impl Default for SymmetricSpec {
             llc_bytes: 8 << 20,
             line_bytes: 64,
         }
+    }
+}
+
+impl Topology {
+    /// Distance between two different CPUs, or `None` for the same CPU or a CPU the topology
+    /// does not place (offline, unknown package).
+    pub fn distance(&self, a: CpuId, b: CpuId) -> Option<CpuDistance> {
+        if a == b {
+            return None;
+        }
+        let (pa, pb) = (self.cpu(a)?.package?, self.cpu(b)?.package?);
+        if self.smt_siblings(a).contains(b) {
+            return Some(CpuDistance::SmtSibling);
+        }
+        match (self.llc_domain_of(a), self.llc_domain_of(b)) {
+            (Some(x), Some(y)) if x == y => return Some(CpuDistance::SameLlc),
+            _ => {}
+        }
+        Some(if pa == pb {
+            CpuDistance::SamePackage
+        } else {
+            CpuDistance::OtherPackage
+        })
     }
 }
 

@@ -30,59 +30,12 @@ use std::time::{Duration, Instant};
 /// Version of the JSON document; bumped when a field changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// How far apart two CPUs are, nearest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Distance {
-    /// Two hardware threads of one core.
-    SmtSibling,
-    /// Different cores sharing the last-level cache.
-    SameLlc,
-    /// Same package (socket), different last-level caches.
-    SamePackage,
-    /// Different packages.
-    OtherPackage,
-}
-
-impl Distance {
-    /// Every distance, nearest first.
-    pub const ALL: [Distance; 4] = [
-        Distance::SmtSibling,
-        Distance::SameLlc,
-        Distance::SamePackage,
-        Distance::OtherPackage,
-    ];
-    /// The name used in JSON and tables.
-    pub fn name(self) -> &'static str {
-        match self {
-            Distance::SmtSibling => "smt_sibling",
-            Distance::SameLlc => "same_llc",
-            Distance::SamePackage => "same_package",
-            Distance::OtherPackage => "other_package",
-        }
-    }
-}
+pub use counterpoint_core::topology::CpuDistance as Distance;
 
 /// Distance between two different CPUs, or `None` for the same CPU or a CPU the topology does
 /// not place (offline, unknown package).
 pub fn distance(t: &Topology, a: CpuId, b: CpuId) -> Option<Distance> {
-    if a == b {
-        return None;
-    }
-    let (ca, cb) = (t.cpu(a)?, t.cpu(b)?);
-    let (pa, pb) = (ca.package?, cb.package?);
-    if t.smt_siblings(a).contains(b) {
-        return Some(Distance::SmtSibling);
-    }
-    match (t.llc_domain_of(a), t.llc_domain_of(b)) {
-        (Some(x), Some(y)) if x == y => return Some(Distance::SameLlc),
-        _ => {}
-    }
-    Some(if pa == pb {
-        Distance::SamePackage
-    } else {
-        Distance::OtherPackage
-    })
+    t.distance(a, b)
 }
 
 /// Every unordered pair (a < b) of `cpus` that the topology places, with its distance.

@@ -38,43 +38,15 @@ use serde::{Deserialize, Serialize};
 
 /// Distance between two CPUs as the notification cost sees it (the same names as
 /// `bench c2c`'s JSON).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Distance {
-    /// Same core (the master and the replica on one core or its SMT sibling).
-    SmtSibling,
-    /// Different cores, one LLC.
-    SameLlc,
-    /// Same package, different LLCs.
-    SamePackage,
-    /// Different packages.
-    OtherPackage,
-}
+pub use counterpoint_core::topology::CpuDistance as Distance;
 
-impl Distance {
-    /// Nearest first.
-    pub const ALL: [Distance; 4] = [
-        Distance::SmtSibling,
-        Distance::SameLlc,
-        Distance::SamePackage,
-        Distance::OtherPackage,
-    ];
-}
-
-/// Distance between two CPUs of a topology (`a == b` counts as the same core).
+/// Distance between two CPUs of a topology (`a == b` counts as the same core; a simulated
+/// machine places every CPU, so the fallback is never taken there).
 pub fn distance(t: &Topology, a: CpuId, b: CpuId) -> Distance {
-    if a == b || t.smt_siblings(a).contains(b) {
+    if a == b {
         return Distance::SmtSibling;
     }
-    if t.llc_domain_of(a).is_some() && t.llc_domain_of(a) == t.llc_domain_of(b) {
-        return Distance::SameLlc;
-    }
-    let pkg = |c| t.cpu(c).and_then(|x| x.package);
-    if pkg(a) == pkg(b) {
-        Distance::SamePackage
-    } else {
-        Distance::OtherPackage
-    }
+    t.distance(a, b).unwrap_or(Distance::SamePackage)
 }
 
 /// Cycles of one notification (the master waking a blocked replica) by distance.

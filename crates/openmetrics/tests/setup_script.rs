@@ -70,13 +70,18 @@ fn offline_as_root_skips_and_exits_zero() {
     );
     assert!(err.contains("tools: skipped: gcc tmux python3"), "{err}");
     assert!(
-        err.contains("setup: 1 part(s) complete; skipped: lockprof prometheus tools"),
+        err.contains("postgresql: skipped: postgresql (apt-get could not install them: offline"),
         "{err}"
     );
-    // One install from the cached lists, one update, one more install; per part, no retries.
+    assert!(
+        err.contains("setup: 1 part(s) complete; skipped: lockprof postgresql prometheus tools"),
+        "{err}"
+    );
+    // One install from the cached lists, one update, one more install; per installing part
+    // (lockprof, postgresql, prometheus, tools), no retries.
     assert_eq!(
         apt.lines().filter(|l| l.contains("update")).count(),
-        3,
+        4,
         "{apt}"
     );
     assert!(
@@ -101,7 +106,19 @@ fn everything_present_is_quiet_and_calls_no_apt() {
     let (code, err, apt) = run_setup(true, 0, 100, &[]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("prometheus: present: prometheus"), "{err}");
-    assert!(err.contains("setup: 4 part(s) complete"), "{err}");
+    assert!(err.contains("postgresql: present: postgresql"), "{err}");
+    // The postgresql part also checks the server's binaries on disk, which the dpkg stub cannot
+    // fake: on a machine without them that part fails, and says so.
+    let pg_on_disk = std::fs::read_dir("/usr/lib/postgresql")
+        .is_ok_and(|d| d.flatten().any(|v| v.path().join("bin/initdb").exists()));
+    if pg_on_disk {
+        assert!(err.contains("setup: 5 part(s) complete"), "{err}");
+    } else {
+        assert!(
+            err.contains("setup: 4 part(s) complete; FAILED: postgresql"),
+            "{err}"
+        );
+    }
     assert!(!err.contains("skipped"), "{err}");
     assert!(
         apt.is_empty(),

@@ -36,6 +36,9 @@ pub enum RequestsError {
     /// A counter went backwards between two boundaries.
     #[error("counter '{0}' went backwards between two request boundaries")]
     Backwards(String),
+    /// The run was asked to stop (its `stop` flag was set) before it finished.
+    #[error("interrupted before the last request; the PostgreSQL cluster was stopped and removed")]
+    Interrupted,
     /// PostgreSQL is absent or would not start.
     #[error("PostgreSQL unavailable: {0}")]
     NoPostgres(String),

@@ -12,6 +12,7 @@ use crate::RequestsError;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Smallest scale `run_pg` accepts: the templates' fixed row counts need enough data.
@@ -30,7 +31,17 @@ pub struct RunConfig {
     pub seed: u64,
     /// Events per request (perf syntax).
     pub events: String,
+    /// Set (by a signal handler, say) to end the run early: each client stops before its next
+    /// request, the run returns [`RequestsError::Interrupted`], and the cluster is stopped and
+    /// removed as on any other return.
+    pub stop: Option<&'static AtomicBool>,
 }
+
+/// Most requests one run takes: ~1000 is the intended size; beyond this the run would take
+/// hours on a small machine and the analysis holds every row in memory.
+pub const MAX_REQUESTS: usize = 100_000;
+/// Most concurrent clients (one backend process each).
+pub const MAX_CLIENTS: usize = 64;
 
 impl Default for RunConfig {
     fn default() -> Self {
@@ -40,6 +51,7 @@ impl Default for RunConfig {
             requests: 1000,
             seed: 1,
             events: crate::attrib::DEFAULT_EVENTS.to_string(),
+            stop: None,
         }
     }
 }
@@ -161,6 +173,9 @@ fn run_client(
     let mut gaps_sum = BTreeMap::new();
     let mut prev_end: Option<Snapshot> = None;
     for id in ids {
+        if cfg.stop.is_some_and(|f| f.load(Ordering::SeqCst)) {
+            return Err(RequestsError::Interrupted);
+        }
         let (name, expect, sql) = request_sql(cfg.seed, id);
         let start = Instant::now();
         let a = counters.read()?;
@@ -226,6 +241,13 @@ pub fn run_pg(cfg: &RunConfig) -> Result<RunOutput, RequestsError> {
             "--clients and --requests must be at least 1".into(),
         ));
     }
+    if cfg.requests > MAX_REQUESTS || cfg.clients > MAX_CLIENTS {
+        return Err(RequestsError::Invalid(format!(
+            "--requests {} / --clients {}: at most {MAX_REQUESTS} requests and {MAX_CLIENTS} \
+             clients (about 1000 requests already give the classes their shape)",
+            cfg.requests, cfg.clients
+        )));
+    }
     if !(MIN_SCALE..=1.0).contains(&cfg.scale) {
         return Err(RequestsError::Invalid(format!(
             "--scale must be in [{MIN_SCALE}, 1], got {} (below {MIN_SCALE} the LIMIT templates, \
@@ -237,6 +259,9 @@ pub fn run_pg(cfg: &RunConfig) -> Result<RunOutput, RequestsError> {
     let mut admin = cluster.connect()?;
     let table_rows = load(&mut admin, cfg.scale)?;
     drop(admin);
+    if cfg.stop.is_some_and(|f| f.load(Ordering::SeqCst)) {
+        return Err(RequestsError::Interrupted);
+    }
     let t0 = Instant::now();
     let outs: Vec<Result<ClientOut, RequestsError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.clients)

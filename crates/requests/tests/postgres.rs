@@ -14,8 +14,17 @@ fn resolution(event: &str) -> f64 {
     }
 }
 
+/// The cluster tests run one at a time: the stop test compares the temp dir's clusters before
+/// and after, which another test's cluster would disturb.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn attribution_sums_to_the_backends_total() {
+    let _g = serial();
     let cfg = RunConfig {
         scale: 0.002,
         clients: 2,
@@ -84,4 +93,65 @@ fn attribution_sums_to_the_backends_total() {
             acc.requests_sum["task-clock"]
         );
     }
+}
+
+/// A stop asked for before the first request ends the run with `Interrupted`, and the private
+/// cluster is stopped and its directory removed like on any other return.
+#[test]
+fn a_stop_flag_ends_the_run_and_removes_the_cluster() {
+    static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+    let _g = serial();
+    let before = pg_dirs();
+    let cfg = RunConfig {
+        scale: 0.002,
+        clients: 1,
+        requests: 10,
+        stop: Some(&STOP),
+        ..RunConfig::default()
+    };
+    match run_pg(&cfg) {
+        Err(RequestsError::Interrupted) => {}
+        Err(RequestsError::NoPostgres(why)) => {
+            eprintln!("SKIPPED: PostgreSQL cannot run here: {why}");
+            return;
+        }
+        other => panic!(
+            "expected Interrupted, got {:?}",
+            other.map(|o| o.rows.len())
+        ),
+    }
+    let after = pg_dirs();
+    assert!(
+        after.difference(&before).next().is_none(),
+        "left behind: {:?}",
+        after.difference(&before).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn absurd_sizes_are_refused_before_anything_starts() {
+    let cfg = RunConfig {
+        requests: counterpoint_requests::run::MAX_REQUESTS + 1,
+        ..RunConfig::default()
+    };
+    match run_pg(&cfg) {
+        Err(RequestsError::Invalid(msg)) => assert!(msg.contains("at most"), "{msg}"),
+        other => panic!("expected Invalid, got {:?}", other.map(|o| o.rows.len())),
+    }
+}
+
+/// The cluster directories (`counterpoint-pg-*`) under the temp dir.
+fn pg_dirs() -> std::collections::BTreeSet<std::path::PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("counterpoint-pg-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -89,7 +89,11 @@ fn run_pg_cmd(a: RunPgArgs) -> Result<ExitCode> {
         requests: a.requests,
         seed: a.seed,
         events: a.events,
+        // Ctrl-C / SIGTERM end the run between requests, so the private cluster is stopped
+        // and its directory removed instead of being left running.
+        stop: Some(counterpoint_host::signals::stop_flag()),
     };
+    counterpoint_host::signals::install().context("requests run-pg")?;
     let out = run_pg(&cfg).context("requests run-pg")?;
     let analysis = analyze(&out).context("analyzing the requests")?;
     if let Some(dir) = &a.out {

@@ -99,16 +99,7 @@ impl Demand {
         keys: BTreeSet<u64>,
         cpus: BTreeSet<usize>,
     ) -> Demand {
-        Demand {
-            uid,
-            class,
-            share,
-            units: vec![Unit {
-                keys,
-                cpus,
-                task: None,
-            }],
-        }
+        Demand::one_unit(uid, class, share, keys, cpus, None)
     }
 
     /// A task target: the keys of task set `task`, whose tasks may run on `cpus`, in one unit.
@@ -120,15 +111,22 @@ impl Demand {
         keys: BTreeSet<u64>,
         cpus: BTreeSet<usize>,
     ) -> Demand {
+        Demand::one_unit(uid, class, share, keys, cpus, Some(task))
+    }
+
+    fn one_unit(
+        uid: u32,
+        class: Class,
+        share: u32,
+        keys: BTreeSet<u64>,
+        cpus: BTreeSet<usize>,
+        task: Option<u64>,
+    ) -> Demand {
         Demand {
             uid,
             class,
             share,
-            units: vec![Unit {
-                keys,
-                cpus,
-                task: Some(task),
-            }],
+            units: vec![Unit { keys, cpus, task }],
         }
     }
 

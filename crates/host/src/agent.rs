@@ -689,14 +689,11 @@ pub fn run_on_host_with(
         Some(j)
     };
     let journal_path = journal.as_ref().map(|j| j.path().display().to_string());
-    let mut host = Host::new(cfg.targets.clone(), journal)?;
+    let mut host = Host::with_source(cfg.targets.clone(), journal, source)?;
     if !cfg.loop_cfg.dry_run {
         host.check_permissions().map_err(AgentError::Permission)?;
     }
     host.set_stop_flag(signals::stop_flag());
-    if let Some(s) = source {
-        host.set_counter_source(s);
-    }
     let src = host.counter_sources();
     log.emit(
         Level::Info,

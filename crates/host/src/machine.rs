@@ -119,6 +119,16 @@ impl Host {
     /// A host watching `targets`, changing affinities only through `journal` (none = observe
     /// only). The first snapshot is taken here, so the first interval has deltas.
     pub fn new(targets: TargetSpec, journal: Option<Journal>) -> Result<Self, HostError> {
+        Self::with_source(targets, journal, None)
+    }
+
+    /// [`Host::new`] counting through `source` (a broker) from the first snapshot on, so no
+    /// thread's own perf_event group is opened only to be closed again (`None`: direct).
+    pub fn with_source(
+        targets: TargetSpec,
+        journal: Option<Journal>,
+        source: Option<Box<dyn CounterSource>>,
+    ) -> Result<Self, HostError> {
         let topology = sysfs::host_topology()?;
         let online = topology.online_cpus();
         let avail = perf::availability();
@@ -160,6 +170,9 @@ impl Host {
             }
             Err(e) => h.perf_off_reason = Some(e.clone()),
         }
+        if let Some(source) = source {
+            h.use_source(source);
+        }
         h.prev = h.snapshot_threads();
         h.prev_cpu = read_proc_stat_cpus();
         Ok(h)
@@ -177,6 +190,12 @@ impl Host {
         // Every thread reopens through the new source: those on `/proc` too (the broker may
         // count what this process could not).
         self.sources.clear();
+        self.use_source(source);
+        self.prev_read = Instant::now();
+        self.prev = self.snapshot_threads();
+    }
+
+    fn use_source(&mut self, source: Box<dyn CounterSource>) {
         if !source.is_direct() {
             // The broker opens the groups with its own rights: this process's failed probe
             // (an unprivileged user under a strict perf_event_paranoid) does not apply to it.
@@ -185,8 +204,6 @@ impl Host {
         }
         self.counter_source = source;
         self.source_fallback = None;
-        self.prev_read = Instant::now();
-        self.prev = self.snapshot_threads();
     }
 
     /// How soon the wait in [`Machine::advance`] sees a stop flag set by another thread

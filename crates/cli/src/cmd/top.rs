@@ -87,19 +87,19 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
     let interval_ns = super::agent::parse_interval(interval)?;
     let key = SortKey::parse(&args.sort)?;
     let targets = TargetSpec::parse(&args.targets)?;
-    let mut host = Host::new(targets, None)?;
-    host.set_detailed(true);
+    let mut source = None;
     if !args.direct {
         let socket = args.daemon.as_deref().filter(|p| !p.as_os_str().is_empty());
-        let (source, line) = super::daemon::host_counter_source(socket, false);
-        if let Some(s) = source {
-            host.set_counter_source(s);
-        } else if args.daemon.is_some() {
+        let (s, line) = super::daemon::host_counter_source(socket, false);
+        if s.is_none() && args.daemon.is_some() {
             // Asked for a broker and none answered: say so (otherwise the default socket was
             // only tried, and the counters line says how counting goes).
             eprintln!("counterpoint top: {line}");
         }
+        source = s;
     }
+    let mut host = Host::with_source(targets, None, source)?;
+    host.set_detailed(true);
     let live = !args.once && !args.json && args.count.is_none() && std::io::stdout().is_terminal();
     if live {
         return run_live(host, interval_ns, key, args.reverse);

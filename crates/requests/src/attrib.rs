@@ -89,19 +89,12 @@ pub fn deltas(
         let (Some(Some(x)), Some(Some(y))) = (a.0.get(i), b.0.get(i)) else {
             continue;
         };
-        let dv = y
-            .raw
-            .checked_sub(x.raw)
-            .ok_or_else(|| RequestsError::Backwards(name.clone()))?;
-        let de = y.time_enabled_ns.saturating_sub(x.time_enabled_ns);
-        let dr = y.time_running_ns.saturating_sub(x.time_running_ns);
-        let (value, coverage) = if dr >= de || de == 0 {
-            (dv as f64, 1.0)
-        } else if dr == 0 {
-            (0.0, 0.0)
-        } else {
-            (dv as f64 * de as f64 / dr as f64, dr as f64 / de as f64)
-        };
+        if y.raw < x.raw {
+            return Err(RequestsError::Backwards(name.clone()));
+        }
+        // Scaled by the request's own running/enabled share, as every reading is.
+        let d = y.delta_since(x);
+        let (value, coverage) = (d.scaled().unwrap_or(0.0), d.counted_fraction());
         out.insert(name.clone(), Delta { value, coverage });
     }
     Ok(out)

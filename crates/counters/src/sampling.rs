@@ -61,13 +61,14 @@ pub struct IpSampler {
 
 /// The thread ids of `pid`, ascending.
 pub fn threads_of(pid: u32) -> Result<Vec<u32>, SamplingError> {
-    let dir = format!("/proc/{pid}/task");
-    let rd = std::fs::read_dir(&dir).map_err(|source| SamplingError::Threads { pid, source })?;
-    let mut tids: Vec<u32> = rd
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    tids.sort_unstable();
-    Ok(tids)
+    let pid_i32 = i32::try_from(pid).map_err(|_| SamplingError::Threads {
+        pid,
+        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+    })?;
+    let tids = crate::tasks::thread_ids(std::path::Path::new("/proc"), pid_i32)
+        .map_err(|source| SamplingError::Threads { pid, source })?;
+    // thread_ids keeps only positive ids, so each fits a u32.
+    Ok(tids.into_iter().map(|t| t.unsigned_abs()).collect())
 }
 
 impl IpSampler {

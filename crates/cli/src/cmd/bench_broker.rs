@@ -102,21 +102,8 @@ impl Daemon {
     /// Time on CPU of all the daemon's threads, in ns (`schedstat`'s first field): exact where
     /// `stat`'s user/system times come in 10 ms ticks.
     fn on_cpu_ns(&self) -> Result<u64> {
-        let dir = format!("/proc/{}/task", self.child.id());
-        let mut total = 0u64;
-        for t in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
-            let Ok(t) = t else { continue };
-            // A thread that ended meanwhile has nothing more to count.
-            let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else {
-                continue;
-            };
-            total += text
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-        Ok(total)
+        super::overhead::run_time_ns(self.child.id())
+            .with_context(|| format!("listing /proc/{}/task", self.child.id()))
     }
 
     /// Context switches of all the daemon's threads: (voluntary, involuntary). Where the CPU

@@ -45,7 +45,7 @@ pub fn skip_intervals(intervals: u64) -> u64 {
 }
 
 /// Total run time in ns of every thread of `pid` (`/proc/PID/task/*/schedstat`, first field).
-fn run_time_ns(pid: u32) -> Option<u64> {
+pub(crate) fn run_time_ns(pid: u32) -> Option<u64> {
     let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut sum = 0u64;
     for e in dir.flatten() {

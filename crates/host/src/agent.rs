@@ -614,6 +614,9 @@ pub struct HostAgentConfig {
     pub journal: PathBuf,
     /// The loop.
     pub loop_cfg: LoopConfig,
+    /// Read every thread every interval, even of a process that did not run (turns the idle
+    /// gate off; see [`crate::taskstats`]).
+    pub read_every_thread: bool,
 }
 
 /// Refuse a pid list none of whose processes exists; warn about the missing ones, and about a
@@ -690,6 +693,9 @@ pub fn run_on_host_with(
     };
     let journal_path = journal.as_ref().map(|j| j.path().display().to_string());
     let mut host = Host::with_source(cfg.targets.clone(), journal, source)?;
+    if cfg.read_every_thread {
+        host.set_idle_gate(false);
+    }
     if !cfg.loop_cfg.dry_run {
         host.check_permissions().map_err(AgentError::Permission)?;
     }
@@ -719,6 +725,13 @@ pub fn run_on_host_with(
             (
                 "perf_off",
                 json!(src.perf_off_reason.as_deref().unwrap_or("")),
+            ),
+            (
+                "idle_gate",
+                json!(match &src.idle_gate_off {
+                    None => "on: threads of a process that did not run are not read".to_string(),
+                    Some(why) => format!("off: {why}"),
+                }),
             ),
         ],
     );

@@ -48,6 +48,7 @@ pub mod procfs;
 pub mod signals;
 pub mod sysfs;
 pub mod targets;
+pub mod taskstats;
 
 pub use journal::{Journal, JournalError};
 pub use machine::{Host, HostError};

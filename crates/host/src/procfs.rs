@@ -100,8 +100,16 @@ impl Proc {
             .unwrap_or_default()
     }
 
+    /// A process's `stat`, read from its leader thread's own file (`task/PID/stat`): the
+    /// process-wide file makes the kernel loop over every thread to sum times and faults, which
+    /// for a process of 500 threads was a tenth of the agent's steady-state CPU. Every field
+    /// used here (comm, state, ppid, flags, start time, CPU, thread count) is the same in both;
+    /// only `utime`/`stime` are the leader's alone. Falls back to `PID/stat` (fixture trees).
     pub fn stat(&self, pid: u32) -> Option<Stat> {
-        parse_stat(&fs::read_to_string(self.pid_dir(pid).join("stat")).ok()?)
+        let text = fs::read_to_string(self.thread_dir(pid, pid).join("stat"))
+            .or_else(|_| fs::read_to_string(self.pid_dir(pid).join("stat")))
+            .ok()?;
+        parse_stat(&text)
     }
 
     pub fn thread_stat(&self, pid: u32, tid: u32) -> Option<Stat> {

@@ -67,6 +67,11 @@ pub struct AgentArgs {
     /// Never use a broker: open the agent's own counters.
     #[arg(long, conflicts_with = "daemon")]
     direct: bool,
+    /// Read every thread's counters every interval. By default a process none of whose
+    /// threads ran since the last interval (the kernel's taskstats say so in one query; needs
+    /// CAP_NET_ADMIN) keeps its last readings: its counts cannot have changed.
+    #[arg(long)]
+    read_every_thread: bool,
 }
 
 /// Parse `1s`, `250ms`, `2.5s`, `1m` into nanoseconds (the one duration parser, in host).
@@ -204,6 +209,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             targets_text: args.targets.clone(),
             journal: args.journal.clone(),
             loop_cfg,
+            read_every_thread: args.read_every_thread,
         },
         source,
         policy.as_mut(),

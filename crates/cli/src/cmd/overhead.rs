@@ -27,9 +27,17 @@ pub struct OverheadArgs {
     /// Repetitions (the median is reported).
     #[arg(long, default_value_t = 3)]
     repeat: u32,
+    /// One more thread in the watched process wakes every this many ms, so the process is
+    /// never idle for a whole interval and every thread is read each time (0: all sleep).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    waker_ms: u64,
     /// Internal: be the helper (hold this many sleeping threads until stdin closes).
     #[arg(long, hide = true)]
     hold_threads: Option<u32>,
+    /// Run the agent with `--read-every-thread` (no idle gate): the cost of reading all
+    /// threads each interval.
+    #[arg(long)]
+    read_every_thread: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -65,6 +73,8 @@ pub(crate) fn run_time_ns(pid: u32) -> Option<u64> {
 struct Cost {
     /// Steady-state CPU share of one core, percent (None if the run was too short to window).
     steady_percent: Option<f64>,
+    /// The agent's start line's `idle_gate` field.
+    idle_gate: String,
     /// Whole run: CPU seconds and wall seconds.
     total_cpu_s: f64,
     total_wall_s: f64,
@@ -78,7 +88,7 @@ fn run_agent(cmd: &mut Command, interval: Duration, intervals: u64) -> Result<Co
     let mut child = cmd.spawn().context("spawn agent")?;
     let pid = child.id();
     // Drain the log (a full pipe would block the agent); say when it has started.
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
     let log = child.stderr.take();
     let drain = std::thread::spawn(move || {
         let Some(log) = log else { return };
@@ -87,14 +97,16 @@ fn run_agent(cmd: &mut Command, interval: Duration, intervals: u64) -> Result<Co
             let Ok(line) = line else { break };
             if !started && line.contains("event=\"start\"") {
                 started = true;
-                let _ = tx.send(());
+                let _ = tx.send(idle_gate_of(&line));
             }
         }
     });
     let skip = skip_intervals(intervals);
     let mut steady = None;
     let mut window_s = 0.0;
-    if intervals >= skip + 3 && rx.recv_timeout(Duration::from_secs(120)).is_ok() {
+    let start_line = rx.recv_timeout(Duration::from_secs(120)).ok();
+    let idle_gate = start_line.clone().unwrap_or_default();
+    if intervals >= skip + 3 && start_line.is_some() {
         let started = Instant::now();
         let at = |k: u64| started + interval * k as u32 + interval / 2;
         let sleep_until = |t: Instant| {
@@ -123,10 +135,19 @@ fn run_agent(cmd: &mut Command, interval: Duration, intervals: u64) -> Result<Co
     }
     Ok(Cost {
         steady_percent: steady,
+        idle_gate,
         total_cpu_s: cpu_s,
         total_wall_s: t0.elapsed().as_secs_f64(),
         window_s,
     })
+}
+
+/// The `idle_gate="..."` field of the agent's start line (text log format).
+fn idle_gate_of(line: &str) -> String {
+    line.split_once("idle_gate=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(v, _)| v.to_string())
+        .unwrap_or_else(|| "not stated".into())
 }
 
 /// Wait for child `pid`: (user+sys CPU seconds, exit code or -1).
@@ -153,8 +174,13 @@ fn wait_rusage(pid: libc::pid_t) -> Result<(f64, i32)> {
     Ok((tv(ru.ru_utime) + tv(ru.ru_stime), code))
 }
 
-fn hold(n: u32) -> Result<ExitCode> {
+fn hold(n: u32, waker_ms: u64) -> Result<ExitCode> {
     let mut handles = Vec::new();
+    if waker_ms > 0 {
+        handles.push(std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(waker_ms));
+        }));
+    }
     for _ in 0..n {
         handles.push(std::thread::spawn(|| loop {
             std::thread::sleep(Duration::from_secs(3600));
@@ -168,7 +194,7 @@ fn hold(n: u32) -> Result<ExitCode> {
 
 pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     if let Some(n) = args.hold_threads {
-        return hold(n);
+        return hold(n, args.waker_ms);
     }
     let exe = std::env::current_exe().context("own executable")?;
     let mut helper = Command::new(&exe)
@@ -176,6 +202,8 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             "agent-overhead",
             "--hold-threads",
             &args.threads.to_string(),
+            "--waker-ms",
+            &args.waker_ms.to_string(),
         ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -205,6 +233,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     let dir = tempfile_dir()?;
     let mut steady = Vec::new();
     let mut totals = Vec::new();
+    let mut idle_gate = String::new();
     for i in 0..args.repeat {
         let journal = dir.join(format!("overhead-{i}.journal"));
         let cost = run_agent(
@@ -212,6 +241,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
                 .args(["agent", "--policy", "spread", "--interval", &args.interval])
                 .args(["--targets", &format!("pid:{hp}")])
                 .args(["--max-intervals", &args.intervals.to_string()])
+                .args(args.read_every_thread.then_some("--read-every-thread"))
                 .arg("--journal")
                 .arg(&journal),
             interval,
@@ -226,6 +256,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             }
         };
         let total = cost.total_cpu_s / cost.total_wall_s * 100.0;
+        idle_gate = cost.idle_gate.clone();
         totals.push(total);
         if let Some(p) = cost.steady_percent {
             steady.push(p);
@@ -266,11 +297,18 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
                 "intervals": args.intervals, "skipped_intervals": skip,
                 "steady_percent_of_one_core": steady, "median_percent": m,
                 "whole_run_percent": totals, "whole_run_median_percent": total_median,
-                "goal_percent": GOAL_PERCENT, "meets_goal": meets})
+                "goal_percent": GOAL_PERCENT, "meets_goal": meets,
+                "waker_ms": args.waker_ms, "idle_gate": idle_gate})
         );
     } else {
+        let waker = if args.waker_ms > 0 {
+            format!(" (one of them wakes every {} ms)", args.waker_ms)
+        } else {
+            " (all asleep)".into()
+        };
+        println!("idle gate: {idle_gate}");
         println!(
-            "watching {threads} threads at {} for {} intervals: steady state median {m:.3} % of one core; \
+            "watching {threads} threads{waker} at {} for {} intervals: steady state median {m:.3} % of one core; \
              goal < {GOAL_PERCENT} % (500 threads at 1 s): {}",
             args.interval,
             args.intervals,
@@ -299,5 +337,12 @@ mod tests {
         let me = std::process::id();
         assert!(run_time_ns(me).is_some_and(|ns| ns > 0));
         assert!(run_time_ns(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn the_idle_gate_is_read_off_the_start_line() {
+        let line = r#"... INFO agent started event="start" policy="spread" idle_gate="off: turned off" pid=3"#;
+        assert_eq!(idle_gate_of(line), "off: turned off");
+        assert_eq!(idle_gate_of("event=\"start\""), "not stated");
     }
 }

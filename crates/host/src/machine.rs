@@ -254,6 +254,11 @@ impl Host {
     /// the one seen then and every thread listed now was read then. The signature is taken
     /// before any thread is read, so readings taken after the last one are current.
     fn kept_still(&mut self, pid: u32, tids: &[u32]) -> bool {
+        // A source that stopped answering (a broker gone) is found out by reading: its
+        // threads are reopened on this process's own groups.
+        if self.counter_source.broken().is_some() {
+            return false;
+        }
         let Some(gate) = self.idle_gate.as_mut() else {
             return false;
         };

@@ -53,19 +53,14 @@ struct Prof {
 impl Prof {
     fn new(p: &Profile, spec: &MachineSpec) -> Self {
         if let (Model::V2, Some(v)) = (spec.model, &p.v2) {
-            // v2: the core CPI is the sum of its non-memory components; LLC hits are exposed
-            // like misses, divided by the overlap the program achieves.
-            let api = v.llc_apki / 1000.0;
-            let cpi_core = v.base_cpi
-                + v.branch_mpki / 1000.0 * spec.v2.branch_penalty_cycles
-                + p.fp_fraction * v.fp_dep_cycles
-                + api * spec.v2.llc_hit_cycles / v.mlp;
+            // v2: the core CPI and the memory overlap are pure functions of the profile and
+            // the machine's physics (spec.rs: `ProfileV2::core_cpi`, `effective_mlp`).
             return Self {
-                cpi_core,
-                api,
+                cpi_core: v.core_cpi(p.fp_fraction, &spec.v2),
+                api: v.llc_apki / 1000.0,
                 saturation_bytes: saturation_of(&v.miss_curve),
                 curve: v.miss_curve.clone(),
-                mlp: v.mlp,
+                mlp: v.effective_mlp(&spec.v2),
                 fp: p.fp_fraction,
                 lines_per_miss: 1.0 + v.writeback_fraction,
             };
@@ -222,6 +217,9 @@ struct Bus {
     latency_cycles: f64,
     rho: f64,
     rho_obs_sum: f64,
+    /// v2: the bus's own demand (bytes per cycle) at its last solve; the other sockets'
+    /// snoop load is computed from it (`coupling.rs`).
+    demand: f64,
 }
 
 /// The simulated machine.

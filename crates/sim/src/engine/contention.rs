@@ -228,6 +228,7 @@ impl Simulation {
         if d0 <= 0.0 {
             self.buses[b].latency_cycles = l0;
             self.buses[b].rho = 0.0;
+            self.set_bus_demand_v2(b, 0.0);
             return;
         }
         // Interleaved streams from several tasks break DRAM row-buffer locality: the bandwidth
@@ -248,10 +249,12 @@ impl Simulation {
         let mixed = (1.0 - sq).clamp(0.0, 1.0);
         let bw = self.peak_bytes_per_cycle * (1.0 - self.spec.v2.row_conflict_loss * mixed);
         let s = self.spec.line_bytes as f64 / bw;
+        // Other sockets' snoops occupy this queue too (coupling.rs): a constant load here.
+        let snoop = self.snoop_load_v2(b, bw);
         let g = |sim: &Self, l: f64| -> (f64, f64) {
             let (d, dd) = sim.bus_demand(b, l);
             let x = l - l0 + s;
-            (d - bw * (l - l0) / x, dd - bw * s / (x * x))
+            (d + snoop - bw * (l - l0) / x, dd - bw * s / (x * x))
         };
         let prev = self.buses[b].latency_cycles;
         let mut l = if prev > l0 && g(self, prev).0 >= 0.0 {
@@ -273,7 +276,44 @@ impl Simulation {
         }
         self.buses[b].latency_cycles = l;
         // Utilization of the sustained bandwidth (below the mix's effective bandwidth, so
-        // below 1 by construction).
+        // below 1 by construction), snoops included.
         self.buses[b].rho = (l - l0) / (l - l0 + s) * bw / self.peak_bytes_per_cycle;
+        let own = self.bus_demand(b, l).0;
+        self.set_bus_demand_v2(b, own);
+    }
+
+    /// Snoop load (bytes per cycle) on bus `b` from the other buses' last solved demand,
+    /// bounded so the queue keeps serving its own misses (coupling.rs).
+    fn snoop_load_v2(&self, b: usize, bw: f64) -> f64 {
+        let per_line = self.spec.v2.snoop_bytes_per_line;
+        if per_line <= 0.0 || self.buses.len() < 2 {
+            return 0.0;
+        }
+        let mut others = 0.0;
+        for (a, x) in self.buses.iter().enumerate() {
+            if a != b {
+                others += x.demand.max(0.0);
+            }
+        }
+        let load = crate::coupling::snoop_load_of(others, self.spec.line_bytes as f64, per_line);
+        crate::coupling::bounded_snoop_load(load, bw, crate::coupling::MAX_SNOOP_SHARE)
+    }
+
+    /// Record bus `b`'s own demand; when snoops couple the buses and it moved, the others
+    /// must be re-solved (next tick) with the new load.
+    fn set_bus_demand_v2(&mut self, b: usize, demand: f64) {
+        let old = self.buses[b].demand;
+        self.buses[b].demand = demand;
+        if self.spec.v2.snoop_bytes_per_line > 0.0
+            && self.buses.len() > 1
+            && (demand - old).abs() > 1e-9 * demand.max(old)
+        {
+            for a in 0..self.buses.len() {
+                if a != b {
+                    self.dirty_bus[a] = true;
+                }
+            }
+            self.dirty = true;
+        }
     }
 }

@@ -48,6 +48,8 @@ struct Prof {
     saturation_bytes: f64,
     /// Bus line transfers per LLC miss: the fill plus, under v2, the dirty line it evicts.
     lines_per_miss: f64,
+    /// v2: lines per instruction devices move on the task's behalf (DMA): bus load only.
+    dma_lpi: f64,
 }
 
 impl Prof {
@@ -63,6 +65,7 @@ impl Prof {
                 mlp: v.effective_mlp(&spec.v2),
                 fp: p.fp_fraction,
                 lines_per_miss: 1.0 + v.writeback_fraction,
+                dma_lpi: v.dma_lines_pki / 1000.0,
             };
         }
         Self {
@@ -73,6 +76,7 @@ impl Prof {
             mlp: p.mlp,
             fp: p.fp_fraction,
             lines_per_miss: 1.0,
+            dma_lpi: 0.0,
         }
     }
 }

@@ -535,6 +535,11 @@ pub struct ProfileV2 {
     /// Concurrent streams those misses come from (arrays swept together in the hot loops).
     #[serde(default)]
     pub streams: f64,
+    /// Lines per thousand instructions that devices move over the bus on the task's behalf
+    /// (a NIC's DMA of the data a server sends): load on the bus that stalls no core and is
+    /// not in the task's own counters (a processor counts its own bus transactions).
+    #[serde(default)]
+    pub dma_lines_pki: f64,
 }
 
 impl ProfileV2 {
@@ -579,6 +584,7 @@ impl ProfileV2 {
             (self.writeback_fraction, "v2.writeback_fraction"),
             (self.stream_fraction, "v2.stream_fraction"),
             (self.streams, "v2.streams"),
+            (self.dma_lines_pki, "v2.dma_lines_pki"),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{n} must be a non-negative number, got {v}"));

@@ -145,10 +145,11 @@ impl Simulation {
             }
             let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
             let mpi = p.api * cpu.miss;
-            if mpi > 0.0 {
+            if mpi > 0.0 || p.dma_lpi > 0.0 {
                 let q = mpi / p.mlp;
                 let den = self.scratch_cc[c as usize] + q * lat;
-                let d = line * mpi * p.lines_per_miss / den;
+                // Lines on the bus per instruction: fills, dirty victims, devices' DMA.
+                let d = line * (mpi * p.lines_per_miss + p.dma_lpi) / den;
                 sum += d;
                 deriv -= d * q / den;
             }
@@ -242,7 +243,7 @@ impl Simulation {
             }
             let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
             let mpi = p.api * cpu.miss;
-            let d = self.spec.line_bytes as f64 * mpi * p.lines_per_miss
+            let d = self.spec.line_bytes as f64 * (mpi * p.lines_per_miss + p.dma_lpi)
                 / (self.scratch_cc[c as usize] + mpi / p.mlp * l0);
             sq += (d / d0) * (d / d0);
         }

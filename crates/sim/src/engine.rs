@@ -34,6 +34,9 @@ const FIXED_POINT_MAX_ITERS: usize = 100;
 const FIXED_POINT_TOL: f64 = 1e-11;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
+/// v2 snoop coupling: a bus's demand must move by more than this (relative) before the other
+/// buses are re-solved for their snoop load (`engine/contention.rs`, `set_bus_demand_v2`).
+const SNOOP_RESOLVE_TOL: f64 = 1e-4;
 
 /// A profile with derived constants for the hot path.
 #[derive(Clone, Debug)]
@@ -224,6 +227,8 @@ struct Bus {
     /// v2: the bus's own demand (bytes per cycle) at its last solve; the other sockets'
     /// snoop load is computed from it (`coupling.rs`).
     demand: f64,
+    /// v2: the demand the other buses were last re-solved for.
+    demand_seen: f64,
 }
 
 /// The simulated machine.

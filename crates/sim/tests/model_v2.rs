@@ -337,8 +337,11 @@ fn sockets_couple_through_snoops_in_the_engine() {
     }
     let sc = v2_scenario("modern-2s-32c", &cat, &tasks, 600);
     let (s0, s1) = (steady_cpi(&sc, 0), steady_cpi(&sc, 1));
+    // Equal up to the engine's re-solve tolerance: socket 0 is solved first, with socket 1's
+    // previous demand, and demands that move by less than 1e-4 trigger no re-solve (measured
+    // 1.3e-8 relative; the pure curve above is exactly symmetric).
     assert!(
-        (s0 - s1).abs() <= 1e-9 * s0,
+        (s0 - s1).abs() <= 1e-6 * s0,
         "socket 0 {s0} vs socket 1 {s1}"
     );
 }

@@ -130,6 +130,7 @@ impl Simulation {
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
+        self.note_bus_demand_v2(b);
     }
 
     /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
@@ -229,7 +230,7 @@ impl Simulation {
         if d0 <= 0.0 {
             self.buses[b].latency_cycles = l0;
             self.buses[b].rho = 0.0;
-            self.set_bus_demand_v2(b, 0.0);
+            self.buses[b].demand = 0.0;
             return;
         }
         // Interleaved streams from several tasks break DRAM row-buffer locality: the bandwidth
@@ -279,8 +280,7 @@ impl Simulation {
         // Utilization of the sustained bandwidth (below the mix's effective bandwidth, so
         // below 1 by construction), snoops included.
         self.buses[b].rho = (l - l0) / (l - l0 + s) * bw / self.peak_bytes_per_cycle;
-        let own = self.bus_demand(b, l).0;
-        self.set_bus_demand_v2(b, own);
+        self.buses[b].demand = self.bus_demand(b, l).0;
     }
 
     /// Snoop load (bytes per cycle) on bus `b` from the other buses' last solved demand,
@@ -300,15 +300,21 @@ impl Simulation {
         crate::coupling::bounded_snoop_load(load, bw, crate::coupling::MAX_SNOOP_SHARE)
     }
 
-    /// Record bus `b`'s own demand; when snoops couple the buses and it moved, the others
-    /// must be re-solved (next tick) with the new load.
-    fn set_bus_demand_v2(&mut self, b: usize, demand: f64) {
-        let old = self.buses[b].demand;
-        self.buses[b].demand = demand;
-        if self.spec.v2.snoop_bytes_per_line > 0.0
-            && self.buses.len() > 1
-            && (demand - old).abs() > 1e-9 * demand.max(old)
+    /// After a solve of bus `b`: when snoops couple the buses and its demand moved by more than
+    /// `SNOOP_RESOLVE_TOL` (relative), the others are re-solved on the next tick with the new
+    /// load. Smaller moves (Newton's last digits, slow warm-up) are carried without a re-solve:
+    /// the snoop load a socket sees then lags the others' demand by at most that tolerance,
+    /// which moves its latency by far less (snoops are a fraction of a line each).
+    fn note_bus_demand_v2(&mut self, b: usize) {
+        if self.spec.model != Model::V2
+            || self.spec.v2.snoop_bytes_per_line <= 0.0
+            || self.buses.len() < 2
         {
+            return;
+        }
+        let (demand, seen) = (self.buses[b].demand, self.buses[b].demand_seen);
+        if (demand - seen).abs() > SNOOP_RESOLVE_TOL * demand.max(seen) {
+            self.buses[b].demand_seen = demand;
             for a in 0..self.buses.len() {
                 if a != b {
                     self.dirty_bus[a] = true;

@@ -321,6 +321,7 @@ fn sockets_couple_through_snoops_in_the_engine() {
     let loud = victim_cpi(8.0, true);
     // Small (the victim's controller is far from saturation, so snoops add little queueing;
     // measured +2e-4 relative) but strictly positive.
+    eprintln!("mcf on socket 0: CPI {quiet} alone, {loud} beside 16 swim on socket 1");
     assert!(loud > quiet, "victim CPI {quiet} -> {loud}");
     let quiet0 = victim_cpi(0.0, false);
     let loud0 = victim_cpi(0.0, true);

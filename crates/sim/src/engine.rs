@@ -35,7 +35,7 @@ const FIXED_POINT_TOL: f64 = 1e-11;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
 /// v2 snoop coupling: a bus's demand must move by more than this (relative) before the other
-/// buses are re-solved for their snoop load (`engine/contention.rs`, `set_bus_demand_v2`).
+/// buses are re-solved for their snoop load (`engine/contention.rs`, `note_bus_demand_v2`).
 const SNOOP_RESOLVE_TOL: f64 = 1e-4;
 
 /// A profile with derived constants for the hot path.

@@ -393,6 +393,7 @@ impl Catalog {
                 // its data-less response, two header flits of about 8 bytes each, per line
                 // another socket moves (est).
                 snoop_bytes_per_line: 16.0,
+                smt: None,
             },
         };
         add(modern("xeon-4x8x1", 4, 8, 1, 1, 20.0));
@@ -462,6 +463,7 @@ impl Catalog {
                 prefetch_depth_lines: 2.0,
                 // One shared bus: every snoop is that bus's own transaction, already queued.
                 snoop_bytes_per_line: 0.0,
+                smt: None,
             },
         });
         // A modern 2-socket, 32-core machine (Xeon Gold 6142 class: 16 cores x 2 threads per
@@ -493,6 +495,7 @@ impl Catalog {
                 // UPI with an in-memory directory and snoop filter: most misses need no
                 // snoop of the other socket; est half of a broadcast's 16 bytes per line.
                 snoop_bytes_per_line: 8.0,
+                smt: None,
             },
         });
         c
@@ -611,8 +614,21 @@ fn netburst_v2() -> PhysicsV2 {
         prefetch_depth_lines: 2.0,
         // One shared bus: every snoop is that bus's own transaction, already queued.
         snoop_bytes_per_line: 0.0,
+        // Hyper-Threading sharing refitted for v2's core CPIs on MASA's pinned tables
+        // (calibrate_v2 -- --fit; docs/calibration.md).
+        smt: NETBURST_V2_SMT,
     }
 }
+
+/// Pentium 4 Hyper-Threading under v2, calibrated by `calibrate_v2 -- --fit` on MASA's
+/// pinned tables for v2's core CPIs (v1's `p4_smt` was fitted for v1's); the issue width is
+/// the same 3. `fp_unit_weight` ends at the upper bound of its range (10).
+const NETBURST_V2_SMT: Option<SmtSpec> = Some(SmtSpec {
+    issue_width: 3.0,
+    issue_penalty: 1.7451,
+    same_unit_penalty: 1.2931,
+    fp_unit_weight: 10.0,
+});
 
 /// SMT sharing of a modern 4-wide core (estimates).
 fn modern_smt() -> SmtSpec {

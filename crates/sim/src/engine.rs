@@ -286,7 +286,9 @@ impl Simulation {
     }
 
     fn build(scenario: &Scenario, seed: u64, stream_ids: &[usize]) -> Result<Self, SimError> {
-        let spec = scenario.machine.clone();
+        let mut spec = scenario.machine.clone();
+        // The SMT sharing the engine reads (`spec.smt`) is the model's (v2 may refit it).
+        spec.smt = spec.smt_for_model();
         spec.validate().map_err(SimError::Invalid)?;
         scenario.sched.validate().map_err(SimError::Invalid)?;
         if scenario.tick_us == 0 {

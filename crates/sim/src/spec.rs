@@ -96,6 +96,10 @@ pub struct PhysicsV2 {
     /// all sockets share one bus (the snoop is that bus's own transaction). See `coupling.rs`.
     #[serde(default)]
     pub snoop_bytes_per_line: f64,
+    /// SMT sharing refitted for v2's core CPIs (`calibrate_v2 -- --fit`, on MASA's pinned
+    /// tables); `None` keeps the machine's `smt` (v1's fit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smt: Option<SmtSpec>,
 }
 
 fn prefetch_streams() -> f64 {
@@ -116,6 +120,7 @@ impl Default for PhysicsV2 {
             prefetch_streams: prefetch_streams(),
             prefetch_depth_lines: prefetch_depth(),
             snoop_bytes_per_line: 0.0,
+            smt: None,
         }
     }
 }
@@ -194,6 +199,14 @@ impl MachineSpec {
             llc_bytes: self.llc_bytes,
             line_bytes: self.line_bytes,
         })
+    }
+    /// SMT sharing under the machine's model: v2's refit where the machine has one, else
+    /// the machine's `smt`.
+    pub fn smt_for_model(&self) -> SmtSpec {
+        match (self.model, self.v2.smt) {
+            (Model::V2, Some(s)) => s,
+            _ => self.smt,
+        }
     }
     /// Bandwidth of one bus / controller under the machine's model: v1's (fitted)
     /// `peak_bandwidth_gb_per_s`, v2's sustained platform figure.

@@ -58,9 +58,13 @@ const SPEC: &[SpecRow] = &[
 ];
 /// Second-model rows (docs/sim-catalog.md, "Model v2", has the source of each column):
 /// (name, base_cpi, branch_mpki, fp_dep_cycles, llc_apki, floor, working sets as (KB,
-/// fraction of LLC accesses), mlp, writeback_fraction). Every knee uses `KNEE_SHARPNESS`. `base_cpi` of gzip,
-/// mesa and parser is calibrated (`cal`) so that their solo times on `masa-2x2ht` stay MASA's;
-/// every other value is an estimate read off published characterizations.
+/// fraction of LLC accesses), demand mlp, writeback_fraction, stream_fraction, streams).
+/// Every knee uses `KNEE_SHARPNESS`. `mlp` is the overlap out-of-order execution finds
+/// without prefetching (pointer chasing about 1.2, independent array loads 1.5-3); the
+/// machine's prefetcher adds to it for the stream share of the misses
+/// (`ProfileV2::effective_mlp`). `base_cpi` of gzip, mesa and parser is calibrated (`cal`) so
+/// that their solo times on `masa-2x2ht` stay MASA's; every other value is an estimate read
+/// off published characterizations.
 type SpecV2Row = (
     &'static str,
     f64,
@@ -71,41 +75,54 @@ type SpecV2Row = (
     &'static [(f64, f64)],
     f64,
     f64,
+    f64,
+    f64,
 );
 #[rustfmt::skip]
 const SPEC_V2: &[SpecV2Row] = &[
-    // CINT2000
-    ("gzip",     GZIP_BASE,   6.0, 0.0, 8.0,  0.01,  &[(192.0, 0.25)],                1.5, 0.3), // cal base
-    ("gcc",      0.80,        6.0, 0.0, 12.0, 0.03,  &[(384.0, 0.25), (2048.0, 0.10)], 1.5, 0.3),
-    ("crafty",   0.75,        7.0, 0.0, 5.0,  0.005, &[(256.0, 0.15)],                1.5, 0.2),
-    ("eon",      0.80,        2.5, 0.8, 2.0,  0.005, &[(64.0, 0.20)],                 1.5, 0.2),
-    ("gap",      0.80,        2.5, 0.0, 9.0,  0.05,  &[(1024.0, 0.25)],               2.0, 0.3),
-    ("bzip2",    0.75,        6.5, 0.0, 8.0,  0.02,  &[(768.0, 0.20)],                1.5, 0.35),
-    ("vpr",      0.85,        9.0, 0.0, 12.0, 0.03,  &[(1024.0, 0.30)],               1.5, 0.25),
-    ("mcf",      0.90,        9.0, 0.0, 75.0, 0.45,  &[(512.0, 0.15), (8192.0, 0.30)], 1.5, 0.3),
-    ("parser",   PARSER_BASE, 7.5, 0.0, 10.0, 0.02,  &[(256.0, 0.12), (1536.0, 0.10)], 1.5, 0.3), // cal base
-    ("perlbmk",  0.80,        3.0, 0.0, 5.0,  0.01,  &[(256.0, 0.10)],                1.5, 0.25),
-    ("vortex",   0.80,        1.5, 0.0, 9.0,  0.03,  &[(1024.0, 0.20)],               1.5, 0.3),
-    ("twolf",    0.85,       10.0, 0.0, 18.0, 0.02,  &[(1024.0, 0.40)],               1.5, 0.25),
+    // CINT2000                                                                          mlp  wb    strm  n
+    ("gzip",     GZIP_BASE,   6.0, 0.0, 8.0,  0.01,  &[(192.0, 0.25)],                1.5, 0.3,  0.3,  2.0), // cal base
+    ("gcc",      0.80,        6.0, 0.0, 12.0, 0.03,  &[(384.0, 0.25), (2048.0, 0.10)], 1.5, 0.3,  0.2,  2.0),
+    ("crafty",   0.75,        7.0, 0.0, 5.0,  0.005, &[(256.0, 0.15)],                1.5, 0.2,  0.1,  1.0),
+    ("eon",      0.80,        2.5, 0.8, 2.0,  0.005, &[(64.0, 0.20)],                 1.5, 0.2,  0.2,  2.0),
+    ("gap",      0.80,        2.5, 0.0, 9.0,  0.05,  &[(1024.0, 0.25)],               2.0, 0.3,  0.2,  2.0),
+    ("bzip2",    0.75,        6.5, 0.0, 8.0,  0.02,  &[(768.0, 0.20)],                1.5, 0.35, 0.3,  2.0),
+    ("vpr",      0.85,        9.0, 0.0, 12.0, 0.03,  &[(1024.0, 0.30)],               1.3, 0.25, 0.1,  1.0),
+    ("mcf",      0.90,        9.0, 0.0, 75.0, 0.45,  &[(512.0, 0.15), (8192.0, 0.30)], 1.2, 0.3,  0.2,  2.0),
+    ("parser",   PARSER_BASE, 7.5, 0.0, 10.0, 0.02,  &[(256.0, 0.12), (1536.0, 0.10)], 1.2, 0.3,  0.1,  1.0), // cal base
+    ("perlbmk",  0.80,        3.0, 0.0, 5.0,  0.01,  &[(256.0, 0.10)],                1.5, 0.25, 0.1,  1.0),
+    ("vortex",   0.80,        1.5, 0.0, 9.0,  0.03,  &[(1024.0, 0.20)],               1.5, 0.3,  0.2,  2.0),
+    ("twolf",    0.85,       10.0, 0.0, 18.0, 0.02,  &[(1024.0, 0.40)],               1.2, 0.25, 0.05, 1.0),
     // CFP2000
-    ("wupwise",  0.75,        0.5, 1.2, 18.0, 0.25,  &[(768.0, 0.30)],                2.5, 0.35),
-    ("swim",     0.80,        0.2, 0.8, 45.0, 0.85,  &[(256.0, 0.10)],                5.0, 0.45),
-    ("mgrid",    0.70,        0.1, 0.6, 25.0, 0.50,  &[(256.0, 0.20)],                4.0, 0.3),
-    ("mesa",     MESA_BASE,   2.0, 0.6, 5.0,  0.01,  &[(128.0, 0.20)],                1.5, 0.3), // cal base
-    ("art",      0.80,        1.0, 1.0, 60.0, 0.15,  &[(3072.0, 0.60)],               3.0, 0.15),
-    ("facerec",  0.80,        1.5, 1.0, 12.0, 0.20,  &[(1024.0, 0.30)],               2.5, 0.3),
-    ("lucas",    0.75,        0.1, 1.2, 22.0, 0.60,  &[(256.0, 0.10)],                3.0, 0.45),
-    ("sixtrack", 0.75,        0.8, 1.5, 2.0,  0.01,  &[(128.0, 0.10)],                1.5, 0.2),
+    ("wupwise",  0.75,        0.5, 1.2, 18.0, 0.25,  &[(768.0, 0.30)],                1.5, 0.35, 0.7,  4.0),
+    ("swim",     0.80,        0.2, 0.8, 45.0, 0.85,  &[(256.0, 0.10)],                2.0, 0.45, 0.95, 9.0),
+    ("mgrid",    0.70,        0.1, 0.6, 25.0, 0.50,  &[(256.0, 0.20)],                2.0, 0.3,  0.9,  9.0),
+    ("mesa",     MESA_BASE,   2.0, 0.6, 5.0,  0.01,  &[(128.0, 0.20)],                1.5, 0.3,  0.5,  2.0), // cal base
+    ("art",      0.80,        1.0, 2.5, 60.0, 0.15,  &[(3072.0, 0.60)],               3.0, 0.15, 0.2,  2.0),
+    ("facerec",  0.80,        1.5, 1.0, 12.0, 0.20,  &[(1024.0, 0.30)],               2.0, 0.3,  0.5,  3.0),
+    ("lucas",    0.75,        0.1, 1.2, 22.0, 0.60,  &[(256.0, 0.10)],                2.0, 0.45, 0.4,  4.0),
+    ("sixtrack", 0.75,        0.8, 1.5, 2.0,  0.01,  &[(128.0, 0.10)],                1.5, 0.2,  0.3,  2.0),
 ];
 /// Steepness of every working-set knee (a smoothed LRU cliff).
 const KNEE_SHARPNESS: f64 = 3.0;
-const GZIP_BASE: f64 = 0.4962;
-const MESA_BASE: f64 = 0.5347;
-const PARSER_BASE: f64 = 0.4704;
+const GZIP_BASE: f64 = 0.5021;
+const MESA_BASE: f64 = 0.5382;
+const PARSER_BASE: f64 = 0.4036;
 
 fn profile_v2(row: &SpecV2Row) -> ProfileV2 {
-    let &(_, base_cpi, branch_mpki, fp_dep_cycles, llc_apki, floor, sets, mlp, writeback_fraction) =
-        row;
+    let &(
+        _,
+        base_cpi,
+        branch_mpki,
+        fp_dep_cycles,
+        llc_apki,
+        floor,
+        sets,
+        mlp,
+        writeback_fraction,
+        stream_fraction,
+        streams,
+    ) = row;
     ProfileV2 {
         base_cpi,
         branch_mpki,
@@ -118,7 +135,60 @@ fn profile_v2(row: &SpecV2Row) -> ProfileV2 {
         },
         mlp,
         writeback_fraction,
+        stream_fraction,
+        streams,
+        dma_lines_pki: 0.0,
     }
+}
+
+/// Second-model request profiles of Zhang et al.'s servers (docs/sim-catalog.md, "Servers
+/// under model v2"): (class, base_cpi, branch_mpki, fp_dep_cycles, llc_apki, floor, working
+/// sets (KB, fraction), demand mlp, writeback_fraction, stream_fraction, streams,
+/// dma_lines_pki). All **est** from published characterizations of the two kinds of server:
+/// tuple-at-a-time query engines are branchy, call-heavy and L2-bound (Ailamaki et al., VLDB
+/// 1999; Boncz et al., CIDR 2005), scans stream (Q1, Q6) and index joins chase pointers (Q3,
+/// Q12; seed 000: Q3 needs much more memory bandwidth than Q6); a web server's payload crosses
+/// the bus by the NIC's DMA at about a byte per 8 cycles of protocol work (the "1 GHz per
+/// Gbit/s" rule of TCP processing, Foong et al., ISPASS 2003), while its own misses are
+/// kernel and socket-buffer data.
+type SrvV2Row = (
+    &'static str,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    &'static [(f64, f64)],
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+);
+#[rustfmt::skip]
+const SRV_V2: &[SrvV2Row] = &[
+    //                base  br    fp   apki  floor  sets                                mlp  wb   strm streams dma
+    ("small-clip",    0.90, 8.0,  0.0, 25.0, 0.05,  &[(512.0, 0.30)],                  1.3, 0.3, 0.2, 1.0,    1.0),
+    ("large-clip",    0.90, 5.0,  0.0, 20.0, 0.10,  &[(256.0, 0.30)],                  1.5, 0.3, 0.3, 1.0,    3.0),
+    ("Q3",            0.90, 10.0, 0.5, 25.0, 0.20,  &[(512.0, 0.20), (16384.0, 0.30)], 1.2, 0.2, 0.2, 2.0,    0.0),
+    ("Q6",            0.90, 10.0, 0.5, 25.0, 0.10,  &[(128.0, 0.30)],                  1.5, 0.1, 0.8, 1.0,    0.0),
+    ("Q12",           0.90, 10.0, 0.5, 25.0, 0.12,  &[(512.0, 0.20), (8192.0, 0.10)],  1.3, 0.2, 0.4, 2.0,    0.0),
+    ("Q1",            0.90, 10.0, 0.5, 25.0, 0.08,  &[(256.0, 0.30)],                  1.5, 0.1, 0.8, 1.0,    0.0),
+];
+
+/// The v2 profile of request class `class` (None when `SRV_V2` has no row for it: the class
+/// then runs its v1 profile under v2).
+fn server_v2(class: &str) -> Option<ProfileV2> {
+    let &(_, base, br, fp, apki, floor, sets, mlp, wb, sf, streams, dma) =
+        SRV_V2.iter().find(|r| r.0 == class)?;
+    let mut v = profile_v2(&("", base, br, fp, apki, floor, sets, mlp, wb, sf, streams));
+    v.dma_lines_pki = dma;
+    Some(v)
+}
+
+fn with_v2(mut p: Profile, v: Option<ProfileV2>) -> Profile {
+    p.v2 = v;
+    p
 }
 
 const GZIP_GI: f64 = 462.6;
@@ -193,13 +263,19 @@ impl Catalog {
                         name: "small-clip".into(),
                         weight: 0.7,
                         instructions: 20_000_000,
-                        profile: prof(1.1, 15.0, 0.50, 0.3, 0.15, 2.0, 0.0),
+                        profile: with_v2(
+                            prof(1.1, 15.0, 0.50, 0.3, 0.15, 2.0, 0.0),
+                            server_v2("small-clip"),
+                        ),
                     },
                     RequestClass {
                         name: "large-clip".into(),
                         weight: 0.3,
                         instructions: 200_000_000,
-                        profile: prof(1.0, 25.0, 0.70, 0.2, 0.40, 3.0, 0.0),
+                        profile: with_v2(
+                            prof(1.0, 25.0, 0.70, 0.2, 0.40, 3.0, 0.0),
+                            server_v2("large-clip"),
+                        ),
                     },
                 ],
             },
@@ -213,25 +289,37 @@ impl Catalog {
                         name: "Q3".into(),
                         weight: 1.0,
                         instructions: 1_500_000_000,
-                        profile: prof(1.0, 30.0, 0.60, 0.3, 0.20, 2.0, 0.02),
+                        profile: with_v2(
+                            prof(1.0, 30.0, 0.60, 0.3, 0.20, 2.0, 0.02),
+                            server_v2("Q3"),
+                        ),
                     },
                     RequestClass {
                         name: "Q6".into(),
                         weight: 1.0,
                         instructions: 1_500_000_000,
-                        profile: prof(0.8, 8.0, 0.30, 0.3, 0.05, 2.0, 0.05),
+                        profile: with_v2(
+                            prof(0.8, 8.0, 0.30, 0.3, 0.05, 2.0, 0.05),
+                            server_v2("Q6"),
+                        ),
                     },
                     RequestClass {
                         name: "Q12".into(),
                         weight: 1.0,
                         instructions: 1_500_000_000,
-                        profile: prof(0.9, 18.0, 0.45, 0.3, 0.10, 2.0, 0.03),
+                        profile: with_v2(
+                            prof(0.9, 18.0, 0.45, 0.3, 0.10, 2.0, 0.03),
+                            server_v2("Q12"),
+                        ),
                     },
                     RequestClass {
                         name: "Q1".into(),
                         weight: 1.0,
                         instructions: 3_000_000_000,
-                        profile: prof(0.9, 6.0, 0.25, 0.3, 0.05, 2.0, 0.10),
+                        profile: with_v2(
+                            prof(0.9, 6.0, 0.25, 0.3, 0.05, 2.0, 0.10),
+                            server_v2("Q1"),
+                        ),
                     },
                 ],
             },
@@ -297,6 +385,15 @@ impl Catalog {
                 sustained_bandwidth_gb_per_s: 45.0,
                 row_conflict_loss: 0.5,
                 slice_drift: 0.05,
+                // Modern L2 streamer: 32 streams (one per 4 KB page tracked), runs well
+                // ahead of demand (est: depth 8 of the up to 20 lines it may run ahead).
+                prefetch_streams: 32.0,
+                prefetch_depth_lines: 8.0,
+                // Broadcast snooping between sockets (QPI source snoop): a snoop request and
+                // its data-less response, two header flits of about 8 bytes each, per line
+                // another socket moves (est).
+                snoop_bytes_per_line: 16.0,
+                smt: None,
             },
         };
         add(modern("xeon-4x8x1", 4, 8, 1, 1, 20.0));
@@ -360,6 +457,13 @@ impl Catalog {
                 sustained_bandwidth_gb_per_s: 5.5,
                 row_conflict_loss: 0.5,
                 slice_drift: 0.05,
+                // Core Solo/Duo class prefetchers: 16 forward streams (Intel IA-32
+                // optimization manual, 2006); depth as NetBurst's two lines, est.
+                prefetch_streams: 16.0,
+                prefetch_depth_lines: 2.0,
+                // One shared bus: every snoop is that bus's own transaction, already queued.
+                snoop_bytes_per_line: 0.0,
+                smt: None,
             },
         });
         // A modern 2-socket, 32-core machine (Xeon Gold 6142 class: 16 cores x 2 threads per
@@ -386,6 +490,12 @@ impl Catalog {
                 sustained_bandwidth_gb_per_s: 100.0,
                 row_conflict_loss: 0.5,
                 slice_drift: 0.05,
+                prefetch_streams: 32.0,
+                prefetch_depth_lines: 8.0,
+                // UPI with an in-memory directory and snoop filter: most misses need no
+                // snoop of the other socket; est half of a broadcast's 16 bytes per line.
+                snoop_bytes_per_line: 8.0,
+                smt: None,
             },
         });
         c
@@ -498,8 +608,27 @@ fn netburst_v2() -> PhysicsV2 {
         sustained_bandwidth_gb_per_s: 2.8,
         row_conflict_loss: 0.5,
         slice_drift: 0.05,
+        // Hardware prefetcher: 8 independent streams, two lines ahead, small strides
+        // only, never across a 4 KB page (Intel IA-32 optimization manual, 2006).
+        prefetch_streams: 8.0,
+        prefetch_depth_lines: 2.0,
+        // One shared bus: every snoop is that bus's own transaction, already queued.
+        snoop_bytes_per_line: 0.0,
+        // Hyper-Threading sharing refitted for v2's core CPIs on MASA's pinned tables
+        // (calibrate_v2 -- --fit; docs/calibration.md).
+        smt: NETBURST_V2_SMT,
     }
 }
+
+/// Pentium 4 Hyper-Threading under v2, calibrated by `calibrate_v2 -- --fit` on MASA's
+/// pinned tables for v2's core CPIs (v1's `p4_smt` was fitted for v1's); the issue width is
+/// the same 3. `fp_unit_weight` ends at the upper bound of its range (10).
+const NETBURST_V2_SMT: Option<SmtSpec> = Some(SmtSpec {
+    issue_width: 3.0,
+    issue_penalty: 1.7451,
+    same_unit_penalty: 1.2931,
+    fp_unit_weight: 10.0,
+});
 
 /// SMT sharing of a modern 4-wide core (estimates).
 fn modern_smt() -> SmtSpec {
@@ -518,5 +647,22 @@ fn p4_smt() -> SmtSpec {
         issue_penalty: 1.702,
         same_unit_penalty: 1.835,
         fp_unit_weight: 7.473,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every server request class has a v2 profile (a row of `SRV_V2` under its name).
+    #[test]
+    fn every_request_class_has_a_v2_profile() {
+        let c = Catalog::builtin();
+        for s in c.server_names() {
+            for class in c.server(&s).map(|s| s.classes).unwrap_or_default() {
+                assert!(class.profile.v2.is_some(), "{s}/{}", class.name);
+                assert!(class.profile.validate().is_ok(), "{s}/{}", class.name);
+            }
+        }
     }
 }

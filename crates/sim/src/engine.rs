@@ -34,6 +34,9 @@ const FIXED_POINT_MAX_ITERS: usize = 100;
 const FIXED_POINT_TOL: f64 = 1e-11;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
+/// v2 snoop coupling: a bus's demand must move by more than this (relative) before the other
+/// buses are re-solved for their snoop load (`engine/contention.rs`, `note_bus_demand_v2`).
+const SNOOP_RESOLVE_TOL: f64 = 1e-4;
 
 /// A profile with derived constants for the hot path.
 #[derive(Clone, Debug)]
@@ -48,26 +51,24 @@ struct Prof {
     saturation_bytes: f64,
     /// Bus line transfers per LLC miss: the fill plus, under v2, the dirty line it evicts.
     lines_per_miss: f64,
+    /// v2: lines per instruction devices move on the task's behalf (DMA): bus load only.
+    dma_lpi: f64,
 }
 
 impl Prof {
     fn new(p: &Profile, spec: &MachineSpec) -> Self {
         if let (Model::V2, Some(v)) = (spec.model, &p.v2) {
-            // v2: the core CPI is the sum of its non-memory components; LLC hits are exposed
-            // like misses, divided by the overlap the program achieves.
-            let api = v.llc_apki / 1000.0;
-            let cpi_core = v.base_cpi
-                + v.branch_mpki / 1000.0 * spec.v2.branch_penalty_cycles
-                + p.fp_fraction * v.fp_dep_cycles
-                + api * spec.v2.llc_hit_cycles / v.mlp;
+            // v2: the core CPI and the memory overlap are pure functions of the profile and
+            // the machine's physics (spec.rs: `ProfileV2::core_cpi`, `effective_mlp`).
             return Self {
-                cpi_core,
-                api,
+                cpi_core: v.core_cpi(p.fp_fraction, &spec.v2),
+                api: v.llc_apki / 1000.0,
                 saturation_bytes: saturation_of(&v.miss_curve),
                 curve: v.miss_curve.clone(),
-                mlp: v.mlp,
+                mlp: v.effective_mlp(&spec.v2),
                 fp: p.fp_fraction,
                 lines_per_miss: 1.0 + v.writeback_fraction,
+                dma_lpi: v.dma_lines_pki / 1000.0,
             };
         }
         Self {
@@ -78,6 +79,7 @@ impl Prof {
             mlp: p.mlp,
             fp: p.fp_fraction,
             lines_per_miss: 1.0,
+            dma_lpi: 0.0,
         }
     }
 }
@@ -222,6 +224,11 @@ struct Bus {
     latency_cycles: f64,
     rho: f64,
     rho_obs_sum: f64,
+    /// v2: the bus's own demand (bytes per cycle) at its last solve; the other sockets'
+    /// snoop load is computed from it (`coupling.rs`).
+    demand: f64,
+    /// v2: the demand the other buses were last re-solved for.
+    demand_seen: f64,
 }
 
 /// The simulated machine.
@@ -279,7 +286,9 @@ impl Simulation {
     }
 
     fn build(scenario: &Scenario, seed: u64, stream_ids: &[usize]) -> Result<Self, SimError> {
-        let spec = scenario.machine.clone();
+        let mut spec = scenario.machine.clone();
+        // The SMT sharing the engine reads (`spec.smt`) is the model's (v2 may refit it).
+        spec.smt = spec.smt_for_model();
         spec.validate().map_err(SimError::Invalid)?;
         scenario.sched.validate().map_err(SimError::Invalid)?;
         if scenario.tick_us == 0 {

@@ -41,6 +41,7 @@
 pub mod bench;
 #[allow(missing_docs)]
 pub mod catalog;
+pub mod coupling;
 #[allow(missing_docs)]
 pub mod engine;
 pub mod replica;

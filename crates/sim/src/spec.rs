@@ -83,6 +83,30 @@ pub struct PhysicsV2 {
     /// Relative drift of each baseline slice (timer ticks, interrupts, wake-ups) when the
     /// scenario sets no `timeslice_jitter`.
     pub slice_drift: f64,
+    /// Independent small-stride streams the hardware prefetcher tracks at once (NetBurst: 8,
+    /// Intel's IA-32 optimization manual); streams beyond these are not prefetched.
+    #[serde(default = "prefetch_streams")]
+    pub prefetch_streams: f64,
+    /// Lines the prefetcher runs ahead of a stream's demand misses (NetBurst: 2): a covered
+    /// miss finds `1 + depth` lines of the stream already in flight.
+    #[serde(default = "prefetch_depth")]
+    pub prefetch_depth_lines: f64,
+    /// Queue occupancy, in bytes, that one line moved by another socket costs this socket's
+    /// memory path in snoops (request and data-less response through its uncore); 0 where
+    /// all sockets share one bus (the snoop is that bus's own transaction). See `coupling.rs`.
+    #[serde(default)]
+    pub snoop_bytes_per_line: f64,
+    /// SMT sharing refitted for v2's core CPIs (`calibrate_v2 -- --fit`, on MASA's pinned
+    /// tables); `None` keeps the machine's `smt` (v1's fit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smt: Option<SmtSpec>,
+}
+
+fn prefetch_streams() -> f64 {
+    8.0
+}
+fn prefetch_depth() -> f64 {
+    2.0
 }
 
 impl Default for PhysicsV2 {
@@ -93,6 +117,10 @@ impl Default for PhysicsV2 {
             sustained_bandwidth_gb_per_s: 3.0,
             row_conflict_loss: 0.5,
             slice_drift: 0.05,
+            prefetch_streams: prefetch_streams(),
+            prefetch_depth_lines: prefetch_depth(),
+            snoop_bytes_per_line: 0.0,
+            smt: None,
         }
     }
 }
@@ -172,6 +200,14 @@ impl MachineSpec {
             line_bytes: self.line_bytes,
         })
     }
+    /// SMT sharing under the machine's model: v2's refit where the machine has one, else
+    /// the machine's `smt`.
+    pub fn smt_for_model(&self) -> SmtSpec {
+        match (self.model, self.v2.smt) {
+            (Model::V2, Some(s)) => s,
+            _ => self.smt,
+        }
+    }
     /// Bandwidth of one bus / controller under the machine's model: v1's (fitted)
     /// `peak_bandwidth_gb_per_s`, v2's sustained platform figure.
     pub fn bus_bandwidth_gb_per_s(&self) -> f64 {
@@ -194,6 +230,27 @@ impl MachineSpec {
             return f64::INFINITY;
         }
         self.mem_latency_ns + s_ns * rho / (1.0 - rho)
+    }
+    /// v2's loaded latency (ns) of socket `b`'s memory when every socket `a` moves
+    /// `own_gb_per_s[a]` of its own traffic (mix index `mixed` at `b`): socket `b`'s queue
+    /// also carries the snoops of the others' lines (`coupling::snoop_load`, bounded to
+    /// `coupling::MAX_SNOOP_SHARE` of its bandwidth). With one socket, or no snoop cost, this
+    /// is [`Self::v2_loaded_latency_ns`] at `own_gb_per_s[b]`.
+    pub fn v2_socket_latency_ns(&self, own_gb_per_s: &[f64], b: usize, mixed: f64) -> f64 {
+        let own = own_gb_per_s.get(b).copied().unwrap_or(0.0).max(0.0);
+        let bw = self.v2.sustained_bandwidth_gb_per_s;
+        let eff = 1.0 - self.v2.row_conflict_loss * mixed.clamp(0.0, 1.0);
+        let snoop = crate::coupling::bounded_snoop_load(
+            crate::coupling::snoop_load(
+                own_gb_per_s,
+                b,
+                self.line_bytes as f64,
+                self.v2.snoop_bytes_per_line,
+            ),
+            bw * eff,
+            crate::coupling::MAX_SNOOP_SHARE,
+        );
+        self.v2_loaded_latency_ns((own + snoop) / bw, mixed)
     }
     /// Check value ranges; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
@@ -243,6 +300,15 @@ impl MachineSpec {
                 "v2.row_conflict_loss must be in [0, 1), got {}",
                 self.v2.row_conflict_loss
             ));
+        }
+        for (v, n) in [
+            (self.v2.prefetch_streams, "v2.prefetch_streams"),
+            (self.v2.prefetch_depth_lines, "v2.prefetch_depth_lines"),
+            (self.v2.snoop_bytes_per_line, "v2.snoop_bytes_per_line"),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{n} must be a non-negative number, got {v}"));
+            }
         }
         if !(self.v2.slice_drift >= 0.0 && self.v2.slice_drift < 1.0) {
             return Err(format!(
@@ -475,9 +541,52 @@ pub struct ProfileV2 {
     pub mlp: f64,
     /// Share of the lines a miss evicts that are dirty: each costs a second bus transfer.
     pub writeback_fraction: f64,
+    /// Share of the LLC misses that belong to small-stride streams (array sweeps) a hardware
+    /// prefetcher can follow; pointer chasing and large strides are the rest.
+    #[serde(default)]
+    pub stream_fraction: f64,
+    /// Concurrent streams those misses come from (arrays swept together in the hot loops).
+    #[serde(default)]
+    pub streams: f64,
+    /// Lines per thousand instructions that devices move over the bus on the task's behalf
+    /// (a NIC's DMA of the data a server sends): load on the bus that stalls no core and is
+    /// not in the task's own counters (a processor counts its own bus transactions).
+    #[serde(default)]
+    pub dma_lines_pki: f64,
 }
 
 impl ProfileV2 {
+    /// The core CPI on a machine with `phys` (perfect LLC): the sum of the non-memory
+    /// components — issue/dependency base, branch mispredictions times the pipeline refill,
+    /// exposed FP latency, and LLC hits exposed like misses (divided by the demand overlap).
+    pub fn core_cpi(&self, fp_fraction: f64, phys: &PhysicsV2) -> f64 {
+        self.base_cpi
+            + self.branch_mpki / 1000.0 * phys.branch_penalty_cycles
+            + fp_fraction * self.fp_dep_cycles
+            + self.llc_apki / 1000.0 * phys.llc_hit_cycles / self.mlp
+    }
+    /// Share of the LLC misses the hardware prefetcher covers: the stream misses, of which
+    /// only the streams it can track (`prefetch_streams` of `streams`).
+    pub fn prefetch_coverage(&self, phys: &PhysicsV2) -> f64 {
+        if self.stream_fraction <= 0.0 {
+            return 0.0;
+        }
+        let tracked = if self.streams > phys.prefetch_streams {
+            phys.prefetch_streams / self.streams
+        } else {
+            1.0
+        };
+        (self.stream_fraction * tracked).clamp(0.0, 1.0)
+    }
+    /// Effective memory-level parallelism with the machine's prefetcher: a covered miss finds
+    /// `1 + prefetch_depth_lines` lines of its stream in flight, so its exposed latency is
+    /// that much shorter than a demand miss's; the harmonic mix of the two kinds of misses.
+    /// Never below the program's own `mlp` (prefetching only hides latency).
+    pub fn effective_mlp(&self, phys: &PhysicsV2) -> f64 {
+        let c = self.prefetch_coverage(phys);
+        let ahead = 1.0 + phys.prefetch_depth_lines.max(0.0);
+        1.0 / ((1.0 - c) / self.mlp + c / (self.mlp * ahead))
+    }
     /// Check the parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         for (v, n) in [
@@ -486,6 +595,9 @@ impl ProfileV2 {
             (self.fp_dep_cycles, "v2.fp_dep_cycles"),
             (self.llc_apki, "v2.llc_apki"),
             (self.writeback_fraction, "v2.writeback_fraction"),
+            (self.stream_fraction, "v2.stream_fraction"),
+            (self.streams, "v2.streams"),
+            (self.dma_lines_pki, "v2.dma_lines_pki"),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{n} must be a non-negative number, got {v}"));
@@ -504,6 +616,12 @@ impl ProfileV2 {
             return Err(format!(
                 "v2.writeback_fraction must be in [0, 1], got {}",
                 self.writeback_fraction
+            ));
+        }
+        if self.stream_fraction > 1.0 {
+            return Err(format!(
+                "v2.stream_fraction must be in [0, 1], got {}",
+                self.stream_fraction
             ));
         }
         self.miss_curve.validate()

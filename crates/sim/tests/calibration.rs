@@ -147,3 +147,38 @@ fn baseline_targets_come_from_the_paper_module() {
     .unwrap();
     assert_eq!(t.value(), 0.818);
 }
+
+/// Model v2's calibrated base CPIs (gzip, mesa, parser: `calibrate_v2 -- --fit`) still give
+/// MASA's solo times on `masa-2x2ht` after any change of the v2 physics: re-run the fit when
+/// this fails.
+#[test]
+fn v2_solo_times_match_masa() {
+    use counterpoint_core::CpuSet;
+    use counterpoint_sim::{Model, Simulation};
+    let cat = Catalog::builtin();
+    for (program, id) in [
+        ("gzip", "masa-solo/INT/time_s"),
+        ("mesa", "masa-solo/FP/time_s"),
+        ("parser", "masa-solo/L2C/time_s"),
+    ] {
+        let want = counterpoint_experiment::paper::calibration_target(id)
+            .unwrap()
+            .value();
+        let sc = Scenario::builder(&cat, "masa-2x2ht")
+            .unwrap()
+            .model(Model::V2)
+            .duration_ms(3000)
+            .task(program, Some(CpuSet::single(0)))
+            .unwrap()
+            .build();
+        let mut sim = Simulation::new(&sc, 1).unwrap();
+        sim.advance_quiet(3_000_000_000, None);
+        let c = *sim.counters(0).unwrap();
+        let instr = cat.program(program).unwrap().instructions() as f64;
+        let got = instr * c.cycles / c.instructions / (sc.machine.freq_ghz * 1e9);
+        assert!(
+            (got / want - 1.0).abs() < 0.005,
+            "{program}: solo {got:.1} s, MASA {want} s"
+        );
+    }
+}

@@ -130,6 +130,7 @@ impl Simulation {
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
+        self.note_bus_demand_v2(b);
     }
 
     /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
@@ -145,10 +146,11 @@ impl Simulation {
             }
             let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
             let mpi = p.api * cpu.miss;
-            if mpi > 0.0 {
+            if mpi > 0.0 || p.dma_lpi > 0.0 {
                 let q = mpi / p.mlp;
                 let den = self.scratch_cc[c as usize] + q * lat;
-                let d = line * mpi * p.lines_per_miss / den;
+                // Lines on the bus per instruction: fills, dirty victims, devices' DMA.
+                let d = line * (mpi * p.lines_per_miss + p.dma_lpi) / den;
                 sum += d;
                 deriv -= d * q / den;
             }
@@ -228,6 +230,7 @@ impl Simulation {
         if d0 <= 0.0 {
             self.buses[b].latency_cycles = l0;
             self.buses[b].rho = 0.0;
+            self.buses[b].demand = 0.0;
             return;
         }
         // Interleaved streams from several tasks break DRAM row-buffer locality: the bandwidth
@@ -241,17 +244,19 @@ impl Simulation {
             }
             let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
             let mpi = p.api * cpu.miss;
-            let d = self.spec.line_bytes as f64 * mpi * p.lines_per_miss
+            let d = self.spec.line_bytes as f64 * (mpi * p.lines_per_miss + p.dma_lpi)
                 / (self.scratch_cc[c as usize] + mpi / p.mlp * l0);
             sq += (d / d0) * (d / d0);
         }
         let mixed = (1.0 - sq).clamp(0.0, 1.0);
         let bw = self.peak_bytes_per_cycle * (1.0 - self.spec.v2.row_conflict_loss * mixed);
         let s = self.spec.line_bytes as f64 / bw;
+        // Other sockets' snoops occupy this queue too (coupling.rs): a constant load here.
+        let snoop = self.snoop_load_v2(b, bw);
         let g = |sim: &Self, l: f64| -> (f64, f64) {
             let (d, dd) = sim.bus_demand(b, l);
             let x = l - l0 + s;
-            (d - bw * (l - l0) / x, dd - bw * s / (x * x))
+            (d + snoop - bw * (l - l0) / x, dd - bw * s / (x * x))
         };
         let prev = self.buses[b].latency_cycles;
         let mut l = if prev > l0 && g(self, prev).0 >= 0.0 {
@@ -273,7 +278,49 @@ impl Simulation {
         }
         self.buses[b].latency_cycles = l;
         // Utilization of the sustained bandwidth (below the mix's effective bandwidth, so
-        // below 1 by construction).
+        // below 1 by construction), snoops included.
         self.buses[b].rho = (l - l0) / (l - l0 + s) * bw / self.peak_bytes_per_cycle;
+        self.buses[b].demand = self.bus_demand(b, l).0;
+    }
+
+    /// Snoop load (bytes per cycle) on bus `b` from the other buses' last solved demand,
+    /// bounded so the queue keeps serving its own misses (coupling.rs).
+    fn snoop_load_v2(&self, b: usize, bw: f64) -> f64 {
+        let per_line = self.spec.v2.snoop_bytes_per_line;
+        if per_line <= 0.0 || self.buses.len() < 2 {
+            return 0.0;
+        }
+        let mut others = 0.0;
+        for (a, x) in self.buses.iter().enumerate() {
+            if a != b {
+                others += x.demand.max(0.0);
+            }
+        }
+        let load = crate::coupling::snoop_load_of(others, self.spec.line_bytes as f64, per_line);
+        crate::coupling::bounded_snoop_load(load, bw, crate::coupling::MAX_SNOOP_SHARE)
+    }
+
+    /// After a solve of bus `b`: when snoops couple the buses and its demand moved by more than
+    /// `SNOOP_RESOLVE_TOL` (relative), the others are re-solved on the next tick with the new
+    /// load. Smaller moves (Newton's last digits, slow warm-up) are carried without a re-solve:
+    /// the snoop load a socket sees then lags the others' demand by at most that tolerance,
+    /// which moves its latency by far less (snoops are a fraction of a line each).
+    fn note_bus_demand_v2(&mut self, b: usize) {
+        if self.spec.model != Model::V2
+            || self.spec.v2.snoop_bytes_per_line <= 0.0
+            || self.buses.len() < 2
+        {
+            return;
+        }
+        let (demand, seen) = (self.buses[b].demand, self.buses[b].demand_seen);
+        if (demand - seen).abs() > SNOOP_RESOLVE_TOL * demand.max(seen) {
+            self.buses[b].demand_seen = demand;
+            for a in 0..self.buses.len() {
+                if a != b {
+                    self.dirty_bus[a] = true;
+                }
+            }
+            self.dirty = true;
+        }
     }
 }

@@ -14,7 +14,9 @@ impl Simulation {
                     self.dirty_bus[b] = false;
                 }
             }
-            self.dirty = false;
+            // A solve may mark other sockets dirty (snoop coupling, v2): keep them for the
+            // next tick.
+            self.dirty = self.dirty_bus.iter().any(|&d| d);
         }
         let line = self.spec.line_bytes as f64;
         let tick_ns = self.tick_ns;

@@ -749,6 +749,7 @@ impl Machine for Host {
                 sample,
                 runnable,
                 finished: false,
+                code: None,
             });
         }
         // Threads not seen this interval have exited: close their counters.

@@ -12,9 +12,9 @@
 //! use counterpoint_core::superfunction::{CodeHeatmap, SuperFunction};
 //!
 //! let mut c = CodeHeatmap::new(true);
-//! c.add(false, 0x40_1000, None); // user code
-//! c.add(true, 0xffff_ffff_8100_0000, Some(0)); // kernel, inside read(2)
-//! c.add(true, 0xffff_ffff_8100_1000, Some(0));
+//! c.add(false, 0x401, None); // a user code page
+//! c.add(true, 0xffff_ffff_81000, Some(0)); // kernel text pages, inside read(2)
+//! c.add(true, 0xffff_ffff_81001, Some(0));
 //! assert_eq!(c.dominant(), Some(SuperFunction::Syscall(0)));
 //! assert_eq!(c.dominant().unwrap().to_string(), "syscall:read");
 //! ```
@@ -205,16 +205,17 @@ impl CodeHeatmap {
         }
     }
 
-    /// Add one sample at `ip`; `syscall` is the call in progress (ignored for user samples and
-    /// when syscalls are not visible).
-    pub fn add(&mut self, kernel: bool, ip: u64, syscall: Option<u32>) {
+    /// Add one sample on code page `page` (a physical page number, or a stand-in that is the
+    /// same wherever the physical page is: see `counters::sampling`); `syscall` is the call in
+    /// progress (ignored for user samples and when syscalls are not visible).
+    pub fn add(&mut self, kernel: bool, page: u64, syscall: Option<u32>) {
         if !kernel {
             self.user_samples += 1;
-            self.user.insert_addr(ip);
+            self.user.insert_page(page);
             return;
         }
         self.kernel_samples += 1;
-        self.kernel.insert_addr(ip);
+        self.kernel.insert_page(page);
         if !self.syscalls_visible {
             return;
         }
@@ -236,7 +237,7 @@ impl CodeHeatmap {
                     }
                 };
                 self.syscalls[i].samples += 1;
-                self.syscalls[i].kernel.insert_addr(ip);
+                self.syscalls[i].kernel.insert_page(page);
             }
         }
     }
@@ -374,12 +375,12 @@ mod tests {
     #[test]
     fn a_thread_doing_only_syscalls_gets_kernel_pages_and_a_syscall_type() {
         let mut c = CodeHeatmap::new(true);
-        // Pages 0xffffffff81000 and 0xffffffff81001 (kernel), inside read (0) and write (1).
+        // Kernel pages 0xffffffff81000 and ..81001 (bits 131, 132), in read (0) and write (1).
         for _ in 0..3 {
-            c.add(true, 0xffff_ffff_8100_0010, Some(0));
+            c.add(true, 0xffff_ffff_81000, Some(0));
         }
-        c.add(true, 0xffff_ffff_8100_1010, Some(1));
-        c.add(true, 0xffff_ffff_8100_1010, None);
+        c.add(true, 0xffff_ffff_81001, Some(1));
+        c.add(true, 0xffff_ffff_81001, None);
         assert!(c.user.is_empty());
         assert_eq!(c.kernel.popcount(), 2);
         assert_eq!((c.user_samples, c.kernel_samples), (0, 5));
@@ -402,9 +403,9 @@ mod tests {
     #[test]
     fn without_tracepoints_kernel_samples_are_just_kernel() {
         let mut c = CodeHeatmap::new(false);
-        c.add(true, 0xffff_ffff_8100_0000, Some(0));
-        c.add(true, 0xffff_ffff_8100_0000, None);
-        c.add(false, 0x40_0000, None);
+        c.add(true, 0xffff_ffff_81000, Some(0));
+        c.add(true, 0xffff_ffff_81000, None);
+        c.add(false, 0x400, None);
         assert!(c.syscalls.is_empty());
         assert_eq!(c.outside_syscall_samples, 0);
         assert_eq!(
@@ -418,11 +419,11 @@ mod tests {
     #[test]
     fn a_task_is_the_union_of_its_threads() {
         let mut a = CodeHeatmap::new(true);
-        a.add(false, 0x40_0000, None);
-        a.add(true, 0xffff_ffff_8100_0000, Some(0));
+        a.add(false, 0x400, None);
+        a.add(true, 0xffff_ffff_81000, Some(0));
         let mut b = CodeHeatmap::new(true);
-        b.add(true, 0xffff_ffff_8100_0000, Some(0));
-        b.add(true, 0xffff_ffff_8100_2000, Some(4));
+        b.add(true, 0xffff_ffff_81000, Some(0));
+        b.add(true, 0xffff_ffff_81002, Some(4));
         let t = TaskCode::from_threads(
             vec![
                 ThreadCode { tid: 9, code: b },
@@ -445,7 +446,7 @@ mod tests {
         assert_eq!(t.total.combined().popcount(), 3);
         // One thread without visibility makes the whole task's syscalls unknown.
         let mut c = CodeHeatmap::new(false);
-        c.add(true, 0xffff_ffff_8100_0000, None);
+        c.add(true, 0xffff_ffff_81000, None);
         let t = TaskCode::from_threads(
             vec![ThreadCode { tid: 1, code: c }, t.threads[0].clone()],
             true,

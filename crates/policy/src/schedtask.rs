@@ -1,0 +1,483 @@
+//! `schedtask`: SchedTask's allocation (seed 004, Kallurkar & Sarangi; docs/schedtask.md) made
+//! an epoch-level affinity policy: tasks that execute the same code pages share cores, so each
+//! core's instruction cache holds fewer distinct footprints.
+//!
+//! Each interval the observation carries every task's sampled code heatmap
+//! ([`TaskObservation::code`], filled by the host only for policies that ask:
+//! [`Policy::wants_code_heatmaps`]). The policy
+//!
+//! 1. **groups** tasks by overlap: tasks are taken from the most to the least CPU time; each
+//!    joins the group whose heatmap (the union of its members') holds the largest share of the
+//!    task's own pages, if that share is at least [`SchedTask::join_share`]; otherwise it starts
+//!    a group. The paper's overlap is `popcount(A AND B)`; the share divides it by the task's
+//!    popcount so that a small map and a large one compare on the same scale.
+//! 2. **allocates cores as TAlloc does**: each group gets cores in proportion to its share of
+//!    last interval's CPU time (whole cores by largest remainder, at least one each while there
+//!    are as many cores as groups). With more groups than cores, the busiest groups seed one core
+//!    each and every other group joins the core whose groups overlap its heatmap most (the
+//!    paper's packing of fractional types by the overlap table); ties go to the least loaded.
+//! 3. **pins** every task of a group to its group's cores (all their SMT siblings). Groups are
+//!    laid out over the cores in the order of their lowest task id, so a steady workload keeps
+//!    the same cores from one interval to the next.
+//!
+//! Tasks without a heatmap, or with fewer than [`SchedTask::min_samples`] samples in the
+//! interval (idle, or just started), are left alone. With a single group every task gets every
+//! core (what the paper's allocation gives one type), so a homogeneous workload is not pinned.
+//! On a live host a task is a process: its threads share one affinity, and their heatmaps are
+//! merged. The simulator's observations carry no heatmaps, so there the policy does nothing.
+
+use crate::signal;
+use counterpoint_core::action::Action;
+use counterpoint_core::cpuset::CpuSet;
+use counterpoint_core::event;
+use counterpoint_core::heatmap::PageHeatmap;
+use counterpoint_core::machine::Policy;
+use counterpoint_core::observation::{Observation, TaskObservation};
+use counterpoint_core::superfunction::CodeHeatmap;
+use counterpoint_core::task::TaskId;
+use counterpoint_core::topology::Topology;
+use std::collections::BTreeMap;
+
+/// The SchedTask affinity policy.
+#[derive(Clone, Debug)]
+pub struct SchedTask {
+    /// A task joins a group when at least this share of its code pages (heatmap bits) are in
+    /// the group's map.
+    pub join_share: f64,
+    /// Samples a task needs in the interval to be grouped (fewer: its map says too little).
+    pub min_samples: u64,
+    reasons: BTreeMap<TaskId, String>,
+    last: Vec<Group>,
+}
+
+impl Default for SchedTask {
+    fn default() -> Self {
+        Self {
+            join_share: 0.5,
+            min_samples: 20,
+            reasons: BTreeMap::new(),
+            last: Vec::new(),
+        }
+    }
+}
+
+/// One group of tasks with overlapping code, and the cores it was given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    /// Members, ascending.
+    pub tasks: Vec<TaskId>,
+    /// Union of the members' heatmaps (user and kernel pages).
+    pub map: PageHeatmap,
+    /// The members' code merged (for the dominant SuperFunction).
+    pub code: CodeHeatmap,
+    /// CPU time of the members over the interval, ns.
+    pub time_ns: f64,
+    /// Per member, the share of its pages found in the group's map when it joined (1 for the
+    /// task that started the group).
+    pub join_shares: BTreeMap<TaskId, f64>,
+    /// Indices into the topology's cores.
+    pub cores: Vec<usize>,
+}
+
+/// CPU time of a task over the interval: task-clock, else its samples times the period.
+fn time_ns(t: &TaskObservation) -> f64 {
+    t.sample.get(event::TASK_CLOCK).unwrap_or_else(|| {
+        t.code
+            .as_ref()
+            .map_or(0.0, |c| (c.total.samples() * c.period_ns) as f64)
+    })
+}
+
+impl SchedTask {
+    /// The groups and core allocation for `observation` on `topology` (what [`Policy::decide`]
+    /// applies; public for tests and logs).
+    pub fn plan(&self, topology: &Topology, observation: &Observation) -> Vec<Group> {
+        let mut cands: Vec<(&TaskObservation, &CodeHeatmap, f64)> = observation
+            .tasks
+            .iter()
+            .filter(|t| signal::is_live(t))
+            .filter_map(|t| {
+                let c = &t.code.as_ref()?.total;
+                (c.samples() >= self.min_samples && !c.combined().is_empty())
+                    .then(|| (t, c, time_ns(t)))
+            })
+            .collect();
+        cands.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.id.cmp(&b.0.id)));
+        let mut groups: Vec<Group> = Vec::new();
+        for (t, code, time) in cands {
+            let map = code.combined();
+            let own = f64::from(map.popcount());
+            let best = groups
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (i, f64::from(g.map.overlap(&map)) / own))
+                .fold(None::<(usize, f64)>, |acc, (i, s)| match acc {
+                    Some((_, bs)) if bs >= s => acc,
+                    _ => Some((i, s)),
+                });
+            match best {
+                Some((i, share)) if share >= self.join_share => {
+                    let g = &mut groups[i];
+                    g.tasks.push(t.id);
+                    g.map.union_with(&map);
+                    g.code.merge(code);
+                    g.time_ns += time;
+                    g.join_shares.insert(t.id, share);
+                }
+                _ => groups.push(Group {
+                    tasks: vec![t.id],
+                    map,
+                    code: code.clone(),
+                    time_ns: time,
+                    join_shares: BTreeMap::from([(t.id, 1.0)]),
+                    cores: Vec::new(),
+                }),
+            }
+        }
+        for g in &mut groups {
+            g.tasks.sort();
+        }
+        groups.sort_by_key(|g| g.tasks[0]);
+        let ncores = topology.cores().len();
+        allocate(&mut groups, ncores);
+        groups
+    }
+}
+
+/// TAlloc over `n` cores: cores in proportion to time, contiguous, in group order.
+fn allocate(groups: &mut [Group], n: usize) {
+    if groups.is_empty() || n == 0 {
+        return;
+    }
+    let total: f64 = groups.iter().map(|g| g.time_ns).sum();
+    let ideal: Vec<f64> = groups
+        .iter()
+        .map(|g| {
+            if total > 0.0 {
+                g.time_ns / total * n as f64
+            } else {
+                n as f64 / groups.len() as f64
+            }
+        })
+        .collect();
+    if groups.len() <= n {
+        let mut count: Vec<usize> = ideal.iter().map(|x| (x.floor() as usize).max(1)).collect();
+        // Largest remainder first; ties to the earlier group.
+        while count.iter().sum::<usize>() < n {
+            let i = (0..groups.len())
+                .max_by(|&a, &b| {
+                    (ideal[a] - count[a] as f64)
+                        .total_cmp(&(ideal[b] - count[b] as f64))
+                        .then(b.cmp(&a))
+                })
+                .unwrap_or(0);
+            count[i] += 1;
+        }
+        // The minimum of one core may overshoot: take back from the most over-served.
+        while count.iter().sum::<usize>() > n {
+            let i = (0..groups.len())
+                .filter(|&i| count[i] > 1)
+                .max_by(|&a, &b| {
+                    (count[a] as f64 - ideal[a])
+                        .total_cmp(&(count[b] as f64 - ideal[b]))
+                        .then(b.cmp(&a))
+                });
+            match i {
+                Some(i) => count[i] -= 1,
+                None => break,
+            }
+        }
+        let mut next = 0;
+        for (g, c) in groups.iter_mut().zip(count) {
+            g.cores = (next..next + c).collect();
+            next += c;
+        }
+        return;
+    }
+    // More groups than cores: the busiest seed the cores (in group order), the others join the
+    // core whose groups overlap them most, ties to the least loaded, then the lower core.
+    let mut by_time: Vec<usize> = (0..groups.len()).collect();
+    by_time.sort_by(|&a, &b| {
+        groups[b]
+            .time_ns
+            .total_cmp(&groups[a].time_ns)
+            .then(a.cmp(&b))
+    });
+    let mut seeds: Vec<usize> = by_time[..n].to_vec();
+    seeds.sort();
+    let mut core_map: Vec<PageHeatmap> = Vec::with_capacity(n);
+    let mut core_load: Vec<f64> = Vec::with_capacity(n);
+    for (c, &gi) in seeds.iter().enumerate() {
+        groups[gi].cores = vec![c];
+        core_map.push(groups[gi].map);
+        core_load.push(groups[gi].time_ns);
+    }
+    for &gi in &by_time[n..] {
+        let m = groups[gi].map;
+        let c = (0..n)
+            .max_by(|&a, &b| {
+                core_map[a]
+                    .overlap(&m)
+                    .cmp(&core_map[b].overlap(&m))
+                    .then(core_load[b].total_cmp(&core_load[a]))
+                    .then(b.cmp(&a))
+            })
+            .unwrap_or(0);
+        groups[gi].cores = vec![c];
+        core_map[c].union_with(&m);
+        core_load[c] += groups[gi].time_ns;
+    }
+}
+
+impl Policy for SchedTask {
+    fn name(&self) -> &str {
+        "schedtask"
+    }
+
+    fn required_events(&self) -> Vec<&'static str> {
+        vec![event::TASK_CLOCK]
+    }
+
+    fn wants_code_heatmaps(&self) -> bool {
+        true
+    }
+
+    fn decide(&mut self, topology: &Topology, observation: &Observation) -> Vec<Action> {
+        self.reasons.clear();
+        let groups = self.plan(topology, observation);
+        let cores = topology.cores();
+        let total: f64 = groups.iter().map(|g| g.time_ns).sum();
+        let mut actions = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            let mut cpus = CpuSet::default();
+            for &c in &g.cores {
+                if let Some(set) = cores.get(c) {
+                    cpus = cpus.union(set);
+                }
+            }
+            if cpus.is_empty() {
+                continue;
+            }
+            let share = if total > 0.0 {
+                100.0 * g.time_ns / total
+            } else {
+                0.0
+            };
+            let members: Vec<String> = g.tasks.iter().map(|t| t.to_string()).collect();
+            for &t in &g.tasks {
+                let joined = g.join_shares.get(&t).copied().unwrap_or(1.0);
+                let why = format!(
+                    "group {} of {} (tasks {}; dominant {}; {} code pages, this task's pages \
+                     {:.0}% in the group's map): {:.0}% of the grouped CPU time last interval \
+                     -> {} of {} cores (CPUs {})",
+                    gi + 1,
+                    groups.len(),
+                    members.join(","),
+                    g.code.dominant_label(),
+                    g.map.popcount(),
+                    100.0 * joined,
+                    share,
+                    g.cores.len(),
+                    cores.len(),
+                    cpus.to_list()
+                );
+                self.reasons.insert(t, why);
+                actions.push(Action::SetAffinity {
+                    task: t,
+                    cpus: cpus.clone(),
+                });
+            }
+        }
+        self.last = groups;
+        actions
+    }
+
+    fn reason(&self, action: &Action) -> Option<String> {
+        match action {
+            Action::SetAffinity { task, .. } => self.reasons.get(task).cloned(),
+            Action::Swap { .. } => None,
+        }
+    }
+}
+
+impl SchedTask {
+    /// The groups of the last [`Policy::decide`].
+    pub fn last_groups(&self) -> &[Group] {
+        &self.last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use counterpoint_core::superfunction::{SuperFunction, TaskCode, ThreadCode};
+    use counterpoint_core::testutils::{observation, task, topo};
+
+    const KTEXT: u64 = 0xffff_ffff_8100_0; // a kernel text page number
+
+    /// A task that used `cpus` of a CPU, whose samples hit `pages` (kernel pages when
+    /// `kernel`, inside syscall `nr`), 30 samples each.
+    fn coded(id: u64, cpus: f64, pages: &[u64], kernel: bool, nr: Option<u32>) -> TaskObservation {
+        let all: CpuSet = "0-3".parse().unwrap();
+        let mut t = task(id, 0, &all, &[(event::TASK_CLOCK, cpus * 1e9)]);
+        let mut c = CodeHeatmap::new(true);
+        for &p in pages {
+            for _ in 0..30 {
+                c.add(kernel, p, nr);
+            }
+        }
+        t.code = Some(TaskCode::from_threads(
+            vec![ThreadCode { tid: id, code: c }],
+            true,
+            1_000_000,
+        ));
+        t
+    }
+
+    fn affinity_of(actions: &[Action], id: u64) -> Option<String> {
+        actions.iter().find_map(|a| match a {
+            Action::SetAffinity { task, cpus } if task.0 == id => Some(cpus.to_list()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn overlapping_tasks_share_cores_in_proportion_to_their_time() {
+        let t = topo(1, 4, 1);
+        // Two "file servers" in read(2) over the same 6 kernel pages (bits 131-136; one has a
+        // 7th, bit 171), and two compute tasks in the same 3 user pages (bits 2-4): two groups.
+        let ks: Vec<u64> = (0..6).map(|i| KTEXT + i).collect();
+        let mut ks7 = ks.clone();
+        ks7.push(KTEXT + 40);
+        let us = [0x400u64, 0x401, 0x402];
+        let obs = observation(
+            &t,
+            vec![
+                coded(10, 0.5, &ks, true, Some(0)),
+                coded(11, 0.5, &ks7, true, Some(0)),
+                coded(20, 1.0, &us, false, None),
+                coded(21, 1.0, &us, false, None),
+            ],
+        );
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t, &obs);
+        let g = p.last_groups();
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[0].tasks, vec![TaskId(10), TaskId(11)]);
+        assert_eq!(g[1].tasks, vec![TaskId(20), TaskId(21)]);
+        assert_eq!(g[0].code.dominant(), Some(SuperFunction::Syscall(0)));
+        assert_eq!(g[1].code.dominant(), Some(SuperFunction::User));
+        // 1 of 3 CPU-seconds -> 4/3 cores -> 1; the compute group 8/3 -> 3 (largest remainder).
+        assert_eq!((g[0].cores.len(), g[1].cores.len()), (1, 3));
+        assert_eq!(affinity_of(&actions, 10).as_deref(), Some("0"));
+        assert_eq!(affinity_of(&actions, 11).as_deref(), Some("0"));
+        assert_eq!(affinity_of(&actions, 20).as_deref(), Some("1-3"));
+        let why = p.reason(&actions[0]).unwrap();
+        assert!(
+            why.contains("dominant syscall") && why.contains("1 of 4 cores"),
+            "{why}"
+        );
+        // Task 10 joined task 11's group (the busier of equal times goes first by id: 10
+        // started it); 6 of task 11's 7 pages are in it.
+        assert!((g[0].join_shares[&TaskId(11)] - 6.0 / 7.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn disjoint_code_never_groups_and_one_group_gets_every_core() {
+        let t = topo(1, 2, 1);
+        let obs = observation(
+            &t,
+            vec![
+                coded(1, 1.0, &[0x400, 0x401], false, None),
+                coded(2, 1.0, &[0x400, 0x401], false, None),
+            ],
+        );
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t, &obs);
+        assert_eq!(p.last_groups().len(), 1);
+        assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0-1"));
+        // Pages 0x400 and 0x1000 hash to bits 2 and 8: no overlap, two groups, one core each.
+        let obs = observation(
+            &t,
+            vec![
+                coded(1, 1.0, &[0x400], false, None),
+                coded(2, 1.0, &[0x1000], false, None),
+            ],
+        );
+        let actions = p.decide(&t, &obs);
+        assert_eq!(p.last_groups().len(), 2);
+        assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0"));
+        assert_eq!(affinity_of(&actions, 2).as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn more_groups_than_cores_pack_by_overlap() {
+        let t = topo(1, 2, 1);
+        // Three groups: A (busiest; pages -> bits 2-5) and B (bits 258-261) seed the two
+        // cores; C (bits 260, 261, 385-388) shares 2 bits with B and none with A, so it joins
+        // B's core.
+        let a = [0x400u64, 0x401, 0x402, 0x403];
+        let b = [0x500u64, 0x501, 0x502, 0x503];
+        let c = [0x502u64, 0x503, 0x380, 0x381, 0x382, 0x383];
+        let obs = observation(
+            &t,
+            vec![
+                coded(1, 0.9, &a, false, None),
+                coded(2, 0.6, &b, false, None),
+                coded(3, 0.3, &c, false, None),
+            ],
+        );
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t, &obs);
+        let g = p.last_groups();
+        // C's share in B's map is 2/6 < 0.5: its own group.
+        assert_eq!(g.len(), 3);
+        assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0"));
+        assert_eq!(affinity_of(&actions, 2).as_deref(), Some("1"));
+        assert_eq!(affinity_of(&actions, 3).as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn tasks_without_maps_or_samples_are_left_alone() {
+        let t = topo(1, 2, 1);
+        let all: CpuSet = "0-1".parse().unwrap();
+        let plain = task(5, 0, &all, &[]);
+        let mut few = coded(6, 1.0, &[0x400], false, None);
+        if let Some(c) = few.code.as_mut() {
+            c.total.user_samples = 3; // below min_samples
+        }
+        let obs = observation(&t, vec![plain, few, coded(7, 1.0, &[0x400], false, None)]);
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t, &obs);
+        assert!(affinity_of(&actions, 5).is_none());
+        assert!(affinity_of(&actions, 6).is_none());
+        assert_eq!(affinity_of(&actions, 7).as_deref(), Some("0-1"));
+        // The simulator's observations carry no maps: nothing to do.
+        let obs = observation(&t, vec![task(1, 0, &all, &[]), task(2, 1, &all, &[])]);
+        assert!(p.decide(&t, &obs).is_empty());
+        assert!(p.wants_code_heatmaps());
+    }
+
+    #[test]
+    fn the_plan_is_deterministic_and_stable_over_intervals() {
+        let t = topo(1, 4, 1);
+        let make = || {
+            observation(
+                &t,
+                vec![
+                    coded(3, 1.0, &[0x400, 0x401], false, None),
+                    coded(1, 1.0, &[KTEXT, KTEXT + 1], true, Some(1)),
+                    coded(2, 1.0, &[KTEXT, KTEXT + 1], true, Some(1)),
+                    coded(4, 1.0, &[0x400, 0x401], false, None),
+                ],
+            )
+        };
+        let mut p = SchedTask::default();
+        let a1 = p.decide(&t, &make());
+        let a2 = p.decide(&t, &make());
+        assert_eq!(a1, a2);
+        // Group order by lowest task id: the kernel group (1, 2) gets CPUs 0-1.
+        assert_eq!(affinity_of(&a1, 1).as_deref(), Some("0-1"));
+        assert_eq!(affinity_of(&a1, 4).as_deref(), Some("2-3"));
+    }
+}

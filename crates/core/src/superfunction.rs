@@ -13,8 +13,8 @@
 //!
 //! let mut c = CodeHeatmap::new(true);
 //! c.add(false, 0x401, None); // a user code page
-//! c.add(true, 0xffff_ffff_81000, Some(0)); // kernel text pages, inside read(2)
-//! c.add(true, 0xffff_ffff_81001, Some(0));
+//! c.add(true, 0x000f_ffff_fff8_1000, Some(0)); // kernel text pages, inside read(2)
+//! c.add(true, 0x000f_ffff_fff8_1001, Some(0));
 //! assert_eq!(c.dominant(), Some(SuperFunction::Syscall(0)));
 //! assert_eq!(c.dominant().unwrap().to_string(), "syscall:read");
 //! ```
@@ -377,10 +377,10 @@ mod tests {
         let mut c = CodeHeatmap::new(true);
         // Kernel pages 0xffffffff81000 and ..81001 (bits 131, 132), in read (0) and write (1).
         for _ in 0..3 {
-            c.add(true, 0xffff_ffff_81000, Some(0));
+            c.add(true, 0x000f_ffff_fff8_1000, Some(0));
         }
-        c.add(true, 0xffff_ffff_81001, Some(1));
-        c.add(true, 0xffff_ffff_81001, None);
+        c.add(true, 0x000f_ffff_fff8_1001, Some(1));
+        c.add(true, 0x000f_ffff_fff8_1001, None);
         assert!(c.user.is_empty());
         assert_eq!(c.kernel.popcount(), 2);
         assert_eq!((c.user_samples, c.kernel_samples), (0, 5));
@@ -403,8 +403,8 @@ mod tests {
     #[test]
     fn without_tracepoints_kernel_samples_are_just_kernel() {
         let mut c = CodeHeatmap::new(false);
-        c.add(true, 0xffff_ffff_81000, Some(0));
-        c.add(true, 0xffff_ffff_81000, None);
+        c.add(true, 0x000f_ffff_fff8_1000, Some(0));
+        c.add(true, 0x000f_ffff_fff8_1000, None);
         c.add(false, 0x400, None);
         assert!(c.syscalls.is_empty());
         assert_eq!(c.outside_syscall_samples, 0);
@@ -420,10 +420,10 @@ mod tests {
     fn a_task_is_the_union_of_its_threads() {
         let mut a = CodeHeatmap::new(true);
         a.add(false, 0x400, None);
-        a.add(true, 0xffff_ffff_81000, Some(0));
+        a.add(true, 0x000f_ffff_fff8_1000, Some(0));
         let mut b = CodeHeatmap::new(true);
-        b.add(true, 0xffff_ffff_81000, Some(0));
-        b.add(true, 0xffff_ffff_81002, Some(4));
+        b.add(true, 0x000f_ffff_fff8_1000, Some(0));
+        b.add(true, 0x000f_ffff_fff8_1002, Some(4));
         let t = TaskCode::from_threads(
             vec![
                 ThreadCode { tid: 9, code: b },
@@ -446,7 +446,7 @@ mod tests {
         assert_eq!(t.total.combined().popcount(), 3);
         // One thread without visibility makes the whole task's syscalls unknown.
         let mut c = CodeHeatmap::new(false);
-        c.add(true, 0xffff_ffff_81000, None);
+        c.add(true, 0x000f_ffff_fff8_1000, None);
         let t = TaskCode::from_threads(
             vec![ThreadCode { tid: 1, code: c }, t.threads[0].clone()],
             true,

@@ -313,7 +313,7 @@ mod tests {
     use counterpoint_core::superfunction::{SuperFunction, TaskCode, ThreadCode};
     use counterpoint_core::testutils::{observation, task, topo};
 
-    const KTEXT: u64 = 0xffff_ffff_8100_0; // a kernel text page number
+    const KTEXT: u64 = 0xffff_ffff_8100_0000 >> 12; // a kernel text page number
 
     /// A task that used `cpus` of a CPU, whose samples hit `pages` (kernel pages when
     /// `kernel`, inside syscall `nr`), 30 samples each.

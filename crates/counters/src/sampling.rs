@@ -19,6 +19,11 @@ const RING_BYTES: usize = 17 * 4096;
 /// Ring-buffer size per syscall tracepoint per thread: 64 data pages, ~2,700 entries (a
 /// syscall-heavy thread makes tens of thousands per second: drain often).
 const TP_RING_BYTES: usize = 65 * 4096;
+/// Records read from one buffer per drain, at most: more than a full buffer holds (the
+/// smallest record, an exit, is 24 bytes), so everything present when a drain starts is read,
+/// but a thread writing faster than the drain reads cannot keep it looping.
+const MAX_CLOCK_RECORDS: usize = RING_BYTES / 24 + 1;
+const MAX_TP_RECORDS: usize = TP_RING_BYTES / 24 + 1;
 /// Tracepoint events kept for samples not yet drained, per thread (beyond, the oldest are
 /// applied to the thread's state without a sample to attribute).
 const MAX_PENDING: usize = 8192;
@@ -286,9 +291,11 @@ impl CodeSampler {
                     if raw {
                         f |= SampleFlag::RAW;
                     }
+                    // Tracepoints fire in the kernel: perf-event2's default excludes it.
                     Builder::new(Tracepoint::with_id(id))
                         .observe_pid(tid as i32)
                         .any_cpu()
+                        .exclude_kernel(false)
                         .sample_period(1)
                         .sample(f)
                         .enabled(false)
@@ -373,7 +380,10 @@ impl CodeSampler {
         let id_offset = self.syscalls.map_or(8, |s| s.id_offset);
         for (&tid, t) in &mut self.threads {
             let mut samples: Vec<(u64, u64, bool)> = Vec::new();
-            while let Some(rec) = t.clock.next_record() {
+            for _ in 0..MAX_CLOCK_RECORDS {
+                let Some(rec) = t.clock.next_record() else {
+                    break;
+                };
                 let kernel = rec.misc() & CPUMODE_MASK == CPUMODE_KERNEL;
                 match rec.parse_record() {
                     Ok(data::Record::Sample(smp)) => {
@@ -383,7 +393,7 @@ impl CodeSampler {
                     }
                     Ok(data::Record::Lost(l)) => self.lost += l.lost,
                     _ => {}
-                }
+                };
             }
             let Some((enter, exit)) = &mut t.sys else {
                 out.extend(samples.into_iter().map(|(_, ip, kernel)| IpSample {
@@ -397,7 +407,10 @@ impl CodeSampler {
             // Read after the samples: every event before the last sample is in by now.
             let mut events: Vec<SysEvent> = Vec::new();
             for (s, is_enter) in [(enter, true), (exit, false)] {
-                while let Some(rec) = s.next_record() {
+                for _ in 0..MAX_TP_RECORDS {
+                    let Some(rec) = s.next_record() else {
+                        break;
+                    };
                     match rec.parse_record() {
                         Ok(data::Record::Sample(smp)) => {
                             let time = smp.time().unwrap_or(0);
@@ -415,7 +428,7 @@ impl CodeSampler {
                         }
                         Ok(data::Record::Lost(l)) => self.lost_syscall_events += l.lost,
                         _ => {}
-                    }
+                    };
                 }
             }
             let calls = attribute(

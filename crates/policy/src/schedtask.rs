@@ -7,10 +7,12 @@
 //! [`Policy::wants_code_heatmaps`]). The policy
 //!
 //! 1. **groups** tasks by overlap: tasks are taken from the most to the least CPU time; each
-//!    joins the group whose heatmap (the union of its members') holds the largest share of the
-//!    task's own pages, if that share is at least [`SchedTask::join_share`]; otherwise it starts
-//!    a group. The paper's overlap is `popcount(A AND B)`; the share divides it by the task's
-//!    popcount so that a small map and a large one compare on the same scale.
+//!    joins the group whose heatmap (the union of its members') is most similar to its own, if
+//!    that similarity is at least [`SchedTask::join_similarity`]; otherwise it starts a group.
+//!    The paper's overlap is `popcount(A AND B)`; the similarity divides it by
+//!    `popcount(A OR B)` (Jaccard), so maps of different sizes compare on one scale and a task
+//!    with one or two hot pages does not join a large group on one chance collision of the
+//!    512-bit hash.
 //! 2. **allocates cores as TAlloc does**: each group gets cores in proportion to its share of
 //!    last interval's CPU time (whole cores by largest remainder, at least one each while there
 //!    are as many cores as groups). With more groups than cores, the busiest groups seed one core
@@ -41,9 +43,8 @@ use std::collections::BTreeMap;
 /// The SchedTask affinity policy.
 #[derive(Clone, Debug)]
 pub struct SchedTask {
-    /// A task joins a group when at least this share of its code pages (heatmap bits) are in
-    /// the group's map.
-    pub join_share: f64,
+    /// A task joins a group when overlap / union of its map and the group's is at least this.
+    pub join_similarity: f64,
     /// Samples a task needs in the interval to be grouped (fewer: its map says too little).
     pub min_samples: u64,
     reasons: BTreeMap<TaskId, String>,
@@ -53,7 +54,7 @@ pub struct SchedTask {
 impl Default for SchedTask {
     fn default() -> Self {
         Self {
-            join_share: 0.5,
+            join_similarity: 0.4,
             min_samples: 20,
             reasons: BTreeMap::new(),
             last: Vec::new(),
@@ -72,9 +73,9 @@ pub struct Group {
     pub code: CodeHeatmap,
     /// CPU time of the members over the interval, ns.
     pub time_ns: f64,
-    /// Per member, the share of its pages found in the group's map when it joined (1 for the
-    /// task that started the group).
-    pub join_shares: BTreeMap<TaskId, f64>,
+    /// Per member, its similarity (overlap / union) to the group's map when it joined (1 for
+    /// the task that started the group).
+    pub join_similarity: BTreeMap<TaskId, f64>,
     /// Indices into the topology's cores.
     pub cores: Vec<usize>,
 }
@@ -106,30 +107,34 @@ impl SchedTask {
         let mut groups: Vec<Group> = Vec::new();
         for (t, code, time) in cands {
             let map = code.combined();
-            let own = f64::from(map.popcount());
             let best = groups
                 .iter()
                 .enumerate()
-                .map(|(i, g)| (i, f64::from(g.map.overlap(&map)) / own))
+                .map(|(i, g)| {
+                    let mut union = g.map;
+                    union.union_with(&map);
+                    let both = f64::from(g.map.overlap(&map));
+                    (i, both / f64::from(union.popcount().max(1)))
+                })
                 .fold(None::<(usize, f64)>, |acc, (i, s)| match acc {
                     Some((_, bs)) if bs >= s => acc,
                     _ => Some((i, s)),
                 });
             match best {
-                Some((i, share)) if share >= self.join_share => {
+                Some((i, share)) if share >= self.join_similarity => {
                     let g = &mut groups[i];
                     g.tasks.push(t.id);
                     g.map.union_with(&map);
                     g.code.merge(code);
                     g.time_ns += time;
-                    g.join_shares.insert(t.id, share);
+                    g.join_similarity.insert(t.id, share);
                 }
                 _ => groups.push(Group {
                     tasks: vec![t.id],
                     map,
                     code: code.clone(),
                     time_ns: time,
-                    join_shares: BTreeMap::from([(t.id, 1.0)]),
+                    join_similarity: BTreeMap::from([(t.id, 1.0)]),
                     cores: Vec::new(),
                 }),
             }
@@ -265,11 +270,11 @@ impl Policy for SchedTask {
             };
             let members: Vec<String> = g.tasks.iter().map(|t| t.to_string()).collect();
             for &t in &g.tasks {
-                let joined = g.join_shares.get(&t).copied().unwrap_or(1.0);
+                let joined = g.join_similarity.get(&t).copied().unwrap_or(1.0);
                 let why = format!(
-                    "group {} of {} (tasks {}; dominant {}; {} code pages, this task's pages \
-                     {:.0}% in the group's map): {:.0}% of the grouped CPU time last interval \
-                     -> {} of {} cores (CPUs {})",
+                    "group {} of {} (tasks {}; dominant {}; {} code-page bits, this task's \
+                     overlap/union with the group {:.2}): {:.0}% of the grouped CPU time last \
+                     interval -> {} of {} cores (CPUs {})",
                     gi + 1,
                     groups.len(),
                     members.join(","),
@@ -377,9 +382,9 @@ mod tests {
             why.contains("dominant syscall") && why.contains("1 of 4 cores"),
             "{why}"
         );
-        // Task 10 joined task 11's group (the busier of equal times goes first by id: 10
-        // started it); 6 of task 11's 7 pages are in it.
-        assert!((g[0].join_shares[&TaskId(11)] - 6.0 / 7.0).abs() < 1e-9);
+        // Task 10 started the group (equal times: lower id first); task 11 joined it with
+        // overlap 6 over a union of 7.
+        assert!((g[0].join_similarity[&TaskId(11)] - 6.0 / 7.0).abs() < 1e-9);
     }
 
     #[test]
@@ -411,6 +416,27 @@ mod tests {
     }
 
     #[test]
+    fn a_small_map_does_not_join_a_large_group_on_one_shared_bit() {
+        let t = topo(1, 2, 1);
+        // A kernel-heavy task on 20 pages (bits 131-150) and a loop on 2 user pages, one of
+        // which (0x400 + 129 = 0x481 -> 1153 + 2 = 1155 mod 512 = 131) collides with it:
+        // overlap 1, union 21.
+        let big: Vec<u64> = (0..20).map(|i| KTEXT + i).collect();
+        let obs = observation(
+            &t,
+            vec![
+                coded(1, 1.0, &big, true, Some(0)),
+                coded(2, 1.0, &[0x481, 0x402], false, None),
+            ],
+        );
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t, &obs);
+        assert_eq!(p.last_groups().len(), 2);
+        assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0"));
+        assert_eq!(affinity_of(&actions, 2).as_deref(), Some("1"));
+    }
+
+    #[test]
     fn more_groups_than_cores_pack_by_overlap() {
         let t = topo(1, 2, 1);
         // Three groups: A (busiest; pages -> bits 2-5) and B (bits 258-261) seed the two
@@ -430,7 +456,7 @@ mod tests {
         let mut p = SchedTask::default();
         let actions = p.decide(&t, &obs);
         let g = p.last_groups();
-        // C's share in B's map is 2/6 < 0.5: its own group.
+        // C vs B: overlap 2, union 8: 0.25 < 0.4, its own group.
         assert_eq!(g.len(), 3);
         assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0"));
         assert_eq!(affinity_of(&actions, 2).as_deref(), Some("1"));

@@ -22,8 +22,11 @@
 //!    laid out over the cores in the order of their lowest task id, so a steady workload keeps
 //!    the same cores from one interval to the next.
 //!
-//! Tasks without a heatmap, or with fewer than [`SchedTask::min_samples`] samples in the
-//! interval (idle, or just started), are left alone. With a single group every task gets every
+//! A task's map is the union of its last [`SchedTask::history_intervals`] intervals' maps:
+//! sampling sees a few hundred instructions of a task per interval, so one interval's map is a
+//! random subset of its pages. Tasks without a heatmap, or with fewer than
+//! [`SchedTask::min_samples`] samples over those intervals (idle, or just started), are left
+//! alone. With a single group every task gets every
 //! core (what the paper's allocation gives one type), so a homogeneous workload is not pinned.
 //! On a live host a task is a process: its threads share one affinity, and their heatmaps are
 //! merged. The simulator's observations carry no heatmaps, so there the policy does nothing.
@@ -38,7 +41,7 @@ use counterpoint_core::observation::{Observation, TaskObservation};
 use counterpoint_core::superfunction::CodeHeatmap;
 use counterpoint_core::task::TaskId;
 use counterpoint_core::topology::Topology;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// The SchedTask affinity policy.
 #[derive(Clone, Debug)]
@@ -47,6 +50,13 @@ pub struct SchedTask {
     pub join_similarity: f64,
     /// Samples a task needs in the interval to be grouped (fewer: its map says too little).
     pub min_samples: u64,
+    /// A task's map is the union of its last this many intervals' maps (1 = the paper's
+    /// per-epoch reset). Sampling sees a few hundred of a task's instructions per interval
+    /// where the paper's hardware sees all of them, so one interval's map is a small random
+    /// subset of the pages and two tasks running the same code would look unlike.
+    pub history_intervals: usize,
+    /// Per task, its last intervals' (map, samples), newest last.
+    history: BTreeMap<TaskId, VecDeque<(PageHeatmap, u64)>>,
     reasons: BTreeMap<TaskId, String>,
     last: Vec<Group>,
 }
@@ -56,6 +66,8 @@ impl Default for SchedTask {
         Self {
             join_similarity: 0.4,
             min_samples: 20,
+            history_intervals: 5,
+            history: BTreeMap::new(),
             reasons: BTreeMap::new(),
             last: Vec::new(),
         }
@@ -92,21 +104,42 @@ fn time_ns(t: &TaskObservation) -> f64 {
 impl SchedTask {
     /// The groups and core allocation for `observation` on `topology` (what [`Policy::decide`]
     /// applies; public for tests and logs).
-    pub fn plan(&self, topology: &Topology, observation: &Observation) -> Vec<Group> {
-        let mut cands: Vec<(&TaskObservation, &CodeHeatmap, f64)> = observation
+    pub fn plan(&mut self, topology: &Topology, observation: &Observation) -> Vec<Group> {
+        // Remember this interval's maps; forget tasks no longer observed with a map.
+        let keep = self.history_intervals.max(1);
+        self.history.retain(|id, _| {
+            observation
+                .task(*id)
+                .is_some_and(|t| signal::is_live(t) && t.code.is_some())
+        });
+        for t in observation.tasks.iter().filter(|t| signal::is_live(t)) {
+            if let Some(c) = &t.code {
+                let h = self.history.entry(t.id).or_default();
+                h.push_back((c.total.combined(), c.total.samples()));
+                while h.len() > keep {
+                    h.pop_front();
+                }
+            }
+        }
+        let history = &self.history;
+        let mut cands: Vec<(&TaskObservation, &CodeHeatmap, f64, PageHeatmap)> = observation
             .tasks
             .iter()
             .filter(|t| signal::is_live(t))
             .filter_map(|t| {
                 let c = &t.code.as_ref()?.total;
-                (c.samples() >= self.min_samples && !c.combined().is_empty())
-                    .then(|| (t, c, time_ns(t)))
+                let h = history.get(&t.id)?;
+                let mut map = PageHeatmap::new();
+                for (m, _) in h {
+                    map.union_with(m);
+                }
+                let samples: u64 = h.iter().map(|e| e.1).sum();
+                (samples >= self.min_samples && !map.is_empty()).then(|| (t, c, time_ns(t), map))
             })
             .collect();
         cands.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.id.cmp(&b.0.id)));
         let mut groups: Vec<Group> = Vec::new();
-        for (t, code, time) in cands {
-            let map = code.combined();
+        for (t, code, time, map) in cands {
             let best = groups
                 .iter()
                 .enumerate()
@@ -280,7 +313,7 @@ impl Policy for SchedTask {
                     members.join(","),
                     g.code.dominant_label(),
                     g.map.popcount(),
-                    100.0 * joined,
+                    joined,
                     share,
                     g.cores.len(),
                     cores.len(),
@@ -401,7 +434,9 @@ mod tests {
         let actions = p.decide(&t, &obs);
         assert_eq!(p.last_groups().len(), 1);
         assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0-1"));
-        // Pages 0x400 and 0x1000 hash to bits 2 and 8: no overlap, two groups, one core each.
+        // Pages 0x400 and 0x1000 hash to bits 2 and 8: no overlap, two groups, one core each
+        // (a fresh policy: the first one remembers the tasks' earlier pages).
+        let mut p = SchedTask::default();
         let obs = observation(
             &t,
             vec![
@@ -434,6 +469,43 @@ mod tests {
         assert_eq!(p.last_groups().len(), 2);
         assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0"));
         assert_eq!(affinity_of(&actions, 2).as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn maps_accumulate_over_intervals_until_same_code_looks_alike() {
+        let t = topo(1, 2, 1);
+        // Two tasks running the same 8 pages (bits 2-9), each interval sampled on a different
+        // half: overlap 0 at first; after two intervals each map holds all 8 pages.
+        let pages: Vec<u64> = (0x400..0x408).collect();
+        let (lo, hi) = (&pages[..4], &pages[4..]);
+        let mut p = SchedTask::default();
+        let first = observation(
+            &t,
+            vec![
+                coded(1, 1.0, lo, false, None),
+                coded(2, 1.0, hi, false, None),
+            ],
+        );
+        p.decide(&t, &first);
+        assert_eq!(p.last_groups().len(), 2);
+        let second = observation(
+            &t,
+            vec![
+                coded(1, 1.0, hi, false, None),
+                coded(2, 1.0, lo, false, None),
+            ],
+        );
+        let actions = p.decide(&t, &second);
+        assert_eq!(p.last_groups().len(), 1);
+        assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0-1"));
+        // With the paper's per-epoch reset they never meet.
+        let mut reset = SchedTask {
+            history_intervals: 1,
+            ..SchedTask::default()
+        };
+        reset.decide(&t, &first);
+        reset.decide(&t, &second);
+        assert_eq!(reset.last_groups().len(), 2);
     }
 
     #[test]

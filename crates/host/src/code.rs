@@ -25,9 +25,9 @@ pub struct CodeSamplingConfig {
 impl Default for CodeSamplingConfig {
     fn default() -> Self {
         Self {
-            // 250 samples per CPU-second per thread: a few hundred per interval for a busy
-            // thread, enough for its hot pages, at a small cost.
-            period_ns: 4_000_000,
+            // 1,000 samples per CPU-second per thread: one interval of a busy thread already
+            // shows most of its hot pages (two copies of one program then look alike).
+            period_ns: 1_000_000,
             syscalls: false,
         }
     }

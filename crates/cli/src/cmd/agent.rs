@@ -69,7 +69,7 @@ pub struct AgentArgs {
     direct: bool,
     /// `schedtask` (policies that read code heatmaps): one instruction-pointer sample per this
     /// many µs of each thread's CPU time (software cpu-clock; no PMU needed).
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value_t = 1000)]
     heatmap_period_us: u64,
     /// `schedtask`: attribute kernel samples to the system call in progress (raw_syscalls
     /// tracepoints; needs tracefs mounted, and costs the watched threads a record per call).

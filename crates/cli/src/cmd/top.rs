@@ -67,7 +67,7 @@ pub struct TopArgs {
     #[arg(long)]
     heatmaps: bool,
     /// With --heatmaps: one sample per this many µs of each thread's CPU time.
-    #[arg(long, default_value_t = 4000, requires = "heatmaps")]
+    #[arg(long, default_value_t = 1000, requires = "heatmaps")]
     heatmap_period_us: u64,
     /// With --heatmaps: attribute kernel samples to the system call in progress
     /// (raw_syscalls tracepoints; needs tracefs mounted; each call of a watched thread then

@@ -1,7 +1,8 @@
 //! `counterpoint heatmap --pid PID`: SchedTask's 512-bit code-page heatmaps of a live process's
 //! threads, from instruction pointers sampled with the software `cpu-clock` event (no PMU
-//! needed), split user/kernel, with the threads' pairwise overlaps and the sampler's own CPU
-//! cost in % of a core. docs/schedtask.md.
+//! needed), split user/kernel (and, with `--syscalls`, per system call through the
+//! `raw_syscalls` tracepoints), each thread's dominant SuperFunction, the threads' pairwise
+//! overlaps and the sampler's own CPU cost in % of a core. docs/schedtask.md.
 
 use anyhow::{Context, Result};
 use clap::Args;

@@ -734,12 +734,16 @@ pub fn run_on_host_with(
                 match &code {
                     None => json!("off (the policy reads none)"),
                     Some(c) => json!(format!(
-                        "cpu-clock IP sampling every {} us of each thread's CPU time; syscalls {}",
+                        "cpu-clock IP sampling every {} us of each thread's CPU time; syscalls {}{}",
                         c.period_ns / 1000,
                         match &c.syscalls_missing {
                             None => "visible (raw_syscalls tracepoints)".to_string(),
                             Some(why) => format!("not visible: {why}"),
-                        }
+                        },
+                        c.kernel_refused
+                            .as_ref()
+                            .map(|k| format!("; {k}"))
+                            .unwrap_or_default()
                     )),
                 },
             ),

@@ -7,10 +7,11 @@
 //! policies pay nothing.
 
 use counterpoint_core::superfunction::{TaskCode, ThreadCode};
+use counterpoint_counters::sampling::SamplingError;
 use counterpoint_counters::sampling::{
     parse_code_maps, thread_heatmaps, CodeSampler, IpSample, SyscallTracepoints,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How to sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +43,8 @@ pub struct CodeSamplingStatus {
     pub syscalls_visible: bool,
     /// Why they do not (not asked for, or tracefs missing), when they do not.
     pub syscalls_missing: Option<String>,
+    /// Set when the kernel refused kernel-mode samples (`perf_event_paranoid`): user code only.
+    pub kernel_refused: Option<String>,
 }
 
 /// The host's sampler and the samples of the interval so far.
@@ -49,8 +52,9 @@ pub(crate) struct CodeSampling {
     sampler: CodeSampler,
     samples: Vec<IpSample>,
     status: CodeSamplingStatus,
-    /// Threads whose sampler would not open, and the last reason (reported, not fatal).
-    pub(crate) failed_threads: u64,
+    /// Threads whose sampler would not open (not retried while they live), and the last
+    /// reason (reported, not fatal).
+    failed: BTreeSet<u32>,
     pub(crate) last_error: Option<String>,
 }
 
@@ -73,23 +77,55 @@ impl CodeSampling {
                 period_ns: sampler.period_ns(),
                 syscalls_visible: sampler.syscalls_visible(),
                 syscalls_missing: missing,
+                kernel_refused: None,
             },
             sampler,
             samples: Vec::new(),
-            failed_threads: 0,
+            failed: BTreeSet::new(),
             last_error: None,
         }
+    }
+
+    /// Threads whose sampler would not open.
+    pub(crate) fn failed_threads(&self) -> u64 {
+        self.failed.len() as u64
     }
 
     pub(crate) fn status(&self) -> &CodeSamplingStatus {
         &self.status
     }
 
-    /// Sample `tid` from now on (no-op when it already is; an open failure is counted).
+    /// Sample `tid` from now on (no-op when it already is; an open failure is counted). When
+    /// the kernel refuses kernel-mode samples, every thread is sampled in user mode from then
+    /// on, and the status says so.
     pub(crate) fn watch(&mut self, tid: u32) {
-        if let Err(e) = self.sampler.watch(tid) {
-            self.failed_threads += 1;
-            self.last_error = Some(e.to_string());
+        if self.failed.contains(&tid) {
+            return;
+        }
+        match self.sampler.watch(tid) {
+            Ok(_) => {}
+            Err(SamplingError::Open { source, .. })
+                if self.status.kernel_refused.is_none()
+                    && matches!(source.raw_os_error(), Some(libc::EACCES | libc::EPERM)) =>
+            {
+                self.status.kernel_refused = Some(format!(
+                    "kernel samples refused ({source}; perf_event_paranoid): user code only"
+                ));
+                self.status.syscalls_visible = false;
+                let user_only = CodeSampler::new(self.status.period_ns, false, None);
+                let threads = self.sampler.threads();
+                self.sampler = user_only;
+                for t in threads.into_iter().chain([tid]) {
+                    if let Err(e) = self.sampler.watch(t) {
+                        self.failed.insert(t);
+                        self.last_error = Some(e.to_string());
+                    }
+                }
+            }
+            Err(e) => {
+                self.failed.insert(tid);
+                self.last_error = Some(e.to_string());
+            }
         }
     }
 
@@ -108,6 +144,7 @@ impl CodeSampling {
             .flat_map(|(&pid, tids)| tids.iter().map(move |&t| (t, pid)))
             .collect();
         self.sampler.retain(|t| pid_of.contains_key(&t));
+        self.failed.retain(|t| pid_of.contains_key(t));
         let mut by_pid: BTreeMap<u32, Vec<IpSample>> = BTreeMap::new();
         for s in self.samples.drain(..) {
             if let Some(&pid) = pid_of.get(&s.tid) {

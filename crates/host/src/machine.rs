@@ -232,7 +232,7 @@ impl Host {
     pub fn code_sampling_failures(&self) -> (u64, Option<String>) {
         self.code
             .as_ref()
-            .map_or((0, None), |c| (c.failed_threads, c.last_error.clone()))
+            .map_or((0, None), |c| (c.failed_threads(), c.last_error.clone()))
     }
 
     /// How soon the wait in [`Machine::advance`] sees a stop flag set by another thread

@@ -128,12 +128,16 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
         };
         format!(
             "dominant type of the sampled instruction pointers (one per {} µs of CPU time); \
-             system calls {}{failures}",
+             system calls {}{}{failures}",
             st.period_ns / 1000,
             match &st.syscalls_missing {
                 None => "attributed (raw_syscalls tracepoints)".to_string(),
                 Some(why) => format!("not visible: {why}"),
-            }
+            },
+            st.kernel_refused
+                .as_ref()
+                .map(|k| format!("; {k}"))
+                .unwrap_or_default()
         )
     });
     let live = !args.once && !args.json && args.count.is_none() && std::io::stdout().is_terminal();

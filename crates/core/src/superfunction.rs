@@ -189,6 +189,10 @@ pub struct CodeHeatmap {
     pub syscalls: Vec<SyscallCode>,
     /// Kernel samples outside any system call (only counted when `syscalls_visible`).
     pub outside_syscall_samples: u64,
+    /// Kernel samples whose system call is unknown although syscalls are visible (the
+    /// tracepoint records around them were lost): counted as [`SuperFunction::Kernel`].
+    #[serde(default)]
+    pub unattributed_samples: u64,
 }
 
 impl CodeHeatmap {
@@ -202,6 +206,17 @@ impl CodeHeatmap {
             syscalls_visible,
             syscalls: Vec::new(),
             outside_syscall_samples: 0,
+            unattributed_samples: 0,
+        }
+    }
+
+    /// Add one kernel sample on `page` whose system call is unknown (see
+    /// [`Self::unattributed_samples`]).
+    pub fn add_unattributed(&mut self, page: u64) {
+        self.kernel_samples += 1;
+        self.kernel.insert_page(page);
+        if self.syscalls_visible {
+            self.unattributed_samples += 1;
         }
     }
 
@@ -250,10 +265,12 @@ impl CodeHeatmap {
         self.user_samples += other.user_samples;
         self.kernel_samples += other.kernel_samples;
         self.outside_syscall_samples += other.outside_syscall_samples;
+        self.unattributed_samples += other.unattributed_samples;
         self.syscalls_visible &= other.syscalls_visible;
         if !self.syscalls_visible {
             self.syscalls.clear();
             self.outside_syscall_samples = 0;
+            self.unattributed_samples = 0;
             return;
         }
         for s in &other.syscalls {
@@ -290,6 +307,7 @@ impl CodeHeatmap {
                     .map(|s| (SuperFunction::Syscall(s.nr), s.samples)),
             );
             v.push((SuperFunction::Interrupt, self.outside_syscall_samples));
+            v.push((SuperFunction::Kernel, self.unattributed_samples));
         } else {
             v.push((SuperFunction::Kernel, self.kernel_samples));
         }
@@ -414,6 +432,23 @@ mod tests {
         );
         assert_eq!(CodeHeatmap::new(false).dominant(), None);
         assert_eq!(CodeHeatmap::new(false).dominant_label(), "-");
+    }
+
+    #[test]
+    fn samples_whose_records_were_lost_count_as_plain_kernel() {
+        let mut c = CodeHeatmap::new(true);
+        c.add(true, 0x000f_ffff_fff8_1000, Some(0));
+        c.add_unattributed(0x000f_ffff_fff8_1001);
+        c.add_unattributed(0x000f_ffff_fff8_1001);
+        assert_eq!((c.kernel_samples, c.unattributed_samples), (3, 2));
+        assert_eq!(c.kernel.popcount(), 2);
+        assert_eq!(c.syscalls[0].samples, 1);
+        assert_eq!(c.dominant(), Some(SuperFunction::Kernel));
+        // Not visible: nothing to tell apart, plain kernel anyway.
+        let mut d = CodeHeatmap::new(false);
+        d.add_unattributed(1);
+        assert_eq!((d.kernel_samples, d.unattributed_samples), (1, 0));
+        assert_eq!(d.dominant(), Some(SuperFunction::Kernel));
     }
 
     #[test]

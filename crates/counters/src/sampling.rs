@@ -172,6 +172,9 @@ pub struct IpSample {
     pub kernel: bool,
     /// The system call in progress (kernel samples, syscalls visible; `None` outside one).
     pub syscall: Option<u32>,
+    /// Syscall records of this thread were lost around this kernel sample: `syscall` is not
+    /// to be trusted (the sample counts as plain kernel).
+    pub syscall_unknown: bool,
 }
 
 /// A tracepoint event of one thread: `Some(nr)` entered call `nr`, `None` returned.
@@ -401,11 +404,13 @@ impl CodeSampler {
                     ip,
                     kernel,
                     syscall: None,
+                    syscall_unknown: false,
                 }));
                 continue;
             };
             // Read after the samples: every event before the last sample is in by now.
             let mut events: Vec<SysEvent> = Vec::new();
+            let lost_before = self.lost_syscall_events;
             for (s, is_enter) in [(enter, true), (exit, false)] {
                 for _ in 0..MAX_TP_RECORDS {
                     let Some(rec) = s.next_record() else {
@@ -431,6 +436,9 @@ impl CodeSampler {
                     };
                 }
             }
+            // Records lost since the last drain: this drain's kernel samples may fall in the gap
+            // (the loss record says how many, not when).
+            let unknown = self.lost_syscall_events > lost_before;
             let calls = attribute(
                 &samples,
                 &mut events,
@@ -447,6 +455,7 @@ impl CodeSampler {
                         ip,
                         kernel,
                         syscall,
+                        syscall_unknown: unknown && kernel,
                     }),
             );
         }
@@ -630,7 +639,9 @@ pub fn thread_heatmaps(
         let (h, files) = by
             .entry(s.tid)
             .or_insert_with(|| (CodeHeatmap::new(syscalls_visible), BTreeMap::new()));
-        if s.kernel {
+        if s.kernel && s.syscall_unknown {
+            h.add_unattributed(s.ip / PAGE_BYTES);
+        } else if s.kernel {
             h.add(true, s.ip / PAGE_BYTES, s.syscall);
         } else {
             h.add(false, user_page(maps, s.ip), None);
@@ -712,6 +723,7 @@ garbage line
             ip,
             kernel,
             syscall: None,
+            syscall_unknown: false,
         };
         let samples = [
             // Thread 7 (anonymous mappings here: inode 0, so virtual pages): pages 0x400
@@ -744,17 +756,24 @@ garbage line
             ip,
             kernel: true,
             syscall,
+            syscall_unknown: false,
+        };
+        let lost = IpSample {
+            syscall_unknown: true,
+            ..s(0xffff_ffff_8100_6040, Some(0))
         };
         let samples = [
             s(0xffff_ffff_8100_0040, Some(0)),
             s(0xffff_ffff_8100_1040, Some(0)),
             s(0xffff_ffff_8100_1040, Some(1)),
             s(0xffff_ffff_8100_5040, None),
+            lost,
         ];
         let h = thread_heatmaps(&samples, &[], true);
         let c = &h[0].code.code;
         assert!(c.user.is_empty());
-        assert_eq!(c.kernel.popcount(), 3);
+        // The sample whose syscall records were lost counts as plain kernel.
+        assert_eq!((c.kernel.popcount(), c.unattributed_samples), (4, 1));
         assert_eq!(c.syscalls.len(), 2);
         assert_eq!((c.syscalls[0].nr, c.syscalls[0].samples), (0, 2));
         assert_eq!(c.syscalls[0].kernel.popcount(), 2);

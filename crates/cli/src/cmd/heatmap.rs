@@ -154,6 +154,7 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
                     "user_samples": c.user_samples,
                     "kernel_samples": c.kernel_samples,
                     "outside_syscall_samples": c.outside_syscall_samples,
+                    "unattributed_samples": c.unattributed_samples,
                     "user_pages": c.user.popcount(),
                     "kernel_pages": c.kernel.popcount(),
                     "user_heatmap": c.user.to_hex(),
@@ -213,10 +214,11 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
         if visible && c.kernel_samples > 0 {
             writeln!(
                 out,
-                "{:>8}  syscalls: {}; outside any call {}",
+                "{:>8}  syscalls: {}; outside any call {}; unknown (records lost) {}",
                 "",
                 top_syscalls(c, 4),
-                c.outside_syscall_samples
+                c.outside_syscall_samples,
+                c.unattributed_samples
             )?;
         }
     }

@@ -16,14 +16,16 @@ use std::path::Path;
 
 /// Ring-buffer size per thread: 1 + 2^k pages; 16 data pages hold ~2,000 samples.
 const RING_BYTES: usize = 17 * 4096;
-/// Ring-buffer size per syscall tracepoint per thread: 64 data pages, ~2,700 entries (a
-/// syscall-heavy thread makes tens of thousands per second: drain often).
-const TP_RING_BYTES: usize = 65 * 4096;
+/// Ring-buffer sizes of the syscall tracepoints per thread: entries (~96 bytes with the raw
+/// data) get 256 data pages, ~10,900 of them; exits (32 bytes) 64 pages, ~8,200. A thread doing
+/// 4 KiB reads of /dev/zero makes a few hundred thousand calls per second: 20 ms of them.
+const TP_ENTER_RING_BYTES: usize = 257 * 4096;
+const TP_EXIT_RING_BYTES: usize = 65 * 4096;
 /// Records read from one buffer per drain, at most: more than a full buffer holds (the
 /// smallest record, an exit, is 24 bytes), so everything present when a drain starts is read,
 /// but a thread writing faster than the drain reads cannot keep it looping.
 const MAX_CLOCK_RECORDS: usize = RING_BYTES / 24 + 1;
-const MAX_TP_RECORDS: usize = TP_RING_BYTES / 24 + 1;
+const MAX_TP_RECORDS: usize = TP_ENTER_RING_BYTES / 24 + 1;
 /// Tracepoint events kept for samples not yet drained, per thread (beyond, the oldest are
 /// applied to the thread's state without a sample to attribute).
 const MAX_PENDING: usize = 8192;
@@ -289,7 +291,7 @@ impl CodeSampler {
         };
         let sys = match (self.syscalls, self.kernel) {
             (Some(tp), true) => {
-                let open = |id: u64, raw: bool| {
+                let open = |id: u64, raw: bool, bytes: usize| {
                     let mut f = SampleFlag::TID | SampleFlag::TIME;
                     if raw {
                         f |= SampleFlag::RAW;
@@ -303,9 +305,10 @@ impl CodeSampler {
                         .sample(f)
                         .enabled(false)
                         .build()
-                        .and_then(|c| c.sampled(TP_RING_BYTES))
+                        .and_then(|c| c.sampled(bytes))
                 };
-                match open(tp.enter_id, true).and_then(|a| open(tp.exit_id, false).map(|b| (a, b)))
+                match open(tp.enter_id, true, TP_ENTER_RING_BYTES)
+                    .and_then(|a| open(tp.exit_id, false, TP_EXIT_RING_BYTES).map(|b| (a, b)))
                 {
                     Ok(p) => Some(p),
                     Err(e) if gone(&e) => return Ok(None),

@@ -26,8 +26,8 @@
 //! sampling sees a few hundred instructions of a task per interval, so one interval's map is a
 //! random subset of its pages. Tasks without a heatmap, or with fewer than
 //! [`SchedTask::min_samples`] samples over those intervals (idle, or just started), are left
-//! alone. With a single group every task gets every
-//! core (what the paper's allocation gives one type), so a homogeneous workload is not pinned.
+//! alone. With a single group every task gets every core (what the paper's allocation gives
+//! one type), so a homogeneous workload is not pinned.
 //! On a live host a task is a process: its threads share one affinity, and their heatmaps are
 //! merged. The simulator's observations carry no heatmaps, so there the policy does nothing.
 
@@ -48,7 +48,8 @@ use std::collections::{BTreeMap, VecDeque};
 pub struct SchedTask {
     /// A task joins a group when overlap / union of its map and the group's is at least this.
     pub join_similarity: f64,
-    /// Samples a task needs in the interval to be grouped (fewer: its map says too little).
+    /// Samples a task needs over its remembered intervals to be grouped (fewer: its map says
+    /// too little).
     pub min_samples: u64,
     /// A task's map is the union of its last this many intervals' maps (1 = the paper's
     /// per-epoch reset). Sampling sees a few hundred of a task's instructions per interval

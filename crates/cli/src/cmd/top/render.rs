@@ -118,7 +118,7 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
         println!("SUPERFUNCTION: {note}");
     }
     let sf_head = if s.code_note.is_some() {
-        format!(" {:<24}", "SUPERFUNCTION")
+        " SUPERFUNCTION".to_string()
     } else {
         String::new()
     };
@@ -138,7 +138,7 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
             String::new()
         };
         let sf = if s.code_note.is_some() {
-            format!(" {:<24}", r.superfn.as_deref().unwrap_or("-"))
+            format!(" {}", r.superfn.as_deref().unwrap_or("-"))
         } else {
             String::new()
         };

@@ -69,3 +69,64 @@ fn dry_run_says_no_journal_and_each_decision_once() {
         }
     }
 }
+
+#[test]
+fn schedtask_dry_run_separates_kernel_heavy_and_user_code() {
+    // `dd` spends its time in the kernel clearing and discarding pages, the shell loop in its
+    // own code: their heatmaps do not overlap, so schedtask gives them cores of their own.
+    let a = Busy::spawn();
+    let dd = common::Kill(
+        Command::new("dd")
+            .args(["if=/dev/zero", "of=/dev/null", "bs=1M"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn dd"),
+    );
+    let out = Command::new(BIN)
+        .args(["agent", "--policy", "schedtask", "--dry-run", "--log-json"])
+        .args(["--interval", "500ms", "--max-intervals", "6"])
+        .args(["--heatmap-period-us", "1000", "--targets"])
+        .arg(format!("pid:{},{}", a.pid(), dd.pid()))
+        .output()
+        .expect("agent");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let events: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let code = events[0]["code_heatmaps"].as_str().expect("code_heatmaps");
+    assert!(
+        code.starts_with("cpu-clock IP sampling every 1000 us"),
+        "{code}"
+    );
+    // The last decision said for each task (a dry run says a decision again only when it
+    // changes).
+    let mut to: std::collections::BTreeMap<u64, String> = Default::default();
+    for d in events.iter().filter(|e| e["event"] == "decision") {
+        let reason = d["reason"].as_str().expect("reason");
+        assert!(reason.starts_with("schedtask: group "), "{reason}");
+        to.insert(
+            d["task"].as_u64().expect("task"),
+            d["to"].as_str().expect("to").to_string(),
+        );
+    }
+    // One core (one CPU, or SMT siblings only): one group of cores for everything.
+    let siblings =
+        std::fs::read_to_string("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+            .unwrap_or_default();
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if siblings.trim() == online.trim() {
+        return;
+    }
+    let (sa, sd) = (
+        to.get(&(a.pid() as u64)).expect("a decision for the loop"),
+        to.get(&(dd.pid() as u64)).expect("a decision for dd"),
+    );
+    let (sa, sd): (counterpoint_core::CpuSet, counterpoint_core::CpuSet) =
+        (sa.parse().expect("cpu list"), sd.parse().expect("cpu list"));
+    assert!(
+        sa.intersection(&sd).is_empty(),
+        "{sa} and {sd} overlap\n{err}"
+    );
+}

@@ -45,8 +45,19 @@ fn text_over_a_pipe_is_plain_tables() {
     assert!(!row.contains("n/a"), "{row}");
     let pmu = !text.contains("IPC, LLC MPKI, MEM BW: n/a (no PMU)");
     if !pmu {
-        assert_eq!(text.matches("n/a").count(), 2, "once per interval: {text}");
+        assert_eq!(
+            text.matches("n/a (no PMU)").count(),
+            2,
+            "once per interval: {text}"
+        );
     }
+    // Without --heatmaps the SuperFunction column is off, said once for the whole run.
+    assert_eq!(text.matches("SUPERFUNCTION: n/a").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("n/a").count(),
+        if pmu { 1 } else { 3 },
+        "{text}"
+    );
     // The counted fraction: CNT% in the header, a percentage in the row.
     let header = text
         .lines()
@@ -238,4 +249,26 @@ fn live_view_sorts_with_keys_and_restores_the_terminal() {
         "terminal left in raw mode: {screen}"
     );
     assert!(!screen.contains("placement per CPU"), "{screen}");
+}
+
+#[test]
+fn heatmaps_show_a_busy_shell_loop_as_user_code() {
+    let a = Busy::spawn();
+    let out = Command::new(BIN)
+        .args(["top", "--json", "--count", "1", "--interval", "1s"])
+        .args(["--heatmaps", "--heatmap-period-us", "1000", "--targets"])
+        .arg(format!("pid:{}", a.pid()))
+        .output()
+        .expect("top");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let doc: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON document");
+    let note = doc["superfunction"].as_str().expect("superfunction note");
+    assert!(note.starts_with("dominant type"), "{note}");
+    // `while :; do :; done` runs in the shell's own code: no system calls to speak of.
+    let sf = doc["tasks"][0]["superfunction"]
+        .as_str()
+        .expect("a SuperFunction cell");
+    assert!(sf.starts_with("user "), "{sf}: {doc}");
 }

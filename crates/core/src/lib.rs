@@ -38,6 +38,7 @@ pub mod metric;
 pub mod observation;
 pub mod sample;
 pub mod stats;
+pub mod superfunction;
 pub mod task;
 #[cfg(any(test, feature = "testutils"))]
 pub mod testutils;
@@ -52,5 +53,6 @@ pub use machine::{Machine, PickContext, PickNext, Policy, TaskStats};
 pub use metric::{Expr, Metric, MetricValues};
 pub use observation::{CpuObservation, Observation, TaskObservation};
 pub use sample::{CounterValue, Sample};
+pub use superfunction::{CodeHeatmap, SuperFunction, TaskCode};
 pub use task::{TaskId, TaskInfo};
 pub use topology::{CacheDomain, CacheKind, Cpu, CpuKind, NumaNode, Topology, TopologyError};

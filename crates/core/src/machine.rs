@@ -42,6 +42,11 @@ pub trait Policy {
     fn reason(&self, _action: &Action) -> Option<String> {
         None
     }
+    /// Whether the policy reads [`TaskObservation::code`](crate::TaskObservation::code): a
+    /// host samples instruction pointers (and pays for it) only for policies that say so.
+    fn wants_code_heatmaps(&self) -> bool {
+        false
+    }
 }
 
 /// Last-value statistics of a task, as a kernel-level scheduler would keep them.

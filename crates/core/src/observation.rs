@@ -2,6 +2,7 @@
 
 use crate::cpuset::{CpuId, CpuSet};
 use crate::sample::Sample;
+use crate::superfunction::TaskCode;
 use crate::task::TaskId;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +23,11 @@ pub struct TaskObservation {
     pub runnable: bool,
     /// Whether the task ended during (or before) the interval.
     pub finished: bool,
+    /// Its sampled code pages and SuperFunction types, when the policy asked for them
+    /// ([`crate::Policy::wants_code_heatmaps`]) and the source can sample (a live host; the
+    /// simulator leaves it `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<TaskCode>,
 }
 
 /// One CPU over the interval.

@@ -46,6 +46,7 @@ pub fn task(id: u64, cpu: CpuId, all: &CpuSet, events: &[(&str, f64)]) -> TaskOb
         sample: s,
         runnable: true,
         finished: false,
+        code: None,
     }
 }
 

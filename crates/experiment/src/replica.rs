@@ -144,6 +144,7 @@ pub fn observation(name: &str, o: &ReplicaOutcome, freq_ghz: f64, epoch: usize) 
                 sample: s,
                 runnable: true,
                 finished: false,
+                code: None,
             }
         })
         .collect();

@@ -332,6 +332,9 @@ impl Policy for Explained<'_> {
     fn reason(&self, action: &Action) -> Option<String> {
         self.inner.reason(action)
     }
+    fn wants_code_heatmaps(&self) -> bool {
+        self.inner.wants_code_heatmaps()
+    }
 }
 
 /// The fields every decision line carries (`held`, `decision`, `action_failed`), then `extra`.
@@ -617,6 +620,8 @@ pub struct HostAgentConfig {
     /// Read every thread every interval, even of a process that did not run (turns the idle
     /// gate off; see [`crate::taskstats`]).
     pub read_every_thread: bool,
+    /// How to sample code heatmaps, for a policy that reads them (others sample nothing).
+    pub code: crate::code::CodeSamplingConfig,
 }
 
 /// Refuse a pid list none of whose processes exists; warn about the missing ones, and about a
@@ -700,6 +705,10 @@ pub fn run_on_host_with(
         host.check_permissions().map_err(AgentError::Permission)?;
     }
     host.set_stop_flag(signals::stop_flag());
+    // The IP sampler runs only for a policy that reads its heatmaps.
+    let code = policy
+        .wants_code_heatmaps()
+        .then(|| host.enable_code_heatmaps(cfg.code));
     let src = host.counter_sources();
     log.emit(
         Level::Info,
@@ -732,6 +741,24 @@ pub fn run_on_host_with(
                     None => "on: threads of a process that did not run are not read".to_string(),
                     Some(why) => format!("off: {why}"),
                 }),
+            ),
+            (
+                "code_heatmaps",
+                match &code {
+                    None => json!("off (the policy reads none)"),
+                    Some(c) => json!(format!(
+                        "cpu-clock IP sampling every {} us of each thread's CPU time; syscalls {}{}",
+                        c.period_ns / 1000,
+                        match &c.syscalls_missing {
+                            None => "visible (raw_syscalls tracepoints)".to_string(),
+                            Some(why) => format!("not visible: {why}"),
+                        },
+                        c.kernel_refused
+                            .as_ref()
+                            .map(|k| format!("; {k}"))
+                            .unwrap_or_default()
+                    )),
+                },
             ),
         ],
     );

@@ -34,6 +34,7 @@ pub mod actuate;
 pub mod affinity;
 pub mod agent;
 pub mod c2c;
+pub mod code;
 pub mod duration;
 pub mod journal;
 pub mod machine;

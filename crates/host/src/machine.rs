@@ -108,6 +108,8 @@ pub struct Host {
     signatures: BTreeMap<u32, RunSignature>,
     /// Thread readings taken over from the last interval instead of read (all intervals).
     reads_skipped: u64,
+    /// SchedTask's IP sampler, when a policy or `top --heatmaps` asked for code heatmaps.
+    code: Option<crate::code::CodeSampling>,
 }
 
 /// A process's thread list is re-read at least this often (in intervals) even when its thread
@@ -173,6 +175,7 @@ impl Host {
             idle_gate_off: None,
             signatures: BTreeMap::new(),
             reads_skipped: 0,
+            code: None,
         };
         h.set_idle_gate(true);
         match &avail.software {
@@ -275,6 +278,32 @@ impl Host {
         };
         let same = self.signatures.insert(pid, now) == Some(now);
         same && tids.iter().all(|t| self.prev.contains_key(t))
+    }
+
+    /// Sample every watched thread's instruction pointers from now on and attach each
+    /// process's code heatmaps to the observations ([`TaskObservation::code`]); for policies
+    /// that ask ([`counterpoint_core::Policy::wants_code_heatmaps`]) and `top --heatmaps`.
+    pub fn enable_code_heatmaps(
+        &mut self,
+        cfg: crate::code::CodeSamplingConfig,
+    ) -> crate::code::CodeSamplingStatus {
+        let mut c = crate::code::CodeSampling::new(cfg);
+        for pid in self.target_pids() {
+            for tid in self.proc_.threads(pid) {
+                c.watch(tid);
+            }
+        }
+        let status = c.status().clone();
+        self.code = Some(c);
+        status
+    }
+
+    /// Threads whose IP sampler would not open so far, and the last reason (0, `None` when
+    /// code heatmaps are off or every sampler opened).
+    pub fn code_sampling_failures(&self) -> (u64, Option<String>) {
+        self.code
+            .as_ref()
+            .map_or((0, None), |c| (c.failed_threads(), c.last_error.clone()))
     }
 
     /// How soon the wait in [`Machine::advance`] sees a stop flag set by another thread
@@ -773,7 +802,16 @@ impl Machine for Host {
             if self.stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
                 break;
             }
-            sleep_interruptible(want.saturating_sub(begin.elapsed()).min(self.wait_slice));
+            // With code heatmaps on, the sample buffers are drained every 100 ms at least so
+            // they do not fill.
+            let slice = match self.code {
+                Some(_) => self.wait_slice.min(Duration::from_millis(100)),
+                None => self.wait_slice,
+            };
+            sleep_interruptible(want.saturating_sub(begin.elapsed()).min(slice));
+            if let Some(c) = &mut self.code {
+                c.drain();
+            }
         }
         self.intervals += 1;
         let read_at = Instant::now();
@@ -781,6 +819,8 @@ impl Machine for Host {
         self.prev_read = read_at;
         let mut now = BTreeMap::new();
         let mut tasks = Vec::new();
+        // Per process, the threads listed (for the code heatmaps, when on).
+        let mut listed: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         let pids = self.target_pids();
         // A broker answers every open group with one request here.
         self.counter_source.refresh();
@@ -797,6 +837,12 @@ impl Machine for Host {
             let runnable = st.state == 'R';
             let mut sums = ProcessSums::default();
             let tids = self.threads_of(pid, st.num_threads);
+            if let Some(c) = &mut self.code {
+                for &t in &tids {
+                    c.watch(t);
+                }
+                listed.insert(pid, tids.clone());
+            }
             let still = self.kept_still(pid, &tids);
             for tid in tids {
                 let reading = match self.prev.get(&tid) {
@@ -833,7 +879,14 @@ impl Machine for Host {
                 sample,
                 runnable,
                 finished: false,
+                code: None,
             });
+        }
+        if let Some(c) = &mut self.code {
+            let mut codes = c.take(&listed);
+            for t in &mut tasks {
+                t.code = codes.remove(&(t.id.0 as u32));
+            }
         }
         // Threads not seen this interval have exited: close their counters.
         self.sources.retain(|tid, _| now.contains_key(tid));

@@ -8,7 +8,8 @@
 //! scheduler does, available in the simulator only. Each policy is a module with its paper's
 //! algorithm and parameters: [`linux`] (baseline), [`zhang`] (`bus-pair`, `ipc-pair` and their
 //! `-affinity` forms), [`masa`], [`di`] (Distributed Intensity), [`spread`] (software-only),
-//! [`oracle`] (the best static placement under a cost). The [`registry`] is the one list of
+//! [`oracle`] (the best static placement under a cost), [`schedtask`] (SchedTask's grouping
+//! by code-page overlap, from live heatmaps). The [`registry`] is the one list of
 //! them: names, levels, required events, descriptions and constructors. The [`driver`] is the
 //! one observe → decide → act loop that runs an epoch-level policy on any
 //! [`Machine`](counterpoint_core::Machine), live or simulated.
@@ -40,6 +41,7 @@ pub mod masa;
 pub mod oracle;
 pub mod registry;
 pub mod replica;
+pub mod schedtask;
 pub mod signal;
 pub mod spread;
 pub mod tree;
@@ -59,6 +61,7 @@ pub use registry::{
     build, build_epoch, lookup, missing_events, names, BuildError, Built, CalibrationSource,
     Context, Entry, Level, REGISTRY,
 };
+pub use schedtask::SchedTask;
 pub use spread::Spread;
 pub use zhang::{ComplementPick, Multiplexed, PairMetric, PairingPolicy};
 

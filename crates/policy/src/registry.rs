@@ -228,6 +228,8 @@ const ZHANG: &str = "Zhang, Jiang, Shen: Processor Hardware Counter Statistics A
                      System Resource (HotOS 2007)";
 const MASA: &str = "Nakajima, Pallipadi: Enhancements for Hyper-Threading Technology in the \
                     Operating System (WIESS 2002)";
+const SCHEDTASK: &str = "Kallurkar, Sarangi: SchedTask: A Hardware-Assisted Task Scheduler \
+                         (seed 004)";
 const DI: &str = "Zhuravlev, Blagodurov, Fedorova: Addressing Shared Resource Contention in \
                   Multicore Processors via Scheduling (ASPLOS 2010)";
 
@@ -403,6 +405,16 @@ pub const REGISTRY: &[Entry] = &[
         needs: &[],
         options: &[],
         build: |_| Ok(Built::Epoch(Box::new(crate::replica::Replica::default()))),
+    },
+    Entry {
+        name: "schedtask",
+        level: Level::Epoch,
+        events: &[event::TASK_CLOCK],
+        description: "tasks whose sampled code pages overlap share cores, cores per group in proportion to CPU time (live heatmaps)",
+        paper: SCHEDTASK,
+        needs: &[],
+        options: &[],
+        build: |_| Ok(Built::Epoch(Box::new(crate::schedtask::SchedTask::default()))),
     },
 ];
 
@@ -591,6 +603,9 @@ mod tests {
             .into_iter()
             .filter(|n| missing_events(n, event::is_software).unwrap().is_empty())
             .collect();
-        assert_eq!(runnable, vec!["linux", "spread", "oracle", "replica"]);
+        assert_eq!(
+            runnable,
+            vec!["linux", "spread", "oracle", "replica", "schedtask"]
+        );
     }
 }

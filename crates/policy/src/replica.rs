@@ -332,6 +332,7 @@ mod tests {
             sample: s,
             runnable: true,
             finished: false,
+            code: None,
         }
     }
 

@@ -51,6 +51,7 @@ fn observation(topo: &Topology, specs: &[TaskSpec], time_ns: u64) -> Observation
                 sample: s,
                 runnable: !finished,
                 finished,
+                code: None,
             }
         })
         .collect();

@@ -72,6 +72,14 @@ pub struct AgentArgs {
     /// CAP_NET_ADMIN) keeps its last readings: its counts cannot have changed.
     #[arg(long)]
     read_every_thread: bool,
+    /// `schedtask` (policies that read code heatmaps): one instruction-pointer sample per this
+    /// many µs of each thread's CPU time (software cpu-clock; no PMU needed).
+    #[arg(long, default_value_t = 1000)]
+    heatmap_period_us: u64,
+    /// `schedtask`: attribute kernel samples to the system call in progress (raw_syscalls
+    /// tracepoints; needs tracefs mounted, and costs the watched threads a record per call).
+    #[arg(long)]
+    syscalls: bool,
 }
 
 /// Parse `1s`, `250ms`, `2.5s`, `1m` into nanoseconds (the one duration parser, in host).
@@ -161,6 +169,12 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             }
         );
     }
+    if args.syscalls && !policy.wants_code_heatmaps() {
+        bail!(
+            "--syscalls: policy {policy_name:?} reads no code heatmaps, so nothing is sampled \
+             (schedtask does)"
+        );
+    }
     let interval_ns = parse_interval(&args.interval)?;
     let targets = TargetSpec::parse(&args.targets)?;
     let loop_cfg = LoopConfig {
@@ -210,6 +224,10 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             journal: args.journal.clone(),
             loop_cfg,
             read_every_thread: args.read_every_thread,
+            code: counterpoint_host::code::CodeSamplingConfig {
+                period_ns: args.heatmap_period_us.max(10) * 1000,
+                syscalls: args.syscalls,
+            },
         },
         source,
         policy.as_mut(),

@@ -1,12 +1,15 @@
 //! `counterpoint heatmap --pid PID`: SchedTask's 512-bit code-page heatmaps of a live process's
 //! threads, from instruction pointers sampled with the software `cpu-clock` event (no PMU
-//! needed), split user/kernel, with the threads' pairwise overlaps and the sampler's own CPU
-//! cost in % of a core. docs/schedtask.md.
+//! needed), split user/kernel (and, with `--syscalls`, per system call through the
+//! `raw_syscalls` tracepoints), each thread's dominant SuperFunction, the threads' pairwise
+//! overlaps and the sampler's own CPU cost in % of a core. docs/schedtask.md.
 
 use anyhow::{Context, Result};
 use clap::Args;
 use counterpoint_core::heatmap::OverlapTable;
-use counterpoint_counters::sampling::{parse_code_maps, thread_heatmaps, IpSampler};
+use counterpoint_counters::sampling::{
+    parse_code_maps, thread_heatmaps, IpSampler, SyscallTracepoints,
+};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -23,8 +26,13 @@ pub struct HeatmapArgs {
     #[arg(long, default_value_t = 1000)]
     period_us: u64,
     /// User-mode samples only (when perf_event_paranoid forbids kernel samples).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "syscalls")]
     no_kernel: bool,
+    /// Attribute kernel samples to the system call in progress, with one heatmap per call
+    /// (raw_syscalls:sys_enter/sys_exit tracepoints: needs tracefs mounted; every call of the
+    /// sampled threads then writes two records, which slows syscall-heavy threads).
+    #[arg(long)]
+    syscalls: bool,
     /// Print the heatmaps (hex), overlaps and overhead as JSON.
     #[arg(long)]
     json: bool,
@@ -47,15 +55,44 @@ fn comm(pid: u32, tid: u32) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// A thread's system calls by samples, most first, at most `n`: `read 40 (12 pages)`.
+fn top_syscalls(c: &counterpoint_core::CodeHeatmap, n: usize) -> String {
+    let mut v: Vec<_> = c.syscalls.iter().collect();
+    v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.nr.cmp(&b.nr)));
+    v.iter()
+        .take(n)
+        .map(|s| {
+            format!(
+                "{} {} ({} pages)",
+                counterpoint_core::SuperFunction::Syscall(s.nr)
+                    .to_string()
+                    .trim_start_matches("syscall:"),
+                s.samples,
+                s.kernel.popcount()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     let maps_path = format!("/proc/{}/maps", args.pid);
     let maps_text = std::fs::read_to_string(&maps_path)
         .with_context(|| format!("reading {maps_path} (does process {} exist?)", args.pid))?;
     let maps = parse_code_maps(&maps_text);
-    let mut sampler = IpSampler::open_pid(args.pid, args.period_us.max(10) * 1000, !args.no_kernel)
-        .context(
-            "opening the cpu-clock samplers (try --no-kernel if kernel samples are refused)",
-        )?;
+    let tracepoints = if args.syscalls {
+        Some(SyscallTracepoints::find().context("--syscalls")?)
+    } else {
+        None
+    };
+    let mut sampler = IpSampler::open_pid_with(
+        args.pid,
+        args.period_us.max(10) * 1000,
+        !args.no_kernel,
+        tracepoints,
+    )
+    .context("opening the cpu-clock samplers (try --no-kernel if kernel samples are refused)")?;
+    let visible = sampler.syscalls_visible();
     let names: Vec<(u32, String)> = sampler
         .threads()
         .into_iter()
@@ -74,18 +111,28 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     sampler.drain(&mut samples);
     let wall_ns = t0.elapsed().as_nanos().max(1) as f64;
     let overhead_pct = 100.0 * (own_cpu_ns().saturating_sub(cpu0)) as f64 / wall_ns;
-    let maps_by_thread = thread_heatmaps(&samples, &maps);
+    let maps_by_thread = thread_heatmaps(&samples, &maps, visible);
     let table = OverlapTable::build(
         &maps_by_thread
             .iter()
-            .map(|h| h.combined())
+            .map(|h| h.code.code.combined())
             .collect::<Vec<_>>(),
     );
-    let name_of = |tid: u32| {
+    let name_of = |tid: u64| {
         names
             .iter()
-            .find(|n| n.0 == tid)
+            .find(|n| u64::from(n.0) == tid)
             .map_or("?".to_string(), |n| n.1.clone())
+    };
+    let syscalls_note = if visible {
+        "per system call (raw_syscalls tracepoints)".to_string()
+    } else if args.no_kernel {
+        "not visible (--no-kernel)".to_string()
+    } else {
+        match SyscallTracepoints::find() {
+            Ok(_) => "not attributed (pass --syscalls)".to_string(),
+            Err(e) => format!("not visible: {e}"),
+        }
     };
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -94,19 +141,34 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
             "duration_ms": args.duration_ms,
             "period_us": args.period_us,
             "samples": samples.len(),
-            "lost": sampler.lost,
+            "lost": sampler.lost(),
+            "lost_syscall_events": sampler.lost_syscall_events(),
+            "syscalls": syscalls_note,
             "sampler_cpu_pct_of_a_core": overhead_pct,
-            "threads": maps_by_thread.iter().map(|h| serde_json::json!({
-                "tid": h.tid,
-                "comm": name_of(h.tid),
-                "user_samples": h.user_samples,
-                "kernel_samples": h.kernel_samples,
-                "user_pages": h.user.popcount(),
-                "kernel_pages": h.kernel.popcount(),
-                "user_heatmap": h.user.to_hex(),
-                "kernel_heatmap": h.kernel.to_hex(),
-                "top_mapping": h.top_mapping,
-            })).collect::<Vec<_>>(),
+            "threads": maps_by_thread.iter().map(|h| {
+                let c = &h.code.code;
+                serde_json::json!({
+                    "tid": h.code.tid,
+                    "comm": name_of(h.code.tid),
+                    "dominant": c.dominant().map(|d| d.to_string()),
+                    "user_samples": c.user_samples,
+                    "kernel_samples": c.kernel_samples,
+                    "outside_syscall_samples": c.outside_syscall_samples,
+                    "unattributed_samples": c.unattributed_samples,
+                    "user_pages": c.user.popcount(),
+                    "kernel_pages": c.kernel.popcount(),
+                    "user_heatmap": c.user.to_hex(),
+                    "kernel_heatmap": c.kernel.to_hex(),
+                    "syscalls": c.syscalls.iter().map(|s| serde_json::json!({
+                        "nr": s.nr,
+                        "name": counterpoint_core::SuperFunction::Syscall(s.nr).to_string(),
+                        "samples": s.samples,
+                        "kernel_pages": s.kernel.popcount(),
+                        "kernel_heatmap": s.kernel.to_hex(),
+                    })).collect::<Vec<_>>(),
+                    "top_mapping": h.top_mapping,
+                })
+            }).collect::<Vec<_>>(),
             "overlap": table.overlap,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
@@ -118,27 +180,47 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
         args.pid,
         samples.len(),
         wall_ns / 1e9,
-        sampler.lost,
+        sampler.lost(),
         args.period_us,
         overhead_pct
     )?;
-    writeln!(
-        out,
-        "{:>8}  {:<16} {:>8} {:>8} {:>6} {:>6}  top mapping",
-        "tid", "comm", "user", "kernel", "upages", "kpages"
-    )?;
-    for h in &maps_by_thread {
+    writeln!(out, "system calls: {syscalls_note}")?;
+    if visible && sampler.lost_syscall_events() > 0 {
         writeln!(
             out,
-            "{:>8}  {:<16} {:>8} {:>8} {:>6} {:>6}  {}",
-            h.tid,
-            name_of(h.tid),
-            h.user_samples,
-            h.kernel_samples,
-            h.user.popcount(),
-            h.kernel.popcount(),
+            "  {} tracepoint records lost (ring buffer full): some kernel samples may be misattributed",
+            sampler.lost_syscall_events()
+        )?;
+    }
+    writeln!(
+        out,
+        "{:>8}  {:<16} {:>8} {:>8} {:>6} {:>6}  {:<22} top mapping",
+        "tid", "comm", "user", "kernel", "upages", "kpages", "dominant"
+    )?;
+    for h in &maps_by_thread {
+        let c = &h.code.code;
+        writeln!(
+            out,
+            "{:>8}  {:<16} {:>8} {:>8} {:>6} {:>6}  {:<22} {}",
+            h.code.tid,
+            name_of(h.code.tid),
+            c.user_samples,
+            c.kernel_samples,
+            c.user.popcount(),
+            c.kernel.popcount(),
+            c.dominant_label(),
             h.top_mapping.as_deref().unwrap_or("-")
         )?;
+        if visible && c.kernel_samples > 0 {
+            writeln!(
+                out,
+                "{:>8}  syscalls: {}; outside any call {}; unknown (records lost) {}",
+                "",
+                top_syscalls(c, 4),
+                c.outside_syscall_samples,
+                c.unattributed_samples
+            )?;
+        }
     }
     writeln!(
         out,
@@ -148,16 +230,16 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
         let best = table.ranked(i).first().map(|&j| {
             format!(
                 "{} ({}) overlap {}",
-                maps_by_thread[j].tid,
-                name_of(maps_by_thread[j].tid),
+                maps_by_thread[j].code.tid,
+                name_of(maps_by_thread[j].code.tid),
                 table.get(i, j)
             )
         });
         writeln!(
             out,
             "{:>8}  {:<16} own {:>3}  -> {}",
-            h.tid,
-            name_of(h.tid),
+            h.code.tid,
+            name_of(h.code.tid),
             table.get(i, i),
             best.unwrap_or_else(|| "none".into())
         )?;

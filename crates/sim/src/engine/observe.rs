@@ -34,6 +34,7 @@ impl Simulation {
                 sample: s,
                 runnable: matches!(t.state, State::Queued | State::Running),
                 finished: t.state == State::Done,
+                code: None,
             });
         }
         let mut cpus = Vec::with_capacity(self.cpus.len());

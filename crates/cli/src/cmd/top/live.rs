@@ -47,6 +47,7 @@ pub(super) fn run_live(
     interval_ns: u64,
     key: SortKey,
     reverse: bool,
+    code_note: Option<String>,
 ) -> Result<ExitCode> {
     use ratatui::crossterm::event::{self as ev, Event, KeyCode, KeyEventKind, KeyModifiers};
 
@@ -71,7 +72,11 @@ pub(super) fn run_live(
         while !LIVE_STOP.load(Ordering::SeqCst) {
             let msg = host
                 .advance(interval_ns)
-                .map(|obs| snapshot(&obs, &online, pmu, host.counter_sources()))
+                .map(|obs| {
+                    let mut s = snapshot(&obs, &online, pmu, host.counter_sources());
+                    s.code_note = code_note.clone();
+                    s
+                })
                 .map_err(|e| e.to_string());
             let failed = msg.is_err();
             if tx.send(msg).is_err() || failed {

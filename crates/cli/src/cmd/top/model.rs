@@ -97,6 +97,10 @@ pub(super) struct Row {
     pub(super) counted_fraction: f64,
     pub(super) affinity: CpuSet,
     pub(super) last_cpu: Option<u32>,
+    /// The dominant SuperFunction and its share of the samples (`--heatmaps`; `None`: off).
+    pub(super) superfn: Option<String>,
+    /// Per thread with samples: (tid, its dominant SuperFunction and share).
+    pub(super) thread_superfns: Vec<(u64, String)>,
 }
 
 /// One CPU: how busy, which target tasks last ran there (and used > 1 % CPU), which are pinned
@@ -119,6 +123,9 @@ pub(super) struct Snapshot {
     pub(super) pmu: bool,
     /// perf_event or /proc, per thread.
     pub(super) sources: CounterSources,
+    /// With `--heatmaps`: how the code is sampled (period, syscalls visible or why not);
+    /// `None`: sampling off.
+    pub(super) code_note: Option<String>,
 }
 
 /// Running above this share of a CPU in the interval counts as "running on" its last CPU.
@@ -148,6 +155,18 @@ pub(super) fn snapshot(
             counted_fraction: t.sample.counted_fraction(),
             affinity: t.affinity.clone(),
             last_cpu: t.cpu,
+            superfn: t.code.as_ref().map(|c| c.total.dominant_label()),
+            thread_superfns: t
+                .code
+                .as_ref()
+                .map(|c| {
+                    c.threads
+                        .iter()
+                        .filter(|th| th.code.samples() > 0)
+                        .map(|th| (th.tid, th.code.dominant_label()))
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
         .collect();
     let cpus = obs
@@ -178,6 +197,7 @@ pub(super) fn snapshot(
         cpus,
         pmu,
         sources,
+        code_note: None,
     }
 }
 

@@ -21,6 +21,11 @@ pub(super) fn sources_text(c: &CounterSources) -> String {
 
 pub(super) const NO_PMU: &str = "n/a (no PMU)";
 
+/// Said once when the SuperFunction column is off.
+pub(super) const NO_HEATMAPS: &str = "SUPERFUNCTION: n/a (instruction-pointer sampling is off; \
+     --heatmaps samples each thread's code with cpu-clock and shows its dominant type: user code, \
+     kernel, or with --syscalls the system call in progress / irq)";
+
 /// The header note said once (instead of a cell per row) when the hardware columns are hidden.
 pub(super) const NO_PMU_NOTE: &str = "IPC, LLC MPKI, MEM BW: n/a (no PMU): this host has no \
      hardware PMU (cycles, instructions and LLC misses cannot be counted), so those columns are \
@@ -70,6 +75,14 @@ pub(super) fn task_list(v: &[(u64, String)]) -> String {
         .join(", ")
 }
 
+/// `tid type share, ...` for a process's threads.
+pub(super) fn thread_list(v: &[(u64, String)]) -> String {
+    v.iter()
+        .map(|(t, l)| format!("{t} {l}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool, n: u64) {
     println!(
         "interval {n}: {:.2} s, {} tasks, sorted by {}{}",
@@ -101,8 +114,16 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
     } else {
         String::new()
     };
+    if let Some(note) = &s.code_note {
+        println!("SUPERFUNCTION: {note}");
+    }
+    let sf_head = if s.code_note.is_some() {
+        " SUPERFUNCTION".to_string()
+    } else {
+        String::new()
+    };
     println!(
-        "{:>8} {:<16} {:>7} {:>9} {:>8}{hw_head} {:>5} {:>4} {:<10}",
+        "{:>8} {:<16} {:>7} {:>9} {:>8}{hw_head} {:>5} {:>4} {:<10}{sf_head}",
         "PID", "COMM", "CPU%", "CS/s", "MIG/s", "CNT%", "CPU", "AFFINITY"
     );
     for r in s.rows.iter().take(rows) {
@@ -116,8 +137,13 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
         } else {
             String::new()
         };
+        let sf = if s.code_note.is_some() {
+            format!(" {}", r.superfn.as_deref().unwrap_or("-"))
+        } else {
+            String::new()
+        };
         println!(
-            "{:>8} {:<16} {:>7.1} {:>9.1} {:>8}{hw} {:>5} {:>4} {:<10}",
+            "{:>8} {:<16} {:>7.1} {:>9.1} {:>8}{hw} {:>5} {:>4} {:<10}{sf}",
             r.pid,
             r.name,
             r.cpu_pct,
@@ -127,6 +153,10 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
             r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into()),
             r.affinity.to_list()
         );
+        // Each sampled thread's own type, when the process has more than one.
+        if r.thread_superfns.len() > 1 {
+            println!("{:>8}   threads: {}", "", thread_list(&r.thread_superfns));
+        }
     }
     println!();
 }
@@ -156,6 +186,10 @@ pub(super) fn json_doc(
             "ipc": r.ipc, "llc_mpki": r.llc_mpki, "mem_bandwidth_bytes_per_s": r.bw_bytes_per_s,
             "counted_fraction": r.counted_fraction,
             "affinity": r.affinity.to_list(), "last_cpu": r.last_cpu,
+            "superfunction": r.superfn,
+            "threads": r.thread_superfns.iter()
+                .map(|(t, l)| json!({"tid": t, "superfunction": l}))
+                .collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "cpus": s.cpus.iter().map(|c| json!({
             "cpu": c.cpu, "busy_fraction": c.busy_fraction,
@@ -163,6 +197,10 @@ pub(super) fn json_doc(
             "pinned_pids": c.pinned.iter().map(|(p, _)| p).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     });
+    doc["superfunction"] = match &s.code_note {
+        Some(n) => json!(n),
+        None => json!(NO_HEATMAPS),
+    };
     if !s.pmu {
         doc["unavailable"] = json!({
             "ipc": "no hardware PMU", "llc_mpki": "no hardware PMU", "bandwidth": "no hardware PMU"
@@ -257,6 +295,9 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
     head.push(Cell::from(Line::from("CNT%").right_aligned()).style(bold));
     head.push(Cell::from(Line::from("CPU").right_aligned()).style(bold));
     head.push(Cell::from("AFFINITY").style(bold));
+    if s.code_note.is_some() {
+        head.push(Cell::from("SUPERFUNCTION").style(bold));
+    }
     let header = TRow::new(head);
     let rows = s.rows.iter().map(|r| {
         let num = |t: String| Cell::from(Line::from(t).right_aligned());
@@ -275,6 +316,9 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
         cells.push(num(counted_cell(r.counted_fraction)));
         cells.push(num(r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into())));
         cells.push(Cell::from(r.affinity.to_list()));
+        if s.code_note.is_some() {
+            cells.push(Cell::from(r.superfn.clone().unwrap_or_else(|| "-".into())));
+        }
         TRow::new(cells)
     });
     let mut widths = vec![
@@ -292,6 +336,9 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
         Constraint::Length(4),
         Constraint::Min(8),
     ]);
+    if s.code_note.is_some() {
+        widths.push(Constraint::Length(24));
+    }
     let table = Table::new(rows, widths)
         .header(header)
         .block(Block::new().borders(Borders::TOP).title(" tasks "))

@@ -34,6 +34,9 @@ const FIXED_POINT_MAX_ITERS: usize = 100;
 const FIXED_POINT_TOL: f64 = 1e-11;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
+/// A task that filled its share waits at most this many ticks for the other warming tasks of
+/// its bus before the bus is re-solved (tick.rs).
+const FULL_PENDING_MAX_TICKS: u32 = 10;
 
 /// A profile with derived constants for the hot path.
 #[derive(Clone, Debug)]
@@ -179,6 +182,12 @@ struct Task {
     /// domain's idle pool (scaled lazily) while it waits.
     occ: f64,
     occ_domain: u32,
+    /// The task has filled its target (its share, or all its curve can use) since it was last
+    /// switched in: it then follows its share, up to `fill_bytes` more per tick.
+    full: bool,
+    /// Bytes the task's misses brought into the LLC in its last tick while full (how far its
+    /// occupancy can follow a growing share within one tick).
+    fill_bytes: f64,
     c: Counters,
     /// Counters at the start of the current slice, and the stats of the last finished slice.
     slice_start: Counters,
@@ -201,6 +210,8 @@ struct Cpu {
     cpi: f64,
     miss: f64,
     share: f64,
+    /// The task whose rates the last solve computed (its share seeds the next solve).
+    solved_task: u32,
     ipc: f64,
     busy_ns_obs: u64,
     cycles_obs: f64,
@@ -253,10 +264,22 @@ pub struct Simulation {
     obs_ticks: u64,
     /// Contention solves so far (one per dirty bus per tick): the engine's main cost.
     solves: u64,
+    /// Buses with a warming task whose miss ratio moved: their latency and CPIs are updated
+    /// at the next tick without re-sharing the caches (`light_update`).
+    light_bus: Vec<bool>,
+    light: bool,
+    /// Per bus, ticks since a task filled its share without a whole solve since (0: none).
+    full_pending_ticks: Vec<u32>,
+    /// Light updates so far.
+    light_updates: u64,
+    /// Re-solve the whole fixed point for warm-up steps too (the slow, reference path).
+    exact_warmup: bool,
     // Scratch for the solver (kept to avoid per-tick allocation).
     scratch_dom_access: Vec<f64>,
     scratch_cc: Vec<f64>,
     scratch_dom_running: Vec<f64>,
+    /// Running tasks still warming up, per bus, in the current tick.
+    scratch_bus_warming: Vec<u32>,
 }
 
 impl Simulation {
@@ -329,6 +352,7 @@ impl Simulation {
                 domain: domain as u32,
                 bus: bus as u32,
                 cpi: 1.0,
+                solved_task: NONE,
                 miss: 0.0,
                 share: 0.0,
                 ipc: 0.0,
@@ -424,6 +448,8 @@ impl Simulation {
                 phase_left: 0.0,
                 occ: 0.0,
                 occ_domain: NONE,
+                full: false,
+                fill_bytes: 0.0,
                 c: Counters::default(),
                 slice_start: Counters::default(),
                 slice_start_ns: 0,
@@ -463,6 +489,12 @@ impl Simulation {
             obs_start_ns: 0,
             obs_ticks: 0,
             solves: 0,
+            light_bus: vec![false; nbus],
+            light: false,
+            full_pending_ticks: vec![0; nbus],
+            scratch_bus_warming: vec![0; nbus],
+            light_updates: 0,
+            exact_warmup: false,
             spec,
         };
         sim.next_balance_ns = sim.ms_to_ns(sim.sched.balance_interval_ms);
@@ -477,6 +509,16 @@ impl Simulation {
     /// Contention solves so far (one per bus whose running set or rates changed, per tick).
     pub fn solves(&self) -> u64 {
         self.solves
+    }
+    /// Light updates so far (a warming task's miss ratio moved: its bus's latency and CPIs
+    /// were updated without re-sharing the caches).
+    pub fn light_updates(&self) -> u64 {
+        self.light_updates
+    }
+    /// Whether warm-up steps re-solve the whole contention fixed point (the reference path) or
+    /// only update their bus's latency and CPIs (the default). docs/sim.md, "Speed".
+    pub fn set_exact_warmup(&mut self, exact: bool) {
+        self.exact_warmup = exact;
     }
     /// Simulated time since the start.
     pub fn now_ns(&self) -> u64 {

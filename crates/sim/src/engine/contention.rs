@@ -3,6 +3,19 @@
 
 use super::*;
 
+/// LLC bytes a running task holds during the next tick at cache share `share`: a warming task
+/// what it has brought in so far; a full task its share, as far as one tick of misses can
+/// follow a share that grew (a full task's share moves a little at every re-solve of its
+/// domain; holding it at the last tick's occupancy instead made every such move a new re-solve).
+#[inline]
+pub(super) fn held_bytes(t: &Task, share: f64) -> f64 {
+    if t.full {
+        share.min(t.occ + t.fill_bytes)
+    } else {
+        share.min(t.occ)
+    }
+}
+
 impl Simulation {
     /// Solve the contention fixed point for the running set of bus `b` (LLC domains and SMT
     /// cores never span buses, so buses are independent components).
@@ -32,7 +45,10 @@ impl Simulation {
             }
             let d = self.cpus[c].domain as usize;
             let p = &self.profs[self.tasks[cur as usize].prof as usize];
-            self.cpus[c].share = self.domains[d].capacity / self.scratch_dom_running[d];
+            if self.cpus[c].solved_task != cur || !(self.cpus[c].share > 0.0) {
+                self.cpus[c].share = self.domains[d].capacity / self.scratch_dom_running[d];
+            }
+            self.cpus[c].solved_task = cur;
             if self.cpus[c].ipc.is_nan() || self.cpus[c].ipc <= 0.0 {
                 self.cpus[c].ipc = 1.0 / p.cpi_core;
             }
@@ -60,11 +76,12 @@ impl Simulation {
                     pressure += (sc.ipc / width).min(1.0) * (issue_pen + same_pen * overlap);
                 }
                 self.scratch_cc[c] = p.cpi_core * (1.0 + pressure);
-                let held = self.cpus[c].share.min(t.occ);
+                let held = held_bytes(t, self.cpus[c].share);
                 self.cpus[c].miss = p.curve.miss_ratio(held);
             }
-            // 2. Each bus: the latency at which demand and queueing agree.
-            self.solve_bus(b);
+            // 2. The bus latency, one Newton step from the last (the step's error is part of
+            //    what the fixed point converges away; the final solve below is exact).
+            self.solve_bus(b, 1);
             // 3. CPI, IPC and the access-frequency shares of each domain.
             for k in 0..nb {
                 let c = self.buses[b].cpus[k] as usize;
@@ -115,9 +132,9 @@ impl Simulation {
             }
             let t = &self.tasks[cur as usize];
             let p = &self.profs[t.prof as usize];
-            self.cpus[c].miss = p.curve.miss_ratio(self.cpus[c].share.min(t.occ));
+            self.cpus[c].miss = p.curve.miss_ratio(held_bytes(t, self.cpus[c].share));
         }
-        self.solve_bus(b);
+        self.solve_bus(b, BUS_ITERS);
         for k in 0..nb {
             let c = self.buses[b].cpus[k] as usize;
             let cur = self.cpus[c].current;
@@ -126,6 +143,37 @@ impl Simulation {
             }
             let p = &self.profs[self.tasks[cur as usize].prof as usize];
             let lat = self.buses[self.cpus[c].bus as usize].latency_cycles;
+            let cpi = self.scratch_cc[c] + p.api * self.cpus[c].miss * lat / p.mlp;
+            self.cpus[c].cpi = cpi;
+            self.cpus[c].ipc = 1.0 / cpi;
+        }
+    }
+
+    /// A warm-up step on bus `b`: warming tasks' miss ratios at their current occupancy, the
+    /// bus latency they cause (exact), and every running CPI on the bus at that latency. Cache
+    /// shares and SMT pressure keep the last solve's values until the next whole solve (at the
+    /// latest when the warming task has filled its share).
+    pub(super) fn light_update(&mut self, b: usize) {
+        let nb = self.buses[b].cpus.len();
+        for k in 0..nb {
+            let c = self.buses[b].cpus[k] as usize;
+            let cur = self.cpus[c].current;
+            if cur == NONE || self.tasks[cur as usize].full {
+                continue;
+            }
+            let t = &self.tasks[cur as usize];
+            let p = &self.profs[t.prof as usize];
+            self.cpus[c].miss = p.curve.miss_ratio(held_bytes(t, self.cpus[c].share));
+        }
+        self.solve_bus(b, BUS_ITERS);
+        let lat = self.buses[b].latency_cycles;
+        for k in 0..nb {
+            let c = self.buses[b].cpus[k] as usize;
+            let cur = self.cpus[c].current;
+            if cur == NONE {
+                continue;
+            }
+            let p = &self.profs[self.tasks[cur as usize].prof as usize];
             let cpi = self.scratch_cc[c] + p.api * self.cpus[c].miss * lat / p.mlp;
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
@@ -161,9 +209,13 @@ impl Simulation {
     ///
     /// Both equations are convex and decreasing in the latency, so Newton's method converges
     /// monotonically once left of the root; each step is one pass over the bus's CPUs.
-    pub(super) fn solve_bus(&mut self, b: usize) {
+    ///
+    /// At most `steps` Newton steps from the last latency: inside the contention fixed point one
+    /// step per iteration is enough (the outer iteration does not stop until the latency, too,
+    /// has stopped moving); a last call with [`BUS_ITERS`] makes the result exact.
+    pub(super) fn solve_bus(&mut self, b: usize, steps: usize) {
         if self.spec.model == Model::V2 {
-            return self.solve_bus_v2(b);
+            return self.solve_bus_v2(b, steps);
         }
         let l0 = self.l0_cycles;
         let cap = self.spec.rho_cap;
@@ -191,15 +243,14 @@ impl Simulation {
         } else {
             (l0, l_cap)
         };
+        // From the last latency when it is inside the branch's bracket: g is convex and
+        // decreasing there, so a Newton step from right of the root lands left of it and the
+        // steps from the left approach it monotonically.
         let prev = self.buses[b].latency_cycles;
-        let mut l = if prev > lo && prev < hi && g(self, prev).0 >= 0.0 {
-            prev
-        } else {
-            lo
-        };
-        for _ in 0..BUS_ITERS {
+        let mut l = if prev > lo && prev < hi { prev } else { lo };
+        for _ in 0..steps {
             let (v, dv) = g(self, l);
-            if dv >= 0.0 || v <= 0.0 {
+            if dv >= 0.0 || v == 0.0 || (v < 0.0 && l <= lo) {
                 break;
             }
             let next = (l - v / dv).clamp(lo, hi);
@@ -222,7 +273,7 @@ impl Simulation {
     /// Inverted, `rho(L) = (L - L0) / (L - L0 + S)`, increasing and concave; demand is
     /// decreasing and convex in `L`, so `g(L) = demand(L) - bw * rho(L)` is decreasing and convex
     /// and Newton's method from `L0` converges monotonically.
-    fn solve_bus_v2(&mut self, b: usize) {
+    fn solve_bus_v2(&mut self, b: usize, steps: usize) {
         let l0 = self.l0_cycles;
         let (d0, _) = self.bus_demand(b, l0);
         if d0 <= 0.0 {
@@ -253,15 +304,12 @@ impl Simulation {
             let x = l - l0 + s;
             (d - bw * (l - l0) / x, dd - bw * s / (x * x))
         };
+        // From the last latency (see `solve_bus`: a step from right of the root lands left).
         let prev = self.buses[b].latency_cycles;
-        let mut l = if prev > l0 && g(self, prev).0 >= 0.0 {
-            prev
-        } else {
-            l0
-        };
-        for _ in 0..BUS_ITERS {
+        let mut l = if prev > l0 { prev } else { l0 };
+        for _ in 0..steps {
             let (v, dv) = g(self, l);
-            if dv >= 0.0 || v <= 0.0 {
+            if dv >= 0.0 || v == 0.0 || (v < 0.0 && l <= l0) {
                 break;
             }
             let next = (l - v / dv).max(l0);
@@ -275,5 +323,73 @@ impl Simulation {
         // Utilization of the sustained bandwidth (below the mix's effective bandwidth, so
         // below 1 by construction).
         self.buses[b].rho = (l - l0) / (l - l0 + s) * bw / self.peak_bytes_per_cycle;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use proptest::prelude::*;
+
+    const PROGRAMS: &[&str] = &[
+        "gzip", "parser", "swim", "mesa", "wupwise", "art", "mcf", "gcc",
+    ];
+
+    /// Forget everything a solve starts from (shares, IPCs, latencies), as a fresh machine.
+    fn forget_start(sim: &mut Simulation) {
+        for c in &mut sim.cpus {
+            c.solved_task = NONE;
+            c.share = 0.0;
+            c.ipc = 0.0;
+        }
+        let l0 = sim.l0_cycles;
+        for b in &mut sim.buses {
+            b.latency_cycles = l0;
+        }
+    }
+
+    fn rates(sim: &Simulation) -> Vec<(f64, f64, f64)> {
+        sim.cpus.iter().map(|c| (c.cpi, c.share, c.miss)).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// The fast path of a solve (seeded with the last solution's shares and latency, one
+        /// Newton step per iteration) reaches the same fixed point as a solve from scratch
+        /// (equal shares, unloaded latency), at any moment of a run, under both models.
+        #[test]
+        fn warm_started_solve_equals_solve_from_scratch(
+            v2 in any::<bool>(),
+            machine in prop::sample::select(vec!["masa-2x2ht", "zhang-smp", "bench-8", "dualcore-shared-l2"]),
+            tasks in prop::collection::vec(0usize..8, 1..20),
+            ms in 1u64..400,
+            seed in 0u64..1000,
+        ) {
+            let cat = Catalog::builtin();
+            let mut b = Scenario::builder(&cat, machine).unwrap().duration_ms(1000);
+            for &p in &tasks {
+                b = b.task(PROGRAMS[p], None).unwrap();
+            }
+            let mut sc = b.build();
+            sc.machine.model = if v2 { Model::V2 } else { Model::V1 };
+            let mut sim = Simulation::new(&sc, seed).unwrap();
+            sim.advance_quiet(ms * 1_000_000, None);
+            for b in 0..sim.buses.len() {
+                sim.solve(b);
+            }
+            let warm = rates(&sim);
+            forget_start(&mut sim);
+            for b in 0..sim.buses.len() {
+                sim.solve(b);
+            }
+            let cold = rates(&sim);
+            for (c, (w, s)) in warm.iter().zip(&cold).enumerate() {
+                prop_assert!((w.0 - s.0).abs() <= 1e-9 * s.0, "CPU {c} CPI {} vs {}", w.0, s.0);
+                prop_assert!((w.1 - s.1).abs() <= 1e-9 * sim.spec.llc_bytes as f64, "CPU {c} share {} vs {}", w.1, s.1);
+                prop_assert!((w.2 - s.2).abs() <= 1e-9 * s.2.max(1e-6), "CPU {c} miss {} vs {}", w.2, s.2);
+            }
+        }
     }
 }

@@ -108,6 +108,7 @@ impl Simulation {
             task.occ = 0.0;
             task.occ_domain = d;
         }
+        task.full = false;
         task.state = State::Running;
         task.cpu = c as u32;
         task.last_cpu = c as u32;

@@ -39,8 +39,9 @@ fn main() {
             .filter_map(|i| sim.counters(i).map(|c| c.context_switches))
             .sum();
         println!(
-            "{tasks:>5} tasks: {:.3} solves/tick, {:.3} light updates/tick, {:.3} context switches/tick, {:.3} s wall",
+            "{tasks:>5} tasks: {:.3} solves/tick ({:.1} iterations each), {:.3} light updates/tick, {:.3} context switches/tick, {:.3} s wall",
             sim.solves() as f64 / ticks as f64,
+            sim.solve_iterations() as f64 / sim.solves().max(1) as f64,
             sim.light_updates() as f64 / ticks as f64,
             cs as f64 / ticks as f64,
             wall

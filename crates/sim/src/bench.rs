@@ -32,6 +32,8 @@ pub struct BenchPoint {
     /// a phase change, or a burst of warm-ups ending makes a bus dirty). Deterministic for a
     /// scenario and seed, unlike the speed.
     pub solves_per_tick: f64,
+    /// Fixed-point iterations per whole solve (deterministic, like the counts per tick).
+    pub iterations_per_solve: f64,
     /// Light updates per simulated tick (a warming task's miss ratio moved: its bus's latency
     /// and CPIs follow without re-sharing the caches).
     pub light_updates_per_tick: f64,
@@ -64,6 +66,7 @@ pub fn measure(scenario: &Scenario) -> Result<BenchPoint, SimError> {
         model: scenario.machine.model.label().to_string(),
         solves_per_tick: sim.solves() as f64 / ticks.max(1) as f64,
         light_updates_per_tick: sim.light_updates() as f64 / ticks.max(1) as f64,
+        iterations_per_solve: sim.solve_iterations() as f64 / sim.solves().max(1) as f64,
     })
 }
 

@@ -32,6 +32,8 @@ const NONE: u32 = u32::MAX;
 const FIXED_POINT_MAX_ITERS: usize = 100;
 /// Converged when no CPI moves by more than this, relatively.
 const FIXED_POINT_TOL: f64 = 1e-11;
+/// Fixed-point iterations of a light (warm-up) update.
+const LIGHT_ITERS: usize = 2;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
 /// A task that filled its share waits at most this many ticks for the other warming tasks of
@@ -182,6 +184,8 @@ struct Task {
     /// domain's idle pool (scaled lazily) while it waits.
     occ: f64,
     occ_domain: u32,
+    /// Pool generation of the domain when the task parked its lines there.
+    occ_gen: u64,
     /// The task has filled its target (its share, or all its curve can use) since it was last
     /// switched in: it then follows its share, up to `fill_bytes` more per tick.
     full: bool,
@@ -225,6 +229,20 @@ struct Domain {
     /// Lazily scaled pool of lines held by tasks that are not running here.
     idle_total: f64,
     idle_scale: f64,
+    /// Bumped when the pool is evicted to nothing: lines parked in an older generation are gone.
+    generation: u64,
+}
+
+impl Domain {
+    /// Bytes still held by a task parked here with stored (unscaled) occupancy `occ` in pool
+    /// generation `gen`.
+    fn parked(&self, occ: f64, gen: u64) -> f64 {
+        if gen == self.generation {
+            (occ * self.idle_scale).min(self.idle_total)
+        } else {
+            0.0
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -272,6 +290,8 @@ pub struct Simulation {
     full_pending_ticks: Vec<u32>,
     /// Light updates so far.
     light_updates: u64,
+    /// Fixed-point iterations of all whole solves so far.
+    solve_iterations: u64,
     /// Re-solve the whole fixed point for warm-up steps too (the slow, reference path).
     exact_warmup: bool,
     // Scratch for the solver (kept to avoid per-tick allocation).
@@ -280,6 +300,11 @@ pub struct Simulation {
     scratch_dom_running: Vec<f64>,
     /// Running tasks still warming up, per bus, in the current tick.
     scratch_bus_warming: Vec<u32>,
+    /// Per CPU: the share map's image in this iteration, and the previous iteration's shares
+    /// and image (Anderson mixing, contention.rs).
+    scratch_share: Vec<f64>,
+    scratch_prev_x: Vec<f64>,
+    scratch_prev_f: Vec<f64>,
 }
 
 impl Simulation {
@@ -448,6 +473,7 @@ impl Simulation {
                 phase_left: 0.0,
                 occ: 0.0,
                 occ_domain: NONE,
+                occ_gen: 0,
                 full: false,
                 fill_bytes: 0.0,
                 c: Counters::default(),
@@ -473,6 +499,9 @@ impl Simulation {
             scratch_dom_access: vec![0.0; domains.len()],
             scratch_dom_running: vec![0.0; domains.len()],
             scratch_cc: vec![0.0; ncpu],
+            scratch_share: vec![0.0; ncpu],
+            scratch_prev_x: vec![0.0; ncpu],
+            scratch_prev_f: vec![0.0; ncpu],
             cpus,
             domains,
             buses,
@@ -494,6 +523,7 @@ impl Simulation {
             full_pending_ticks: vec![0; nbus],
             scratch_bus_warming: vec![0; nbus],
             light_updates: 0,
+            solve_iterations: 0,
             exact_warmup: false,
             spec,
         };
@@ -514,6 +544,11 @@ impl Simulation {
     /// were updated without re-sharing the caches).
     pub fn light_updates(&self) -> u64 {
         self.light_updates
+    }
+    /// Fixed-point iterations of all whole solves so far (each one pass over the bus's CPUs
+    /// with a miss-curve evaluation per running task and a Newton step for the latency).
+    pub fn solve_iterations(&self) -> u64 {
+        self.solve_iterations
     }
     /// Whether warm-up steps re-solve the whole contention fixed point (the reference path) or
     /// only update their bus's latency and CPIs (the default). docs/sim.md, "Speed".
@@ -582,7 +617,7 @@ impl Simulation {
         if t.state == State::Running {
             t.occ
         } else {
-            t.occ * self.domains[t.occ_domain as usize].idle_scale
+            self.domains[t.occ_domain as usize].parked(t.occ, t.occ_gen)
         }
     }
     /// Per-CPU (running task, CPI) for tests and tools.

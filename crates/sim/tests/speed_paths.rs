@@ -1,7 +1,9 @@
 //! The engine's fast paths against its reference path (docs/sim.md, "Speed"): warm-up steps
-//! update only their bus's latency and CPIs (light updates) instead of re-solving the whole
-//! contention fixed point; the difference this makes to what tasks retire is bounded. And the
-//! fast paths keep the simulator a pure function of scenario and seed.
+//! take two fixed-point iterations (light updates) instead of re-solving the contention fixed
+//! point to convergence, and the whole solve waits for the end of a burst of warm-ups; the
+//! difference this makes to what tasks retire is bounded (measured at most 1.3e-3 of a task's
+//! work and 1.7e-4 of the total over 3 s; the bounds below leave a margin). And the fast paths
+//! keep the simulator a pure function of scenario and seed.
 
 use counterpoint_sim::*;
 
@@ -25,22 +27,33 @@ fn gap(machine: &str, tasks: usize, model: Model, ms: u64) -> (f64, f64) {
     let (fast, _, light) = retire(machine, tasks, model, ms, false);
     let (exact, _, none) = retire(machine, tasks, model, ms, true);
     assert_eq!(none, 0, "the reference path makes no light updates");
-    assert!(light > 0, "{machine} {tasks} {model:?}: the mix has warm-ups");
+    assert!(
+        light > 0,
+        "{machine} {tasks} {model:?}: the mix has warm-ups"
+    );
     let per_task = fast
         .iter()
         .zip(&exact)
         .map(|(f, e)| (f - e).abs() / e)
         .fold(0.0, f64::max);
     let (sf, se): (f64, f64) = (fast.iter().sum(), exact.iter().sum());
-    (per_task, (sf - se).abs() / se)
+    let total = (sf - se).abs() / se;
+    eprintln!("{machine} {tasks} {model:?}: per task {per_task:.2e}, total {total:.2e}");
+    (per_task, total)
 }
 
 #[test]
 fn light_warmup_updates_stay_close_to_whole_solves_v1() {
     for (machine, tasks) in [("bench-8", 64), ("zhang-smp", 12), ("masa-2x2ht", 16)] {
         let (per_task, total) = gap(machine, tasks, Model::V1, 3000);
-        assert!(per_task < 0.01, "{machine} {tasks}: a task's work moved by {per_task}");
-        assert!(total < 0.002, "{machine} {tasks}: total work moved by {total}");
+        assert!(
+            per_task < 3e-3,
+            "{machine} {tasks}: a task's work moved by {per_task}"
+        );
+        assert!(
+            total < 5e-4,
+            "{machine} {tasks}: total work moved by {total}"
+        );
     }
 }
 
@@ -48,8 +61,14 @@ fn light_warmup_updates_stay_close_to_whole_solves_v1() {
 fn light_warmup_updates_stay_close_to_whole_solves_v2() {
     for (machine, tasks) in [("bench-8", 64), ("zhang-smp", 12), ("masa-2x2ht", 16)] {
         let (per_task, total) = gap(machine, tasks, Model::V2, 3000);
-        assert!(per_task < 0.01, "{machine} {tasks}: a task's work moved by {per_task}");
-        assert!(total < 0.002, "{machine} {tasks}: total work moved by {total}");
+        assert!(
+            per_task < 3e-3,
+            "{machine} {tasks}: a task's work moved by {per_task}"
+        );
+        assert!(
+            total < 5e-4,
+            "{machine} {tasks}: total work moved by {total}"
+        );
     }
 }
 

@@ -126,8 +126,7 @@ impl Simulation {
                     t.full = true;
                     t.fill_bytes = fill;
                 }
-                if self.exact_warmup && (t.occ >= target || (m_now - miss).abs() > 0.005 * miss)
-                {
+                if self.exact_warmup && (t.occ >= target || (m_now - miss).abs() > 0.005 * miss) {
                     self.dirty = true;
                     self.dirty_bus[bus] = true;
                 } else if t.occ >= target {
@@ -162,10 +161,16 @@ impl Simulation {
             let over = self.scratch_dom_running[d] + dom.idle_total - dom.capacity;
             if over > 0.0 && dom.idle_total > 0.0 {
                 let keep = (dom.idle_total - over).max(0.0);
-                dom.idle_scale *= keep / dom.idle_total;
-                dom.idle_total = keep;
-                if dom.idle_total < 1.0 {
+                if keep < 1.0 {
+                    // Every waiting task's lines are gone: a new generation of the pool (a
+                    // scale of 0 would have turned the next parked occupancy into inf / NaN and
+                    // handed a returning task the whole pool).
                     dom.idle_total = 0.0;
+                    dom.idle_scale = 1.0;
+                    dom.generation += 1;
+                } else {
+                    dom.idle_scale *= keep / dom.idle_total;
+                    dom.idle_total = keep;
                 }
             }
         }

@@ -55,7 +55,10 @@ impl Simulation {
             }
             let d = self.cpus[c].domain as usize;
             let p = &self.profs[self.tasks[cur as usize].prof as usize];
-            if self.cpus[c].solved_task != cur || !(self.cpus[c].share > 0.0) {
+            if self.cpus[c].solved_task != cur
+                || self.cpus[c].share.is_nan()
+                || self.cpus[c].share <= 0.0
+            {
                 self.cpus[c].share = self.domains[d].capacity / self.scratch_dom_running[d];
             }
             self.cpus[c].solved_task = cur;

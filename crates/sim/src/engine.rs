@@ -2,8 +2,10 @@
 //!
 //! State is kept in flat vectors indexed by CPU, task, LLC domain and bus; the per-tick loop
 //! allocates nothing and uses no hash maps. The contention model is re-solved only when
-//! something changed (a context switch, a phase change, a cache still warming up); otherwise a
-//! tick just retires instructions at the rates of the last solution.
+//! something changed (a context switch, a phase change, the end of a burst of warm-ups); a
+//! warm-up step in between takes one fixed-point iteration (a light update); otherwise a tick
+//! just retires instructions at the rates of the last solution. docs/sim.md, "Speed and
+//! scaling".
 
 use crate::scenario::{Scenario, Workload};
 use crate::spec::{MachineSpec, MemoryKind, MissCurve, Model, Profile, SchedParams};
@@ -33,7 +35,7 @@ const FIXED_POINT_MAX_ITERS: usize = 100;
 /// Converged when no CPI moves by more than this, relatively.
 const FIXED_POINT_TOL: f64 = 1e-11;
 /// Fixed-point iterations of a light (warm-up) update.
-const LIGHT_ITERS: usize = 2;
+const LIGHT_ITERS: usize = 1;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
 /// A task that filled its share waits at most this many ticks for the other warming tasks of
@@ -216,6 +218,10 @@ struct Cpu {
     share: f64,
     /// The task whose rates the last solve computed (its share seeds the next solve).
     solved_task: u32,
+    /// Last miss-curve evaluation on this CPU: profile, bytes held, miss ratio.
+    memo_prof: u32,
+    memo_held: f64,
+    memo_miss: f64,
     ipc: f64,
     busy_ns_obs: u64,
     cycles_obs: f64,
@@ -378,6 +384,9 @@ impl Simulation {
                 bus: bus as u32,
                 cpi: 1.0,
                 solved_task: NONE,
+                memo_prof: NONE,
+                memo_held: 0.0,
+                memo_miss: 1.0,
                 miss: 0.0,
                 share: 0.0,
                 ipc: 0.0,

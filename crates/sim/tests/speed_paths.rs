@@ -1,8 +1,9 @@
 //! The engine's fast paths against its reference path (docs/sim.md, "Speed"): warm-up steps
-//! take two fixed-point iterations (light updates) instead of re-solving the contention fixed
+//! take one fixed-point iteration (light updates) instead of re-solving the contention fixed
 //! point to convergence, and the whole solve waits for the end of a burst of warm-ups; the
-//! difference this makes to what tasks retire is bounded (measured at most 1.3e-3 of a task's
-//! work and 1.7e-4 of the total over 3 s; the bounds below leave a margin). And the fast paths
+//! difference this makes to what tasks retire is bounded (measured at most 3.4e-3 of a task's
+//! work and 5.4e-4 of the total over 3 s, on masa-2x2ht under v1; the bounds below leave a
+//! margin). And the fast paths
 //! keep the simulator a pure function of scenario and seed.
 
 use counterpoint_sim::*;
@@ -47,11 +48,11 @@ fn light_warmup_updates_stay_close_to_whole_solves_v1() {
     for (machine, tasks) in [("bench-8", 64), ("zhang-smp", 12), ("masa-2x2ht", 16)] {
         let (per_task, total) = gap(machine, tasks, Model::V1, 3000);
         assert!(
-            per_task < 3e-3,
+            per_task < 5e-3,
             "{machine} {tasks}: a task's work moved by {per_task}"
         );
         assert!(
-            total < 5e-4,
+            total < 1e-3,
             "{machine} {tasks}: total work moved by {total}"
         );
     }
@@ -62,11 +63,11 @@ fn light_warmup_updates_stay_close_to_whole_solves_v2() {
     for (machine, tasks) in [("bench-8", 64), ("zhang-smp", 12), ("masa-2x2ht", 16)] {
         let (per_task, total) = gap(machine, tasks, Model::V2, 3000);
         assert!(
-            per_task < 3e-3,
+            per_task < 5e-3,
             "{machine} {tasks}: a task's work moved by {per_task}"
         );
         assert!(
-            total < 5e-4,
+            total < 1e-3,
             "{machine} {tasks}: total work moved by {total}"
         );
     }

@@ -92,7 +92,8 @@ impl Simulation {
                 }
                 self.scratch_cc[c] = p.cpi_core * (1.0 + pressure);
                 let held = held_bytes(t, p, self.cpus[c].share);
-                self.cpus[c].miss = p.curve.miss_ratio(held);
+                let prof = t.prof;
+                self.cpus[c].miss = self.miss_at(c, prof, held);
             }
             // 2. The bus latency, one Newton step from the last (the step's error is part of
             //    what the fixed point converges away; the final solve below is exact).
@@ -154,7 +155,8 @@ impl Simulation {
             }
             let t = &self.tasks[cur as usize];
             let p = &self.profs[t.prof as usize];
-            self.cpus[c].miss = p.curve.miss_ratio(held_bytes(t, p, self.cpus[c].share));
+            let (prof, held) = (t.prof, held_bytes(t, p, self.cpus[c].share));
+            self.cpus[c].miss = self.miss_at(c, prof, held);
         }
         self.solve_bus(b, BUS_ITERS);
         for k in 0..nb {
@@ -170,6 +172,20 @@ impl Simulation {
             self.cpus[c].ipc = 1.0 / cpi;
         }
         iters
+    }
+
+    /// Miss ratio of profile `prof` holding `held` bytes on CPU `c`, memoised per CPU: the
+    /// curve (a `powf` per knee or power law) is the dearest part of an iteration, and between
+    /// solves most tasks hold exactly what they held (same bits, same value).
+    #[inline]
+    fn miss_at(&mut self, c: usize, prof: u32, held: f64) -> f64 {
+        let cpu = &mut self.cpus[c];
+        if cpu.memo_prof != prof || cpu.memo_held.to_bits() != held.to_bits() {
+            cpu.memo_prof = prof;
+            cpu.memo_held = held;
+            cpu.memo_miss = self.profs[prof as usize].curve.miss_ratio(held);
+        }
+        cpu.memo_miss
     }
 
     /// The next shares of the fixed point on bus `b` from the current ones (`cpus[c].share`,
@@ -222,9 +238,9 @@ impl Simulation {
         }
     }
 
-    /// A warm-up step on bus `b`: `LIGHT_ITERS` iterations of the fixed point from the last
-    /// solution (the warming tasks' miss ratios at their new occupancy, the domain's shares
-    /// re-divided once by the new access rates, the exact latency, every CPI on the bus)
+    /// A warm-up step on bus `b`: `LIGHT_ITERS` (one) iteration of the fixed point from the
+    /// last solution (the warming tasks' miss ratios at their new occupancy, the domain's
+    /// shares re-divided once by the new access rates, the exact latency, every CPI on the bus)
     /// instead of iterating to convergence. The whole solve follows when the burst of
     /// warm-ups on the bus is over, so warm tasks still run at exact steady-state rates.
     pub(super) fn light_update(&mut self, b: usize) {

@@ -152,3 +152,41 @@ pub fn parse_model(s: &str) -> Result<Model, SimError> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(model: &str, tasks: usize, speed: f64, solves: f64) -> BenchPoint {
+        BenchPoint {
+            machine: "bench-64".into(),
+            cpus: 64,
+            tasks,
+            simulated_ms: 10_000,
+            core_ticks: 640_000,
+            wall_s: 640_000.0 / speed,
+            core_ticks_per_s: speed,
+            model: model.into(),
+            solves_per_tick: solves,
+            iterations_per_solve: 10.0,
+            light_updates_per_tick: 0.0,
+        }
+    }
+
+    #[test]
+    fn verdict_compares_two_tasks_per_cpu_with_the_largest_point() {
+        let flat = [
+            point("v1", 64, 100e6, 0.0),
+            point("v1", 128, 30e6, 0.12),
+            point("v1", 4096, 25e6, 0.12),
+        ];
+        let v = scaling_verdict(&flat).unwrap();
+        assert_eq!((v.reference_tasks, v.largest_tasks), (128, 4096));
+        assert!(v.flat && (v.work_ratio - 1.0).abs() < 1e-12);
+        let grows = [point("v2", 128, 30e6, 0.1), point("v2", 4096, 10e6, 0.5)];
+        let v = scaling_verdict(&grows).unwrap();
+        assert!(!v.flat && (v.work_ratio - 5.0).abs() < 1e-9);
+        assert!(scaling_verdict(&[point("v1", 64, 1e6, 0.0)]).is_none());
+        assert!(parse_model("v3").is_err() && matches!(parse_model("v2"), Ok(Model::V2)));
+    }
+}

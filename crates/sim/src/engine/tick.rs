@@ -108,8 +108,8 @@ impl Simulation {
             if t.full {
                 // A full task follows its share (the solve assumed so): down at once, up by what
                 // this tick's misses brought in. A share that grew by more than that (a co-runner
-                // left) makes it a warming task again, and the warming rule below re-solves once
-                // its miss ratio has moved.
+                // left) makes it a warming task again, under the warming rule below from the
+                // next tick.
                 t.occ = if target > t.occ {
                     (t.occ + fill).min(target)
                 } else {
@@ -119,8 +119,9 @@ impl Simulation {
                 t.fill_bytes = fill;
             } else if t.occ < target * (1.0 - 1e-9) {
                 t.occ = (t.occ + fill).min(target);
-                // Re-solve while the miss ratio still moves by more than 0.5 %, and once more
-                // when the share is filled, so that warm tasks run at exact steady-state rates.
+                // While the miss ratio still moves by more than 0.5 % a tick, the bus gets a
+                // light update (the reference path: a whole solve); once the share is filled,
+                // a whole solve, so that warm tasks run at exact steady-state rates.
                 let m_now = p.curve.miss_ratio(share.min(t.occ));
                 if t.occ >= target {
                     t.full = true;
@@ -134,9 +135,9 @@ impl Simulation {
                     // below), so that warm tasks run at exact steady-state rates.
                     self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
                 } else if (m_now - miss).abs() > 0.005 * miss {
-                    // A warm-up step: the bus's latency and CPIs follow the new miss ratio, the
-                    // cache shares wait for the re-solve when the task is full (the number of
-                    // whole solves per switch then does not grow with how cold caches are).
+                    // A warm-up step: one fixed-point iteration for the bus (light_update); the
+                    // number of whole solves per switch then does not grow with how cold
+                    // caches are.
                     self.light = true;
                     self.light_bus[bus] = true;
                 }

@@ -34,8 +34,8 @@ pub struct BenchPoint {
     pub solves_per_tick: f64,
     /// Fixed-point iterations per whole solve (deterministic, like the counts per tick).
     pub iterations_per_solve: f64,
-    /// Light updates per simulated tick (a warming task's miss ratio moved: its bus's latency
-    /// and CPIs follow without re-sharing the caches).
+    /// Light updates per simulated tick (a warming task's miss ratio moved: its bus takes one
+    /// fixed-point iteration instead of a whole solve).
     pub light_updates_per_tick: f64,
 }
 

@@ -288,8 +288,8 @@ pub struct Simulation {
     obs_ticks: u64,
     /// Contention solves so far (one per dirty bus per tick): the engine's main cost.
     solves: u64,
-    /// Buses with a warming task whose miss ratio moved: their latency and CPIs are updated
-    /// at the next tick without re-sharing the caches (`light_update`).
+    /// Buses with a warming task whose miss ratio moved: they get one fixed-point iteration at
+    /// the next tick instead of a whole solve (`light_update`).
     light_bus: Vec<bool>,
     light: bool,
     /// Per bus, ticks since a task filled its share without a whole solve since (0: none).
@@ -549,8 +549,8 @@ impl Simulation {
     pub fn solves(&self) -> u64 {
         self.solves
     }
-    /// Light updates so far (a warming task's miss ratio moved: its bus's latency and CPIs
-    /// were updated without re-sharing the caches).
+    /// Light updates so far (a warming task's miss ratio moved: its bus got one fixed-point
+    /// iteration instead of a whole solve).
     pub fn light_updates(&self) -> u64 {
         self.light_updates
     }
@@ -559,8 +559,9 @@ impl Simulation {
     pub fn solve_iterations(&self) -> u64 {
         self.solve_iterations
     }
-    /// Whether warm-up steps re-solve the whole contention fixed point (the reference path) or
-    /// only update their bus's latency and CPIs (the default). docs/sim.md, "Speed".
+    /// Whether warm-up steps re-solve the whole contention fixed point at once (the reference
+    /// path) or take one iteration, with the whole solve when the burst of warm-ups on the bus
+    /// is over (the default). docs/sim.md, "Speed and scaling".
     pub fn set_exact_warmup(&mut self, exact: bool) {
         self.exact_warmup = exact;
     }

@@ -328,7 +328,11 @@ impl Simulation {
             l = next;
         }
         self.buses[b].latency_cycles = l;
-        self.buses[b].rho = (self.bus_demand(b, l).0 / peak).min(cap);
+        // Utilization is read only after the last (exact) call: the fixed point's one-step
+        // calls skip its pass over the bus.
+        if steps >= BUS_ITERS {
+            self.buses[b].rho = (self.bus_demand(b, l).0 / peak).min(cap);
+        }
     }
 
     /// v2: the bus / memory controller as a queue served at the sustained bandwidth. A line

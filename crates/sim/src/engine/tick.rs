@@ -122,7 +122,12 @@ impl Simulation {
                 // While the miss ratio still moves by more than 0.5 % a tick, the bus gets a
                 // light update (the reference path: a whole solve); once the share is filled,
                 // a whole solve, so that warm tasks run at exact steady-state rates.
-                let m_now = p.curve.miss_ratio(share.min(t.occ));
+                let held = share.min(t.occ);
+                let m_now = p.curve.miss_ratio(held);
+                // The next solve of this CPU starts from this evaluation (contention.rs
+                // `miss_at`): a warming task holds exactly this much in it.
+                let cpu = &mut self.cpus[c];
+                (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
                 if t.occ >= target {
                     t.full = true;
                     t.fill_bytes = fill;

@@ -222,3 +222,39 @@ fn bench_sim_reports_a_rate() {
     assert_eq!(v["result"]["core_ticks"], 600);
     assert!(v["result"]["core_ticks_per_s"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn bench_sim_runs_the_model_asked_and_refuses_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.toml");
+    std::fs::write(&path, SCENARIO).unwrap();
+    let out = bin()
+        .args([
+            "bench",
+            "sim",
+            "--json",
+            "--repeat",
+            "1",
+            "--model",
+            "v2",
+            "--scenario",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["result"]["model"], "v2");
+    assert!(v["result"]["solves_per_tick"].as_f64().unwrap() > 0.0);
+    let out = bin()
+        .args(["bench", "sim", "--model", "v3", "--scenario"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("v3"));
+}

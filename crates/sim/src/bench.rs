@@ -4,6 +4,7 @@
 use crate::catalog::Catalog;
 use crate::engine::Simulation;
 use crate::scenario::Scenario;
+use crate::spec::Model;
 use crate::SimError;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -25,9 +26,17 @@ pub struct BenchPoint {
     pub wall_s: f64,
     /// Simulation speed: CPU-ticks per wall-clock second.
     pub core_ticks_per_s: f64,
-    /// Contention solves per simulated tick (the engine's main cost: context switches and
-    /// cold caches warming up make buses dirty).
+    /// Which physics ran (`v1` or `v2`).
+    pub model: String,
+    /// Whole contention solves per simulated tick (the engine's main cost: a context switch,
+    /// a phase change, or a burst of warm-ups ending makes a bus dirty). Deterministic for a
+    /// scenario and seed, unlike the speed.
     pub solves_per_tick: f64,
+    /// Fixed-point iterations per whole solve (deterministic, like the counts per tick).
+    pub iterations_per_solve: f64,
+    /// Light updates per simulated tick (a warming task's miss ratio moved: its bus takes one
+    /// fixed-point iteration instead of a whole solve).
+    pub light_updates_per_tick: f64,
 }
 
 /// Run `scenario`'s engine for its duration, taking each epoch's counter deltas as `run` does
@@ -54,11 +63,15 @@ pub fn measure(scenario: &Scenario) -> Result<BenchPoint, SimError> {
         core_ticks,
         wall_s,
         core_ticks_per_s: core_ticks as f64 / wall_s.max(1e-9),
+        model: scenario.machine.model.label().to_string(),
         solves_per_tick: sim.solves() as f64 / ticks.max(1) as f64,
+        light_updates_per_tick: sim.light_updates() as f64 / ticks.max(1) as f64,
+        iterations_per_solve: sim.solve_iterations() as f64 / sim.solves().max(1) as f64,
     })
 }
 
-/// The benchmark mix: equal numbers of eight SPEC CPU2000 programs, placed by the scheduler.
+/// The benchmark mix: equal numbers of eight SPEC CPU2000 programs, placed by the scheduler,
+/// under the machine's default physics (v1; set `scenario.machine.model` for v2).
 pub fn mix(
     catalog: &Catalog,
     machine: &str,
@@ -79,4 +92,101 @@ pub fn mix(
             .map_err(SimError::Invalid)?;
     }
     Ok(b.build())
+}
+
+/// Whether the cost per simulated tick stays flat as waiting tasks grow: the speed with the
+/// most waiting tasks against the speed with one waiting task per CPU. Both must run the same
+/// machine and model. With no waiting task at all there are no context switches, hence no
+/// contention solves after the start: that point is reported but is not the reference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScalingVerdict {
+    /// Physics (`v1` or `v2`).
+    pub model: String,
+    /// Tasks at the reference point (two per CPU: one running, one waiting).
+    pub reference_tasks: usize,
+    /// Tasks at the largest point.
+    pub largest_tasks: usize,
+    /// Speed at the largest point over the speed at the reference (1 = flat).
+    pub speed_ratio: f64,
+    /// Whole solves plus light updates per tick at the largest point over the reference: the
+    /// deterministic part of the cost (the speed also carries the machine's load).
+    pub work_ratio: f64,
+    /// True when the speed ratio is at least `FLAT_SPEED_RATIO`.
+    pub flat: bool,
+}
+
+/// The largest point may be this much slower than the reference and still count as flat:
+/// repeated runs on the shared 2-vCPU VM differ by up to about 1.5x under other builds.
+pub const FLAT_SPEED_RATIO: f64 = 0.67;
+
+/// The verdict for the points of one machine and model (`None` without a point at two tasks
+/// per CPU and a larger one).
+pub fn scaling_verdict(points: &[BenchPoint]) -> Option<ScalingVerdict> {
+    let reference = points.iter().find(|p| p.tasks == 2 * p.cpus)?;
+    let largest = points
+        .iter()
+        .filter(|p| p.cpus == reference.cpus && p.model == reference.model)
+        .max_by_key(|p| p.tasks)?;
+    if largest.tasks <= reference.tasks {
+        return None;
+    }
+    let work = |p: &BenchPoint| p.solves_per_tick + p.light_updates_per_tick;
+    let speed_ratio = largest.core_ticks_per_s / reference.core_ticks_per_s.max(1e-9);
+    Some(ScalingVerdict {
+        model: reference.model.clone(),
+        reference_tasks: reference.tasks,
+        largest_tasks: largest.tasks,
+        speed_ratio,
+        work_ratio: work(largest) / work(reference).max(1e-12),
+        flat: speed_ratio >= FLAT_SPEED_RATIO,
+    })
+}
+
+/// Parse `v1` / `v2`.
+pub fn parse_model(s: &str) -> Result<Model, SimError> {
+    match s {
+        "v1" => Ok(Model::V1),
+        "v2" => Ok(Model::V2),
+        other => Err(SimError::Invalid(format!(
+            "unknown model {other:?}, expected v1 or v2"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(model: &str, tasks: usize, speed: f64, solves: f64) -> BenchPoint {
+        BenchPoint {
+            machine: "bench-64".into(),
+            cpus: 64,
+            tasks,
+            simulated_ms: 10_000,
+            core_ticks: 640_000,
+            wall_s: 640_000.0 / speed,
+            core_ticks_per_s: speed,
+            model: model.into(),
+            solves_per_tick: solves,
+            iterations_per_solve: 10.0,
+            light_updates_per_tick: 0.0,
+        }
+    }
+
+    #[test]
+    fn verdict_compares_two_tasks_per_cpu_with_the_largest_point() {
+        let flat = [
+            point("v1", 64, 100e6, 0.0),
+            point("v1", 128, 30e6, 0.12),
+            point("v1", 4096, 25e6, 0.12),
+        ];
+        let v = scaling_verdict(&flat).unwrap();
+        assert_eq!((v.reference_tasks, v.largest_tasks), (128, 4096));
+        assert!(v.flat && (v.work_ratio - 1.0).abs() < 1e-12);
+        let grows = [point("v2", 128, 30e6, 0.1), point("v2", 4096, 10e6, 0.5)];
+        let v = scaling_verdict(&grows).unwrap();
+        assert!(!v.flat && (v.work_ratio - 5.0).abs() < 1e-9);
+        assert!(scaling_verdict(&[point("v1", 64, 1e6, 0.0)]).is_none());
+        assert!(parse_model("v3").is_err() && matches!(parse_model("v2"), Ok(Model::V2)));
+    }
 }

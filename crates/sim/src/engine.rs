@@ -2,8 +2,10 @@
 //!
 //! State is kept in flat vectors indexed by CPU, task, LLC domain and bus; the per-tick loop
 //! allocates nothing and uses no hash maps. The contention model is re-solved only when
-//! something changed (a context switch, a phase change, a cache still warming up); otherwise a
-//! tick just retires instructions at the rates of the last solution.
+//! something changed (a context switch, a phase change, the end of a burst of warm-ups); a
+//! warm-up step in between takes one fixed-point iteration (a light update); otherwise a tick
+//! just retires instructions at the rates of the last solution. docs/sim.md, "Speed and
+//! scaling".
 
 use crate::scenario::{Scenario, Workload};
 use crate::spec::{MachineSpec, MemoryKind, MissCurve, Model, Profile, SchedParams};
@@ -32,11 +34,16 @@ const NONE: u32 = u32::MAX;
 const FIXED_POINT_MAX_ITERS: usize = 100;
 /// Converged when no CPI moves by more than this, relatively.
 const FIXED_POINT_TOL: f64 = 1e-11;
+/// Fixed-point iterations of a light (warm-up) update.
+const LIGHT_ITERS: usize = 1;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
 /// v2 snoop coupling: a bus's demand must move by more than this (relative) before the other
 /// buses are re-solved for their snoop load (`engine/contention.rs`, `note_bus_demand_v2`).
 const SNOOP_RESOLVE_TOL: f64 = 1e-4;
+/// A task that filled its share waits at most this many ticks for the other warming tasks of
+/// its bus before the bus is re-solved (tick.rs).
+const FULL_PENDING_MAX_TICKS: u32 = 10;
 
 /// A profile with derived constants for the hot path.
 #[derive(Clone, Debug)]
@@ -181,6 +188,14 @@ struct Task {
     /// domain's idle pool (scaled lazily) while it waits.
     occ: f64,
     occ_domain: u32,
+    /// Pool generation of the domain when the task parked its lines there.
+    occ_gen: u64,
+    /// The task has filled its target (its share, or all its curve can use) since it was last
+    /// switched in: it then follows its share, up to `fill_bytes` more per tick.
+    full: bool,
+    /// Bytes the task's misses brought into the LLC in its last tick while full (how far its
+    /// occupancy can follow a growing share within one tick).
+    fill_bytes: f64,
     c: Counters,
     /// Counters at the start of the current slice, and the stats of the last finished slice.
     slice_start: Counters,
@@ -203,6 +218,12 @@ struct Cpu {
     cpi: f64,
     miss: f64,
     share: f64,
+    /// The task whose rates the last solve computed (its share seeds the next solve).
+    solved_task: u32,
+    /// Last miss-curve evaluation on this CPU: profile, bytes held, miss ratio.
+    memo_prof: u32,
+    memo_held: f64,
+    memo_miss: f64,
     ipc: f64,
     busy_ns_obs: u64,
     cycles_obs: f64,
@@ -216,6 +237,20 @@ struct Domain {
     /// Lazily scaled pool of lines held by tasks that are not running here.
     idle_total: f64,
     idle_scale: f64,
+    /// Bumped when the pool is evicted to nothing: lines parked in an older generation are gone.
+    generation: u64,
+}
+
+impl Domain {
+    /// Bytes still held by a task parked here with stored (unscaled) occupancy `occ` in pool
+    /// generation `gen`.
+    fn parked(&self, occ: f64, gen: u64) -> f64 {
+        if gen == self.generation {
+            (occ * self.idle_scale).min(self.idle_total)
+        } else {
+            0.0
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -260,10 +295,29 @@ pub struct Simulation {
     obs_ticks: u64,
     /// Contention solves so far (one per dirty bus per tick): the engine's main cost.
     solves: u64,
+    /// Buses with a warming task whose miss ratio moved: they get one fixed-point iteration at
+    /// the next tick instead of a whole solve (`light_update`).
+    light_bus: Vec<bool>,
+    light: bool,
+    /// Per bus, ticks since a task filled its share without a whole solve since (0: none).
+    full_pending_ticks: Vec<u32>,
+    /// Light updates so far.
+    light_updates: u64,
+    /// Fixed-point iterations of all whole solves so far.
+    solve_iterations: u64,
+    /// Re-solve the whole fixed point for warm-up steps too (the slow, reference path).
+    exact_warmup: bool,
     // Scratch for the solver (kept to avoid per-tick allocation).
     scratch_dom_access: Vec<f64>,
     scratch_cc: Vec<f64>,
     scratch_dom_running: Vec<f64>,
+    /// Running tasks still warming up, per bus, in the current tick.
+    scratch_bus_warming: Vec<u32>,
+    /// Per CPU: the share map's image in this iteration, and the previous iteration's shares
+    /// and image (Anderson mixing, contention.rs).
+    scratch_share: Vec<f64>,
+    scratch_prev_x: Vec<f64>,
+    scratch_prev_f: Vec<f64>,
 }
 
 impl Simulation {
@@ -338,6 +392,10 @@ impl Simulation {
                 domain: domain as u32,
                 bus: bus as u32,
                 cpi: 1.0,
+                solved_task: NONE,
+                memo_prof: NONE,
+                memo_held: 0.0,
+                memo_miss: 1.0,
                 miss: 0.0,
                 share: 0.0,
                 ipc: 0.0,
@@ -433,6 +491,9 @@ impl Simulation {
                 phase_left: 0.0,
                 occ: 0.0,
                 occ_domain: NONE,
+                occ_gen: 0,
+                full: false,
+                fill_bytes: 0.0,
                 c: Counters::default(),
                 slice_start: Counters::default(),
                 slice_start_ns: 0,
@@ -456,6 +517,9 @@ impl Simulation {
             scratch_dom_access: vec![0.0; domains.len()],
             scratch_dom_running: vec![0.0; domains.len()],
             scratch_cc: vec![0.0; ncpu],
+            scratch_share: vec![0.0; ncpu],
+            scratch_prev_x: vec![0.0; ncpu],
+            scratch_prev_f: vec![0.0; ncpu],
             cpus,
             domains,
             buses,
@@ -472,6 +536,13 @@ impl Simulation {
             obs_start_ns: 0,
             obs_ticks: 0,
             solves: 0,
+            light_bus: vec![false; nbus],
+            light: false,
+            full_pending_ticks: vec![0; nbus],
+            scratch_bus_warming: vec![0; nbus],
+            light_updates: 0,
+            solve_iterations: 0,
+            exact_warmup: false,
             spec,
         };
         sim.next_balance_ns = sim.ms_to_ns(sim.sched.balance_interval_ms);
@@ -486,6 +557,22 @@ impl Simulation {
     /// Contention solves so far (one per bus whose running set or rates changed, per tick).
     pub fn solves(&self) -> u64 {
         self.solves
+    }
+    /// Light updates so far (a warming task's miss ratio moved: its bus got one fixed-point
+    /// iteration instead of a whole solve).
+    pub fn light_updates(&self) -> u64 {
+        self.light_updates
+    }
+    /// Fixed-point iterations of all whole solves so far (each one pass over the bus's CPUs
+    /// with a miss-curve evaluation per running task and a Newton step for the latency).
+    pub fn solve_iterations(&self) -> u64 {
+        self.solve_iterations
+    }
+    /// Whether warm-up steps re-solve the whole contention fixed point at once (the reference
+    /// path) or take one iteration, with the whole solve when the burst of warm-ups on the bus
+    /// is over (the default). docs/sim.md, "Speed and scaling".
+    pub fn set_exact_warmup(&mut self, exact: bool) {
+        self.exact_warmup = exact;
     }
     /// Simulated time since the start.
     pub fn now_ns(&self) -> u64 {
@@ -549,7 +636,7 @@ impl Simulation {
         if t.state == State::Running {
             t.occ
         } else {
-            t.occ * self.domains[t.occ_domain as usize].idle_scale
+            self.domains[t.occ_domain as usize].parked(t.occ, t.occ_gen)
         }
     }
     /// Per-CPU (running task, CPI) for tests and tools.

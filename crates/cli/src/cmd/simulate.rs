@@ -246,11 +246,16 @@ pub struct SimBenchArgs {
     /// Scenario to time (default: scenarios/bench-64.toml, 64 cores and 256 tasks).
     #[arg(long)]
     scenario: Option<PathBuf>,
+    /// Physics to run instead of the scenario's: v1 or v2 (also the model of the cores
+    /// scaling points; the waiting-tasks points always run both).
+    #[arg(long, value_parser = ["v1", "v2"])]
+    model: Option<String>,
     /// Repetitions; the median is reported.
     #[arg(long, default_value_t = 5)]
     repeat: usize,
     /// Also measure how the cost grows with cores (8, 64, 512 at 4 tasks per core) and with
-    /// tasks (64 cores with 64 to 4096 tasks).
+    /// waiting tasks (64 cores with 64 to 4096 tasks, under v1 and v2), with a verdict per
+    /// model on whether the cost per tick stays flat from 128 to 4096 tasks.
     #[arg(long)]
     scaling: bool,
     /// Print JSON.
@@ -268,31 +273,40 @@ fn median_point(sc: &Scenario, repeat: usize) -> Result<counterpoint_sim::bench:
 }
 
 pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
+    use counterpoint_sim::bench::{mix, parse_model, scaling_verdict};
     let catalog = Catalog::builtin();
     let path = args
         .scenario
         .clone()
         .unwrap_or_else(|| PathBuf::from("scenarios/bench-64.toml"));
-    let main_sc = Scenario::from_file(&path, &catalog).with_context(|| {
+    let mut main_sc = Scenario::from_file(&path, &catalog).with_context(|| {
         format!(
             "loading the bench scenario {} (run from the repository root or pass --scenario)",
             path.display()
         )
     })?;
+    let model = args.model.as_deref().map(parse_model).transpose()?;
+    if let Some(m) = model {
+        main_sc.machine.model = m;
+    }
     let main = median_point(&main_sc, args.repeat)?;
-    let mut scaling = Vec::new();
+    let (mut scaling, mut verdicts) = (Vec::new(), Vec::new());
     if args.scaling {
         // Same simulated time per point, so the figures are comparable.
-        for (machine, tasks) in [
-            ("bench-8", 32),
-            ("bench-64", 256),
-            ("bench-512", 2048),
-            ("bench-64", 64),
-            ("bench-64", 1024),
-            ("bench-64", 4096),
-        ] {
-            let sc = counterpoint_sim::bench::mix(&catalog, machine, tasks, 10_000)?;
+        for (machine, tasks) in [("bench-8", 32), ("bench-64", 256), ("bench-512", 2048)] {
+            let mut sc = mix(&catalog, machine, tasks, 10_000)?;
+            sc.machine.model = main_sc.machine.model;
             scaling.push(median_point(&sc, args.repeat.min(3))?);
+        }
+        for m in [counterpoint_sim::Model::V1, counterpoint_sim::Model::V2] {
+            let mut points = Vec::new();
+            for tasks in [64, 128, 256, 1024, 4096] {
+                let mut sc = mix(&catalog, "bench-64", tasks, 10_000)?;
+                sc.machine.model = m;
+                points.push(median_point(&sc, args.repeat.min(3))?);
+            }
+            verdicts.extend(scaling_verdict(&points));
+            scaling.extend(points);
         }
     }
     if args.json {
@@ -303,29 +317,47 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
                 "median_of": args.repeat.max(1),
                 "result": main,
                 "scaling": scaling,
+                "verdicts": verdicts,
             }))?
         );
     } else {
         println!(
-            "{}: {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall)",
+            "{} (model {}): {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall; {:.3} solves and {:.3} light updates per tick)",
             path.display(),
+            main.model,
             main.cpus,
             main.tasks,
             main.simulated_ms,
             main.core_ticks_per_s / 1e6,
             args.repeat.max(1),
-            main.wall_s
+            main.wall_s,
+            main.solves_per_tick,
+            main.light_updates_per_tick,
         );
         for p in &scaling {
             println!(
-                "  {:>10} {:>5} CPUs {:>5} tasks: {:>7.1} M core-ticks/s ({:.3} s wall for {} ms; {:.3} contention solves per tick)",
+                "  {} {:>10} {:>5} CPUs {:>5} tasks: {:>7.1} M core-ticks/s ({:.3} s wall for {} ms; {:.3} solves, {:.3} light updates per tick)",
+                p.model,
                 p.machine,
                 p.cpus,
                 p.tasks,
                 p.core_ticks_per_s / 1e6,
                 p.wall_s,
                 p.simulated_ms,
-                p.solves_per_tick
+                p.solves_per_tick,
+                p.light_updates_per_tick,
+            );
+        }
+        for v in &verdicts {
+            println!(
+                "  {}: {} -> {} tasks on 64 CPUs: speed x{:.2}, solves + light updates per tick x{:.2}: cost per tick {} (goal: flat, speed ratio >= {})",
+                v.model,
+                v.reference_tasks,
+                v.largest_tasks,
+                v.speed_ratio,
+                v.work_ratio,
+                if v.flat { "stays flat" } else { "GROWS" },
+                counterpoint_sim::bench::FLAT_SPEED_RATIO,
             );
         }
     }

@@ -77,6 +77,7 @@ impl Simulation {
             let dom = &mut self.domains[task.occ_domain as usize];
             dom.idle_total += task.occ;
             task.occ /= dom.idle_scale;
+            task.occ_gen = dom.generation;
         } else {
             task.occ = 0.0;
             task.occ_domain = NONE;
@@ -96,18 +97,19 @@ impl Simulation {
         // Reclaim parked lines; a new cache domain means a cold start.
         if task.occ_domain == d {
             let dom = &mut self.domains[d as usize];
-            let held = (task.occ * dom.idle_scale).min(dom.idle_total);
+            let held = dom.parked(task.occ, task.occ_gen);
             dom.idle_total -= held;
             task.occ = held;
         } else {
             if task.occ_domain != NONE {
                 let dom = &mut self.domains[task.occ_domain as usize];
-                let held = (task.occ * dom.idle_scale).min(dom.idle_total);
+                let held = dom.parked(task.occ, task.occ_gen);
                 dom.idle_total -= held;
             }
             task.occ = 0.0;
             task.occ_domain = d;
         }
+        task.full = false;
         task.state = State::Running;
         task.cpu = c as u32;
         task.last_cpu = c as u32;

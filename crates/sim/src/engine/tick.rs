@@ -6,17 +6,23 @@ use super::*;
 impl Simulation {
     /// Advance one tick.
     pub(super) fn tick(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
-        if self.dirty {
+        if self.dirty || self.light {
             for b in 0..self.buses.len() {
                 if self.dirty_bus[b] {
                     self.solve(b);
                     self.solves += 1;
-                    self.dirty_bus[b] = false;
+                    self.full_pending_ticks[b] = 0;
+                } else if self.light_bus[b] {
+                    self.light_update(b);
+                    self.light_updates += 1;
                 }
+                self.dirty_bus[b] = false;
+                self.light_bus[b] = false;
             }
             // A solve may mark other sockets dirty (snoop coupling, v2): keep them for the
             // next tick.
             self.dirty = self.dirty_bus.iter().any(|&d| d);
+            self.light = false;
         }
         let line = self.spec.line_bytes as f64;
         let tick_ns = self.tick_ns;
@@ -24,6 +30,7 @@ impl Simulation {
         for d in 0..self.domains.len() {
             self.scratch_dom_running[d] = 0.0;
         }
+        self.scratch_bus_warming.fill(0);
         let mut finished_any = false;
         for c in 0..self.cpus.len() {
             let cur = self.cpus[c].current;
@@ -99,17 +106,56 @@ impl Simulation {
             // Warm-up: misses bring lines in until the task holds its share (or all it can use).
             let p = &self.profs[t.prof as usize];
             let target = share.min(p.saturation_bytes);
-            if t.occ < target * (1.0 - 1e-9) {
-                t.occ = (t.occ + misses * line).min(target);
-                // Re-solve while the miss ratio still moves by more than 0.5 %, and once more
-                // when the share is filled, so that warm tasks run at exact steady-state rates.
-                let m_now = p.curve.miss_ratio(share.min(t.occ));
-                if t.occ >= target || (m_now - miss).abs() > 0.005 * miss {
+            let fill = misses * line;
+            if t.full {
+                // A full task follows its share (the solve assumed so): down at once, up by what
+                // this tick's misses brought in. A share that grew by more than that (a co-runner
+                // left) makes it a warming task again, under the warming rule below from the
+                // next tick.
+                t.occ = if target > t.occ {
+                    (t.occ + fill).min(target)
+                } else {
+                    t.occ.min(share)
+                };
+                t.full = t.occ >= target * (1.0 - 1e-9);
+                t.fill_bytes = fill;
+            } else if t.occ < target * (1.0 - 1e-9) {
+                t.occ = (t.occ + fill).min(target);
+                // While the miss ratio still moves by more than 0.5 % a tick, the bus gets a
+                // light update (the reference path: a whole solve); once the share is filled,
+                // a whole solve, so that warm tasks run at exact steady-state rates.
+                let held = share.min(t.occ);
+                let m_now = p.curve.miss_ratio(held);
+                // The next solve of this CPU starts from this evaluation (contention.rs
+                // `miss_at`): a warming task holds exactly this much in it.
+                let cpu = &mut self.cpus[c];
+                (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
+                if t.occ >= target {
+                    t.full = true;
+                    t.fill_bytes = fill;
+                }
+                if self.exact_warmup && (t.occ >= target || (m_now - miss).abs() > 0.005 * miss) {
                     self.dirty = true;
                     self.dirty_bus[bus] = true;
+                } else if t.occ >= target {
+                    // Filled: the bus is re-solved once no task on it is still warming up (see
+                    // below), so that warm tasks run at exact steady-state rates.
+                    self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
+                } else if (m_now - miss).abs() > 0.005 * miss {
+                    // A warm-up step: one fixed-point iteration for the bus (light_update); the
+                    // number of whole solves per switch then does not grow with how cold
+                    // caches are.
+                    self.light = true;
+                    self.light_bus[bus] = true;
                 }
-            } else if t.occ > share {
-                t.occ = share;
+            } else {
+                // Switched in with (or evicted down to) its whole target: full already.
+                t.occ = t.occ.min(share);
+                t.full = true;
+                t.fill_bytes = fill;
+            }
+            if !t.full {
+                self.scratch_bus_warming[bus] += 1;
             }
             self.scratch_dom_running[self.cpus[c].domain as usize] += t.occ;
             let cpu = &mut self.cpus[c];
@@ -123,15 +169,35 @@ impl Simulation {
             let over = self.scratch_dom_running[d] + dom.idle_total - dom.capacity;
             if over > 0.0 && dom.idle_total > 0.0 {
                 let keep = (dom.idle_total - over).max(0.0);
-                dom.idle_scale *= keep / dom.idle_total;
-                dom.idle_total = keep;
-                if dom.idle_total < 1.0 {
+                if keep < 1.0 {
+                    // Every waiting task's lines are gone: a new generation of the pool (a
+                    // scale of 0 would have turned the next parked occupancy into inf / NaN and
+                    // handed a returning task the whole pool).
                     dom.idle_total = 0.0;
+                    dom.idle_scale = 1.0;
+                    dom.generation += 1;
+                } else {
+                    dom.idle_scale *= keep / dom.idle_total;
+                    dom.idle_total = keep;
                 }
             }
         }
         for b in 0..self.buses.len() {
             self.buses[b].rho_obs_sum += self.buses[b].rho;
+            // One whole solve per burst of warm-ups: tasks that filled their shares while others
+            // on the bus still warm up wait for the last of them (their rates meanwhile follow
+            // the light updates), or at most `FULL_PENDING_MAX_TICKS`.
+            if self.full_pending_ticks[b] > 0 {
+                if self.scratch_bus_warming[b] == 0
+                    || self.full_pending_ticks[b] >= FULL_PENDING_MAX_TICKS
+                {
+                    self.full_pending_ticks[b] = 0;
+                    self.dirty = true;
+                    self.dirty_bus[b] = true;
+                } else {
+                    self.full_pending_ticks[b] += 1;
+                }
+            }
         }
         self.now_ns += tick_ns;
         self.obs_ticks += 1;

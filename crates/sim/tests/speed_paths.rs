@@ -1,0 +1,88 @@
+//! The engine's fast paths against its reference path (docs/sim.md, "Speed"): warm-up steps
+//! take one fixed-point iteration (light updates) instead of re-solving the contention fixed
+//! point to convergence, and the whole solve waits for the end of a burst of warm-ups; the
+//! difference this makes to what tasks retire is bounded (measured at most 3.4e-3 of a task's
+//! work and 5.4e-4 of the total over 3 s, on masa-2x2ht under v1; the bounds below leave a
+//! margin). And the fast paths
+//! keep the simulator a pure function of scenario and seed.
+
+use counterpoint_sim::*;
+
+/// Per-task instructions after `ms` of the benchmark mix on `machine`, on the default path or
+/// the reference path, and the engine's solves and light updates.
+fn retire(machine: &str, tasks: usize, model: Model, ms: u64, exact: bool) -> (Vec<f64>, u64, u64) {
+    let cat = Catalog::builtin();
+    let mut sc = bench::mix(&cat, machine, tasks, ms).unwrap();
+    sc.machine.model = model;
+    let mut sim = Simulation::new(&sc, 7).unwrap();
+    sim.set_exact_warmup(exact);
+    sim.advance_quiet(ms * 1_000_000, None);
+    let instr = (0..sim.task_count())
+        .map(|i| sim.counters(i).unwrap().instructions)
+        .collect();
+    (instr, sim.solves(), sim.light_updates())
+}
+
+/// Largest relative difference of per-task work, and of total work, between the paths.
+fn gap(machine: &str, tasks: usize, model: Model, ms: u64) -> (f64, f64) {
+    let (fast, _, light) = retire(machine, tasks, model, ms, false);
+    let (exact, _, none) = retire(machine, tasks, model, ms, true);
+    assert_eq!(none, 0, "the reference path makes no light updates");
+    assert!(
+        light > 0,
+        "{machine} {tasks} {model:?}: the mix has warm-ups"
+    );
+    let per_task = fast
+        .iter()
+        .zip(&exact)
+        .map(|(f, e)| (f - e).abs() / e)
+        .fold(0.0, f64::max);
+    let (sf, se): (f64, f64) = (fast.iter().sum(), exact.iter().sum());
+    let total = (sf - se).abs() / se;
+    eprintln!("{machine} {tasks} {model:?}: per task {per_task:.2e}, total {total:.2e}");
+    (per_task, total)
+}
+
+#[test]
+fn light_warmup_updates_stay_close_to_whole_solves_v1() {
+    for (machine, tasks) in [("bench-8", 64), ("zhang-smp", 12), ("masa-2x2ht", 16)] {
+        let (per_task, total) = gap(machine, tasks, Model::V1, 3000);
+        assert!(
+            per_task < 5e-3,
+            "{machine} {tasks}: a task's work moved by {per_task}"
+        );
+        assert!(
+            total < 1e-3,
+            "{machine} {tasks}: total work moved by {total}"
+        );
+    }
+}
+
+#[test]
+fn light_warmup_updates_stay_close_to_whole_solves_v2() {
+    for (machine, tasks) in [("bench-8", 64), ("zhang-smp", 12), ("masa-2x2ht", 16)] {
+        let (per_task, total) = gap(machine, tasks, Model::V2, 3000);
+        assert!(
+            per_task < 5e-3,
+            "{machine} {tasks}: a task's work moved by {per_task}"
+        );
+        assert!(
+            total < 1e-3,
+            "{machine} {tasks}: total work moved by {total}"
+        );
+    }
+}
+
+/// Many waiting tasks, drifting slices, light updates and deferred solves: still the same
+/// bytes for the same seed.
+#[test]
+fn fast_paths_are_deterministic() {
+    for model in [Model::V1, Model::V2] {
+        let a = retire("bench-8", 256, model, 2000, false);
+        let b = retire("bench-8", 256, model, 2000, false);
+        assert_eq!(a.1, b.1);
+        assert_eq!(a.2, b.2);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a.0), bits(&b.0), "{model:?}");
+    }
+}

@@ -108,6 +108,21 @@ pub struct Host {
     signatures: BTreeMap<u32, RunSignature>,
     /// Thread readings taken over from the last interval instead of read (all intervals).
     reads_skipped: u64,
+    /// Per process, whether its last real read found every thread where it was (no counter
+    /// moved, no new thread): only such a process is gated. A thread that keeps running on a
+    /// tickless CPU moves the signature seldom; one real read per idle spell settles it.
+    idle_last: BTreeMap<u32, bool>,
+    /// Per process, the zero deltas of its last read that found it idle: what a gated
+    /// interval reports, without touching its threads.
+    idle_sums: BTreeMap<u32, ProcessSums>,
+    /// Per process, the threads its last read covered (sorted): a thread gone from the list
+    /// has ended, and its counters are closed.
+    read_tids: BTreeMap<u32, Vec<u32>>,
+    /// Per process, its `stat` file kept open (see [`Proc::open_stat`]).
+    stat_files: BTreeMap<u32, std::fs::File>,
+    /// `/proc/stat`, kept open, and the buffer its text is read into.
+    proc_stat: Option<std::fs::File>,
+    text: String,
     /// SchedTask's IP sampler, when a policy or `top --heatmaps` asked for code heatmaps.
     code: Option<crate::code::CodeSampling>,
 }
@@ -168,13 +183,19 @@ impl Host {
             found_overrides: Vec::new(),
             thread_lists: BTreeMap::new(),
             intervals: 0,
-            wait_slice: Duration::from_millis(250),
+            wait_slice: Duration::from_secs(1),
             counter_source: Box::new(DirectSource),
             source_fallback: None,
             idle_gate: None,
             idle_gate_off: None,
             signatures: BTreeMap::new(),
             reads_skipped: 0,
+            idle_last: BTreeMap::new(),
+            idle_sums: BTreeMap::new(),
+            read_tids: BTreeMap::new(),
+            stat_files: BTreeMap::new(),
+            proc_stat: std::fs::File::open("/proc/stat").ok(),
+            text: String::new(),
             code: None,
         };
         h.set_idle_gate(true);
@@ -194,7 +215,7 @@ impl Host {
             h.use_source(source);
         }
         h.prev = h.snapshot_threads();
-        h.prev_cpu = read_proc_stat_cpus();
+        h.prev_cpu = h.read_proc_stat_cpus();
         Ok(h)
     }
 
@@ -256,28 +277,76 @@ impl Host {
     /// Whether `pid`'s threads all kept still since the last interval: its run signature is
     /// the one seen then and every thread listed now was read then. The signature is taken
     /// before any thread is read, so readings taken after the last one are current.
-    fn kept_still(&mut self, pid: u32, tids: &[u32]) -> bool {
+    fn kept_still(&mut self, pid: u32, tids: &[u32], sig: Option<RunSignature>) -> bool {
         // A source that stopped answering (a broker gone) is found out by reading: its
         // threads are reopened on this process's own groups.
         if self.counter_source.broken().is_some() {
             return false;
         }
-        let Some(gate) = self.idle_gate.as_mut() else {
+        let Some(now) = sig else {
+            self.signatures.remove(&pid);
             return false;
         };
-        let now = match gate.signature(pid) {
-            Ok(sig) => sig,
-            Err(e) => {
-                self.signatures.remove(&pid);
-                if matches!(e, TaskstatsError::Denied(_)) {
-                    self.idle_gate = None;
-                    self.idle_gate_off = Some(e.to_string());
-                }
-                return false;
-            }
-        };
         let same = self.signatures.insert(pid, now) == Some(now);
-        same && tids.iter().all(|t| self.prev.contains_key(t))
+        same && self.idle_last.get(&pid) == Some(&true)
+            && self
+                .read_tids
+                .get(&pid)
+                .is_some_and(|t| t.as_slice() == tids)
+    }
+
+    /// Every target's run signature, taken before any counter is read (a broker's readings
+    /// come in one request at `refresh`: a signature taken after it could miss a thread that
+    /// ran in between).
+    fn signatures_now(&mut self, pids: &[u32]) -> BTreeMap<u32, RunSignature> {
+        let mut out = BTreeMap::new();
+        for &pid in pids {
+            let Some(gate) = self.idle_gate.as_mut() else {
+                break;
+            };
+            match gate.signature(pid) {
+                Ok(sig) => {
+                    out.insert(pid, sig);
+                }
+                Err(TaskstatsError::Denied(e)) => {
+                    self.idle_gate = None;
+                    self.idle_gate_off = Some(TaskstatsError::Denied(e).to_string());
+                }
+                Err(_) => {}
+            }
+        }
+        out
+    }
+
+    /// A process's `stat` through its kept-open file (opened on first use; reopened once when
+    /// a read fails, for a pid now naming another process).
+    fn stat_of(&mut self, pid: u32) -> Option<procfs::Stat> {
+        for _ in 0..2 {
+            if !self.stat_files.contains_key(&pid) {
+                let f = self.proc_.open_stat(pid)?;
+                self.stat_files.insert(pid, f);
+            }
+            let f = self.stat_files.get(&pid)?;
+            if procfs::reread_to_string(f, &mut self.text).is_ok() {
+                if let Some(st) = procfs::parse_stat(&self.text) {
+                    return Some(st);
+                }
+            }
+            self.stat_files.remove(&pid);
+        }
+        None
+    }
+
+    /// Per-CPU (busy, total) jiffies from `/proc/stat` (kept open).
+    fn read_proc_stat_cpus(&mut self) -> BTreeMap<CpuId, (u64, u64)> {
+        let ok = self
+            .proc_stat
+            .as_ref()
+            .is_some_and(|f| procfs::reread_to_string(f, &mut self.text).is_ok());
+        if !ok {
+            self.text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        }
+        parse_proc_stat_cpus(&self.text)
     }
 
     /// Sample every watched thread's instruction pointers from now on and attach each
@@ -408,15 +477,77 @@ impl Host {
 
     fn snapshot_threads(&mut self) -> BTreeMap<u32, Reading> {
         self.counter_source.refresh();
+        self.read_tids.clear();
+        self.idle_last.clear();
+        self.idle_sums.clear();
+        self.signatures.clear();
         let mut out = BTreeMap::new();
         for pid in self.target_pids() {
-            for tid in self.proc_.threads(pid) {
+            let tids = self.proc_.threads(pid);
+            for &tid in &tids {
                 if let Some(t) = self.read_thread(pid, tid) {
                     out.insert(tid, t);
                 }
             }
+            self.read_tids.insert(pid, tids);
         }
         out
+    }
+
+    /// Read every thread of `pid` in `tids` (sorted), sum their deltas since the last reading,
+    /// close the counters of its threads gone since its last read, and note whether it was
+    /// idle (see `idle_last`).
+    fn read_process(&mut self, pid: u32, tids: Vec<u32>) -> ProcessSums {
+        let mut sums = ProcessSums::default();
+        // Whether any thread moved, is new, or failed to read.
+        let mut moved = false;
+        for &tid in &tids {
+            let Some(r) = self.read_thread(pid, tid) else {
+                moved = true;
+                continue;
+            };
+            // A thread first seen now contributes from the next interval on.
+            match self.prev.insert(tid, r) {
+                Some(p) => {
+                    moved |= p != r;
+                    sums.add(&p, &r);
+                }
+                None => moved = true,
+            }
+        }
+        if let Some(old) = self.read_tids.insert(pid, tids) {
+            let now = &self.read_tids[&pid];
+            for tid in old {
+                if now.binary_search(&tid).is_err() {
+                    self.prev.remove(&tid);
+                    self.sources.remove(&tid);
+                }
+            }
+        }
+        self.idle_last.insert(pid, !moved);
+        if moved {
+            self.idle_sums.remove(&pid);
+        } else {
+            self.idle_sums.insert(pid, sums.clone());
+        }
+        sums
+    }
+
+    /// Target processes now, their `stat` read through the kept-open files (which are kept
+    /// for the candidates only).
+    fn targets_now(&mut self) -> (Vec<u32>, BTreeMap<u32, procfs::Stat>) {
+        let mut got = BTreeMap::new();
+        let targets = self.targets.clone();
+        let proc_ = self.proc_.clone();
+        let pids = targets.select_with(&proc_, self.self_pid, &mut |pid| {
+            let st = self.stat_of(pid);
+            if let Some(s) = &st {
+                got.insert(pid, s.clone());
+            }
+            st
+        });
+        self.stat_files.retain(|p, _| got.contains_key(p));
+        (pids, got)
     }
 
     /// Set every thread of `pid` to `cpus` (∩ online), journaling each thread first.
@@ -701,7 +832,7 @@ fn times_reading(t: ThreadTimes) -> Reading {
 }
 
 /// One process's counter deltas summed over its threads.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct ProcessSums {
     /// Per slot: the summed deltas and how many threads contributed to them.
     acc: [(Cumulative, usize); SLOTS.len()],
@@ -751,9 +882,8 @@ impl ProcessSums {
     }
 }
 
-/// Per-CPU (busy, total) jiffies from `/proc/stat`.
-fn read_proc_stat_cpus() -> BTreeMap<CpuId, (u64, u64)> {
-    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+/// Per-CPU (busy, total) jiffies from the text of `/proc/stat`.
+fn parse_proc_stat_cpus(text: &str) -> BTreeMap<CpuId, (u64, u64)> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let mut it = line.split_whitespace();
@@ -817,25 +947,39 @@ impl Machine for Host {
         let read_at = Instant::now();
         let elapsed_ns = read_at.duration_since(self.prev_read).as_nanos() as u64;
         self.prev_read = read_at;
-        let mut now = BTreeMap::new();
         let mut tasks = Vec::new();
         // Per process, the threads listed (for the code heatmaps, when on).
         let mut listed: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        let pids = self.target_pids();
+        let (pids, mut stats) = self.targets_now();
+        let sigs = self.signatures_now(&pids);
         // A broker answers every open group with one request here.
         self.counter_source.refresh();
-        // Forget the lists of processes no longer watched.
+        // Forget the processes no longer watched, and close their threads' counters.
         let watched: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
         self.thread_lists.retain(|p, _| watched.contains(p));
+        self.signatures.retain(|p, _| watched.contains(p));
+        self.idle_last.retain(|p, _| watched.contains(p));
+        self.idle_sums.retain(|p, _| watched.contains(p));
+        let unwatched: Vec<u32> = self
+            .read_tids
+            .keys()
+            .filter(|p| !watched.contains(p))
+            .copied()
+            .collect();
+        for p in unwatched {
+            for tid in self.read_tids.remove(&p).unwrap_or_default() {
+                self.prev.remove(&tid);
+                self.sources.remove(&tid);
+            }
+        }
         for pid in pids {
-            let Some(st) = self.proc_.stat(pid) else {
+            let Some(st) = stats.remove(&pid) else {
                 continue;
             };
             let Some(aff) = self.process_affinity(pid) else {
                 continue;
             };
             let runnable = st.state == 'R';
-            let mut sums = ProcessSums::default();
             let tids = self.threads_of(pid, st.num_threads);
             if let Some(c) = &mut self.code {
                 for &t in &tids {
@@ -843,24 +987,13 @@ impl Machine for Host {
                 }
                 listed.insert(pid, tids.clone());
             }
-            let still = self.kept_still(pid, &tids);
-            for tid in tids {
-                let reading = match self.prev.get(&tid) {
-                    Some(&r) if still => {
-                        self.reads_skipped += 1;
-                        Some(r)
-                    }
-                    _ => self.read_thread(pid, tid),
-                };
-                let Some(r) = reading else {
-                    continue;
-                };
-                // A thread first seen now contributes from the next interval on.
-                if let Some(p) = self.prev.get(&tid) {
-                    sums.add(p, &r);
-                }
-                now.insert(tid, r);
-            }
+            let sums = if self.kept_still(pid, &tids, sigs.get(&pid).copied()) {
+                // No thread ran: every counter is where the last read left it.
+                self.reads_skipped += tids.len() as u64;
+                self.idle_sums.get(&pid).cloned().unwrap_or_default()
+            } else {
+                self.read_process(pid, tids)
+            };
             let mut sample = Sample::new(Some(TaskId(pid as u64)), elapsed_ns);
             // CPU time and switches are always known (zero for a process without deltas yet).
             for name in [event::TASK_CLOCK, event::CONTEXT_SWITCHES] {
@@ -888,11 +1021,7 @@ impl Machine for Host {
                 t.code = codes.remove(&(t.id.0 as u32));
             }
         }
-        // Threads not seen this interval have exited: close their counters.
-        self.sources.retain(|tid, _| now.contains_key(tid));
-        self.signatures.retain(|p, _| watched.contains(p));
-        self.prev = now;
-        let cpu_now = read_proc_stat_cpus();
+        let cpu_now = self.read_proc_stat_cpus();
         let cpus = self
             .online
             .iter()
@@ -1092,13 +1221,9 @@ mod source_tests {
         }
     }
 
-    /// A stopped child (it cannot run) with a source whose every read counts more: the idle
-    /// gate takes its reading over from the previous interval instead of reading it, so its
-    /// deltas are zero; with the gate off it is read again. Skipped with the reason where
-    /// the kernel refuses taskstats.
-    #[test]
-    fn a_process_that_did_not_run_is_not_read_again() {
-        let mut child = std::process::Command::new("sleep")
+    /// A stopped child: it cannot run, so `sleep` and its readings stay where they are.
+    fn stopped_child() -> std::process::Child {
+        let child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .expect("sleep");
@@ -1113,29 +1238,59 @@ mod source_tests {
             false
         });
         assert!(stopped, "child never stopped");
+        child
+    }
+
+    fn switches_of(h: &mut Host, pid: u32) -> u64 {
+        let obs = h.advance(1_000_000).expect("advance");
+        let t = obs.tasks.iter().find(|t| t.id.0 == pid as u64).cloned();
+        t.expect("task").sample.values[event::CONTEXT_SWITCHES].raw
+    }
+
+    /// A stopped child counted by this process (perf_event or /proc, whichever works): the
+    /// first interval reads it and finds nothing moved; from the second on the idle gate takes
+    /// its reading over instead of reading it. With the gate off it is read again. Skipped with
+    /// the reason where the kernel refuses taskstats.
+    #[test]
+    fn a_process_that_did_not_run_is_not_read_again() {
+        let mut child = stopped_child();
+        let pid = child.id();
+        let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
+        assert_eq!(switches_of(&mut h, pid), 0);
+        if let Some(why) = h.counter_sources().idle_gate_off {
+            eprintln!("SKIPPED a_process_that_did_not_run_is_not_read_again: idle gate off: {why}");
+            assert_eq!(h.reads_skipped(), 0);
+        } else {
+            assert_eq!(h.reads_skipped(), 0, "gated before a read found it idle");
+            assert_eq!(switches_of(&mut h, pid), 0);
+            assert_eq!(h.reads_skipped(), 1, "a stopped process was read again");
+            assert_eq!(switches_of(&mut h, pid), 0);
+            assert_eq!(h.reads_skipped(), 2);
+            h.set_idle_gate(false);
+            assert!(h.counter_sources().idle_gate_off.is_some());
+            assert_eq!(switches_of(&mut h, pid), 0);
+            assert_eq!(h.reads_skipped(), 2);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// A source whose every read counts more (as a thread that keeps running where the
+    /// scheduler's clock lags would): its process is never gated, although the kernel's
+    /// signature of the stopped child stays put, because no read ever finds it idle.
+    #[test]
+    fn a_process_whose_last_read_moved_is_read_again() {
+        let mut child = stopped_child();
+        let pid = child.id();
         let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
         h.set_counter_source(Box::new(Fake {
             opened: Arc::new(Mutex::new(Vec::new())),
             refreshes: Arc::new(Mutex::new(0)),
         }));
-        let switches = |h: &mut Host| {
-            let obs = h.advance(1_000_000).expect("advance");
-            let t = obs.tasks.iter().find(|t| t.id.0 == pid as u64).cloned();
-            t.expect("task").sample.values[event::CONTEXT_SWITCHES].raw
-        };
-        // The first interval has no signature to compare with: read.
-        assert_eq!(switches(&mut h), 1_000);
-        if let Some(why) = h.counter_sources().idle_gate_off {
-            eprintln!("SKIPPED a_process_that_did_not_run_is_not_read_again: idle gate off: {why}");
-            assert_eq!(h.reads_skipped(), 0);
-        } else {
-            assert_eq!(switches(&mut h), 0, "a stopped process was read");
-            assert_eq!(h.reads_skipped(), 1);
-            h.set_idle_gate(false);
-            assert!(h.counter_sources().idle_gate_off.is_some());
-            assert_eq!(switches(&mut h), 1_000);
-            assert_eq!(h.reads_skipped(), 1);
+        for _ in 0..3 {
+            assert_eq!(switches_of(&mut h, pid), 1_000);
         }
+        assert_eq!(h.reads_skipped(), 0);
         let _ = child.kill();
         let _ = child.wait();
     }

@@ -47,6 +47,15 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
+/// Whether process `pid` with `stat` is a kernel thread (see [`Proc::is_kernel_thread`]; no
+/// stat: counted as one, so it is never touched).
+pub fn is_kernel_stat(pid: u32, stat: Option<&Stat>) -> bool {
+    match stat {
+        Some(s) => s.flags & PF_KTHREAD != 0 || pid == 2 || s.ppid == 2,
+        None => true,
+    }
+}
+
 /// Root of the proc filesystem (a fixture directory in tests).
 #[derive(Clone, Debug)]
 pub struct Proc {
@@ -112,6 +121,16 @@ impl Proc {
         parse_stat(&text)
     }
 
+    /// Open a process's `stat` (the leader's, as [`Proc::stat`] reads it) for repeated reads
+    /// with [`reread_to_string`]: a file kept open is not looked up again each interval, and
+    /// it names the process it was opened for (a read after that process is gone fails, even
+    /// if its pid was given to another).
+    pub fn open_stat(&self, pid: u32) -> Option<fs::File> {
+        fs::File::open(self.thread_dir(pid, pid).join("stat"))
+            .or_else(|_| fs::File::open(self.pid_dir(pid).join("stat")))
+            .ok()
+    }
+
     pub fn thread_stat(&self, pid: u32, tid: u32) -> Option<Stat> {
         parse_stat(&fs::read_to_string(self.thread_dir(pid, tid).join("stat")).ok()?)
     }
@@ -119,10 +138,7 @@ impl Proc {
     /// Kernel threads carry `PF_KTHREAD`; kthreadd (2) and its children are kernel threads too.
     /// Unreadable processes count as kernel threads, so they are never touched.
     pub fn is_kernel_thread(&self, pid: u32) -> bool {
-        match self.stat(pid) {
-            Some(s) => s.flags & PF_KTHREAD != 0 || pid == 2 || s.ppid == 2,
-            None => true,
-        }
+        is_kernel_stat(pid, self.stat(pid).as_ref())
     }
 
     /// Real user id (first number of `Uid:` in `status`).
@@ -204,6 +220,15 @@ fn clock_ticks() -> u64 {
     } else {
         100
     }
+}
+
+/// Re-read an open file from its start (procfs regenerates it on each read), whole.
+pub fn reread_to_string(mut f: &fs::File, out: &mut String) -> io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    out.clear();
+    f.seek(SeekFrom::Start(0))?;
+    f.read_to_string(out)?;
+    Ok(())
 }
 
 /// Re-read an open `schedstat` file (seek to 0, one read: procfs regenerates it), the agent's

@@ -2,7 +2,7 @@
 //! `comm:REGEX`, `cgroup:PATH` (cgroup v2, absolute or relative to `/sys/fs/cgroup`),
 //! `user:NAME` (or a numeric uid).
 
-use crate::procfs::Proc;
+use crate::procfs::{is_kernel_stat, Proc, Stat};
 use regex::Regex;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -161,6 +161,17 @@ impl TargetSpec {
 
     /// The user processes (never kernel threads, never `exclude`) this spec selects now, sorted.
     pub fn select(&self, proc_: &Proc, exclude: u32) -> Vec<u32> {
+        self.select_with(proc_, exclude, &mut |pid| proc_.stat(pid))
+    }
+
+    /// [`TargetSpec::select`] with each candidate's `stat` from `stat` (the host's kept-open
+    /// files, so a watched process's is not looked up by path every interval).
+    pub fn select_with(
+        &self,
+        proc_: &Proc,
+        exclude: u32,
+        stat: &mut dyn FnMut(u32) -> Option<Stat>,
+    ) -> Vec<u32> {
         let candidates: Vec<u32> = match self {
             TargetSpec::Pids(p) => p.clone(),
             TargetSpec::Cgroup(dir) => {
@@ -176,9 +187,20 @@ impl TargetSpec {
         };
         candidates
             .into_iter()
-            .filter(|&pid| pid != exclude && !proc_.is_kernel_thread(pid))
+            .filter(|&pid| {
+                if pid == exclude {
+                    return false;
+                }
+                let st = stat(pid);
+                match self {
+                    TargetSpec::Comm(re) => {
+                        !is_kernel_stat(pid, st.as_ref())
+                            && st.is_some_and(|s| re.is_match(&s.comm))
+                    }
+                    _ => !is_kernel_stat(pid, st.as_ref()),
+                }
+            })
             .filter(|&pid| match self {
-                TargetSpec::Comm(re) => proc_.stat(pid).is_some_and(|s| re.is_match(&s.comm)),
                 TargetSpec::User { uid, .. } => proc_.uid(pid) == Some(*uid),
                 _ => true,
             })

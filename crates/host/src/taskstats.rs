@@ -4,15 +4,17 @@
 //!
 //! The host reads one perf_event group per thread each interval; for a process of 500
 //! sleeping threads those reads were most of the agent's cost, and every one of them returned
-//! what the previous interval did. The kernel sums, over the live threads of a group plus the
-//! ones that exited, the times each was switched in (`cpu_count`), the time on a CPU
-//! (`cpu_run_virtual_total`, the scheduler's `sum_exec_runtime`, ns) and the voluntary and
-//! involuntary switches. The software events the host counts (task-clock, context switches,
-//! migrations, which the kernel counts at switch-in) and hardware events change only while a
-//! thread runs, so an unchanged [`RunSignature`] with an unchanged thread list means every
-//! thread's counters are where they were; the host then reuses the last readings instead of
-//! reading each thread. A thread running without a switch since the last look still moves
-//! `sum_exec_runtime` at every scheduler tick.
+//! what the previous interval did. The kernel sums, over the live threads of a group (and, for
+//! the CPU fields, the ones that exited), the times each was switched in (`cpu_count`), the
+//! time on a CPU (`cpu_run_virtual_total`, the scheduler's `sum_exec_runtime`, ns) and the
+//! voluntary and involuntary switches. The software events the host counts (task-clock,
+//! context switches, migrations, which the kernel counts at switch-in) and hardware events
+//! change only while a thread runs. A thread that starts to run is switched in, which moves
+//! `cpu_count`; one that keeps running moves `sum_exec_runtime` only when the scheduler
+//! updates it (each tick; on a tickless `nohz_full` CPU as seldom as once a second). So the host
+//! gates only a process that its last real read found idle: an unchanged [`RunSignature`],
+//! an unchanged thread list and no movement at the last read mean every thread's counters are
+//! where they were, and the last readings are reused instead of reading each thread.
 //!
 //! The kernel asks for `CAP_NET_ADMIN` (the command is `GENL_ADMIN_PERM`) and
 //! `CONFIG_TASKSTATS`; without them [`Taskstats::open`] says why and the host reads every
@@ -53,11 +55,14 @@ pub enum TaskstatsError {
     #[error("netlink socket: {0}")]
     Socket(#[source] io::Error),
     /// The kernel has no taskstats family.
-    #[error("the kernel has no TASKSTATS generic netlink family (CONFIG_TASKSTATS off?)")]
+    #[error("the kernel has no TASKSTATS generic netlink family (CONFIG_TASKSTATS off, or hidden in this network namespace)")]
     NoFamily,
     /// The kernel refused the query (no `CAP_NET_ADMIN`).
     #[error("taskstats needs CAP_NET_ADMIN (the kernel refused: {0})")]
     Denied(io::Error),
+    /// The kernel leaves the CPU fields empty (no delay accounting).
+    #[error("the kernel's taskstats carry no CPU time (delay accounting off)")]
+    NoCpuFields,
     /// The thread group no longer exists.
     #[error("process {0} is gone")]
     Gone(u32),
@@ -140,7 +145,14 @@ impl Taskstats {
             }
             Reply::Error(e) => return Err(TaskstatsError::Kernel(e)),
         };
-        t.signature(std::process::id())?;
+        // Without delay accounting (`CONFIG_TASK_DELAY_ACCT`, or `nodelayacct` on older
+        // kernels) the CPU fields stay zero and switch counts alone cannot tell a thread that
+        // ran without being switched out: refuse rather than gate on them. This process has
+        // run, so both fields are non-zero where they are filled.
+        let own = t.signature(std::process::id())?;
+        if own.run_ns == 0 || own.switched_in == 0 {
+            return Err(TaskstatsError::NoCpuFields);
+        }
         Ok(t)
     }
 
@@ -367,7 +379,7 @@ mod tests {
     fn the_signature_is_read_from_the_nested_aggregate() {
         let mut inner = attr(2, &42u32.to_ne_bytes());
         inner.extend(attr(TASKSTATS_TYPE_STATS, &stats(5, 1_000, 3, 4)));
-        // The kernel marks nested attributes with NLA_F_NESTED (0x8000): stripped.
+        // NLA_F_NESTED (0x8000), were a kernel to set it, is stripped.
         let outer = attr(TASKSTATS_TYPE_AGGR_TGID | 0x8000, &inner);
         assert_eq!(
             parse_tgid_stats(&outer).expect("parse"),

@@ -39,7 +39,8 @@ const LIGHT_ITERS: usize = 1;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
 /// v2 snoop coupling: a bus's demand must move by more than this (relative) before the other
-/// buses are re-solved for their snoop load (`engine/contention.rs`, `note_bus_demand_v2`).
+/// buses take their new snoop load in a light update (`engine/contention.rs`,
+/// `note_bus_demand_v2`).
 const SNOOP_RESOLVE_TOL: f64 = 1e-4;
 /// A task that filled its share waits at most this many ticks for the other warming tasks of
 /// its bus before the bus is re-solved (tick.rs).

@@ -19,10 +19,10 @@ impl Simulation {
                 self.dirty_bus[b] = false;
                 self.light_bus[b] = false;
             }
-            // A solve may mark other sockets dirty (snoop coupling, v2): keep them for the
-            // next tick.
+            // A solve may mark other sockets for a light update (snoop coupling, v2): those
+            // already passed in this loop keep it for the next tick.
             self.dirty = self.dirty_bus.iter().any(|&d| d);
-            self.light = false;
+            self.light = self.light_bus.iter().any(|&l| l);
         }
         let line = self.spec.line_bytes as f64;
         let tick_ns = self.tick_ns;

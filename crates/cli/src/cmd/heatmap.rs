@@ -216,7 +216,10 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
                 out,
                 "{:>8}  syscalls: {}; outside any call {}; unknown (records lost) {}",
                 "",
-                top_syscalls(c, 4),
+                // A thread whose kernel samples all fell outside any call has none to list.
+                Some(top_syscalls(c, 4))
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| "none".into()),
                 c.outside_syscall_samples,
                 c.unattributed_samples
             )?;

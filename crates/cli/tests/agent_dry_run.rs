@@ -8,6 +8,17 @@ use common::Busy;
 
 const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
 
+/// The agent's stderr (it must have succeeded) and its `--log-json` events.
+fn json_log(out: &std::process::Output) -> (String, Vec<serde_json::Value>) {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let events = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    (err, events)
+}
+
 #[test]
 fn dry_run_says_no_journal_and_each_decision_once() {
     let a = Busy::spawn();
@@ -21,12 +32,7 @@ fn dry_run_says_no_journal_and_each_decision_once() {
         .arg(format!("pid:{}", a.pid()))
         .output()
         .expect("agent");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let events: Vec<serde_json::Value> = err
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let (err, events) = json_log(&out);
     let start = &events[0];
     assert_eq!(start["event"], "start", "{err}");
     let journal = start["journal"].as_str().expect("journal field");
@@ -89,12 +95,7 @@ fn schedtask_dry_run_separates_kernel_heavy_and_user_code() {
         .arg(format!("pid:{},{}", a.pid(), dd.pid()))
         .output()
         .expect("agent");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let events: Vec<serde_json::Value> = err
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let (err, events) = json_log(&out);
     let code = events[0]["code_heatmaps"].as_str().expect("code_heatmaps");
     assert!(
         code.starts_with("cpu-clock IP sampling every 1000 us"),

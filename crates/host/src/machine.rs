@@ -118,11 +118,10 @@ pub struct Host {
     /// Per process, the threads its last read covered (sorted): a thread gone from the list
     /// has ended, and its counters are closed.
     read_tids: BTreeMap<u32, Vec<u32>>,
-    /// Per process, its `stat` file kept open (see [`Proc::open_stat`]).
-    stat_files: BTreeMap<u32, std::fs::File>,
-    /// `/proc/stat`, kept open, and the buffer its text is read into.
+    /// The watched processes' `stat` files, kept open.
+    stat_files: procfs::KeptStats,
+    /// `/proc/stat`, kept open.
     proc_stat: Option<std::fs::File>,
-    text: String,
     /// SchedTask's IP sampler, when a policy or `top --heatmaps` asked for code heatmaps.
     code: Option<crate::code::CodeSampling>,
 }
@@ -193,9 +192,8 @@ impl Host {
             idle_last: BTreeMap::new(),
             idle_sums: BTreeMap::new(),
             read_tids: BTreeMap::new(),
-            stat_files: BTreeMap::new(),
+            stat_files: procfs::KeptStats::default(),
             proc_stat: std::fs::File::open("/proc/stat").ok(),
-            text: String::new(),
             code: None,
         };
         h.set_idle_gate(true);
@@ -318,35 +316,17 @@ impl Host {
         out
     }
 
-    /// A process's `stat` through its kept-open file (opened on first use; reopened once when
-    /// a read fails, for a pid now naming another process).
-    fn stat_of(&mut self, pid: u32) -> Option<procfs::Stat> {
-        for _ in 0..2 {
-            if !self.stat_files.contains_key(&pid) {
-                let f = self.proc_.open_stat(pid)?;
-                self.stat_files.insert(pid, f);
-            }
-            let f = self.stat_files.get(&pid)?;
-            if procfs::reread_to_string(f, &mut self.text).is_ok() {
-                if let Some(st) = procfs::parse_stat(&self.text) {
-                    return Some(st);
-                }
-            }
-            self.stat_files.remove(&pid);
-        }
-        None
-    }
-
     /// Per-CPU (busy, total) jiffies from `/proc/stat` (kept open).
     fn read_proc_stat_cpus(&mut self) -> BTreeMap<CpuId, (u64, u64)> {
+        let mut text = String::new();
         let ok = self
             .proc_stat
             .as_ref()
-            .is_some_and(|f| procfs::reread_to_string(f, &mut self.text).is_ok());
+            .is_some_and(|f| procfs::reread_to_string(f, &mut text).is_ok());
         if !ok {
-            self.text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+            text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
         }
-        parse_proc_stat_cpus(&self.text)
+        parse_proc_stat_cpus(&text)
     }
 
     /// Sample every watched thread's instruction pointers from now on and attach each
@@ -537,16 +517,15 @@ impl Host {
     /// for the candidates only).
     fn targets_now(&mut self) -> (Vec<u32>, BTreeMap<u32, procfs::Stat>) {
         let mut got = BTreeMap::new();
-        let targets = self.targets.clone();
-        let proc_ = self.proc_.clone();
-        let pids = targets.select_with(&proc_, self.self_pid, &mut |pid| {
-            let st = self.stat_of(pid);
+        let (proc_, kept) = (&self.proc_, &mut self.stat_files);
+        let pids = self.targets.select_with(proc_, self.self_pid, &mut |pid| {
+            let st = kept.stat(proc_, pid);
             if let Some(s) = &st {
                 got.insert(pid, s.clone());
             }
             st
         });
-        self.stat_files.retain(|p, _| got.contains_key(p));
+        self.stat_files.retain(|p| got.contains_key(&p));
         (pids, got)
     }
 

@@ -115,16 +115,15 @@ impl Proc {
     /// used here (comm, state, ppid, flags, start time, CPU, thread count) is the same in both;
     /// only `utime`/`stime` are the leader's alone. Falls back to `PID/stat` (fixture trees).
     pub fn stat(&self, pid: u32) -> Option<Stat> {
-        let text = fs::read_to_string(self.thread_dir(pid, pid).join("stat"))
-            .or_else(|_| fs::read_to_string(self.pid_dir(pid).join("stat")))
-            .ok()?;
+        let mut text = String::new();
+        reread_to_string(&self.open_stat(pid)?, &mut text).ok()?;
         parse_stat(&text)
     }
 
     /// Open a process's `stat` (the leader's, as [`Proc::stat`] reads it) for repeated reads
     /// with [`reread_to_string`]: a file kept open is not looked up again each interval, and
     /// it names the process it was opened for (a read after that process is gone fails, even
-    /// if its pid was given to another).
+    /// if its pid was given to another). See [`KeptStats`].
     pub fn open_stat(&self, pid: u32) -> Option<fs::File> {
         fs::File::open(self.thread_dir(pid, pid).join("stat"))
             .or_else(|_| fs::File::open(self.pid_dir(pid).join("stat")))
@@ -219,6 +218,39 @@ fn clock_ticks() -> u64 {
         t as u64
     } else {
         100
+    }
+}
+
+/// Processes' `stat` files kept open between reads (see [`Proc::open_stat`]), and the buffer
+/// their text is read into.
+#[derive(Debug, Default)]
+pub struct KeptStats {
+    files: std::collections::BTreeMap<u32, fs::File>,
+    text: String,
+}
+
+impl KeptStats {
+    /// `pid`'s `stat` through its kept file (opened on first use; opened again once when a
+    /// read fails, for a pid now naming another process).
+    pub fn stat(&mut self, proc_: &Proc, pid: u32) -> Option<Stat> {
+        for _ in 0..2 {
+            let f = match self.files.entry(pid) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(proc_.open_stat(pid)?),
+            };
+            if reread_to_string(f, &mut self.text).is_ok() {
+                if let Some(st) = parse_stat(&self.text) {
+                    return Some(st);
+                }
+            }
+            self.files.remove(&pid);
+        }
+        None
+    }
+
+    /// Keep the files of the processes `keep` holds, close the others.
+    pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        self.files.retain(|&p, _| keep(p));
     }
 }
 

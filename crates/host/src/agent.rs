@@ -738,7 +738,9 @@ pub fn run_on_host_with(
             (
                 "idle_gate",
                 json!(match &src.idle_gate_off {
-                    None => "on: threads of a process that did not run are not read".to_string(),
+                    None if src.idle_gate_precise =>
+                        "on: threads of a process that did not run are not read".to_string(),
+                    None => "on: threads of a process that did not run are not read (by switch counts and tick-charged CPU time: this kernel's taskstats carry no delay-accounting fields)".to_string(),
                     Some(why) => format!("off: {why}"),
                 }),
             ),

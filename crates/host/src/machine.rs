@@ -403,6 +403,7 @@ impl Host {
             direct: self.counter_source.is_direct(),
             fallback_reason: self.source_fallback.clone(),
             idle_gate_off: self.idle_gate_off.clone(),
+            idle_gate_precise: self.idle_gate.as_ref().is_some_and(Taskstats::precise),
         }
     }
 
@@ -705,6 +706,9 @@ pub struct CounterSources {
     /// Why the idle gate (skip reading the threads of a process that did not run) is off;
     /// `None` when it is on.
     pub idle_gate_off: Option<String>,
+    /// Whether the gate's signatures carry the scheduler's switch-ins and ns on a CPU, or only
+    /// switch counts and tick-charged time (see [`crate::taskstats`]).
+    pub idle_gate_precise: bool,
 }
 
 /// Where one thread's counters come from.

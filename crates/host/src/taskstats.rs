@@ -16,6 +16,15 @@
 //! an unchanged thread list and no movement at the last read mean every thread's counters are
 //! where they were, and the last readings are reused instead of reading each thread.
 //!
+//! The signature also holds the tick-charged user and system time (`ac_utime + ac_stime`),
+//! which every kernel fills. Kernels before 5.14 leave the delay-accounting block (`cpu_count`,
+//! `cpu_run_virtual_total`) at zero when delay accounting is off; the gate then rests on the
+//! switch counts and that time, and stays sound: after a read that found the process idle, a
+//! thread that runs and stops has switched out (a switch count moves), and one that is still
+//! running is charged at its CPU's next tick (the time moves). At worst its counts are read one
+//! interval late; none is lost, as the counters are cumulative. [`Taskstats::precise`] says
+//! which case holds, and the agent's start line states it.
+//!
 //! The kernel asks for `CAP_NET_ADMIN` (the command is `GENL_ADMIN_PERM`) and
 //! `CONFIG_TASKSTATS`; without them [`Taskstats::open`] says why and the host reads every
 //! thread as before. The socket code is a few dozen lines of libc: the netlink crates bring a
@@ -42,6 +51,8 @@ const TASKSTATS_TYPE_AGGR_TGID: u16 = 5;
 /// Offsets in `struct taskstats` (stable ABI: fields are only ever appended).
 const OFF_CPU_COUNT: usize = 16;
 const OFF_CPU_RUN_VIRTUAL_TOTAL: usize = 72;
+const OFF_AC_UTIME: usize = 152;
+const OFF_AC_STIME: usize = 160;
 const OFF_NVCSW: usize = 272;
 const OFF_NIVCSW: usize = 280;
 /// The shortest `struct taskstats` that holds every field used (version 2 added the switch
@@ -60,9 +71,6 @@ pub enum TaskstatsError {
     /// The kernel refused the query (no `CAP_NET_ADMIN`).
     #[error("taskstats needs CAP_NET_ADMIN (the kernel refused: {0})")]
     Denied(io::Error),
-    /// The kernel leaves the CPU fields empty (no delay accounting).
-    #[error("the kernel's taskstats carry no CPU time (delay accounting off)")]
-    NoCpuFields,
     /// The thread group no longer exists.
     #[error("process {0} is gone")]
     Gone(u32),
@@ -84,6 +92,19 @@ pub struct RunSignature {
     pub run_ns: u64,
     /// Voluntary plus involuntary context switches.
     pub switches: u64,
+    /// User plus system time, µs, as the scheduler tick charges it (`ac_utime + ac_stime`):
+    /// coarse, but filled by every kernel, and a thread that keeps running is charged at
+    /// its CPU's ticks.
+    pub tick_cpu_us: u64,
+}
+
+impl RunSignature {
+    /// Whether the delay-accounting block (`switched_in`, `run_ns`) is filled. Kernels before
+    /// 5.14 leave it zero when delay accounting is off; the gate then rests on the switch
+    /// counts and the tick-charged CPU time alone.
+    pub fn has_delay_fields(&self) -> bool {
+        self.switched_in > 0 || self.run_ns > 0
+    }
 }
 
 /// An open taskstats netlink socket.
@@ -91,6 +112,8 @@ pub struct Taskstats {
     fd: OwnedFd,
     family: u16,
     seq: u32,
+    /// Whether this kernel fills the delay-accounting block (see [`RunSignature`]).
+    delay_fields: bool,
 }
 
 impl Taskstats {
@@ -130,6 +153,7 @@ impl Taskstats {
         let mut t = Self {
             fd,
             family: 0,
+            delay_fields: false,
             seq: 0,
         };
         let reply = t.request(
@@ -145,15 +169,17 @@ impl Taskstats {
             }
             Reply::Error(e) => return Err(TaskstatsError::Kernel(e)),
         };
-        // Without delay accounting (`CONFIG_TASK_DELAY_ACCT`, or `nodelayacct` on older
-        // kernels) the CPU fields stay zero and switch counts alone cannot tell a thread that
-        // ran without being switched out: refuse rather than gate on them. This process has
-        // run, so both fields are non-zero where they are filled.
-        let own = t.signature(std::process::id())?;
-        if own.run_ns == 0 || own.switched_in == 0 {
-            return Err(TaskstatsError::NoCpuFields);
-        }
+        // Whether the delay-accounting block is filled (it is on kernels since 5.14 whatever
+        // `kernel.task_delayacct` says). Either field alone is enough: a freshly started
+        // process can show no `sum_exec_runtime` yet, as the scheduler has not updated it.
+        t.delay_fields = t.signature(std::process::id())?.has_delay_fields();
         Ok(t)
+    }
+
+    /// Whether signatures carry the precise fields (`switched_in`, `run_ns`) or only the switch
+    /// counts and tick-charged CPU time (kernels before 5.14 with delay accounting off).
+    pub fn precise(&self) -> bool {
+        self.delay_fields
     }
 
     /// The run signature of thread group `tgid` now.
@@ -302,8 +328,8 @@ fn parse_family_id(attrs: &[u8]) -> Result<u16, TaskstatsError> {
         .ok_or(TaskstatsError::Malformed("no family id"))
 }
 
-/// The signature in a reply to a TGID query: `AGGR_TGID { TGID, STATS }`.
-fn parse_tgid_stats(attrs: &[u8]) -> Result<RunSignature, TaskstatsError> {
+/// The `struct taskstats` in a reply to a TGID query: `AGGR_TGID { TGID, STATS }`.
+fn tgid_stats_block(attrs: &[u8]) -> Result<&[u8], TaskstatsError> {
     let aggr = attributes(attrs)?
         .into_iter()
         .find(|(k, _)| *k == TASKSTATS_TYPE_AGGR_TGID)
@@ -317,11 +343,18 @@ fn parse_tgid_stats(attrs: &[u8]) -> Result<RunSignature, TaskstatsError> {
     if stats.len() < MIN_STATS_BYTES {
         return Err(TaskstatsError::Malformed("stats older than version 2"));
     }
+    Ok(stats)
+}
+
+/// The signature in a reply to a TGID query.
+fn parse_tgid_stats(attrs: &[u8]) -> Result<RunSignature, TaskstatsError> {
+    let stats = tgid_stats_block(attrs)?;
     let f = |off| u64_at(stats, off).ok_or(TaskstatsError::Malformed("stats"));
     Ok(RunSignature {
         switched_in: f(OFF_CPU_COUNT)?,
         run_ns: f(OFF_CPU_RUN_VIRTUAL_TOTAL)?,
         switches: f(OFF_NVCSW)?.wrapping_add(f(OFF_NIVCSW)?),
+        tick_cpu_us: f(OFF_AC_UTIME)?.wrapping_add(f(OFF_AC_STIME)?),
     })
 }
 
@@ -348,6 +381,8 @@ mod tests {
             .copy_from_slice(&run_ns.to_ne_bytes());
         s[OFF_NVCSW..OFF_NVCSW + 8].copy_from_slice(&nv.to_ne_bytes());
         s[OFF_NIVCSW..OFF_NIVCSW + 8].copy_from_slice(&niv.to_ne_bytes());
+        s[OFF_AC_UTIME..OFF_AC_UTIME + 8].copy_from_slice(&20_000u64.to_ne_bytes());
+        s[OFF_AC_STIME..OFF_AC_STIME + 8].copy_from_slice(&10_000u64.to_ne_bytes());
         s
     }
 
@@ -386,9 +421,28 @@ mod tests {
             RunSignature {
                 switched_in: 5,
                 run_ns: 1_000,
-                switches: 7
+                switches: 7,
+                tick_cpu_us: 30_000,
             }
         );
+    }
+
+    /// A kernel without the delay-accounting block still gives a signature that moves when
+    /// a thread is charged a tick, and says it is not the precise kind.
+    #[test]
+    fn without_delay_fields_the_tick_time_and_switches_still_tell() {
+        let reply = |utime: u64| {
+            let mut st = stats(0, 0, 3, 4);
+            st[OFF_AC_UTIME..OFF_AC_UTIME + 8].copy_from_slice(&utime.to_ne_bytes());
+            let mut inner = attr(2, &42u32.to_ne_bytes());
+            inner.extend(attr(TASKSTATS_TYPE_STATS, &st));
+            attr(TASKSTATS_TYPE_AGGR_TGID, &inner)
+        };
+        let a = parse_tgid_stats(&reply(20_000)).expect("parse");
+        let b = parse_tgid_stats(&reply(24_000)).expect("parse");
+        assert!(!a.has_delay_fields());
+        assert_ne!(a, b, "a tick charged to a thread must change the signature");
+        assert_eq!(b.tick_cpu_us, 34_000);
     }
 
     #[test]
@@ -462,5 +516,61 @@ mod tests {
         // Reaped: the group is gone.
         assert!(ts.signature(pid).is_err());
         assert!(a.switched_in > 0 && a.run_ns > 0);
+    }
+
+    /// On the real kernel: the offsets this module reads are those of this kernel's
+    /// `struct taskstats` (the pid field, between them, holds the pid asked for).
+    #[test]
+    fn the_struct_layout_matches_this_kernel() {
+        const OFF_AC_PID: usize = 128;
+        let mut ts = match Taskstats::open() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("SKIPPED the_struct_layout_matches_this_kernel: {e}");
+                return;
+            }
+        };
+        let me = std::process::id();
+        // A per-thread query (`TASKSTATS_CMD_ATTR_PID` = 1, answered in `AGGR_PID` = 4) fills
+        // the basic accounting fields, `ac_pid` and `ac_comm` among them, which lie between
+        // the fields read here.
+        let reply = ts
+            .request(ts.family, TASKSTATS_CMD_GET, 1, &me.to_ne_bytes())
+            .expect("request");
+        let Reply::Data(d) = reply else {
+            panic!("the kernel answered a query about this thread with an error");
+        };
+        let aggr = attributes(&d).expect("attributes");
+        let (_, inner) = aggr.iter().find(|(k, _)| *k == 4).expect("AGGR_PID");
+        let inner = attributes(inner).expect("inner");
+        let (_, stats) = inner
+            .iter()
+            .find(|(k, _)| *k == TASKSTATS_TYPE_STATS)
+            .expect("stats");
+        assert!(stats.len() >= MIN_STATS_BYTES);
+        let pid = u32::from_ne_bytes(stats[OFF_AC_PID..OFF_AC_PID + 4].try_into().expect("4"));
+        assert_eq!(
+            pid, me,
+            "ac_pid: the offsets do not match this kernel's struct"
+        );
+        let comm = std::fs::read_to_string("/proc/self/comm").expect("comm");
+        let comm = comm.trim_end().as_bytes();
+        assert_eq!(&stats[80..80 + comm.len()], comm, "ac_comm at 80");
+        let sig = parse_tgid_stats(&{
+            let reply = ts
+                .request(
+                    ts.family,
+                    TASKSTATS_CMD_GET,
+                    TASKSTATS_CMD_ATTR_TGID,
+                    &me.to_ne_bytes(),
+                )
+                .expect("request");
+            match reply {
+                Reply::Data(d) => d,
+                Reply::Error(e) => panic!("TGID query: {e}"),
+            }
+        })
+        .expect("parse");
+        assert!(sig.switches > 0, "this process has switched at least once");
     }
 }

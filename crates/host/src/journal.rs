@@ -131,6 +131,10 @@ pub struct ThreadEntry {
     /// Someone else set this affinity after our change: never touched or restored again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_set: Option<CpuSet>,
+    /// The last change was to this thread on its own (a thread-level action), not to its whole
+    /// process; a later process-level change clears it. Restoring treats both alike.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub thread_level: bool,
 }
 
 /// What the journal file holds.
@@ -556,28 +560,32 @@ impl Journal {
         Ok(())
     }
 
-    /// The original and applied set of a process we pinned (its main thread's entry, else any
-    /// of its threads that the user did not re-pin).
-    fn process_pin(&self, pid: u32) -> Option<(CpuSet, CpuSet, Option<u64>)> {
-        // A thread the user re-pinned no longer speaks for the process.
+    /// The (original, applied, pinned at) sets we gave threads of `pid`, for telling a thread
+    /// born pinned from one that was not: the main thread's entry first, then the others' in
+    /// thread order, each distinct applied set once. A thread placed on its own (thread-level)
+    /// gives the threads it starts its set, so its entry counts too. A thread the user re-pinned
+    /// no longer speaks for the process.
+    fn process_pins(&self, pid: u32) -> Vec<(CpuSet, CpuSet, Option<u64>)> {
         let pick = |e: &ThreadEntry| {
             e.applied
                 .clone()
                 .filter(|_| e.user_set.is_none())
                 .map(|a| (e.original.clone(), a, e.pinned_at_ticks))
         };
-        self.data
-            .threads
-            .get(&pid)
-            .filter(|e| e.pid == pid)
-            .and_then(pick)
-            .or_else(|| {
-                self.data
-                    .threads
-                    .values()
-                    .filter(|e| e.pid == pid)
-                    .find_map(pick)
-            })
+        let main = self.data.threads.get(&pid).filter(|e| e.pid == pid);
+        let mut out: Vec<(CpuSet, CpuSet, Option<u64>)> = Vec::new();
+        for p in main.and_then(pick).into_iter().chain(
+            self.data
+                .threads
+                .values()
+                .filter(|e| e.pid == pid)
+                .filter_map(pick),
+        ) {
+            if !out.iter().any(|o| o.1 == p.1) {
+                out.push(p);
+            }
+        }
+        out
     }
 
     /// Whether someone else changed a thread of `pid` after we did (we leave it alone).
@@ -599,16 +607,38 @@ impl Journal {
         self.before_change_all(pid, &[tid], target)
     }
 
-    /// [`Journal::before_change`] for several threads of one process, with one write. A thread
-    /// not yet journaled that carries the set we gave its process was born after the pin: its
-    /// original is the process's.
+    /// [`Journal::before_change`] for several threads of one process, with one write (a
+    /// process-level change: a thread-level mark left by an earlier thread action is
+    /// cleared). A thread not yet journaled that carries a set we gave its process was born
+    /// after the pin: its original is the process's.
     pub fn before_change_all(
         &mut self,
         pid: u32,
         tids: &[u32],
         target: &CpuSet,
     ) -> Result<(), JournalError> {
-        let pin = self.process_pin(pid);
+        self.announce(pid, tids, target, false)
+    }
+
+    /// Record that we are about to set thread `tid` of `pid` on its own (a thread-level
+    /// action) to `target`; as [`Journal::before_change`] otherwise.
+    pub fn before_thread_change(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        target: &CpuSet,
+    ) -> Result<(), JournalError> {
+        self.announce(pid, &[tid], target, true)
+    }
+
+    fn announce(
+        &mut self,
+        pid: u32,
+        tids: &[u32],
+        target: &CpuSet,
+        thread_level: bool,
+    ) -> Result<(), JournalError> {
+        let pins = self.process_pins(pid);
         for &tid in tids {
             if !self.data.threads.contains_key(&tid) {
                 let current = match affinity::get(tid) {
@@ -616,9 +646,9 @@ impl Journal {
                     // Gone already: nothing to journal; the set call will report it.
                     Err(_) => continue,
                 };
-                let (original, inherited_from) = match &pin {
-                    Some((orig, applied, _)) if *applied == current => (orig.clone(), Some(pid)),
-                    _ => (current, None),
+                let (original, inherited_from) = match pins.iter().find(|p| p.1 == current) {
+                    Some((orig, _, _)) => (orig.clone(), Some(pid)),
+                    None => (current, None),
                 };
                 let st = self.proc_.thread_stat(pid, tid);
                 self.data.threads.insert(
@@ -633,12 +663,14 @@ impl Journal {
                         pinned_at_ticks: None,
                         inherited_from,
                         user_set: None,
+                        thread_level,
                     },
                 );
             }
             if let Some(e) = self.data.threads.get_mut(&tid) {
                 if e.user_set.is_none() {
                     e.pending = Some(target.clone());
+                    e.thread_level = thread_level;
                 }
             }
         }
@@ -718,14 +750,16 @@ impl Journal {
     /// when it carries exactly the set we gave its origin and (for a child process) started
     /// after the pin. Saved when anything was found.
     pub fn adopt_new_tasks(&mut self) -> Result<Vec<Adopted>, JournalError> {
-        let pinned: BTreeMap<u32, (CpuSet, CpuSet, Option<u64>)> = self
+        type Pins = Vec<(CpuSet, CpuSet, Option<u64>)>;
+        let pinned: BTreeMap<u32, Pins> = self
             .data
             .threads
             .values()
             .map(|e| e.pid)
             .collect::<BTreeSet<u32>>()
             .into_iter()
-            .filter_map(|pid| self.process_pin(pid).map(|p| (pid, p)))
+            .map(|pid| (pid, self.process_pins(pid)))
+            .filter(|(_, p)| !p.is_empty())
             .collect();
         if pinned.is_empty() {
             return Ok(Vec::new());
@@ -756,8 +790,8 @@ impl Journal {
                     if parent <= 1 {
                         break;
                     }
-                    if let Some((_, _, at)) = pinned.get(&parent) {
-                        if at.map_or(true, |t| start >= t) {
+                    if let Some(pins) = pinned.get(&parent) {
+                        if pins.iter().any(|p| p.2.map_or(true, |t| start >= t)) {
                             origin = Some(parent);
                         }
                         break;
@@ -767,14 +801,23 @@ impl Journal {
                 origin
             };
             let Some(origin) = origin else { continue };
-            let (original, applied, at) = &pinned[&origin];
+            let child_start = (origin != pid)
+                .then(|| ppid.get(&pid).map(|p| p.1))
+                .flatten();
             for tid in self.proc_.threads(pid) {
                 if self.data.threads.contains_key(&tid) {
                     continue;
                 }
-                if affinity::get(tid).ok().as_ref() != Some(applied) {
+                let Ok(current) = affinity::get(tid) else {
                     continue;
-                }
+                };
+                // The set of the thread (or process) it was born from: any set we gave a
+                // thread of its origin (a child process: one given before it started).
+                let Some((original, applied, at)) = pinned[&origin].iter().find(|p| {
+                    p.1 == current && child_start.map_or(true, |s| p.2.map_or(true, |t| s >= t))
+                }) else {
+                    continue;
+                };
                 let st = self.proc_.thread_stat(pid, tid);
                 self.data.threads.insert(
                     tid,
@@ -788,6 +831,7 @@ impl Journal {
                         pinned_at_ticks: *at,
                         inherited_from: Some(origin),
                         user_set: None,
+                        thread_level: false,
                     },
                 );
                 found.push(Adopted {
@@ -892,6 +936,7 @@ mod tests {
             pinned_at_ticks: None,
             inherited_from: None,
             user_set: None,
+            thread_level: false,
         }
     }
 

@@ -1162,6 +1162,16 @@ mod tests {
         assert_eq!(fs::read(&p).expect("read").len(), 0);
     }
 
+    /// Tests that pin threads of this test process take this: each one's adoption sweep
+    /// looks at every thread of the process and would adopt the other's pinned threads.
+    static PINS_THIS_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn pins_this_process() -> std::sync::MutexGuard<'static, ()> {
+        PINS_THIS_PROCESS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn gettid() -> u32 {
         // SAFETY: gettid has no preconditions.
         unsafe { libc::gettid() as u32 }
@@ -1171,6 +1181,7 @@ mod tests {
     /// original of its process; a thread re-pinned by "someone else" is recorded and left alone.
     #[test]
     fn adoption_and_overrides_on_real_threads() {
+        let _serial = pins_this_process();
         let online = affinity::online_cpus();
         if online.len() < 2 {
             return;
@@ -1229,6 +1240,75 @@ mod tests {
         assert_eq!(affinity::get(ctid).expect("get"), c1);
         go_tx.send(()).expect("end");
         parent.join().expect("join");
+    }
+
+    /// Two threads of this test process placed apart on their own (thread-level); a thread
+    /// born from the second inherits *its* set and is adopted with its original (not missed
+    /// because the first thread's set is the one found for the process).
+    #[test]
+    fn a_thread_born_from_a_thread_placed_on_its_own_is_adopted() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let (c0, c1) = (
+            CpuSet::single(online.first().expect("cpu")),
+            CpuSet::single(online.iter().nth(1).expect("cpu")),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let tx1 = tx.clone();
+        let first = std::thread::spawn(move || {
+            let _ = tx1.send(gettid());
+            let _ = end_rx.recv();
+        });
+        let a = rx.recv().expect("tid");
+        let second = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = go_rx.recv();
+            let tx2 = tx.clone();
+            let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+            let child = std::thread::spawn(move || {
+                let _ = tx2.send(gettid());
+                let _ = stop_rx.recv();
+            });
+            // Wait for the test's word (the sender is dropped at the end) then stop the child.
+            let _ = go_rx.recv();
+            let _ = stop_tx.send(());
+            let _ = child.join();
+        });
+        let b = rx.recv().expect("tid");
+        let original = affinity::get(b).expect("get");
+        for (tid, set) in [(a, &c0), (b, &c1)] {
+            j.before_thread_change(pid, tid, set).expect("before");
+            let applied = affinity::set(tid, set, &online).expect("set");
+            j.after_change(tid, Some(&applied)).expect("after");
+        }
+        assert!(j.data().threads[&a].thread_level && j.data().threads[&b].thread_level);
+        go_tx.send(()).expect("go");
+        let c = rx.recv().expect("child tid");
+        let adopted = j.adopt_new_tasks().expect("adopt");
+        assert!(
+            adopted
+                .iter()
+                .any(|x| x.tid == c && x.original == original && x.from_pid == pid),
+            "{adopted:?}"
+        );
+        let r = j.restore_all(&online);
+        for t in [a, b, c] {
+            assert!(r.restored.iter().any(|(x, _)| *x == t), "{t}: {r:?}");
+        }
+        assert_eq!(affinity::get(c).expect("get"), original.intersection(&online));
+        drop(go_tx);
+        let _ = end_tx.send(());
+        first.join().expect("join");
+        second.join().expect("join");
     }
 
     #[test]

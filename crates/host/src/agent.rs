@@ -1054,4 +1054,79 @@ mod tests {
         let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
         assert_eq!(text.matches("\"event\":\"decision\"").count(), 10, "{text}");
     }
+
+    /// Places two threads of task 1 apart, with a reason per thread.
+    struct SplitThreads;
+    impl Policy for SplitThreads {
+        fn name(&self) -> &str {
+            "split"
+        }
+        fn required_events(&self) -> Vec<&'static str> {
+            Vec::new()
+        }
+        fn decide(
+            &mut self,
+            _t: &counterpoint_core::topology::Topology,
+            _o: &Observation,
+        ) -> Vec<Action> {
+            (0..2)
+                .map(|i| Action::SetThreadAffinity {
+                    task: TaskId(1),
+                    tid: 10 + i,
+                    cpus: CpuSet::single(i as u32),
+                })
+                .collect()
+        }
+        fn reason(&self, action: &Action) -> Option<String> {
+            action
+                .thread()
+                .map(|t| format!("thread {t} runs role {}", t - 10))
+        }
+    }
+
+    #[test]
+    fn a_dry_run_says_each_thread_decision_once_with_its_reason() {
+        use counterpoint_core::testutils::ScriptedMachine;
+        let mut machine = ScriptedMachine::new(1, 2, 1, 1);
+        let buf = Buf::default();
+        let mut log = Logger::new(Box::new(buf.clone()), true, Level::Info);
+        let cfg = LoopConfig {
+            interval_ns: 1_000_000_000,
+            min_residency: 3,
+            dry_run: true,
+            max_intervals: Some(4),
+            real_time: false,
+        };
+        run_loop(
+            &mut machine,
+            &mut SplitThreads,
+            &cfg,
+            &mut log,
+            &|_| false,
+            &mut |_, _| Ok(()),
+        )
+        .expect("loop");
+        assert!(machine.applied.is_empty());
+        let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
+        let decisions: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+            .filter(|v| v["event"] == "decision")
+            .collect();
+        // Two threads of one task: two decisions (one per thread, not one per task), once.
+        assert_eq!(decisions.len(), 2, "{text}");
+        for (i, d) in decisions.iter().enumerate() {
+            assert_eq!(d["interval"], 1, "{d}");
+            assert_eq!(d["action"], "set_thread_affinity", "{d}");
+            assert_eq!(d["task"], 1, "{d}");
+            assert_eq!(d["tid"], 10 + i as u64, "{d}");
+            assert_eq!(d["to"], i.to_string(), "{d}");
+            assert_eq!(d["message"], "would move thread (dry run)", "{d}");
+            assert_eq!(
+                d["reason"],
+                format!("split: thread {} runs role {i}", 10 + i),
+                "{d}"
+            );
+        }
+    }
 }

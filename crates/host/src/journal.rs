@@ -1304,7 +1304,10 @@ mod tests {
         for t in [a, b, c] {
             assert!(r.restored.iter().any(|(x, _)| *x == t), "{t}: {r:?}");
         }
-        assert_eq!(affinity::get(c).expect("get"), original.intersection(&online));
+        assert_eq!(
+            affinity::get(c).expect("get"),
+            original.intersection(&online)
+        );
         drop(go_tx);
         let _ = end_tx.send(());
         first.join().expect("join");

@@ -60,7 +60,10 @@ fn reopen(p: &Path) -> Journal {
 fn threads_are_placed_apart_journaled_and_restored() {
     let online = affinity::online_cpus();
     if online.len() < 2 {
-        eprintln!("SKIPPED threads_are_placed_apart_journaled_and_restored: needs 2 online CPUs, have {}", online.to_list());
+        eprintln!(
+            "SKIPPED threads_are_placed_apart_journaled_and_restored: needs 2 online CPUs, have {}",
+            online.to_list()
+        );
         return;
     }
     let child = match Command::new("python3").args(["-c", SLEEPERS]).spawn() {
@@ -76,7 +79,11 @@ fn threads_are_placed_apart_journaled_and_restored() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let tids = threads_of(pid);
-    assert_eq!(tids.len(), 4, "the child never started its threads: {tids:?}");
+    assert_eq!(
+        tids.len(),
+        4,
+        "the child never started its threads: {tids:?}"
+    );
     match affinity::probe_permission(pid) {
         Err(e @ AffinityError::Permission { .. }) => {
             eprintln!("SKIPPED threads_are_placed_apart_journaled_and_restored: {e}");
@@ -121,7 +128,10 @@ fn threads_are_placed_apart_journaled_and_restored() {
         assert_eq!((ea.pid, &ea.original), (pid, &original[1]));
         assert_eq!(ea.applied.as_ref(), Some(&c0));
         assert_eq!(on_disk.threads[&b].applied.as_ref(), Some(&c1));
-        assert!(!on_disk.threads.contains_key(&pid), "untouched threads are not journaled");
+        assert!(
+            !on_disk.threads.contains_key(&pid),
+            "untouched threads are not journaled"
+        );
     }
     // A thread that is not there (an id of no thread of this process) is skipped: no error,
     // nothing journaled, reported by the sweep.

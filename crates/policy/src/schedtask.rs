@@ -55,8 +55,10 @@ pub type ThreadKey = (TaskId, u64);
 /// One interval of a thread's history.
 #[derive(Clone, Copy, Debug)]
 struct Seen {
-    map: PageHeatmap,
-    samples: u64,
+    user: PageHeatmap,
+    kernel: PageHeatmap,
+    user_samples: u64,
+    kernel_samples: u64,
     /// Estimated CPU time over the interval, ns.
     time_ns: f64,
 }
@@ -70,6 +72,9 @@ pub struct SchedTask {
     /// Samples a thread needs over its remembered intervals to be grouped (fewer: its map
     /// says too little).
     pub min_samples: u64,
+    /// A thread's user (or kernel) pages are part of its map only when user (kernel) mode
+    /// holds at least this share of its samples over the remembered intervals.
+    pub min_mode_share: f64,
     /// A thread's map is the union of its last this many intervals' maps (1 = the paper's
     /// per-epoch reset). Sampling sees a few hundred of a thread's instructions per interval
     /// where the paper's hardware sees all of them, so one interval's map is a small random
@@ -88,6 +93,7 @@ impl Default for SchedTask {
         Self {
             join_similarity: 0.3,
             min_samples: 20,
+            min_mode_share: 0.1,
             history_intervals: 5,
             history: BTreeMap::new(),
             reasons: BTreeMap::new(),
@@ -161,8 +167,10 @@ impl SchedTask {
                 };
                 let h = self.history.entry((id, th.tid)).or_default();
                 h.push_back(Seen {
-                    map: th.code.combined(),
-                    samples: n,
+                    user: th.code.user,
+                    kernel: th.code.kernel,
+                    user_samples: th.code.user_samples,
+                    kernel_samples: th.code.kernel_samples,
                     time_ns,
                 });
                 seen_now.insert(th.tid);
@@ -171,8 +179,10 @@ impl SchedTask {
             for (k, h) in self.history.range_mut((id, 0)..=(id, u64::MAX)) {
                 if !seen_now.contains(&k.1) {
                     h.push_back(Seen {
-                        map: PageHeatmap::new(),
-                        samples: 0,
+                        user: PageHeatmap::new(),
+                        kernel: PageHeatmap::new(),
+                        user_samples: 0,
+                        kernel_samples: 0,
                         time_ns: 0.0,
                     });
                 }
@@ -184,7 +194,7 @@ impl SchedTask {
             }
         }
         self.history
-            .retain(|_, h| h.iter().any(|s| s.samples > 0 || !s.map.is_empty()));
+            .retain(|_, h| h.iter().any(|s| s.user_samples + s.kernel_samples > 0));
     }
 
     /// The groups and core allocation for `observation` on `topology` (what [`Policy::decide`]
@@ -204,11 +214,25 @@ impl SchedTask {
             .history
             .iter()
             .filter_map(|(&key, h)| {
-                let mut map = PageHeatmap::new();
+                let (mut user, mut kernel) = (PageHeatmap::new(), PageHeatmap::new());
                 for s in h {
-                    map.union_with(&s.map);
+                    user.union_with(&s.user);
+                    kernel.union_with(&s.kernel);
                 }
-                let samples: u64 = h.iter().map(|s| s.samples).sum();
+                let user_samples: u64 = h.iter().map(|s| s.user_samples).sum();
+                let kernel_samples: u64 = h.iter().map(|s| s.kernel_samples).sum();
+                let samples = user_samples + kernel_samples;
+                // A mode with a small share of the thread's samples is other SuperFunctions
+                // landing in it (a compute thread's timer interrupts and page faults): its few
+                // scattered pages would make two threads running the same code look unlike.
+                let min = self.min_mode_share * samples as f64;
+                let mut map = PageHeatmap::new();
+                if user_samples as f64 >= min {
+                    map.union_with(&user);
+                }
+                if kernel_samples as f64 >= min {
+                    map.union_with(&kernel);
+                }
                 let time_ns = h.iter().map(|s| s.time_ns).sum::<f64>() / h.len().max(1) as f64;
                 (samples >= self.min_samples && !map.is_empty()).then(|| Candidate {
                     key,
@@ -948,5 +972,38 @@ mod tests {
             &observation(&t, vec![coded(2, 1.0, &CALC, false, None)]),
         );
         assert_eq!(p.remembered_threads(), 1);
+    }
+
+    #[test]
+    fn a_few_interrupt_pages_do_not_keep_two_compute_threads_apart() {
+        let t = topo(1, 2, 1);
+        // Two compute threads on the same user page, each with two kernel samples on kernel
+        // pages of its own (timer interrupts, faults): overlap 1 of 5 bits with their kernel
+        // pages (0.2), 1 of 1 without them. An I/O process alone on the kernel read path.
+        let calc = |tid: u64, k: u64| {
+            let mut th = thread(tid, &[0x400], 300, false, None);
+            th.code.add(true, KTEXT + 100 + k, None);
+            th.code.add(true, KTEXT + 101 + k, None);
+            th
+        };
+        let obs = observation(
+            &t,
+            vec![
+                process(1, 1.0, vec![calc(1, 0), calc(2, 10)]),
+                process(3, 1.0, vec![thread(3, &IO, 30, true, Some(0))]),
+            ],
+        );
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t, &obs);
+        assert_eq!(p.last_groups().len(), 2);
+        assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0"));
+        assert_eq!(affinity_of(&actions, 3).as_deref(), Some("1"));
+        // Counting every sampled page, the two compute threads stay apart.
+        let mut every = SchedTask {
+            min_mode_share: 0.0,
+            ..SchedTask::default()
+        };
+        every.decide(&t, &obs);
+        assert_eq!(every.last_groups().len(), 3);
     }
 }

@@ -81,8 +81,13 @@ pub struct SchedTask {
     /// subset of the pages and two threads running the same code would look unlike. Also how
     /// long a thread without samples is remembered.
     pub history_intervals: usize,
+    /// With more groups than cores, a group that seeded a core last interval ranks for a
+    /// seed with its CPU time times this (ours: 1.5), so load noise does not swap seeds.
+    pub seed_stickiness: f64,
     /// Per thread, its last intervals, newest last.
     history: BTreeMap<ThreadKey, VecDeque<Seen>>,
+    /// The first threads of the groups that seeded the cores last interval.
+    seeds: BTreeSet<ThreadKey>,
     /// Reasons of the last decision: per task (`None`, a process-level action) or thread.
     reasons: BTreeMap<(TaskId, Option<u64>), String>,
     last: Vec<Group>,
@@ -95,7 +100,9 @@ impl Default for SchedTask {
             min_samples: 20,
             min_mode_share: 0.1,
             history_intervals: 5,
+            seed_stickiness: 1.5,
             history: BTreeMap::new(),
+            seeds: BTreeSet::new(),
             reasons: BTreeMap::new(),
             last: Vec::new(),
         }
@@ -284,15 +291,23 @@ impl SchedTask {
         }
         groups.sort_by_key(|g| g.threads[0]);
         let ncores = topology.cores().len();
-        allocate(&mut groups, ncores);
+        self.seeds = allocate(&mut groups, ncores, &self.seeds, self.seed_stickiness);
         groups
     }
 }
 
 /// TAlloc over `n` cores: cores in proportion to time, contiguous, in group order.
-fn allocate(groups: &mut [Group], n: usize) {
+/// With more groups than cores, the groups that seeded a core last time (by their first
+/// thread, in `prev_seeds`) rank with their time times `stickiness`; the seeds' first threads
+/// are returned (empty otherwise).
+fn allocate(
+    groups: &mut [Group],
+    n: usize,
+    prev_seeds: &BTreeSet<ThreadKey>,
+    stickiness: f64,
+) -> BTreeSet<ThreadKey> {
     if groups.is_empty() || n == 0 {
-        return;
+        return BTreeSet::new();
     }
     let total: f64 = groups.iter().map(|g| g.time_ns).sum();
     let ideal: Vec<f64> = groups
@@ -337,15 +352,23 @@ fn allocate(groups: &mut [Group], n: usize) {
             g.cores = (next..next + c).collect();
             next += c;
         }
-        return;
+        return BTreeSet::new();
     }
     // More groups than cores: the busiest seed the cores (in group order), the others join the
     // core whose groups overlap them most, ties to the least loaded, then the lower core.
+    // A seed keeps its core unless another group is clearly busier: the ranking by time
+    // alone flipped with load noise live and moved the packed groups with it.
+    let rank = |g: &Group| {
+        if prev_seeds.contains(&g.threads[0]) {
+            g.time_ns * stickiness
+        } else {
+            g.time_ns
+        }
+    };
     let mut by_time: Vec<usize> = (0..groups.len()).collect();
     by_time.sort_by(|&a, &b| {
-        groups[b]
-            .time_ns
-            .total_cmp(&groups[a].time_ns)
+        rank(&groups[b])
+            .total_cmp(&rank(&groups[a]))
             .then(a.cmp(&b))
     });
     let mut seeds: Vec<usize> = by_time[..n].to_vec();
@@ -372,6 +395,7 @@ fn allocate(groups: &mut [Group], n: usize) {
         core_map[c].union_with(&m);
         core_load[c] += groups[gi].time_ns;
     }
+    seeds.iter().map(|&gi| groups[gi].threads[0]).collect()
 }
 
 impl Policy for SchedTask {
@@ -1005,5 +1029,41 @@ mod tests {
         };
         every.decide(&t, &obs);
         assert_eq!(every.last_groups().len(), 3);
+    }
+
+    #[test]
+    fn seeds_keep_their_cores_through_time_noise() {
+        let t = topo(1, 2, 1);
+        // Three groups on two cores: A (bits 2-5) and B (bits 258-261) seed the cores; C
+        // (bits 2, 3 and six others: 2 of 10 with A, below the join threshold) packs with A.
+        let a = [0x400u64, 0x401, 0x402, 0x403];
+        let b = [0x500u64, 0x501, 0x502, 0x503];
+        let c = [0x400u64, 0x401, 0x380, 0x381, 0x382, 0x383, 0x384, 0x385];
+        let obs = |tb: f64, tc: f64| {
+            observation(
+                &t,
+                vec![
+                    coded(1, 1.0, &a, false, None),
+                    coded(2, tb, &b, false, None),
+                    coded(3, tc, &c, false, None),
+                ],
+            )
+        };
+        let run = |stickiness: f64| {
+            let mut p = SchedTask {
+                history_intervals: 1,
+                seed_stickiness: stickiness,
+                ..SchedTask::default()
+            };
+            let first = p.decide(&t, &obs(0.9, 0.5));
+            assert_eq!(p.last_groups().len(), 3);
+            assert_eq!(affinity_of(&first, 3).as_deref(), Some("0"));
+            // B's time drops below C's by a fifth.
+            let second = p.decide(&t, &obs(0.5, 0.6));
+            affinity_of(&second, 3)
+        };
+        assert_eq!(run(1.5).as_deref(), Some("0"), "C moved off A's core");
+        // Ranked by time alone, C seeds core 1 and moves.
+        assert_eq!(run(1.0).as_deref(), Some("1"));
     }
 }

@@ -528,8 +528,8 @@ mod tests {
         assert_eq!((r.stop, r.intervals), (StopReason::Stopped, 0));
     }
 
-    /// Places two threads of task 1 apart every interval; from interval 2 on also asks for
-    /// task 2 as a whole and, at interval 3, task 1 as a whole.
+    /// Places two threads of task 1 apart every interval and, at interval 3, asks for task 1
+    /// as a whole too.
     struct Threads;
     impl Policy for Threads {
         fn name(&self) -> &str {

@@ -3,10 +3,10 @@
 //!
 //! Each interval the [`Driver`] advances the [`Machine`] (which observes it), lets the
 //! [`Policy`] decide, and filters each action before it reaches [`Machine::apply`]:
-//! - **no-op filtering**: an affinity the task already has (or a swap of two tasks with the same
-//!   affinity) is reported as [`Verdict::Unchanged`] and not applied;
-//! - **hold-back** (hysteresis): a task moved less than
-//!   [`DriverConfig::min_residency_intervals`] intervals ago is not moved again
+//! - **no-op filtering**: an affinity the task (or thread) already has, or a swap of two tasks
+//!   with the same affinity, is reported as [`Verdict::Unchanged`] and not applied;
+//! - **hold-back** (hysteresis): a task (or a thread, for [`Action::SetThreadAffinity`]) moved
+//!   less than [`DriverConfig::min_residency_intervals`] intervals ago is not moved again
 //!   ([`Verdict::HeldBack`]), so a policy cannot make tasks ping-pong;
 //! - **dry run**: decisions are reported ([`Verdict::DryRun`]) and none is applied.
 //!
@@ -99,10 +99,14 @@ pub enum Verdict {
     DryRun,
     /// Every task of the action is already where the action would put it.
     Unchanged,
-    /// `task` was changed at interval `since`, less than the minimum residency ago.
+    /// `task` (or its thread) was changed at interval `since`, less than the minimum
+    /// residency ago. A thread-level action is held by a recent move of its thread or of its
+    /// whole task; a task-level action by a recent move of the task or of any of its threads.
     HeldBack {
         /// The task that may not move yet.
         task: TaskId,
+        /// The thread, for a thread-level action.
+        tid: Option<u64>,
         /// The interval in which it was last changed.
         since: u64,
     },
@@ -222,7 +226,8 @@ pub struct Driver<'s> {
     config: DriverConfig,
     stop: Option<&'s AtomicBool>,
     interval: u64,
-    last_change: BTreeMap<TaskId, u64>,
+    /// When each task (`None`) or thread of a task (`Some(tid)`) was last changed.
+    last_change: BTreeMap<(TaskId, Option<u64>), u64>,
 }
 
 impl<'s> Driver<'s> {
@@ -319,10 +324,29 @@ impl<'s> Driver<'s> {
 
     fn verdict(&self, action: &Action, obs: &Observation, topology: &Topology) -> Verdict {
         let affinity = |t: TaskId| obs.task(t).map(|o| &o.affinity);
+        let online = topology.online_cpus();
         let unchanged = match action {
             Action::SetAffinity { task, cpus } => {
-                let want = cpus.intersection(&topology.online_cpus());
-                affinity(*task).is_some_and(|a| *a == want)
+                let want = cpus.intersection(&online);
+                // Every thread, where the source says (one placed on its own may differ).
+                obs.task(*task).is_some_and(|o| {
+                    o.affinity == want
+                        && o.code
+                            .as_ref()
+                            .map_or(true, |c| c.thread_affinity.values().all(|a| *a == want))
+                })
+            }
+            Action::SetThreadAffinity { task, tid, cpus } => {
+                let want = cpus.intersection(&online);
+                match obs.task(*task) {
+                    None => false,
+                    Some(o) => match o.code.as_ref().map(|c| &c.thread_affinity) {
+                        // A source that reads thread affinities: the thread's own.
+                        Some(m) if !m.is_empty() => m.get(tid).is_some_and(|a| *a == want),
+                        // One that does not (the simulator's one-thread tasks): the task's.
+                        _ => o.affinity == want,
+                    },
+                }
             }
             Action::Swap { a, b } => {
                 matches!((affinity(*a), affinity(*b)), (Some(x), Some(y)) if x == y)
@@ -332,14 +356,33 @@ impl<'s> Driver<'s> {
             return Verdict::Unchanged;
         }
         let min = u64::from(self.config.min_residency_intervals);
-        let held = action.tasks().into_iter().find_map(|t| {
+        let recent = |key: &(TaskId, Option<u64>)| {
             self.last_change
-                .get(&t)
+                .get(key)
                 .filter(|&&since| self.interval - since < min)
-                .map(|&since| (t, since))
+                .copied()
+        };
+        let thread = action.thread();
+        let held = action.tasks().into_iter().find_map(|t| {
+            let since = match thread {
+                // A thread moves with its process and on its own.
+                Some(tid) => recent(&(t, None)).or_else(|| recent(&(t, Some(tid)))),
+                // A process moves all its threads: any recent move of one holds it back.
+                None => self
+                    .last_change
+                    .range((t, None)..=(t, Some(u64::MAX)))
+                    .filter(|(_, &since)| self.interval - since < min)
+                    .map(|(_, &since)| since)
+                    .max(),
+            };
+            since.map(|s| (t, s))
         });
         if let Some((task, since)) = held {
-            return Verdict::HeldBack { task, since };
+            return Verdict::HeldBack {
+                task,
+                tid: thread,
+                since,
+            };
         }
         if self.config.dry_run {
             Verdict::DryRun
@@ -381,7 +424,7 @@ impl<'s> Driver<'s> {
                     Ok(()) => {
                         report.applied += 1;
                         for t in action.tasks() {
-                            self.last_change.insert(t, self.interval);
+                            self.last_change.insert((t, action.thread()), self.interval);
                         }
                         observer.applied(&d);
                     }
@@ -483,6 +526,83 @@ mod tests {
             .run(&mut m, &mut PingPong, &mut NoObserver)
             .unwrap();
         assert_eq!((r.stop, r.intervals), (StopReason::Stopped, 0));
+    }
+
+    /// Places two threads of task 1 apart every interval and, at interval 3, asks for task 1
+    /// as a whole too.
+    struct Threads;
+    impl Policy for Threads {
+        fn name(&self) -> &str {
+            "threads"
+        }
+        fn required_events(&self) -> Vec<&'static str> {
+            Vec::new()
+        }
+        fn decide(&mut self, _t: &Topology, o: &Observation) -> Vec<Action> {
+            let n = o.time_ns / o.interval_ns.max(1);
+            let mut v = vec![
+                Action::SetThreadAffinity {
+                    task: TaskId(1),
+                    tid: 10,
+                    cpus: CpuSet::single(0),
+                },
+                Action::SetThreadAffinity {
+                    task: TaskId(1),
+                    tid: 11,
+                    cpus: CpuSet::single(1),
+                },
+            ];
+            if n == 3 {
+                v.push(Action::SetAffinity {
+                    task: TaskId(1),
+                    cpus: CpuSet::single(0),
+                });
+            }
+            v
+        }
+    }
+
+    #[test]
+    fn threads_of_one_task_are_held_back_one_by_one() {
+        // The scripted machine has one thread per task, so applying tid 11 after tid 10 leaves
+        // the task on CPU 1 and tid 10's action is a change again in interval 2.
+        let mut m = ScriptedMachine::new(1, 2, 1, 1);
+        let cfg = DriverConfig {
+            min_residency_intervals: 3,
+            ..config(3)
+        };
+        let mut log = Log::default();
+        let r = Driver::new(cfg)
+            .run(&mut m, &mut Threads, &mut log)
+            .unwrap();
+        // Interval 1: both threads move (one does not hold the other back). Interval 2: tid 10
+        // is held (moved at 1), tid 11 unchanged. Interval 3: the same, and the task-level
+        // action is held by its threads' moves.
+        assert_eq!(
+            log.verdicts,
+            vec![
+                Verdict::Apply,
+                Verdict::Apply,
+                Verdict::HeldBack {
+                    task: TaskId(1),
+                    tid: Some(10),
+                    since: 1
+                },
+                Verdict::Unchanged,
+                Verdict::HeldBack {
+                    task: TaskId(1),
+                    tid: Some(10),
+                    since: 1
+                },
+                Verdict::Unchanged,
+                Verdict::HeldBack {
+                    task: TaskId(1),
+                    tid: None,
+                    since: 1
+                },
+            ]
+        );
+        assert_eq!((r.applied, r.held_back, r.unchanged), (2, 3, 2));
     }
 
     /// Records verdicts; calls every apply error transient.

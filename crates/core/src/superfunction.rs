@@ -19,8 +19,10 @@
 //! assert_eq!(c.dominant().unwrap().to_string(), "syscall:read");
 //! ```
 
+use crate::cpuset::CpuSet;
 use crate::heatmap::PageHeatmap;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// A kind of execution, as SchedTask splits it.
@@ -349,6 +351,11 @@ pub struct TaskCode {
     pub threads: Vec<ThreadCode>,
     /// Sampling period, ns of a thread's CPU time per sample.
     pub period_ns: u64,
+    /// Each listed thread's affinity at the end of the interval, by thread id, where the
+    /// source reads it (a live host does, for thread-level placement to tell a change from
+    /// a no-op); empty otherwise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub thread_affinity: BTreeMap<u64, CpuSet>,
 }
 
 impl TaskCode {
@@ -367,6 +374,7 @@ impl TaskCode {
             total,
             threads,
             period_ns,
+            thread_affinity: BTreeMap::new(),
         }
     }
 }

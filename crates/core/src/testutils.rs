@@ -182,7 +182,8 @@ impl Machine for ScriptedMachine {
             return Err(ScriptedError(action.clone()));
         }
         match action {
-            Action::SetAffinity { task, cpus } => {
+            // One thread per task: a thread-level action sets the task.
+            Action::SetAffinity { task, cpus } | Action::SetThreadAffinity { task, cpus, .. } => {
                 let i = self.index(*task)?;
                 self.affinity[i] = cpus.intersection(&self.topology.online_cpus());
             }

@@ -241,9 +241,11 @@ pub struct Outcome {
     pub restore: Option<RestoreReport>,
 }
 
-/// One task's move within an action, for the decision log.
+/// One task's (or thread's) move within an action, for the decision log.
 struct Move {
     task: u64,
+    /// The thread, for a thread-level action.
+    tid: Option<u64>,
     from: String,
     to: String,
     /// Share of one CPU the task used in the interval, when observed.
@@ -266,19 +268,36 @@ fn moves(action: &Action, obs: &Observation, online: &CpuSet) -> Vec<Move> {
     match action {
         Action::SetAffinity { task, cpus } => vec![Move {
             task: task.0,
+            tid: None,
             from: aff(*task),
             to: cpus.intersection(online).to_list(),
             cpus_used: used(*task),
         }],
+        Action::SetThreadAffinity { task, tid, cpus } => vec![Move {
+            task: task.0,
+            tid: Some(*tid),
+            // The thread's own set where the observation has it, else its process's.
+            from: obs
+                .task(*task)
+                .and_then(|o| o.code.as_ref())
+                .and_then(|c| c.thread_affinity.get(tid))
+                .map(|a| a.to_list())
+                .unwrap_or_else(|| aff(*task)),
+            to: cpus.intersection(online).to_list(),
+            // A thread's share of its process's CPU time is the policy's to say.
+            cpus_used: None,
+        }],
         Action::Swap { a, b } => vec![
             Move {
                 task: a.0,
+                tid: None,
                 from: aff(*a),
                 to: aff(*b),
                 cpus_used: used(*a),
             },
             Move {
                 task: b.0,
+                tid: None,
                 from: aff(*b),
                 to: aff(*a),
                 cpus_used: used(*b),
@@ -298,10 +317,11 @@ struct AgentObserver<'a, E> {
     reported: &'a mut std::collections::BTreeSet<(u64, String)>,
     /// The policy's reasons for the actions of the current interval.
     reasons: &'a std::cell::RefCell<Vec<(Action, String)>>,
-    /// Dry run: per task, the target set last said and the interval it was (re)proposed in.
-    /// A decision proposed again in the next interval with the same target is not news: a dry
-    /// run changes nothing, so the policy asks for it every interval.
-    said: &'a mut std::collections::BTreeMap<u64, (String, u64)>,
+    /// Dry run: per task (and thread, for a thread-level action), the target set last said and
+    /// the interval it was (re)proposed in. A decision proposed again in the next interval
+    /// with the same target is not news: a dry run changes nothing, so the policy asks for it
+    /// every interval.
+    said: &'a mut std::collections::BTreeMap<(u64, Option<u64>), (String, u64)>,
 }
 
 /// The policy being run, keeping its reasons for the actions of each interval for the log.
@@ -349,10 +369,15 @@ fn move_fields(
         ("policy", json!(d.policy)),
         ("action", json!(action_kind(d.action))),
         ("task", json!(m.task)),
+    ];
+    if let Some(tid) = m.tid {
+        f.push(("tid", json!(tid)));
+    }
+    f.extend([
         ("from", json!(m.from)),
         ("to", json!(m.to)),
         ("dry_run", json!(dry_run)),
-    ];
+    ]);
     f.extend(extra);
     f
 }
@@ -360,6 +385,7 @@ fn move_fields(
 fn action_kind(action: &Action) -> &'static str {
     match action {
         Action::SetAffinity { .. } => "set_affinity",
+        Action::SetThreadAffinity { .. } => "set_thread_affinity",
         Action::Swap { .. } => "swap",
     }
 }
@@ -380,23 +406,31 @@ impl<M: Machine> Observer<M> for AgentObserver<'_, M::Error> {
         match d.verdict {
             Verdict::Unchanged => {
                 for m in moves(d.action, d.observation, &online) {
+                    let mut f = vec![
+                        ("interval", json!(d.interval)),
+                        ("task", json!(m.task)),
+                        ("cpus", json!(m.to)),
+                    ];
+                    if let Some(tid) = m.tid {
+                        f.push(("tid", json!(tid)));
+                    }
                     self.log.emit(
                         Level::Debug,
                         "unchanged",
                         "task already has the affinity the policy wants",
-                        &[
-                            ("interval", json!(d.interval)),
-                            ("task", json!(m.task)),
-                            ("cpus", json!(m.to)),
-                        ],
+                        &f,
                     );
                 }
             }
-            Verdict::HeldBack { task, since } => {
+            Verdict::HeldBack { task, tid, since } => {
                 for m in moves(d.action, d.observation, &online) {
+                    let what = match tid {
+                        Some(t) => format!("thread {t} of task {}", task.0),
+                        None => format!("task {}", task.0),
+                    };
                     let reason = format!(
-                        "minimum residency: task {} was moved at interval {since}, {} interval(s) required",
-                        task.0, self.cfg.min_residency
+                        "minimum residency: {what} was moved at interval {since}, {} interval(s) required",
+                        self.cfg.min_residency
                     );
                     let fields =
                         move_fields(d, &m, self.cfg.dry_run, vec![("reason", json!(reason))]);
@@ -457,20 +491,22 @@ impl<E> AgentObserver<'_, E> {
                 ),
                 (None, None) => format!("{} placement", d.policy),
             };
-            let msg = if applied {
-                "moved task"
-            } else {
-                "would move task (dry run)"
+            let msg = match (applied, m.tid.is_some()) {
+                (true, false) => "moved task",
+                (true, true) => "moved thread",
+                (false, false) => "would move task (dry run)",
+                (false, true) => "would move thread (dry run)",
             };
             // A dry run's decision is said once; while the policy keeps proposing the same
             // move every interval (nothing is applied, so nothing changes) it is debug only.
             let mut level = Level::Info;
             if !applied {
+                let key = (m.task, m.tid);
                 let repeat = self
                     .said
-                    .get(&m.task)
+                    .get(&key)
                     .is_some_and(|(to, last)| *to == m.to && last + 1 == d.interval);
-                self.said.insert(m.task, (m.to.clone(), d.interval));
+                self.said.insert(key, (m.to.clone(), d.interval));
                 if repeat {
                     level = Level::Debug;
                 }
@@ -790,6 +826,18 @@ pub fn run_on_host_with(
                         ],
                     );
                 }
+                for g in &sweep.skipped {
+                    log.emit(
+                        Level::Info,
+                        "thread_gone",
+                        "the thread had exited before its move: skipped (not an error)",
+                        &[
+                            ("pid", json!(g.pid)),
+                            ("tid", json!(g.tid)),
+                            ("to", json!(g.cpus.to_list())),
+                        ],
+                    );
+                }
                 for o in &sweep.overrides {
                     log.emit(
                     Level::Warn,
@@ -1007,5 +1055,80 @@ mod tests {
         .expect("loop");
         let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
         assert_eq!(text.matches("\"event\":\"decision\"").count(), 10, "{text}");
+    }
+
+    /// Places two threads of task 1 apart, with a reason per thread.
+    struct SplitThreads;
+    impl Policy for SplitThreads {
+        fn name(&self) -> &str {
+            "split"
+        }
+        fn required_events(&self) -> Vec<&'static str> {
+            Vec::new()
+        }
+        fn decide(
+            &mut self,
+            _t: &counterpoint_core::topology::Topology,
+            _o: &Observation,
+        ) -> Vec<Action> {
+            (0..2)
+                .map(|i| Action::SetThreadAffinity {
+                    task: TaskId(1),
+                    tid: 10 + i,
+                    cpus: CpuSet::single(i as u32),
+                })
+                .collect()
+        }
+        fn reason(&self, action: &Action) -> Option<String> {
+            action
+                .thread()
+                .map(|t| format!("thread {t} runs role {}", t - 10))
+        }
+    }
+
+    #[test]
+    fn a_dry_run_says_each_thread_decision_once_with_its_reason() {
+        use counterpoint_core::testutils::ScriptedMachine;
+        let mut machine = ScriptedMachine::new(1, 2, 1, 1);
+        let buf = Buf::default();
+        let mut log = Logger::new(Box::new(buf.clone()), true, Level::Info);
+        let cfg = LoopConfig {
+            interval_ns: 1_000_000_000,
+            min_residency: 3,
+            dry_run: true,
+            max_intervals: Some(4),
+            real_time: false,
+        };
+        run_loop(
+            &mut machine,
+            &mut SplitThreads,
+            &cfg,
+            &mut log,
+            &|_| false,
+            &mut |_, _| Ok(()),
+        )
+        .expect("loop");
+        assert!(machine.applied.is_empty());
+        let text = String::from_utf8(buf.0.lock().expect("lock").clone()).expect("utf8");
+        let decisions: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+            .filter(|v| v["event"] == "decision")
+            .collect();
+        // Two threads of one task: two decisions (one per thread, not one per task), once.
+        assert_eq!(decisions.len(), 2, "{text}");
+        for (i, d) in decisions.iter().enumerate() {
+            assert_eq!(d["interval"], 1, "{d}");
+            assert_eq!(d["action"], "set_thread_affinity", "{d}");
+            assert_eq!(d["task"], 1, "{d}");
+            assert_eq!(d["tid"], 10 + i as u64, "{d}");
+            assert_eq!(d["to"], i.to_string(), "{d}");
+            assert_eq!(d["message"], "would move thread (dry run)", "{d}");
+            assert_eq!(
+                d["reason"],
+                format!("split: thread {} runs role {i}", 10 + i),
+                "{d}"
+            );
+        }
     }
 }

@@ -175,6 +175,17 @@ impl CodeSampling {
             out.entry(pid)
                 .or_insert_with(|| TaskCode::from_threads(Vec::new(), visible, period));
         }
+        // Each listed thread's affinity now, so a thread-level action that is already in
+        // place is filtered as a no-op (a thread that exited since is left out).
+        for (pid, tids) in threads {
+            if let Some(code) = out.get_mut(pid) {
+                for &tid in tids {
+                    if let Ok(a) = crate::affinity::get(tid) {
+                        code.thread_affinity.insert(u64::from(tid), a);
+                    }
+                }
+            }
+        }
         out
     }
 }

@@ -131,6 +131,10 @@ pub struct ThreadEntry {
     /// Someone else set this affinity after our change: never touched or restored again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_set: Option<CpuSet>,
+    /// The last change was to this thread on its own (a thread-level action), not to its whole
+    /// process; a later process-level change clears it. Restoring treats both alike.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub thread_level: bool,
 }
 
 /// What the journal file holds.
@@ -556,28 +560,32 @@ impl Journal {
         Ok(())
     }
 
-    /// The original and applied set of a process we pinned (its main thread's entry, else any
-    /// of its threads that the user did not re-pin).
-    fn process_pin(&self, pid: u32) -> Option<(CpuSet, CpuSet, Option<u64>)> {
-        // A thread the user re-pinned no longer speaks for the process.
+    /// The (original, applied, pinned at) sets we gave threads of `pid`, for telling a thread
+    /// born pinned from one that was not: the main thread's entry first, then the others' in
+    /// thread order, each distinct applied set once. A thread placed on its own (thread-level)
+    /// gives the threads it starts its set, so its entry counts too. A thread the user re-pinned
+    /// no longer speaks for the process.
+    fn process_pins(&self, pid: u32) -> Vec<(CpuSet, CpuSet, Option<u64>)> {
         let pick = |e: &ThreadEntry| {
             e.applied
                 .clone()
                 .filter(|_| e.user_set.is_none())
                 .map(|a| (e.original.clone(), a, e.pinned_at_ticks))
         };
-        self.data
-            .threads
-            .get(&pid)
-            .filter(|e| e.pid == pid)
-            .and_then(pick)
-            .or_else(|| {
-                self.data
-                    .threads
-                    .values()
-                    .filter(|e| e.pid == pid)
-                    .find_map(pick)
-            })
+        let main = self.data.threads.get(&pid).filter(|e| e.pid == pid);
+        let mut out: Vec<(CpuSet, CpuSet, Option<u64>)> = Vec::new();
+        for p in main.and_then(pick).into_iter().chain(
+            self.data
+                .threads
+                .values()
+                .filter(|e| e.pid == pid)
+                .filter_map(pick),
+        ) {
+            if !out.iter().any(|o| o.1 == p.1) {
+                out.push(p);
+            }
+        }
+        out
     }
 
     /// Whether someone else changed a thread of `pid` after we did (we leave it alone).
@@ -599,16 +607,38 @@ impl Journal {
         self.before_change_all(pid, &[tid], target)
     }
 
-    /// [`Journal::before_change`] for several threads of one process, with one write. A thread
-    /// not yet journaled that carries the set we gave its process was born after the pin: its
-    /// original is the process's.
+    /// [`Journal::before_change`] for several threads of one process, with one write (a
+    /// process-level change: a thread-level mark left by an earlier thread action is
+    /// cleared). A thread not yet journaled that carries a set we gave its process was born
+    /// after the pin: its original is the process's.
     pub fn before_change_all(
         &mut self,
         pid: u32,
         tids: &[u32],
         target: &CpuSet,
     ) -> Result<(), JournalError> {
-        let pin = self.process_pin(pid);
+        self.announce(pid, tids, target, false)
+    }
+
+    /// Record that we are about to set thread `tid` of `pid` on its own (a thread-level
+    /// action) to `target`; as [`Journal::before_change`] otherwise.
+    pub fn before_thread_change(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        target: &CpuSet,
+    ) -> Result<(), JournalError> {
+        self.announce(pid, &[tid], target, true)
+    }
+
+    fn announce(
+        &mut self,
+        pid: u32,
+        tids: &[u32],
+        target: &CpuSet,
+        thread_level: bool,
+    ) -> Result<(), JournalError> {
+        let pins = self.process_pins(pid);
         for &tid in tids {
             if !self.data.threads.contains_key(&tid) {
                 let current = match affinity::get(tid) {
@@ -616,9 +646,9 @@ impl Journal {
                     // Gone already: nothing to journal; the set call will report it.
                     Err(_) => continue,
                 };
-                let (original, inherited_from) = match &pin {
-                    Some((orig, applied, _)) if *applied == current => (orig.clone(), Some(pid)),
-                    _ => (current, None),
+                let (original, inherited_from) = match pins.iter().find(|p| p.1 == current) {
+                    Some((orig, _, _)) => (orig.clone(), Some(pid)),
+                    None => (current, None),
                 };
                 let st = self.proc_.thread_stat(pid, tid);
                 self.data.threads.insert(
@@ -633,12 +663,14 @@ impl Journal {
                         pinned_at_ticks: None,
                         inherited_from,
                         user_set: None,
+                        thread_level,
                     },
                 );
             }
             if let Some(e) = self.data.threads.get_mut(&tid) {
                 if e.user_set.is_none() {
                     e.pending = Some(target.clone());
+                    e.thread_level = thread_level;
                 }
             }
         }
@@ -718,14 +750,16 @@ impl Journal {
     /// when it carries exactly the set we gave its origin and (for a child process) started
     /// after the pin. Saved when anything was found.
     pub fn adopt_new_tasks(&mut self) -> Result<Vec<Adopted>, JournalError> {
-        let pinned: BTreeMap<u32, (CpuSet, CpuSet, Option<u64>)> = self
+        type Pins = Vec<(CpuSet, CpuSet, Option<u64>)>;
+        let pinned: BTreeMap<u32, Pins> = self
             .data
             .threads
             .values()
             .map(|e| e.pid)
             .collect::<BTreeSet<u32>>()
             .into_iter()
-            .filter_map(|pid| self.process_pin(pid).map(|p| (pid, p)))
+            .map(|pid| (pid, self.process_pins(pid)))
+            .filter(|(_, p)| !p.is_empty())
             .collect();
         if pinned.is_empty() {
             return Ok(Vec::new());
@@ -756,8 +790,8 @@ impl Journal {
                     if parent <= 1 {
                         break;
                     }
-                    if let Some((_, _, at)) = pinned.get(&parent) {
-                        if at.map_or(true, |t| start >= t) {
+                    if let Some(pins) = pinned.get(&parent) {
+                        if pins.iter().any(|p| p.2.map_or(true, |t| start >= t)) {
                             origin = Some(parent);
                         }
                         break;
@@ -767,14 +801,23 @@ impl Journal {
                 origin
             };
             let Some(origin) = origin else { continue };
-            let (original, applied, at) = &pinned[&origin];
+            let child_start = (origin != pid)
+                .then(|| ppid.get(&pid).map(|p| p.1))
+                .flatten();
             for tid in self.proc_.threads(pid) {
                 if self.data.threads.contains_key(&tid) {
                     continue;
                 }
-                if affinity::get(tid).ok().as_ref() != Some(applied) {
+                let Ok(current) = affinity::get(tid) else {
                     continue;
-                }
+                };
+                // The set of the thread (or process) it was born from: any set we gave a
+                // thread of its origin (a child process: one given before it started).
+                let Some((original, applied, at)) = pinned[&origin].iter().find(|p| {
+                    p.1 == current && child_start.map_or(true, |s| p.2.map_or(true, |t| s >= t))
+                }) else {
+                    continue;
+                };
                 let st = self.proc_.thread_stat(pid, tid);
                 self.data.threads.insert(
                     tid,
@@ -788,6 +831,7 @@ impl Journal {
                         pinned_at_ticks: *at,
                         inherited_from: Some(origin),
                         user_set: None,
+                        thread_level: false,
                     },
                 );
                 found.push(Adopted {
@@ -892,6 +936,7 @@ mod tests {
             pinned_at_ticks: None,
             inherited_from: None,
             user_set: None,
+            thread_level: false,
         }
     }
 
@@ -1117,6 +1162,16 @@ mod tests {
         assert_eq!(fs::read(&p).expect("read").len(), 0);
     }
 
+    /// Tests that pin threads of this test process take this: each one's adoption sweep
+    /// looks at every thread of the process and would adopt the other's pinned threads.
+    static PINS_THIS_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn pins_this_process() -> std::sync::MutexGuard<'static, ()> {
+        PINS_THIS_PROCESS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn gettid() -> u32 {
         // SAFETY: gettid has no preconditions.
         unsafe { libc::gettid() as u32 }
@@ -1126,6 +1181,7 @@ mod tests {
     /// original of its process; a thread re-pinned by "someone else" is recorded and left alone.
     #[test]
     fn adoption_and_overrides_on_real_threads() {
+        let _serial = pins_this_process();
         let online = affinity::online_cpus();
         if online.len() < 2 {
             return;
@@ -1184,6 +1240,78 @@ mod tests {
         assert_eq!(affinity::get(ctid).expect("get"), c1);
         go_tx.send(()).expect("end");
         parent.join().expect("join");
+    }
+
+    /// Two threads of this test process placed apart on their own (thread-level); a thread
+    /// born from the second inherits *its* set and is adopted with its original (not missed
+    /// because the first thread's set is the one found for the process).
+    #[test]
+    fn a_thread_born_from_a_thread_placed_on_its_own_is_adopted() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let (c0, c1) = (
+            CpuSet::single(online.first().expect("cpu")),
+            CpuSet::single(online.iter().nth(1).expect("cpu")),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let tx1 = tx.clone();
+        let first = std::thread::spawn(move || {
+            let _ = tx1.send(gettid());
+            let _ = end_rx.recv();
+        });
+        let a = rx.recv().expect("tid");
+        let second = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = go_rx.recv();
+            let tx2 = tx.clone();
+            let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+            let child = std::thread::spawn(move || {
+                let _ = tx2.send(gettid());
+                let _ = stop_rx.recv();
+            });
+            // Wait for the test's word (the sender is dropped at the end) then stop the child.
+            let _ = go_rx.recv();
+            let _ = stop_tx.send(());
+            let _ = child.join();
+        });
+        let b = rx.recv().expect("tid");
+        let original = affinity::get(b).expect("get");
+        for (tid, set) in [(a, &c0), (b, &c1)] {
+            j.before_thread_change(pid, tid, set).expect("before");
+            let applied = affinity::set(tid, set, &online).expect("set");
+            j.after_change(tid, Some(&applied)).expect("after");
+        }
+        assert!(j.data().threads[&a].thread_level && j.data().threads[&b].thread_level);
+        go_tx.send(()).expect("go");
+        let c = rx.recv().expect("child tid");
+        let adopted = j.adopt_new_tasks().expect("adopt");
+        assert!(
+            adopted
+                .iter()
+                .any(|x| x.tid == c && x.original == original && x.from_pid == pid),
+            "{adopted:?}"
+        );
+        let r = j.restore_all(&online);
+        for t in [a, b, c] {
+            assert!(r.restored.iter().any(|(x, _)| *x == t), "{t}: {r:?}");
+        }
+        assert_eq!(
+            affinity::get(c).expect("get"),
+            original.intersection(&online)
+        );
+        drop(go_tx);
+        let _ = end_tx.send(());
+        first.join().expect("join");
+        second.join().expect("join");
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! accounting in `/proc` (exact, counted fraction 1). Actions set the affinity of every thread
 //! of a process, journaled first.
 
+mod threads;
+pub use threads::SkippedThread;
+
 use crate::affinity::{self, AffinityError};
 use crate::journal::{Adopted, Journal, JournalError, Override, RestoreReport};
 use crate::perf::{
@@ -81,6 +84,8 @@ pub struct Host {
     hw_group: Vec<(&'static str, PerfEvent)>,
     /// Overrides found while applying an action, reported by the next [`Host::sweep`].
     found_overrides: Vec<Override>,
+    /// Thread-level changes whose thread had exited, reported by the next [`Host::sweep`].
+    skipped_threads: Vec<SkippedThread>,
     /// When the counters in `prev` were read: deltas cover the time since then, which is longer
     /// than the wait in `advance` by whatever the caller did in between.
     prev_read: Instant,
@@ -180,6 +185,7 @@ impl Host {
             perf_off_reason: None,
             hw_group: Vec::new(),
             found_overrides: Vec::new(),
+            skipped_threads: Vec::new(),
             thread_lists: BTreeMap::new(),
             intervals: 0,
             wait_slice: Duration::from_secs(1),
@@ -448,7 +454,12 @@ impl Host {
         let mut overrides = std::mem::take(&mut self.found_overrides);
         overrides.extend(j.detect_overrides()?);
         let adopted = j.adopt_new_tasks()?;
-        Ok(Sweep { adopted, overrides })
+        let skipped = std::mem::take(&mut self.skipped_threads);
+        Ok(Sweep {
+            adopted,
+            overrides,
+            skipped,
+        })
     }
 
     /// Whether the agent leaves `pid` alone because someone else set its affinity.
@@ -686,6 +697,8 @@ pub struct Sweep {
     pub adopted: Vec<Adopted>,
     /// Tasks someone else re-pinned after us, now left alone.
     pub overrides: Vec<Override>,
+    /// Thread-level changes skipped because the thread had exited.
+    pub skipped: Vec<SkippedThread>,
 }
 
 /// How the watched threads are counted.
@@ -1037,6 +1050,9 @@ impl Machine for Host {
         match action {
             Action::SetAffinity { task, cpus } => {
                 self.set_process_affinity(task.0 as u32, cpus)?;
+            }
+            Action::SetThreadAffinity { task, tid, cpus } => {
+                self.set_thread_affinity(task.0 as u32, *tid, cpus)?;
             }
             Action::Swap { a, b } => {
                 let (pa, pb) = (a.0 as u32, b.0 as u32);

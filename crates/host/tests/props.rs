@@ -47,6 +47,7 @@ proptest! {
                     (tid, ThreadEntry {
                         pid, comm, starttime_ticks: st, original, applied, pending,
                         pinned_at_ticks: Some(st / 2), inherited_from: None, user_set,
+                        thread_level: st % 2 == 0,
                     })
                 })
                 .collect(),

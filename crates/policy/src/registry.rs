@@ -410,7 +410,7 @@ pub const REGISTRY: &[Entry] = &[
         name: "schedtask",
         level: Level::Epoch,
         events: &[event::TASK_CLOCK],
-        description: "tasks whose sampled code pages overlap share cores, cores per group in proportion to CPU time (live heatmaps)",
+        description: "threads whose sampled code pages overlap share cores (per-thread affinity, across processes), cores per group in proportion to CPU time (live heatmaps)",
         paper: SCHEDTASK,
         needs: &[],
         options: &[],

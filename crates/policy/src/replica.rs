@@ -283,6 +283,8 @@ impl Policy for Replica {
         match action {
             Action::SetAffinity { task, .. } => self.reasons.get(task).cloned(),
             Action::Swap { a, .. } => self.reasons.get(a).cloned(),
+            // Never asked for by this policy.
+            Action::SetThreadAffinity { .. } => None,
         }
     }
 }
@@ -350,7 +352,9 @@ mod tests {
         actions
             .iter()
             .map(|a| match a {
-                Action::SetAffinity { cpus, .. } => cpus.to_list(),
+                Action::SetAffinity { cpus, .. } | Action::SetThreadAffinity { cpus, .. } => {
+                    cpus.to_list()
+                }
                 Action::Swap { .. } => "swap".into(),
             })
             .collect()

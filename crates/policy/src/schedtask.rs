@@ -1,35 +1,41 @@
 //! `schedtask`: SchedTask's allocation (seed 004, Kallurkar & Sarangi; docs/schedtask.md) made
-//! an epoch-level affinity policy: tasks that execute the same code pages share cores, so each
-//! core's instruction cache holds fewer distinct footprints.
+//! an epoch-level affinity policy over *threads*: threads that execute the same code pages share
+//! cores, whichever process they belong to, so each core's instruction cache holds fewer
+//! distinct footprints; a process whose threads run different code (I/O threads beside a
+//! compute pool) is split across cores.
 //!
-//! Each interval the observation carries every task's sampled code heatmap
-//! ([`TaskObservation::code`], filled by the host only for policies that ask:
-//! [`Policy::wants_code_heatmaps`]). The policy
+//! Each interval the observation carries every task's sampled code heatmap with one map per
+//! thread ([`TaskObservation::code`], [`TaskCode::threads`], filled by the host only for
+//! policies that ask: [`Policy::wants_code_heatmaps`]). The policy
 //!
-//! 1. **groups** tasks by overlap: tasks are taken from the most to the least CPU time; each
-//!    joins the group whose heatmap (the union of its members') is most similar to its own, if
-//!    that similarity is at least [`SchedTask::join_similarity`]; otherwise it starts a group.
-//!    The paper's overlap is `popcount(A AND B)`; the similarity divides it by
-//!    `popcount(A OR B)` (Jaccard), so maps of different sizes compare on one scale and a task
-//!    with one or two hot pages does not join a large group on one chance collision of the
-//!    512-bit hash.
+//! 1. **groups** threads by overlap: threads are taken from the most to the least CPU time;
+//!    each joins the group whose heatmap (the union of its members') is most similar to its
+//!    own, if that similarity is at least [`SchedTask::join_similarity`]; otherwise it starts a
+//!    group. The paper's overlap is `popcount(A AND B)`; the similarity divides it by
+//!    `popcount(A OR B)` (Jaccard), so maps of different sizes compare on one scale and a
+//!    thread with one or two hot pages does not join a large group on one chance collision of
+//!    the 512-bit hash.
 //! 2. **allocates cores as TAlloc does**: each group gets cores in proportion to its share of
-//!    last interval's CPU time (whole cores by largest remainder, at least one each while there
-//!    are as many cores as groups). With more groups than cores, the busiest groups seed one core
+//!    the CPU time (whole cores by largest remainder, at least one each while there are as
+//!    many cores as groups). With more groups than cores, the busiest groups seed one core
 //!    each and every other group joins the core whose groups overlap its heatmap most (the
 //!    paper's packing of fractional types by the overlap table); ties go to the least loaded.
-//! 3. **pins** every task of a group to its group's cores (all their SMT siblings). Groups are
-//!    laid out over the cores in the order of their lowest task id, so a steady workload keeps
-//!    the same cores from one interval to the next.
+//! 3. **pins** each thread to its group's cores (all their SMT siblings) with
+//!    [`Action::SetThreadAffinity`]; a process whose grouped threads all landed in one group
+//!    gets one [`Action::SetAffinity`] instead (one action, and its idle threads go along, as
+//!    a whole process would). Groups are laid out over the cores in the order of their lowest
+//!    (task, thread), so a steady workload keeps the same cores from one interval to the next.
 //!
-//! A task's map is the union of its last [`SchedTask::history_intervals`] intervals' maps:
-//! sampling sees a few hundred instructions of a task per interval, so one interval's map is a
-//! random subset of its pages. Tasks without a heatmap, or with fewer than
-//! [`SchedTask::min_samples`] samples over those intervals (idle, or just started), are left
-//! alone. With a single group every task gets every core (what the paper's allocation gives
-//! one type), so a homogeneous workload is not pinned.
-//! On a live host a task is a process: its threads share one affinity, and their heatmaps are
-//! merged. The simulator's observations carry no heatmaps, so there the policy does nothing.
+//! A thread's map is the union of its last [`SchedTask::history_intervals`] intervals' maps
+//! (sampling sees a few hundred instructions of a thread per interval, so one interval's map is
+//! a random subset of its pages), and its CPU time is the mean over the same intervals (a
+//! thread's share of its task's task-clock by its share of the task's samples; samples times
+//! the period without task-clock), so one noisy interval does not move cores between groups.
+//! Threads with fewer than [`SchedTask::min_samples`] samples over those intervals, or without
+//! a map, are left alone; a thread with no sample for that many intervals (exited, or asleep)
+//! is forgotten. With a single group every thread gets every core (what the paper's allocation
+//! gives one type), so a homogeneous workload is not pinned. The simulator's observations
+//! carry no heatmaps, so there the policy does nothing.
 
 use crate::signal;
 use counterpoint_core::action::Action;
@@ -37,28 +43,53 @@ use counterpoint_core::cpuset::CpuSet;
 use counterpoint_core::event;
 use counterpoint_core::heatmap::PageHeatmap;
 use counterpoint_core::machine::Policy;
-use counterpoint_core::observation::{Observation, TaskObservation};
+use counterpoint_core::observation::Observation;
 use counterpoint_core::superfunction::CodeHeatmap;
 use counterpoint_core::task::TaskId;
 use counterpoint_core::topology::Topology;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// A thread: its task (process) and its thread id.
+pub type ThreadKey = (TaskId, u64);
+
+/// One interval of a thread's history.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    user: PageHeatmap,
+    kernel: PageHeatmap,
+    user_samples: u64,
+    kernel_samples: u64,
+    /// Estimated CPU time over the interval, ns.
+    time_ns: f64,
+}
 
 /// The SchedTask affinity policy.
 #[derive(Clone, Debug)]
 pub struct SchedTask {
-    /// A task joins a group when overlap / union of its map and the group's is at least this.
+    /// A thread joins a group when overlap / union of its map and the group's is at least
+    /// this.
     pub join_similarity: f64,
-    /// Samples a task needs over its remembered intervals to be grouped (fewer: its map says
-    /// too little).
+    /// Samples a thread needs over its remembered intervals to be grouped (fewer: its map
+    /// says too little).
     pub min_samples: u64,
-    /// A task's map is the union of its last this many intervals' maps (1 = the paper's
-    /// per-epoch reset). Sampling sees a few hundred of a task's instructions per interval
+    /// A thread's user (or kernel) pages are part of its map only when user (kernel) mode
+    /// holds at least this share of its samples over the remembered intervals.
+    pub min_mode_share: f64,
+    /// A thread's map is the union of its last this many intervals' maps (1 = the paper's
+    /// per-epoch reset). Sampling sees a few hundred of a thread's instructions per interval
     /// where the paper's hardware sees all of them, so one interval's map is a small random
-    /// subset of the pages and two tasks running the same code would look unlike.
+    /// subset of the pages and two threads running the same code would look unlike. Also how
+    /// long a thread without samples is remembered.
     pub history_intervals: usize,
-    /// Per task, its last intervals' (map, samples), newest last.
-    history: BTreeMap<TaskId, VecDeque<(PageHeatmap, u64)>>,
-    reasons: BTreeMap<TaskId, String>,
+    /// With more groups than cores, a group that seeded a core last interval ranks for a
+    /// seed with its CPU time times this (ours: 1.5), so load noise does not swap seeds.
+    pub seed_stickiness: f64,
+    /// Per thread, its last intervals, newest last.
+    history: BTreeMap<ThreadKey, VecDeque<Seen>>,
+    /// The first threads of the groups that seeded the cores last interval.
+    seeds: BTreeSet<ThreadKey>,
+    /// Reasons of the last decision: per task (`None`, a process-level action) or thread.
+    reasons: BTreeMap<(TaskId, Option<u64>), String>,
     last: Vec<Group>,
 }
 
@@ -67,87 +98,167 @@ impl Default for SchedTask {
         Self {
             join_similarity: 0.3,
             min_samples: 20,
+            min_mode_share: 0.1,
             history_intervals: 5,
+            seed_stickiness: 1.5,
             history: BTreeMap::new(),
+            seeds: BTreeSet::new(),
             reasons: BTreeMap::new(),
             last: Vec::new(),
         }
     }
 }
 
-/// One group of tasks with overlapping code, and the cores it was given.
+/// One group of threads with overlapping code, and the cores it was given.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     /// Members, ascending.
-    pub tasks: Vec<TaskId>,
+    pub threads: Vec<ThreadKey>,
     /// Union of the members' heatmaps (user and kernel pages).
     pub map: PageHeatmap,
-    /// The members' code merged (for the dominant SuperFunction).
+    /// The members' code of the last interval merged (for the dominant SuperFunction).
     pub code: CodeHeatmap,
-    /// CPU time of the members over the interval, ns.
+    /// Estimated CPU time of the members per interval, ns.
     pub time_ns: f64,
     /// Per member, its similarity (overlap / union) to the group's map when it joined (1 for
-    /// the task that started the group).
-    pub join_similarity: BTreeMap<TaskId, f64>,
+    /// the thread that started the group).
+    pub join_similarity: BTreeMap<ThreadKey, f64>,
     /// Indices into the topology's cores.
     pub cores: Vec<usize>,
 }
 
-/// CPU time of a task over the interval: task-clock, else its samples times the period.
-fn time_ns(t: &TaskObservation) -> f64 {
-    t.sample.get(event::TASK_CLOCK).unwrap_or_else(|| {
-        t.code
-            .as_ref()
-            .map_or(0.0, |c| (c.total.samples() * c.period_ns) as f64)
-    })
+impl Group {
+    /// The tasks with a member in this group, ascending.
+    pub fn tasks(&self) -> Vec<TaskId> {
+        let s: BTreeSet<TaskId> = self.threads.iter().map(|t| t.0).collect();
+        s.into_iter().collect()
+    }
+}
+
+/// A grouping candidate.
+struct Candidate<'a> {
+    key: ThreadKey,
+    code: Option<&'a CodeHeatmap>,
+    time_ns: f64,
+    map: PageHeatmap,
 }
 
 impl SchedTask {
-    /// The groups and core allocation for `observation` on `topology` (what [`Policy::decide`]
-    /// applies; public for tests and logs).
-    pub fn plan(&mut self, topology: &Topology, observation: &Observation) -> Vec<Group> {
-        // Remember this interval's maps; forget tasks no longer observed with a map.
+    /// Threads remembered now (bounded: a thread without samples for
+    /// [`Self::history_intervals`] intervals, or whose task is gone, is forgotten).
+    pub fn remembered_threads(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Remember this interval's per-thread maps and times; forget threads of tasks no longer
+    /// observed with a map, and threads with no sample over the whole history.
+    fn remember(&mut self, observation: &Observation) {
         let keep = self.history_intervals.max(1);
-        self.history.retain(|id, _| {
-            observation
-                .task(*id)
-                .is_some_and(|t| signal::is_live(t) && t.code.is_some())
-        });
-        for t in observation.tasks.iter().filter(|t| signal::is_live(t)) {
-            if let Some(c) = &t.code {
-                let h = self.history.entry(t.id).or_default();
-                h.push_back((c.total.combined(), c.total.samples()));
-                while h.len() > keep {
-                    h.pop_front();
-                }
-            }
-        }
-        let history = &self.history;
-        let mut cands: Vec<(&TaskObservation, &CodeHeatmap, f64, PageHeatmap)> = observation
+        let live: BTreeMap<TaskId, _> = observation
             .tasks
             .iter()
             .filter(|t| signal::is_live(t))
-            .filter_map(|t| {
-                let c = &t.code.as_ref()?.total;
-                let h = history.get(&t.id)?;
-                let mut map = PageHeatmap::new();
-                for (m, _) in h {
-                    map.union_with(m);
+            .filter_map(|t| Some((t.id, (t, t.code.as_ref()?))))
+            .collect();
+        self.history.retain(|k, _| live.contains_key(&k.0));
+        for (&id, (t, code)) in &live {
+            let total = code.total.samples();
+            // The task's CPU time, split among its threads by their samples.
+            let task_ns = t.sample.get(event::TASK_CLOCK);
+            let mut seen_now = BTreeSet::new();
+            for th in &code.threads {
+                let n = th.code.samples();
+                let time_ns = match task_ns {
+                    Some(ns) if total > 0 => ns * n as f64 / total as f64,
+                    _ => (n * code.period_ns) as f64,
+                };
+                let h = self.history.entry((id, th.tid)).or_default();
+                h.push_back(Seen {
+                    user: th.code.user,
+                    kernel: th.code.kernel,
+                    user_samples: th.code.user_samples,
+                    kernel_samples: th.code.kernel_samples,
+                    time_ns,
+                });
+                seen_now.insert(th.tid);
+            }
+            // Threads of this task without samples this interval age by one empty interval.
+            for (k, h) in self.history.range_mut((id, 0)..=(id, u64::MAX)) {
+                if !seen_now.contains(&k.1) {
+                    h.push_back(Seen {
+                        user: PageHeatmap::new(),
+                        kernel: PageHeatmap::new(),
+                        user_samples: 0,
+                        kernel_samples: 0,
+                        time_ns: 0.0,
+                    });
                 }
-                let samples: u64 = h.iter().map(|e| e.1).sum();
-                (samples >= self.min_samples && !map.is_empty()).then(|| (t, c, time_ns(t), map))
+            }
+        }
+        for h in self.history.values_mut() {
+            while h.len() > keep {
+                h.pop_front();
+            }
+        }
+        self.history
+            .retain(|_, h| h.iter().any(|s| s.user_samples + s.kernel_samples > 0));
+    }
+
+    /// The groups and core allocation for `observation` on `topology` (what [`Policy::decide`]
+    /// applies; public for tests and logs).
+    pub fn plan(&mut self, topology: &Topology, observation: &Observation) -> Vec<Group> {
+        self.remember(observation);
+        // This interval's code of each thread, for the groups' dominant kinds.
+        let mut now: BTreeMap<ThreadKey, &CodeHeatmap> = BTreeMap::new();
+        for t in observation.tasks.iter().filter(|t| signal::is_live(t)) {
+            if let Some(c) = &t.code {
+                for th in &c.threads {
+                    now.insert((t.id, th.tid), &th.code);
+                }
+            }
+        }
+        let mut cands: Vec<Candidate<'_>> = self
+            .history
+            .iter()
+            .filter_map(|(&key, h)| {
+                let (mut user, mut kernel) = (PageHeatmap::new(), PageHeatmap::new());
+                for s in h {
+                    user.union_with(&s.user);
+                    kernel.union_with(&s.kernel);
+                }
+                let user_samples: u64 = h.iter().map(|s| s.user_samples).sum();
+                let kernel_samples: u64 = h.iter().map(|s| s.kernel_samples).sum();
+                let samples = user_samples + kernel_samples;
+                // A mode with a small share of the thread's samples is other SuperFunctions
+                // landing in it (a compute thread's timer interrupts and page faults): its few
+                // scattered pages would make two threads running the same code look unlike.
+                let min = self.min_mode_share * samples as f64;
+                let mut map = PageHeatmap::new();
+                if user_samples as f64 >= min {
+                    map.union_with(&user);
+                }
+                if kernel_samples as f64 >= min {
+                    map.union_with(&kernel);
+                }
+                let time_ns = h.iter().map(|s| s.time_ns).sum::<f64>() / h.len().max(1) as f64;
+                (samples >= self.min_samples && !map.is_empty()).then(|| Candidate {
+                    key,
+                    code: now.get(&key).copied(),
+                    time_ns,
+                    map,
+                })
             })
             .collect();
-        cands.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.id.cmp(&b.0.id)));
+        cands.sort_by(|a, b| b.time_ns.total_cmp(&a.time_ns).then(a.key.cmp(&b.key)));
         let mut groups: Vec<Group> = Vec::new();
-        for (t, code, time, map) in cands {
+        for c in cands {
             let best = groups
                 .iter()
                 .enumerate()
                 .map(|(i, g)| {
                     let mut union = g.map;
-                    union.union_with(&map);
-                    let both = f64::from(g.map.overlap(&map));
+                    union.union_with(&c.map);
+                    let both = f64::from(g.map.overlap(&c.map));
                     (i, both / f64::from(union.popcount().max(1)))
                 })
                 .fold(None::<(usize, f64)>, |acc, (i, s)| match acc {
@@ -157,36 +268,46 @@ impl SchedTask {
             match best {
                 Some((i, share)) if share >= self.join_similarity => {
                     let g = &mut groups[i];
-                    g.tasks.push(t.id);
-                    g.map.union_with(&map);
-                    g.code.merge(code);
-                    g.time_ns += time;
-                    g.join_similarity.insert(t.id, share);
+                    g.threads.push(c.key);
+                    g.map.union_with(&c.map);
+                    if let Some(code) = c.code {
+                        g.code.merge(code);
+                    }
+                    g.time_ns += c.time_ns;
+                    g.join_similarity.insert(c.key, share);
                 }
                 _ => groups.push(Group {
-                    tasks: vec![t.id],
-                    map,
-                    code: code.clone(),
-                    time_ns: time,
-                    join_similarity: BTreeMap::from([(t.id, 1.0)]),
+                    threads: vec![c.key],
+                    map: c.map,
+                    code: c.code.cloned().unwrap_or_else(|| CodeHeatmap::new(false)),
+                    time_ns: c.time_ns,
+                    join_similarity: BTreeMap::from([(c.key, 1.0)]),
                     cores: Vec::new(),
                 }),
             }
         }
         for g in &mut groups {
-            g.tasks.sort();
+            g.threads.sort();
         }
-        groups.sort_by_key(|g| g.tasks[0]);
+        groups.sort_by_key(|g| g.threads[0]);
         let ncores = topology.cores().len();
-        allocate(&mut groups, ncores);
+        self.seeds = allocate(&mut groups, ncores, &self.seeds, self.seed_stickiness);
         groups
     }
 }
 
 /// TAlloc over `n` cores: cores in proportion to time, contiguous, in group order.
-fn allocate(groups: &mut [Group], n: usize) {
+/// With more groups than cores, the groups that seeded a core last time (by their first
+/// thread, in `prev_seeds`) rank with their time times `stickiness`; the seeds' first threads
+/// are returned (empty otherwise).
+fn allocate(
+    groups: &mut [Group],
+    n: usize,
+    prev_seeds: &BTreeSet<ThreadKey>,
+    stickiness: f64,
+) -> BTreeSet<ThreadKey> {
     if groups.is_empty() || n == 0 {
-        return;
+        return BTreeSet::new();
     }
     let total: f64 = groups.iter().map(|g| g.time_ns).sum();
     let ideal: Vec<f64> = groups
@@ -231,15 +352,23 @@ fn allocate(groups: &mut [Group], n: usize) {
             g.cores = (next..next + c).collect();
             next += c;
         }
-        return;
+        return BTreeSet::new();
     }
     // More groups than cores: the busiest seed the cores (in group order), the others join the
     // core whose groups overlap them most, ties to the least loaded, then the lower core.
+    // A seed keeps its core unless another group is clearly busier: the ranking by time
+    // alone flipped with load noise live and moved the packed groups with it.
+    let rank = |g: &Group| {
+        if prev_seeds.contains(&g.threads[0]) {
+            g.time_ns * stickiness
+        } else {
+            g.time_ns
+        }
+    };
     let mut by_time: Vec<usize> = (0..groups.len()).collect();
     by_time.sort_by(|&a, &b| {
-        groups[b]
-            .time_ns
-            .total_cmp(&groups[a].time_ns)
+        rank(&groups[b])
+            .total_cmp(&rank(&groups[a]))
             .then(a.cmp(&b))
     });
     let mut seeds: Vec<usize> = by_time[..n].to_vec();
@@ -266,6 +395,7 @@ fn allocate(groups: &mut [Group], n: usize) {
         core_map[c].union_with(&m);
         core_load[c] += groups[gi].time_ns;
     }
+    seeds.iter().map(|&gi| groups[gi].threads[0]).collect()
 }
 
 impl Policy for SchedTask {
@@ -286,7 +416,15 @@ impl Policy for SchedTask {
         let groups = self.plan(topology, observation);
         let cores = topology.cores();
         let total: f64 = groups.iter().map(|g| g.time_ns).sum();
+        // Per task, the groups its threads landed in.
+        let mut task_groups: BTreeMap<TaskId, BTreeSet<usize>> = BTreeMap::new();
+        for (gi, g) in groups.iter().enumerate() {
+            for k in &g.threads {
+                task_groups.entry(k.0).or_default().insert(gi);
+            }
+        }
         let mut actions = Vec::new();
+        let mut whole_done: BTreeSet<TaskId> = BTreeSet::new();
         for (gi, g) in groups.iter().enumerate() {
             let mut cpus = CpuSet::default();
             for &c in &g.cores {
@@ -302,29 +440,72 @@ impl Policy for SchedTask {
             } else {
                 0.0
             };
-            let members: Vec<String> = g.tasks.iter().map(|t| t.to_string()).collect();
-            for &t in &g.tasks {
-                let joined = g.join_similarity.get(&t).copied().unwrap_or(1.0);
-                let why = format!(
-                    "group {} of {} (tasks {}; dominant {}; {} code-page bits, this task's \
-                     overlap/union with the group {:.2}): {:.0}% of the grouped CPU time last \
-                     interval -> {} of {} cores (CPUs {})",
-                    gi + 1,
-                    groups.len(),
-                    members.join(","),
-                    g.code.dominant_label(),
-                    g.map.popcount(),
-                    joined,
-                    share,
-                    g.cores.len(),
-                    cores.len(),
-                    cpus.to_list()
-                );
-                self.reasons.insert(t, why);
-                actions.push(Action::SetAffinity {
-                    task: t,
-                    cpus: cpus.clone(),
-                });
+            const SHOWN: usize = 8;
+            let mut members: Vec<String> = g
+                .threads
+                .iter()
+                .take(SHOWN)
+                .map(|(t, tid)| format!("{t}/{tid}"))
+                .collect();
+            if g.threads.len() > SHOWN {
+                members.push(format!("{} more", g.threads.len() - SHOWN));
+            }
+            let head = format!(
+                "group {} of {} (threads {}; dominant {}; {} code-page bits",
+                gi + 1,
+                groups.len(),
+                members.join(","),
+                g.code.dominant_label(),
+                g.map.popcount(),
+            );
+            let tail = format!(
+                "{share:.0}% of the grouped CPU time (estimated per thread from its samples) -> \
+                 {} of {} cores (CPUs {})",
+                g.cores.len(),
+                cores.len(),
+                cpus.to_list()
+            );
+            for &(t, tid) in &g.threads {
+                let whole = task_groups.get(&t).is_some_and(|s| s.len() == 1);
+                if whole {
+                    // Every grouped thread of the task is here: one process-level action.
+                    if !whole_done.insert(t) {
+                        continue;
+                    }
+                    let mine: Vec<String> = g
+                        .threads
+                        .iter()
+                        .filter(|k| k.0 == t)
+                        .map(|k| format!("{:.2}", g.join_similarity.get(k).copied().unwrap_or(1.0)))
+                        .collect();
+                    self.reasons.insert(
+                        (t, None),
+                        format!(
+                            "{head}, this task's threads' overlap/union with the group {}; \
+                             all its sampled threads in this group, so the whole process): {tail}",
+                            mine.join(",")
+                        ),
+                    );
+                    actions.push(Action::SetAffinity {
+                        task: t,
+                        cpus: cpus.clone(),
+                    });
+                } else {
+                    let joined = g.join_similarity.get(&(t, tid)).copied().unwrap_or(1.0);
+                    self.reasons.insert(
+                        (t, Some(tid)),
+                        format!(
+                            "{head}, this thread's overlap/union with the group {joined:.2}; \
+                             its process is split over {} groups): {tail}",
+                            task_groups.get(&t).map_or(0, |s| s.len())
+                        ),
+                    );
+                    actions.push(Action::SetThreadAffinity {
+                        task: t,
+                        tid,
+                        cpus: cpus.clone(),
+                    });
+                }
             }
         }
         self.last = groups;
@@ -333,7 +514,10 @@ impl Policy for SchedTask {
 
     fn reason(&self, action: &Action) -> Option<String> {
         match action {
-            Action::SetAffinity { task, .. } => self.reasons.get(task).cloned(),
+            Action::SetAffinity { task, .. } => self.reasons.get(&(*task, None)).cloned(),
+            Action::SetThreadAffinity { task, tid, .. } => {
+                self.reasons.get(&(*task, Some(*tid))).cloned()
+            }
             Action::Swap { .. } => None,
         }
     }
@@ -349,6 +533,7 @@ impl SchedTask {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use counterpoint_core::observation::TaskObservation;
     use counterpoint_core::superfunction::{SuperFunction, TaskCode, ThreadCode};
     use counterpoint_core::testutils::{observation, task, topo};
 
@@ -402,8 +587,8 @@ mod tests {
         let actions = p.decide(&t, &obs);
         let g = p.last_groups();
         assert_eq!(g.len(), 2);
-        assert_eq!(g[0].tasks, vec![TaskId(10), TaskId(11)]);
-        assert_eq!(g[1].tasks, vec![TaskId(20), TaskId(21)]);
+        assert_eq!(g[0].tasks(), vec![TaskId(10), TaskId(11)]);
+        assert_eq!(g[1].tasks(), vec![TaskId(20), TaskId(21)]);
         assert_eq!(g[0].code.dominant(), Some(SuperFunction::Syscall(0)));
         assert_eq!(g[1].code.dominant(), Some(SuperFunction::User));
         // 1 of 3 CPU-seconds -> 4/3 cores -> 1; the compute group 8/3 -> 3 (largest remainder).
@@ -418,7 +603,11 @@ mod tests {
         );
         // Task 10 started the group (equal times: lower id first); task 11 joined it with
         // overlap 6 over a union of 7.
-        assert!((g[0].join_similarity[&TaskId(11)] - 6.0 / 7.0).abs() < 1e-9);
+        assert!((g[0].join_similarity[&(TaskId(11), 11)] - 6.0 / 7.0).abs() < 1e-9);
+        // One thread per task: every task is placed whole, with one process-level action.
+        assert!(actions
+            .iter()
+            .all(|a| matches!(a, Action::SetAffinity { .. })));
     }
 
     #[test]
@@ -543,7 +732,7 @@ mod tests {
         let plain = task(5, 0, &all, &[]);
         let mut few = coded(6, 1.0, &[0x400], false, None);
         if let Some(c) = few.code.as_mut() {
-            c.total.user_samples = 3; // below min_samples
+            c.threads[0].code.user_samples = 3; // below min_samples
         }
         let obs = observation(&t, vec![plain, few, coded(7, 1.0, &[0x400], false, None)]);
         let mut p = SchedTask::default();
@@ -578,5 +767,303 @@ mod tests {
         // Group order by lowest task id: the kernel group (1, 2) gets CPUs 0-1.
         assert_eq!(affinity_of(&a1, 1).as_deref(), Some("0-1"));
         assert_eq!(affinity_of(&a1, 4).as_deref(), Some("2-3"));
+    }
+
+    /// One thread's samples: `per_page` samples on each of `pages` (kernel pages inside
+    /// syscall `nr` when `kernel`).
+    fn thread(tid: u64, pages: &[u64], per_page: u64, kernel: bool, nr: Option<u32>) -> ThreadCode {
+        let mut c = CodeHeatmap::new(true);
+        for &p in pages {
+            for _ in 0..per_page {
+                c.add(kernel, p, nr);
+            }
+        }
+        ThreadCode { tid, code: c }
+    }
+
+    /// A process that used `cpus` of a CPU, with these threads.
+    fn process(id: u64, cpus: f64, threads: Vec<ThreadCode>) -> TaskObservation {
+        let all: CpuSet = "0-3".parse().unwrap();
+        let mut t = task(id, 0, &all, &[(event::TASK_CLOCK, cpus * 1e9)]);
+        t.code = Some(TaskCode::from_threads(threads, true, 1_000_000));
+        t
+    }
+
+    fn thread_affinity_of(actions: &[Action], id: u64, thread: u64) -> Option<String> {
+        actions.iter().find_map(|a| match a {
+            Action::SetThreadAffinity { task, tid, cpus } if task.0 == id && *tid == thread => {
+                Some(cpus.to_list())
+            }
+            _ => None,
+        })
+    }
+
+    const IO: [u64; 4] = [KTEXT, KTEXT + 1, KTEXT + 2, KTEXT + 3];
+    const CALC: [u64; 4] = [0x400, 0x401, 0x402, 0x403];
+
+    /// A process with two I/O threads (101, 102: the kernel's read path) and two compute
+    /// threads (103, 104: their own user pages), `io` and `calc` samples per page.
+    fn roles(io: u64, calc: u64, io_pages: &[u64], calc_pages: &[u64]) -> TaskObservation {
+        process(
+            100,
+            2.0,
+            vec![
+                thread(101, io_pages, io, true, Some(0)),
+                thread(102, io_pages, io, true, Some(0)),
+                thread(103, calc_pages, calc, false, None),
+                thread(104, calc_pages, calc, false, None),
+            ],
+        )
+    }
+
+    #[test]
+    fn a_process_with_two_roles_is_split_across_cores() {
+        let t = topo(1, 4, 1);
+        let obs = observation(&t, vec![roles(30, 30, &IO, &CALC)]);
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t, &obs);
+        let g = p.last_groups();
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[0].threads, vec![(TaskId(100), 101), (TaskId(100), 102)]);
+        assert_eq!(g[1].threads, vec![(TaskId(100), 103), (TaskId(100), 104)]);
+        assert_eq!(g[0].code.dominant(), Some(SuperFunction::Syscall(0)));
+        assert_eq!(g[1].code.dominant(), Some(SuperFunction::User));
+        // Equal samples: the task's 2 CPU-seconds split 1 : 1, so 2 cores each.
+        assert!((g[0].time_ns - 1e9).abs() < 1.0, "{}", g[0].time_ns);
+        assert_eq!(actions.len(), 4);
+        assert_eq!(
+            thread_affinity_of(&actions, 100, 101).as_deref(),
+            Some("0-1")
+        );
+        assert_eq!(
+            thread_affinity_of(&actions, 100, 102).as_deref(),
+            Some("0-1")
+        );
+        assert_eq!(
+            thread_affinity_of(&actions, 100, 103).as_deref(),
+            Some("2-3")
+        );
+        assert_eq!(
+            thread_affinity_of(&actions, 100, 104).as_deref(),
+            Some("2-3")
+        );
+        assert!(
+            affinity_of(&actions, 100).is_none(),
+            "a split process is not set whole"
+        );
+        let why = p.reason(&actions[0]).unwrap();
+        assert!(
+            why.contains("split over 2 groups") && why.contains("threads 100/101,100/102"),
+            "{why}"
+        );
+        // The same plan on one package of 2 cores: one core each.
+        let t2 = topo(1, 2, 1);
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t2, &observation(&t2, vec![roles(30, 30, &IO, &CALC)]));
+        assert_eq!(thread_affinity_of(&actions, 100, 101).as_deref(), Some("0"));
+        assert_eq!(thread_affinity_of(&actions, 100, 104).as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn threads_running_the_same_code_share_cores_across_processes() {
+        let t = topo(1, 4, 1);
+        // Processes 1 and 2 each have a compute thread (1, 2) and an I/O thread (11, 22);
+        // process 3 runs only the compute code, in two threads.
+        let obs = observation(
+            &t,
+            vec![
+                process(
+                    1,
+                    1.0,
+                    vec![
+                        thread(1, &CALC, 30, false, None),
+                        thread(11, &IO, 30, true, Some(0)),
+                    ],
+                ),
+                process(
+                    2,
+                    1.0,
+                    vec![
+                        thread(2, &CALC, 30, false, None),
+                        thread(22, &IO, 30, true, Some(0)),
+                    ],
+                ),
+                process(
+                    3,
+                    1.0,
+                    vec![
+                        thread(3, &CALC, 30, false, None),
+                        thread(33, &CALC, 30, false, None),
+                    ],
+                ),
+            ],
+        );
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t, &obs);
+        let g = p.last_groups();
+        assert_eq!(g.len(), 2);
+        assert_eq!(
+            g[0].threads,
+            vec![
+                (TaskId(1), 1),
+                (TaskId(2), 2),
+                (TaskId(3), 3),
+                (TaskId(3), 33)
+            ]
+        );
+        assert_eq!(g[1].threads, vec![(TaskId(1), 11), (TaskId(2), 22)]);
+        // Compute: 2 of 3 CPU-seconds -> 8/3 cores -> 3 (largest remainder); I/O 1.
+        let calc = thread_affinity_of(&actions, 1, 1);
+        assert_eq!(calc.as_deref(), Some("0-2"));
+        assert_eq!(thread_affinity_of(&actions, 2, 2), calc);
+        assert_eq!(thread_affinity_of(&actions, 1, 11).as_deref(), Some("3"));
+        assert_eq!(thread_affinity_of(&actions, 2, 22).as_deref(), Some("3"));
+        // Process 3's threads all landed in one group: one process-level action, no thread's.
+        assert_eq!(affinity_of(&actions, 3).as_deref(), Some("0-2"));
+        assert!(thread_affinity_of(&actions, 3, 3).is_none());
+        assert!(thread_affinity_of(&actions, 3, 33).is_none());
+        let whole = actions
+            .iter()
+            .find(|a| matches!(a, Action::SetAffinity { .. }))
+            .unwrap();
+        assert!(p.reason(whole).unwrap().contains("the whole process"));
+        assert_eq!(actions.len(), 5);
+    }
+
+    #[test]
+    fn thread_placement_is_stable_across_intervals() {
+        let t = topo(1, 4, 1);
+        let mut p = SchedTask::default();
+        let mut first: Option<Vec<Action>> = None;
+        // The samples per page swing ±5 around 30 between the roles, and each interval
+        // samples only half of each role's pages (alternating halves).
+        for (i, d) in [0i64, 5, -5, 4, -3, 5, -5, 2].iter().enumerate() {
+            let (io, calc) = ((30 + d) as u64, (30 - d) as u64);
+            let half = if i % 2 == 0 { 0..2 } else { 2..4 };
+            let (io_pages, calc_pages) = if i == 0 {
+                (&IO[..], &CALC[..])
+            } else {
+                (&IO[half.clone()], &CALC[half])
+            };
+            let obs = observation(&t, vec![roles(io, calc, io_pages, calc_pages)]);
+            let actions = p.decide(&t, &obs);
+            assert_eq!(p.last_groups().len(), 2, "interval {i}");
+            match &first {
+                None => first = Some(actions),
+                Some(f) => assert_eq!(&actions, f, "interval {i}: the plan moved"),
+            }
+        }
+    }
+
+    #[test]
+    fn threads_never_seen_again_are_forgotten() {
+        let t = topo(1, 2, 1);
+        let mut p = SchedTask::default();
+        let three = process(
+            1,
+            1.0,
+            vec![
+                thread(1, &CALC, 30, false, None),
+                thread(11, &IO, 30, true, Some(0)),
+                thread(12, &IO, 30, true, Some(0)),
+            ],
+        );
+        p.decide(&t, &observation(&t, vec![three]));
+        assert_eq!(p.remembered_threads(), 3);
+        // Thread 12 is not sampled again: remembered (and still placed, it may only sleep)
+        // while its samples are in the history, forgotten after `history_intervals` empty ones.
+        let two = || {
+            process(
+                1,
+                1.0,
+                vec![
+                    thread(1, &CALC, 30, false, None),
+                    thread(11, &IO, 30, true, Some(0)),
+                ],
+            )
+        };
+        for i in 1..p.history_intervals {
+            let actions = p.decide(&t, &observation(&t, vec![two()]));
+            assert_eq!(p.remembered_threads(), 3, "after {i} empty intervals");
+            assert!(thread_affinity_of(&actions, 1, 12).is_some());
+        }
+        let actions = p.decide(&t, &observation(&t, vec![two()]));
+        assert_eq!(p.remembered_threads(), 2);
+        assert!(thread_affinity_of(&actions, 1, 12).is_none());
+        // The process gone: nothing remembered.
+        p.decide(
+            &t,
+            &observation(&t, vec![coded(2, 1.0, &CALC, false, None)]),
+        );
+        assert_eq!(p.remembered_threads(), 1);
+    }
+
+    #[test]
+    fn a_few_interrupt_pages_do_not_keep_two_compute_threads_apart() {
+        let t = topo(1, 2, 1);
+        // Two compute threads on the same user page, each with two kernel samples on kernel
+        // pages of its own (timer interrupts, faults): overlap 1 of 5 bits with their kernel
+        // pages (0.2), 1 of 1 without them. An I/O process alone on the kernel read path.
+        let calc = |tid: u64, k: u64| {
+            let mut th = thread(tid, &[0x400], 300, false, None);
+            th.code.add(true, KTEXT + 100 + k, None);
+            th.code.add(true, KTEXT + 101 + k, None);
+            th
+        };
+        let obs = observation(
+            &t,
+            vec![
+                process(1, 1.0, vec![calc(1, 0), calc(2, 10)]),
+                process(3, 1.0, vec![thread(3, &IO, 30, true, Some(0))]),
+            ],
+        );
+        let mut p = SchedTask::default();
+        let actions = p.decide(&t, &obs);
+        assert_eq!(p.last_groups().len(), 2);
+        assert_eq!(affinity_of(&actions, 1).as_deref(), Some("0"));
+        assert_eq!(affinity_of(&actions, 3).as_deref(), Some("1"));
+        // Counting every sampled page, the two compute threads stay apart.
+        let mut every = SchedTask {
+            min_mode_share: 0.0,
+            ..SchedTask::default()
+        };
+        every.decide(&t, &obs);
+        assert_eq!(every.last_groups().len(), 3);
+    }
+
+    #[test]
+    fn seeds_keep_their_cores_through_time_noise() {
+        let t = topo(1, 2, 1);
+        // Three groups on two cores: A (bits 2-5) and B (bits 258-261) seed the cores; C
+        // (bits 2, 3 and six others: 2 of 10 with A, below the join threshold) packs with A.
+        let a = [0x400u64, 0x401, 0x402, 0x403];
+        let b = [0x500u64, 0x501, 0x502, 0x503];
+        let c = [0x400u64, 0x401, 0x380, 0x381, 0x382, 0x383, 0x384, 0x385];
+        let obs = |tb: f64, tc: f64| {
+            observation(
+                &t,
+                vec![
+                    coded(1, 1.0, &a, false, None),
+                    coded(2, tb, &b, false, None),
+                    coded(3, tc, &c, false, None),
+                ],
+            )
+        };
+        let run = |stickiness: f64| {
+            let mut p = SchedTask {
+                history_intervals: 1,
+                seed_stickiness: stickiness,
+                ..SchedTask::default()
+            };
+            let first = p.decide(&t, &obs(0.9, 0.5));
+            assert_eq!(p.last_groups().len(), 3);
+            assert_eq!(affinity_of(&first, 3).as_deref(), Some("0"));
+            // B's time drops below C's by a fifth.
+            let second = p.decide(&t, &obs(0.5, 0.6));
+            affinity_of(&second, 3)
+        };
+        assert_eq!(run(1.5).as_deref(), Some("0"), "C moved off A's core");
+        // Ranked by time alone, C seeds core 1 and moves.
+        assert_eq!(run(1.0).as_deref(), Some("1"));
     }
 }

@@ -292,6 +292,8 @@ impl Policy for Spread {
         match action {
             Action::SetAffinity { task, .. } => self.reasons.get(task).cloned(),
             Action::Swap { .. } => None,
+            // Never asked for by this policy.
+            Action::SetThreadAffinity { .. } => None,
         }
     }
 }

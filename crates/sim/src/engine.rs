@@ -693,7 +693,8 @@ impl Machine for Simulation {
     }
     fn apply(&mut self, action: &Action) -> Result<(), SimError> {
         match action {
-            Action::SetAffinity { task, cpus } => {
+            // A simulated task has one thread: a thread-level action sets the task.
+            Action::SetAffinity { task, cpus } | Action::SetThreadAffinity { task, cpus, .. } => {
                 let i = self.task_index(*task)?;
                 if self.tasks[i].state == State::Done {
                     return Ok(());

@@ -4,7 +4,11 @@
 //!    wupwise, art), pinned, steady state: each side's CPI stack (core components from the
 //!    catalog, memory = the measured rest), IPC and bus traffic;
 //! 2. `zhang-spec` under v2 with the `ipc-pair` and the `bus-pair` pick-next hooks (and the
-//!    baseline): the share of time each pair co-runs, and the NP, per seed.
+//!    baseline): the share of time each pair co-runs, and the NP, per seed;
+//! 3. counterfactual profiles (changed in memory, never in the catalog): mesa made FP-latency
+//!    bound, gzip made branch bound — the only ways IPC could mislead within a queue — and the
+//!    bus-pair minus ipc-pair NP each gives (docs/sim-catalog.md, "Why ipc-pair and bus-pair
+//!    choose alike").
 //!
 //! `cargo run --release -p counterpoint-experiment --example zhang_v2_diag [-- SEEDS]`
 //! (default 5 seeds; the scenario file is read from `scenarios/zhang-spec.toml`).
@@ -50,7 +54,10 @@ fn main() {
         let Some(p) = cat.program(name) else {
             fail(format!("no program {name}"))
         };
-        let prof = &p.phases[0].profile;
+        let Some(ph) = p.phases.first() else {
+            fail(format!("{name} has no phases"))
+        };
+        let prof = &ph.profile;
         match &prof.v2 {
             Some(v) => v.core_cpi(prof.fp_fraction, &spec.v2),
             None => prof.cpi_core,

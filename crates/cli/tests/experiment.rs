@@ -47,6 +47,18 @@ fn zero_seeds_and_bad_numbers_are_refused() {
 }
 
 #[test]
+fn an_unknown_model_is_refused_before_any_work() {
+    let out = counterpoint()
+        .args(["experiment", "zhang-spec", "--model", "v3"])
+        .output()
+        .expect("run counterpoint");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--model \"v3\": expected v1 or v2"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
 fn zhang_spec_json_has_ours_beside_the_paper() {
     let out = counterpoint()
         .args(["experiment", "zhang-spec", "--seeds", "1", "--json"])

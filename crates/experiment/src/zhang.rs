@@ -417,7 +417,8 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
         }
     }
     // The paper's ordering, pair by pair: a published NP difference of at least 0.01 is
-    // reproduced only if our paired difference's 95 % interval excludes zero on the same side.
+    // reproduced only if our paired difference's 95 % interval excludes zero on the same side
+    // and holds the published difference; the same side alone reproduces only the sign.
     for (hi, lo, ours) in [
         ("bus-pair", "linux", r.get("bus-pair", GAIN)),
         ("ipc-pair", "linux", r.get("ipc-pair", GAIN)),
@@ -428,23 +429,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
             continue;
         };
         let published_diff = ph - pl;
-        let verdict = if published_diff.abs() < 0.01 {
-            match d.verdict() {
-                Verdict::NoMeasurableGain => "reproduced (no difference either)",
-                _ => "not reproduced (the paper shows no difference)",
-            }
-        } else {
-            let want = if published_diff > 0.0 {
-                Verdict::Gain
-            } else {
-                Verdict::Loss
-            };
-            if d.verdict() == want {
-                "reproduced"
-            } else {
-                "not reproduced"
-            }
-        };
+        let verdict = ordering_verdict(published_diff, &d);
         findings.push(format!(
             "paper ordering {hi} vs {lo}: published NP difference {published_diff:+.3}, ours {} (paired by seed, 95 % CI) — {verdict}",
             d.show_interval(3)
@@ -500,4 +485,55 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
         }
     }
     r.findings.extend(findings);
+}
+
+/// Whether our paired NP difference `d` (over seeds) reproduces a published difference: a
+/// published difference under 0.01 is "no difference"; otherwise our 95 % interval must
+/// exclude zero on the published side and hold the published value (the same side alone
+/// reproduces only the sign).
+fn ordering_verdict(published_diff: f64, d: &crate::Summary) -> &'static str {
+    if published_diff.abs() < 0.01 {
+        return match d.verdict() {
+            Verdict::NoMeasurableGain => "reproduced (no difference either)",
+            _ => "not reproduced (the paper shows no difference)",
+        };
+    }
+    let want = if published_diff > 0.0 {
+        Verdict::Gain
+    } else {
+        Verdict::Loss
+    };
+    let (lo, hi) = d.interval95();
+    if d.verdict() != want {
+        "not reproduced"
+    } else if (lo..=hi).contains(&published_diff) {
+        "reproduced"
+    } else {
+        // Same sign, but a size the interval excludes (e.g. +0.107 for +0.011) is not the
+        // published result.
+        "sign reproduced, size not (the published difference is outside our interval)"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(v: &[f64]) -> crate::Summary {
+        crate::Summary::of(v).expect("non-empty")
+    }
+
+    #[test]
+    fn an_ordering_is_reproduced_only_with_its_size() {
+        let big = summary(&[0.10, 0.11, 0.105, 0.12, 0.095]);
+        assert_eq!(ordering_verdict(0.105, &big), "reproduced");
+        assert!(ordering_verdict(0.011, &big).starts_with("sign reproduced, size not"));
+        assert_eq!(ordering_verdict(-0.05, &big), "not reproduced");
+        let nil = summary(&[-0.001, 0.001, 0.0, -0.002, 0.002]);
+        assert_eq!(ordering_verdict(0.054, &nil), "not reproduced");
+        assert_eq!(
+            ordering_verdict(0.001, &nil),
+            "reproduced (no difference either)"
+        );
+    }
 }

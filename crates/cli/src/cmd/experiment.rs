@@ -39,6 +39,11 @@ pub struct ExperimentArgs {
     /// seed 001's X5650 figures (distances the file lacks take the nearest measured one).
     #[arg(long, value_name = "FILE")]
     c2c: Option<PathBuf>,
+    /// Simulator physics for the simulated experiments: v1 (fitted) or v2 (physics from
+    /// sources, slices drifting; docs/sim.md, "Model v2"). Default: each scenario's own (v1
+    /// unless its file says `model = "v2"`). model-validation always runs both.
+    #[arg(long, value_name = "v1|v2")]
+    model: Option<String>,
 }
 
 /// An indicatif bar when stderr is a terminal; otherwise, for long runs, a plain progress line
@@ -96,6 +101,12 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     if args.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
+    let model = match args.model.as_deref() {
+        None => None,
+        Some("v1") => Some(counterpoint_sim::Model::V1),
+        Some("v2") => Some(counterpoint_sim::Model::V2),
+        Some(other) => bail!("--model {other:?}: expected v1 or v2"),
+    };
     let last = args
         .first_seed
         .checked_add(u64::from(args.seeds) - 1)
@@ -129,8 +140,11 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     if let Some(dir) = &out_dir {
         check_writable(dir)?;
     }
-    let lab = experiment::sim_lab::SimLab::new()
+    let mut lab = experiment::sim_lab::SimLab::new()
         .context("cannot load the simulator's scenario catalog")?;
+    if let Some(m) = model {
+        lab = lab.with_model(m);
+    }
     let pb = ProgressBar::new(0);
     let terminal = std::io::stderr().is_terminal();
     if !terminal {

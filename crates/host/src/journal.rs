@@ -404,6 +404,16 @@ pub fn resolve(path: &Path) -> Result<PathBuf, JournalError> {
     }
 }
 
+/// Whether a task that started at `start` (ticks since boot) may have inherited a pin made at
+/// `pinned_at`; unknown times say yes (adopting a task is safer than leaving it pinned). The same
+/// tick counts as after: start times have a tick's resolution.
+fn born_after(start: Option<u64>, pinned_at: Option<u64>) -> bool {
+    match (start, pinned_at) {
+        (Some(s), Some(t)) => s >= t,
+        _ => true,
+    }
+}
+
 /// Clock ticks since boot now (the unit of `/proc/PID/stat`'s start time).
 fn now_ticks() -> u64 {
     let mut ts = libc::timespec {
@@ -646,11 +656,17 @@ impl Journal {
                     // Gone already: nothing to journal; the set call will report it.
                     Err(_) => continue,
                 };
-                let (original, inherited_from) = match pins.iter().find(|p| p.1 == current) {
+                let st = self.proc_.thread_stat(pid, tid);
+                let start = st.as_ref().map(|s| s.starttime_ticks);
+                // Born from one of our pins: carries its set and started after it (a sibling
+                // that already ran on that set, its program's own pin, keeps its own).
+                let (original, inherited_from) = match pins
+                    .iter()
+                    .find(|p| p.1 == current && born_after(start, p.2))
+                {
                     Some((orig, _, _)) => (orig.clone(), Some(pid)),
                     None => (current, None),
                 };
-                let st = self.proc_.thread_stat(pid, tid);
                 self.data.threads.insert(
                     tid,
                     ThreadEntry {
@@ -813,12 +829,16 @@ impl Journal {
                 };
                 // The set of the thread (or process) it was born from: any set we gave a
                 // thread of its origin (a child process: one given before it started).
+                // The thread itself started after that pin too: thread-level placement leaves
+                // siblings alone, and one already on the set (its program's own pin) is not
+                // ours.
+                let st = self.proc_.thread_stat(pid, tid);
+                let start = st.as_ref().map(|s| s.starttime_ticks);
                 let Some((original, applied, at)) = pinned[&origin].iter().find(|p| {
-                    p.1 == current && child_start.map_or(true, |s| p.2.map_or(true, |t| s >= t))
+                    p.1 == current && born_after(child_start, p.2) && born_after(start, p.2)
                 }) else {
                     continue;
                 };
-                let st = self.proc_.thread_stat(pid, tid);
                 self.data.threads.insert(
                     tid,
                     ThreadEntry {
@@ -1312,6 +1332,101 @@ mod tests {
         let _ = end_tx.send(());
         first.join().expect("join");
         second.join().expect("join");
+    }
+
+    /// A thread of this test process that waits until its sender is dropped (or sent to).
+    fn parked_thread() -> (
+        u32,
+        std::sync::mpsc::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = end_rx.recv();
+        });
+        let tid = rx.recv().expect("tid");
+        (tid, end_tx, h)
+    }
+
+    /// The clock tick (the unit of start times) in which a thread started is over by the time
+    /// this returns: a pin made after it is in a later tick than the thread's start. A lower
+    /// bound on elapsed time (a loaded machine only makes it longer), not a timing claim.
+    fn next_tick() {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    }
+
+    /// Thread-level placement pins one thread of a process and leaves its siblings: a sibling
+    /// that already ran on the same set (the program pinned it itself) was not born from our
+    /// pin, so it is not adopted and keeps its own set at restore.
+    #[test]
+    fn a_sibling_already_on_the_set_we_give_a_thread_is_not_adopted() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let c1 = CpuSet::single(online.iter().nth(1).expect("cpu"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (own, end_own, h_own) = parked_thread();
+        let (ours, end_ours, h_ours) = parked_thread();
+        // The program's own pin, before the agent ever looks.
+        affinity::set(own, &c1, &online).expect("own pin");
+        let original = affinity::get(ours).expect("get");
+        next_tick();
+        j.before_thread_change(pid, ours, &c1).expect("before");
+        let applied = affinity::set(ours, &c1, &online).expect("set");
+        j.after_change(ours, Some(&applied)).expect("after");
+        let adopted = j.adopt_new_tasks().expect("adopt");
+        assert!(adopted.iter().all(|a| a.tid != own), "{adopted:?}");
+        let r = j.restore_all(&online);
+        assert!(r.restored.iter().any(|(t, _)| *t == ours), "{r:?}");
+        assert_eq!(
+            affinity::get(ours).expect("get"),
+            original.intersection(&online)
+        );
+        assert_eq!(affinity::get(own).expect("get"), c1, "{r:?}");
+        drop((end_own, end_ours));
+        h_own.join().expect("join");
+        h_ours.join().expect("join");
+    }
+
+    /// A thread the agent moves on its own after placing a sibling: its original is the set it
+    /// had, even when that equals the sibling's new set (it was not born from that pin).
+    #[test]
+    fn a_thread_moved_after_a_sibling_keeps_its_own_original() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let (c0, c1) = (
+            CpuSet::single(online.first().expect("cpu")),
+            CpuSet::single(online.iter().nth(1).expect("cpu")),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (own, end_own, h_own) = parked_thread();
+        let (ours, end_ours, h_ours) = parked_thread();
+        affinity::set(own, &c1, &online).expect("own pin");
+        next_tick();
+        for (tid, set) in [(ours, &c1), (own, &c0)] {
+            j.before_thread_change(pid, tid, set).expect("before");
+            let applied = affinity::set(tid, set, &online).expect("set");
+            j.after_change(tid, Some(&applied)).expect("after");
+        }
+        assert_eq!(j.data().threads[&own].original, c1);
+        let r = j.restore_all(&online);
+        assert_eq!(affinity::get(own).expect("get"), c1, "{r:?}");
+        drop((end_own, end_ours));
+        h_own.join().expect("join");
+        h_ours.join().expect("join");
     }
 
     #[test]

@@ -404,6 +404,14 @@ pub fn resolve(path: &Path) -> Result<PathBuf, JournalError> {
     }
 }
 
+/// Whether the journal's entry `e`, kept under `tid`, still names that thread: it is listed in
+/// its process and (where recorded) started when the entry says.
+fn names_same_thread(proc_: &Proc, tid: u32, e: &ThreadEntry) -> bool {
+    proc_
+        .thread_stat(e.pid, tid)
+        .is_some_and(|s| e.starttime_ticks == 0 || s.starttime_ticks == e.starttime_ticks)
+}
+
 /// Whether a task that started at `start` (ticks since boot) may have inherited a pin made at
 /// `pinned_at`; unknown times say yes (adopting a task is safer than leaving it pinned). The same
 /// tick counts as after: start times have a tick's resolution.
@@ -650,6 +658,16 @@ impl Journal {
     ) -> Result<(), JournalError> {
         let pins = self.process_pins(pid);
         for &tid in tids {
+            // An entry left by a thread that exited, whose id now names this thread, says
+            // nothing about it: journal it afresh (else restore would skip it as gone).
+            if self
+                .data
+                .threads
+                .get(&tid)
+                .is_some_and(|e| !names_same_thread(&self.proc_, tid, e))
+            {
+                self.data.threads.remove(&tid);
+            }
             if !self.data.threads.contains_key(&tid) {
                 let current = match affinity::get(tid) {
                     Ok(s) => s,
@@ -722,6 +740,25 @@ impl Journal {
     /// The affinity we last set on a thread, if we changed it.
     pub fn applied(&self, tid: u32) -> Option<&CpuSet> {
         self.data.threads.get(&tid).and_then(|e| e.applied.as_ref())
+    }
+
+    /// Drop the entries of threads that exited (or whose id now names another thread): there
+    /// is nothing to restore for them, and a server that starts and ends threads would
+    /// otherwise grow the journal (rewritten whole at every save) without bound. A user's
+    /// re-pin is kept while its process lives, so that process stays theirs. Saved when
+    /// anything was dropped; returns how many.
+    pub fn forget_exited(&mut self) -> Result<usize, JournalError> {
+        let before = self.data.threads.len();
+        let proc_ = &self.proc_;
+        self.data.threads.retain(|&tid, e| {
+            names_same_thread(proc_, tid, e)
+                || (e.user_set.is_some() && proc_.stat(e.pid).is_some())
+        });
+        let dropped = before - self.data.threads.len();
+        if dropped > 0 {
+            self.save()?;
+        }
+        Ok(dropped)
     }
 
     /// Find tasks that someone else re-pinned after our change: each is recorded (`user_set`)
@@ -821,7 +858,14 @@ impl Journal {
                 .then(|| ppid.get(&pid).map(|p| p.1))
                 .flatten();
             for tid in self.proc_.threads(pid) {
-                if self.data.threads.contains_key(&tid) {
+                // Journaled already (an entry of an exited thread whose id this one reuses is
+                // replaced).
+                if self
+                    .data
+                    .threads
+                    .get(&tid)
+                    .is_some_and(|e| names_same_thread(&self.proc_, tid, e))
+                {
                     continue;
                 }
                 let Ok(current) = affinity::get(tid) else {
@@ -1427,6 +1471,70 @@ mod tests {
         drop((end_own, end_ours));
         h_own.join().expect("join");
         h_ours.join().expect("join");
+    }
+
+    /// A thread id the journal holds for a thread that exited (another process's, here a pid
+    /// that does not exist) and that now names a live thread we move: the live thread is
+    /// journaled afresh with its own original, and restored.
+    #[test]
+    fn a_reused_thread_id_is_journaled_afresh() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let (c0, c1) = (
+            CpuSet::single(online.first().expect("cpu")),
+            CpuSet::single(online.iter().nth(1).expect("cpu")),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (tid, end, h) = parked_thread();
+        let original = affinity::get(tid).expect("get");
+        let mut stale = entry(999_999_998);
+        stale.original = c0.clone();
+        j.data.threads.insert(tid, stale);
+        j.before_thread_change(pid, tid, &c1).expect("before");
+        let applied = affinity::set(tid, &c1, &online).expect("set");
+        j.after_change(tid, Some(&applied)).expect("after");
+        assert_eq!(j.data().threads[&tid].pid, pid);
+        assert_eq!(j.data().threads[&tid].original, original);
+        let r = j.restore_all(&online);
+        assert!(r.restored.iter().any(|(t, _)| *t == tid), "{r:?}");
+        assert_eq!(
+            affinity::get(tid).expect("get"),
+            original.intersection(&online)
+        );
+        drop(end);
+        h.join().expect("join");
+    }
+
+    /// The sweep forgets threads that exited (the journal would otherwise grow with every
+    /// thread a busy server starts and ends), but keeps a user's re-pin while its process
+    /// lives: that process stays theirs.
+    #[test]
+    fn exited_threads_are_forgotten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).expect("open");
+        let pid = std::process::id();
+        j.data.threads.insert(999_999_999, entry(999_999_999));
+        let mut users = entry(pid);
+        users.user_set = Some(CpuSet::single(0));
+        j.data.threads.insert(999_999_997, users);
+        let mut gone_users = entry(999_999_996);
+        gone_users.user_set = Some(CpuSet::single(0));
+        j.data.threads.insert(999_999_996, gone_users);
+        assert_eq!(j.forget_exited().expect("forget"), 2);
+        assert_eq!(
+            j.data().threads.keys().copied().collect::<Vec<_>>(),
+            vec![999_999_997]
+        );
+        assert!(j.is_user_owned(pid));
+        drop(j);
+        assert_eq!(reopen(&p).data().threads.len(), 1);
     }
 
     #[test]

@@ -444,13 +444,14 @@ impl Host {
         }
     }
 
-    /// The safety net's sweep, once per interval: journal threads and children born with a
-    /// set we gave (see [`Journal::adopt_new_tasks`]) and find tasks someone else re-pinned
+    /// The safety net's sweep, once per interval: forget threads that exited (see
+    /// [`Journal::forget_exited`]), journal threads and children born with a set we gave (see [`Journal::adopt_new_tasks`]) and find tasks someone else re-pinned
     /// (see [`Journal::detect_overrides`]), which are never touched again.
     pub fn sweep(&mut self) -> Result<Sweep, HostError> {
         let Some(j) = self.journal.as_mut() else {
             return Ok(Sweep::default());
         };
+        j.forget_exited()?;
         let mut overrides = std::mem::take(&mut self.found_overrides);
         overrides.extend(j.detect_overrides()?);
         let adopted = j.adopt_new_tasks()?;

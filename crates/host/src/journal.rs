@@ -121,8 +121,8 @@ pub struct ThreadEntry {
     pub applied: Option<CpuSet>,
     /// Affinity we are about to set (written before the call, so a crash in between is safe).
     pub pending: Option<CpuSet>,
-    /// When (ticks since boot) we first applied a set to this thread: a child process started
-    /// after it inherited our set.
+    /// When (ticks since boot) we first set (or were about to set) this thread's affinity: a
+    /// thread or child process started after it may have inherited our set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_at_ticks: Option<u64>,
     /// The process this thread inherited our set from (a thread or child created after a pin).
@@ -657,6 +657,7 @@ impl Journal {
         thread_level: bool,
     ) -> Result<(), JournalError> {
         let pins = self.process_pins(pid);
+        let now = now_ticks();
         for &tid in tids {
             // An entry left by a thread that exited, whose id now names this thread, says
             // nothing about it: journal it afresh (else restore would skip it as gone).
@@ -705,6 +706,10 @@ impl Journal {
                 if e.user_set.is_none() {
                     e.pending = Some(target.clone());
                     e.thread_level = thread_level;
+                    // Before the call: a thread or child born from the new set starts after
+                    // it, even one born before the outcome is recorded (kept only if the
+                    // change succeeds: an entry never applied is dropped).
+                    e.pinned_at_ticks.get_or_insert(now);
                 }
             }
         }
@@ -1535,6 +1540,58 @@ mod tests {
         assert!(j.is_user_owned(pid));
         drop(j);
         assert_eq!(reopen(&p).data().threads.len(), 1);
+    }
+
+    /// A thread the pinned thread starts after the set call but before the journal records
+    /// the outcome (a tick later here) was born from our pin: it is adopted, not left pinned.
+    #[test]
+    fn a_thread_born_between_the_set_and_its_record_is_adopted() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let c1 = CpuSet::single(online.iter().nth(1).expect("cpu"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let parent = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = go_rx.recv();
+            let tx2 = tx.clone();
+            let child = std::thread::spawn(move || {
+                let _ = tx2.send(gettid());
+                let _ = end_rx.recv();
+            });
+            let _ = child.join();
+        });
+        let ptid = rx.recv().expect("tid");
+        let original = affinity::get(ptid).expect("get");
+        j.before_thread_change(pid, ptid, &c1).expect("before");
+        let applied = affinity::set(ptid, &c1, &online).expect("set");
+        go_tx.send(()).expect("go");
+        let ctid = rx.recv().expect("child tid");
+        next_tick();
+        j.after_change(ptid, Some(&applied)).expect("after");
+        let adopted = j.adopt_new_tasks().expect("adopt");
+        assert!(
+            adopted
+                .iter()
+                .any(|a| a.tid == ctid && a.original == original),
+            "{adopted:?}"
+        );
+        let r = j.restore_all(&online);
+        assert_eq!(
+            affinity::get(ctid).expect("get"),
+            original.intersection(&online),
+            "{r:?}"
+        );
+        drop(end_tx);
+        parent.join().expect("join");
     }
 
     #[test]

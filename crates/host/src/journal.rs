@@ -584,20 +584,24 @@ impl Journal {
     /// gives the threads it starts its set, so its entry counts too. A thread the user re-pinned
     /// no longer speaks for the process.
     fn process_pins(&self, pid: u32) -> Vec<(CpuSet, CpuSet, Option<u64>)> {
+        // A pending set counts too: after a crash between a set call and the record of its
+        // outcome, the thread may have started others with it.
         let pick = |e: &ThreadEntry| {
-            e.applied
-                .clone()
+            [e.applied.clone(), e.pending.clone()]
+                .into_iter()
+                .flatten()
                 .filter(|_| e.user_set.is_none())
                 .map(|a| (e.original.clone(), a, e.pinned_at_ticks))
+                .collect::<Vec<_>>()
         };
         let main = self.data.threads.get(&pid).filter(|e| e.pid == pid);
         let mut out: Vec<(CpuSet, CpuSet, Option<u64>)> = Vec::new();
-        for p in main.and_then(pick).into_iter().chain(
+        for p in main.map(pick).into_iter().flatten().chain(
             self.data
                 .threads
                 .values()
                 .filter(|e| e.pid == pid)
-                .filter_map(pick),
+                .flat_map(pick),
         ) {
             if !out.iter().any(|o| o.1 == p.1) {
                 out.push(p);
@@ -1590,6 +1594,55 @@ mod tests {
             original.intersection(&online),
             "{r:?}"
         );
+        drop(end_tx);
+        parent.join().expect("join");
+    }
+
+    /// The agent dies between a thread's set call and the record of its outcome (the journal
+    /// holds the change as pending), after the thread started another: recovery restores both.
+    #[test]
+    fn a_thread_born_from_a_pending_change_is_restored_after_a_crash() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let c1 = CpuSet::single(online.iter().nth(1).expect("cpu"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).expect("open");
+        let pid = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let parent = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = go_rx.recv();
+            let tx2 = tx.clone();
+            let child = std::thread::spawn(move || {
+                let _ = tx2.send(gettid());
+                let _ = end_rx.recv();
+            });
+            let _ = child.join();
+        });
+        let ptid = rx.recv().expect("tid");
+        let original = affinity::get(ptid).expect("get");
+        j.before_thread_change(pid, ptid, &c1).expect("before");
+        affinity::set(ptid, &c1, &online).expect("set");
+        go_tx.send(()).expect("go");
+        let ctid = rx.recv().expect("child tid");
+        // The crash: no after_change.
+        drop(j);
+        let mut j = reopen(&p);
+        let r = j.restore_all(&online);
+        for t in [ptid, ctid] {
+            assert_eq!(
+                affinity::get(t).expect("get"),
+                original.intersection(&online),
+                "{t}: {r:?}"
+            );
+        }
         drop(end_tx);
         parent.join().expect("join");
     }

@@ -404,12 +404,23 @@ pub fn resolve(path: &Path) -> Result<PathBuf, JournalError> {
     }
 }
 
-/// Whether the journal's entry `e`, kept under `tid`, still names that thread: it is listed in
-/// its process and (where recorded) started when the entry says.
-fn names_same_thread(proc_: &Proc, tid: u32, e: &ThreadEntry) -> bool {
-    proc_
-        .thread_stat(e.pid, tid)
-        .is_some_and(|s| e.starttime_ticks == 0 || s.starttime_ticks == e.starttime_ticks)
+/// Whether the journal's entry `e`, kept under `tid`, is positively for another thread than
+/// the one `tid` names in process `pid` now: that thread is readable and the entry is for
+/// another process or a thread that started at another time. An unreadable thread says
+/// nothing: a transient `/proc` failure must not cost a live pinned thread its original.
+fn is_other_thread(proc_: &Proc, pid: u32, tid: u32, e: &ThreadEntry) -> bool {
+    proc_.thread_stat(pid, tid).is_some_and(|s| {
+        e.pid != pid || (e.starttime_ticks != 0 && s.starttime_ticks != e.starttime_ticks)
+    })
+}
+
+/// Whether the thread of entry `e` has positively exited: no thread has id `tid` any more, or
+/// its process's thread `tid` started at another time (the id was reused there).
+fn has_exited(proc_: &Proc, tid: u32, e: &ThreadEntry) -> bool {
+    matches!(
+        affinity::get(tid),
+        Err(affinity::AffinityError::Gone { .. })
+    ) || is_other_thread(proc_, e.pid, tid, e)
 }
 
 /// Whether a task that started at `start` (ticks since boot) may have inherited a pin made at
@@ -669,7 +680,7 @@ impl Journal {
                 .data
                 .threads
                 .get(&tid)
-                .is_some_and(|e| !names_same_thread(&self.proc_, tid, e))
+                .is_some_and(|e| is_other_thread(&self.proc_, pid, tid, e))
             {
                 self.data.threads.remove(&tid);
             }
@@ -751,17 +762,23 @@ impl Journal {
         self.data.threads.get(&tid).and_then(|e| e.applied.as_ref())
     }
 
-    /// Drop the entries of threads that exited (or whose id now names another thread): there
-    /// is nothing to restore for them, and a server that starts and ends threads would
-    /// otherwise grow the journal (rewritten whole at every save) without bound. A user's
-    /// re-pin is kept while its process lives, so that process stays theirs. Saved when
-    /// anything was dropped; returns how many.
+    /// Drop the entries of threads that have positively exited (no thread has the id, or it
+    /// names a thread of the same process that started at another time; an unreadable thread
+    /// is kept): there is nothing to restore for them, and a server that starts and ends
+    /// threads would otherwise grow the journal (rewritten whole at every save) without
+    /// bound. A user's re-pin is kept while its process lives, so that process stays theirs.
+    /// Saved when anything was dropped; returns how many.
     pub fn forget_exited(&mut self) -> Result<usize, JournalError> {
         let before = self.data.threads.len();
         let proc_ = &self.proc_;
         self.data.threads.retain(|&tid, e| {
-            names_same_thread(proc_, tid, e)
-                || (e.user_set.is_some() && proc_.stat(e.pid).is_some())
+            let process_gone = || {
+                matches!(
+                    affinity::get(e.pid),
+                    Err(affinity::AffinityError::Gone { .. })
+                )
+            };
+            !has_exited(proc_, tid, e) || (e.user_set.is_some() && !process_gone())
         });
         let dropped = before - self.data.threads.len();
         if dropped > 0 {
@@ -873,7 +890,7 @@ impl Journal {
                     .data
                     .threads
                     .get(&tid)
-                    .is_some_and(|e| names_same_thread(&self.proc_, tid, e))
+                    .is_some_and(|e| !is_other_thread(&self.proc_, pid, tid, e))
                 {
                     continue;
                 }

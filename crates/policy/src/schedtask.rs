@@ -181,7 +181,12 @@ impl SchedTask {
             // The task's CPU time, split among its threads by their samples.
             let task_ns = t.sample.get(event::TASK_CLOCK);
             let mut seen_now = BTreeSet::new();
-            for th in &code.threads {
+            // Nor is one that exited after its samples (the sampled threads are those listed
+            // at the start of the interval; the live ones at its end).
+            let alive = |tid: &u64| {
+                code.thread_affinity.is_empty() || code.thread_affinity.contains_key(tid)
+            };
+            for th in code.threads.iter().filter(|th| alive(&th.tid)) {
                 let n = th.code.samples();
                 let time_ns = match task_ns {
                     Some(ns) if total > 0 => ns * n as f64 / total as f64,

@@ -1,5 +1,6 @@
 //! Property test of SchedTask's thread-level placement on odd live input (threads with no
-//! samples, empty maps, zero CPU time, threads that come and go between intervals): it never
+//! samples, empty maps, zero CPU time, threads that come and go between intervals or exit
+//! after their samples within one): it never
 //! panics, and its actions are well-formed: non-empty sets of online CPUs, only observed tasks,
 //! each thread at most once, a thread-level action only for a thread alive now (the source
 //! lists live threads' affinities, as the live host does), never a process-level and a
@@ -15,8 +16,9 @@ use counterpoint_policy::schedtask::SchedTask;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
-/// A thread: (tid, pages it was sampled on: (page, kernel, samples)).
-type ThreadSpec = (u64, Vec<(u64, bool, u8)>);
+/// A thread: (tid, pages it was sampled on: (page, kernel, samples), whether it exited
+/// before the end of the interval, after its samples).
+type ThreadSpec = (u64, Vec<(u64, bool, u8)>, bool);
 /// A task: (CPU-seconds used, its threads).
 type TaskSpec = (f64, Vec<ThreadSpec>);
 
@@ -24,6 +26,7 @@ fn thread_spec() -> impl Strategy<Value = ThreadSpec> {
     (
         1u64..12,
         prop::collection::vec((0u64..40, any::<bool>(), 0u8..40), 0..5),
+        prop::bool::weighted(0.2),
     )
 }
 
@@ -36,30 +39,34 @@ fn obs(t: &counterpoint_core::topology::Topology, tasks: &[TaskSpec], n: u64) ->
             let id = i as u64 + 1;
             let mut o = task(id, 0, &all, &[(event::TASK_CLOCK, cpus * 1e9)]);
             let mut seen = BTreeSet::new();
+            let mut exited = BTreeSet::new();
             let threads = threads
                 .iter()
                 // One entry per tid; tids shift with the interval (threads come and go).
-                .filter(|(tid, _)| seen.insert(*tid))
-                .map(|(tid, pages)| {
+                .filter(|(tid, _, _)| seen.insert(*tid))
+                .map(|(tid, pages, gone)| {
+                    let tid = id * 100 + (tid + n) % 12;
+                    if *gone {
+                        exited.insert(tid);
+                    }
                     let mut c = CodeHeatmap::new(true);
                     for &(p, kernel, k) in pages {
                         for _ in 0..k {
                             c.add(kernel, p, kernel.then_some(1));
                         }
                     }
-                    ThreadCode {
-                        tid: id * 100 + (tid + n) % 12,
-                        code: c,
-                    }
+                    ThreadCode { tid, code: c }
                 })
                 .collect();
             let mut code = TaskCode::from_threads(threads, true, 1_000_000);
             // As the live host: every live thread's affinity, sampled or not (one more thread
-            // that slept through the interval).
+            // that slept through the interval); a thread that exited after its samples has
+            // none.
             for tid in code
                 .threads
                 .iter()
                 .map(|th| th.tid)
+                .filter(|t| !exited.contains(t))
                 .chain([id * 100 + 99])
                 .collect::<Vec<_>>()
             {

@@ -399,6 +399,13 @@ impl<'s> Driver<'s> {
         obs: &Observation,
         report: &mut DriverReport,
     ) -> Result<(), DriverError<M::Error>> {
+        // A move older than the residency holds nothing back: forget it, or the map grows with
+        // every thread ever moved (thread pools start and end threads all the time).
+        let (now, min) = (
+            self.interval,
+            u64::from(self.config.min_residency_intervals),
+        );
+        self.last_change.retain(|_, since| now - *since < min);
         let topology = machine.topology().clone();
         let actions = policy.decide(&topology, obs);
         let name = policy.name().to_string();
@@ -603,6 +610,40 @@ mod tests {
             ]
         );
         assert_eq!((r.applied, r.held_back, r.unchanged), (2, 3, 2));
+    }
+
+    /// Moves a new thread of task 1 every interval (a thread pool whose threads come and go),
+    /// alternating CPUs so each move is a change.
+    struct Churn;
+    impl Policy for Churn {
+        fn name(&self) -> &str {
+            "churn"
+        }
+        fn required_events(&self) -> Vec<&'static str> {
+            Vec::new()
+        }
+        fn decide(&mut self, _t: &Topology, o: &Observation) -> Vec<Action> {
+            let n = o.time_ns / o.interval_ns.max(1);
+            vec![Action::SetThreadAffinity {
+                task: TaskId(1),
+                tid: 1000 + n,
+                cpus: CpuSet::single((n % 2) as u32),
+            }]
+        }
+    }
+
+    #[test]
+    fn moves_older_than_the_residency_are_forgotten() {
+        let mut m = ScriptedMachine::new(1, 2, 1, 1);
+        let cfg = DriverConfig {
+            min_residency_intervals: 3,
+            ..config(50)
+        };
+        let mut d = Driver::new(cfg);
+        let r = d.run(&mut m, &mut Churn, &mut Log::default()).unwrap();
+        assert_eq!((r.intervals, r.applied), (50, 50));
+        // Only moves that can still hold an action back are remembered.
+        assert!(d.last_change.len() <= 3, "{:?}", d.last_change);
     }
 
     /// Records verdicts; calls every apply error transient.

@@ -317,11 +317,38 @@ struct AgentObserver<'a, E> {
     reported: &'a mut std::collections::BTreeSet<(u64, String)>,
     /// The policy's reasons for the actions of the current interval.
     reasons: &'a std::cell::RefCell<Vec<(Action, String)>>,
-    /// Dry run: per task (and thread, for a thread-level action), the target set last said and
-    /// the interval it was (re)proposed in. A decision proposed again in the next interval
-    /// with the same target is not news: a dry run changes nothing, so the policy asks for it
-    /// every interval.
-    said: &'a mut std::collections::BTreeMap<(u64, Option<u64>), (String, u64)>,
+    /// Dry run: the decisions said, to say each once.
+    said: &'a mut Said,
+}
+
+/// Dry run: per task (and thread, for a thread-level action), the target set last said and
+/// the interval it was (re)proposed in. A decision proposed again in the next interval with
+/// the same target is not news: a dry run changes nothing, so the policy asks for it every
+/// interval.
+#[derive(Debug, Default)]
+struct Said {
+    last: std::collections::BTreeMap<(u64, Option<u64>), (String, u64)>,
+    /// The interval of the last call (older entries are dropped once per interval).
+    interval: u64,
+}
+
+impl Said {
+    /// Whether proposing `to` for `key` in `interval` repeats the previous interval's
+    /// proposal; remembered for the next interval.
+    fn repeat(&mut self, key: (u64, Option<u64>), to: &str, interval: u64) -> bool {
+        if interval != self.interval {
+            // Only the previous interval's proposals can be repeated: forget older ones, or
+            // a dry run over a thread pool remembers every thread it ever saw.
+            self.last.retain(|_, (_, last)| *last + 1 >= interval);
+        }
+        let repeat = self
+            .last
+            .get(&key)
+            .is_some_and(|(t, last)| t == to && last + 1 == interval);
+        self.last.insert(key, (to.to_string(), interval));
+        self.interval = interval;
+        repeat
+    }
 }
 
 /// The policy being run, keeping its reasons for the actions of each interval for the log.
@@ -500,16 +527,8 @@ impl<E> AgentObserver<'_, E> {
             // A dry run's decision is said once; while the policy keeps proposing the same
             // move every interval (nothing is applied, so nothing changes) it is debug only.
             let mut level = Level::Info;
-            if !applied {
-                let key = (m.task, m.tid);
-                let repeat = self
-                    .said
-                    .get(&key)
-                    .is_some_and(|(to, last)| *to == m.to && last + 1 == d.interval);
-                self.said.insert(key, (m.to.clone(), d.interval));
-                if repeat {
-                    level = Level::Debug;
-                }
+            if !applied && self.said.repeat((m.task, m.tid), &m.to, d.interval) {
+                level = Level::Debug;
             }
             let fields = move_fields(
                 d,
@@ -549,7 +568,7 @@ pub fn run_loop<M: Machine>(
     let mut report = DriverReport::new();
     let mut reported = std::collections::BTreeSet::new();
     let reasons = std::cell::RefCell::new(Vec::new());
-    let mut said = std::collections::BTreeMap::new();
+    let mut said = Said::default();
     let mut policy = Explained {
         inner: policy,
         reasons: &reasons,
@@ -1130,5 +1149,27 @@ mod tests {
                 "{d}"
             );
         }
+    }
+
+    /// A dry run over a thread pool proposes a new thread every interval: what was said
+    /// intervals ago can no longer be repeated and is forgotten.
+    #[test]
+    fn said_decisions_are_repeats_only_in_the_next_interval_and_are_forgotten_after() {
+        let mut s = Said::default();
+        assert!(!s.repeat((1, Some(10)), "0", 1));
+        assert!(s.repeat((1, Some(10)), "0", 2));
+        assert!(!s.repeat((1, Some(10)), "1", 3), "a new target is news");
+        assert!(
+            !s.repeat((1, Some(10)), "1", 5),
+            "after a gap it is news again"
+        );
+        assert!(
+            !s.repeat((1, None), "1", 5),
+            "the process is not its thread"
+        );
+        for i in 6..1000 {
+            assert!(!s.repeat((1, Some(i)), "0", i));
+        }
+        assert!(s.last.len() <= 2, "{}", s.last.len());
     }
 }

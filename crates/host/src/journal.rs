@@ -121,8 +121,8 @@ pub struct ThreadEntry {
     pub applied: Option<CpuSet>,
     /// Affinity we are about to set (written before the call, so a crash in between is safe).
     pub pending: Option<CpuSet>,
-    /// When (ticks since boot) we first applied a set to this thread: a child process started
-    /// after it inherited our set.
+    /// When (ticks since boot) we first set (or were about to set) this thread's affinity: a
+    /// thread or child process started after it may have inherited our set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_at_ticks: Option<u64>,
     /// The process this thread inherited our set from (a thread or child created after a pin).
@@ -404,6 +404,35 @@ pub fn resolve(path: &Path) -> Result<PathBuf, JournalError> {
     }
 }
 
+/// Whether the journal's entry `e`, kept under `tid`, is positively for another thread than
+/// the one `tid` names in process `pid` now: that thread is readable and the entry is for
+/// another process or a thread that started at another time. An unreadable thread says
+/// nothing: a transient `/proc` failure must not cost a live pinned thread its original.
+fn is_other_thread(proc_: &Proc, pid: u32, tid: u32, e: &ThreadEntry) -> bool {
+    proc_.thread_stat(pid, tid).is_some_and(|s| {
+        e.pid != pid || (e.starttime_ticks != 0 && s.starttime_ticks != e.starttime_ticks)
+    })
+}
+
+/// Whether the thread of entry `e` has positively exited: no thread has id `tid` any more, or
+/// its process's thread `tid` started at another time (the id was reused there).
+fn has_exited(proc_: &Proc, tid: u32, e: &ThreadEntry) -> bool {
+    matches!(
+        affinity::get(tid),
+        Err(affinity::AffinityError::Gone { .. })
+    ) || is_other_thread(proc_, e.pid, tid, e)
+}
+
+/// Whether a task that started at `start` (ticks since boot) may have inherited a pin made at
+/// `pinned_at`; unknown times say yes (adopting a task is safer than leaving it pinned). The same
+/// tick counts as after: start times have a tick's resolution.
+fn born_after(start: Option<u64>, pinned_at: Option<u64>) -> bool {
+    match (start, pinned_at) {
+        (Some(s), Some(t)) => s >= t,
+        _ => true,
+    }
+}
+
 /// Clock ticks since boot now (the unit of `/proc/PID/stat`'s start time).
 fn now_ticks() -> u64 {
     let mut ts = libc::timespec {
@@ -566,20 +595,24 @@ impl Journal {
     /// gives the threads it starts its set, so its entry counts too. A thread the user re-pinned
     /// no longer speaks for the process.
     fn process_pins(&self, pid: u32) -> Vec<(CpuSet, CpuSet, Option<u64>)> {
+        // A pending set counts too: after a crash between a set call and the record of its
+        // outcome, the thread may have started others with it.
         let pick = |e: &ThreadEntry| {
-            e.applied
-                .clone()
+            [e.applied.clone(), e.pending.clone()]
+                .into_iter()
+                .flatten()
                 .filter(|_| e.user_set.is_none())
                 .map(|a| (e.original.clone(), a, e.pinned_at_ticks))
+                .collect::<Vec<_>>()
         };
         let main = self.data.threads.get(&pid).filter(|e| e.pid == pid);
         let mut out: Vec<(CpuSet, CpuSet, Option<u64>)> = Vec::new();
-        for p in main.and_then(pick).into_iter().chain(
+        for p in main.map(pick).into_iter().flatten().chain(
             self.data
                 .threads
                 .values()
                 .filter(|e| e.pid == pid)
-                .filter_map(pick),
+                .flat_map(pick),
         ) {
             if !out.iter().any(|o| o.1 == p.1) {
                 out.push(p);
@@ -639,18 +672,35 @@ impl Journal {
         thread_level: bool,
     ) -> Result<(), JournalError> {
         let pins = self.process_pins(pid);
+        let now = now_ticks();
         for &tid in tids {
+            // An entry left by a thread that exited, whose id now names this thread, says
+            // nothing about it: journal it afresh (else restore would skip it as gone).
+            if self
+                .data
+                .threads
+                .get(&tid)
+                .is_some_and(|e| is_other_thread(&self.proc_, pid, tid, e))
+            {
+                self.data.threads.remove(&tid);
+            }
             if !self.data.threads.contains_key(&tid) {
                 let current = match affinity::get(tid) {
                     Ok(s) => s,
                     // Gone already: nothing to journal; the set call will report it.
                     Err(_) => continue,
                 };
-                let (original, inherited_from) = match pins.iter().find(|p| p.1 == current) {
+                let st = self.proc_.thread_stat(pid, tid);
+                let start = st.as_ref().map(|s| s.starttime_ticks);
+                // Born from one of our pins: carries its set and started after it (a sibling
+                // that already ran on that set, its program's own pin, keeps its own).
+                let (original, inherited_from) = match pins
+                    .iter()
+                    .find(|p| p.1 == current && born_after(start, p.2))
+                {
                     Some((orig, _, _)) => (orig.clone(), Some(pid)),
                     None => (current, None),
                 };
-                let st = self.proc_.thread_stat(pid, tid);
                 self.data.threads.insert(
                     tid,
                     ThreadEntry {
@@ -671,6 +721,10 @@ impl Journal {
                 if e.user_set.is_none() {
                     e.pending = Some(target.clone());
                     e.thread_level = thread_level;
+                    // Before the call: a thread or child born from the new set starts after
+                    // it, even one born before the outcome is recorded (kept only if the
+                    // change succeeds: an entry never applied is dropped).
+                    e.pinned_at_ticks.get_or_insert(now);
                 }
             }
         }
@@ -706,6 +760,31 @@ impl Journal {
     /// The affinity we last set on a thread, if we changed it.
     pub fn applied(&self, tid: u32) -> Option<&CpuSet> {
         self.data.threads.get(&tid).and_then(|e| e.applied.as_ref())
+    }
+
+    /// Drop the entries of threads that have positively exited (no thread has the id, or it
+    /// names a thread of the same process that started at another time; an unreadable thread
+    /// is kept): there is nothing to restore for them, and a server that starts and ends
+    /// threads would otherwise grow the journal (rewritten whole at every save) without
+    /// bound. A user's re-pin is kept while its process lives, so that process stays theirs.
+    /// Saved when anything was dropped; returns how many.
+    pub fn forget_exited(&mut self) -> Result<usize, JournalError> {
+        let before = self.data.threads.len();
+        let proc_ = &self.proc_;
+        self.data.threads.retain(|&tid, e| {
+            let process_gone = || {
+                matches!(
+                    affinity::get(e.pid),
+                    Err(affinity::AffinityError::Gone { .. })
+                )
+            };
+            !has_exited(proc_, tid, e) || (e.user_set.is_some() && !process_gone())
+        });
+        let dropped = before - self.data.threads.len();
+        if dropped > 0 {
+            self.save()?;
+        }
+        Ok(dropped)
     }
 
     /// Find tasks that someone else re-pinned after our change: each is recorded (`user_set`)
@@ -805,7 +884,14 @@ impl Journal {
                 .then(|| ppid.get(&pid).map(|p| p.1))
                 .flatten();
             for tid in self.proc_.threads(pid) {
-                if self.data.threads.contains_key(&tid) {
+                // Journaled already (an entry of an exited thread whose id this one reuses is
+                // replaced).
+                if self
+                    .data
+                    .threads
+                    .get(&tid)
+                    .is_some_and(|e| !is_other_thread(&self.proc_, pid, tid, e))
+                {
                     continue;
                 }
                 let Ok(current) = affinity::get(tid) else {
@@ -813,12 +899,16 @@ impl Journal {
                 };
                 // The set of the thread (or process) it was born from: any set we gave a
                 // thread of its origin (a child process: one given before it started).
+                // The thread itself started after that pin too: thread-level placement leaves
+                // siblings alone, and one already on the set (its program's own pin) is not
+                // ours.
+                let st = self.proc_.thread_stat(pid, tid);
+                let start = st.as_ref().map(|s| s.starttime_ticks);
                 let Some((original, applied, at)) = pinned[&origin].iter().find(|p| {
-                    p.1 == current && child_start.map_or(true, |s| p.2.map_or(true, |t| s >= t))
+                    p.1 == current && born_after(child_start, p.2) && born_after(start, p.2)
                 }) else {
                     continue;
                 };
-                let st = self.proc_.thread_stat(pid, tid);
                 self.data.threads.insert(
                     tid,
                     ThreadEntry {
@@ -1312,6 +1402,266 @@ mod tests {
         let _ = end_tx.send(());
         first.join().expect("join");
         second.join().expect("join");
+    }
+
+    /// A thread of this test process that waits until its sender is dropped (or sent to).
+    fn parked_thread() -> (
+        u32,
+        std::sync::mpsc::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = end_rx.recv();
+        });
+        let tid = rx.recv().expect("tid");
+        (tid, end_tx, h)
+    }
+
+    /// The clock tick (the unit of start times) in which a thread started is over by the time
+    /// this returns: a pin made after it is in a later tick than the thread's start. A lower
+    /// bound on elapsed time (a loaded machine only makes it longer), not a timing claim.
+    fn next_tick() {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    }
+
+    /// Thread-level placement pins one thread of a process and leaves its siblings: a sibling
+    /// that already ran on the same set (the program pinned it itself) was not born from our
+    /// pin, so it is not adopted and keeps its own set at restore.
+    #[test]
+    fn a_sibling_already_on_the_set_we_give_a_thread_is_not_adopted() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let c1 = CpuSet::single(online.iter().nth(1).expect("cpu"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (own, end_own, h_own) = parked_thread();
+        let (ours, end_ours, h_ours) = parked_thread();
+        // The program's own pin, before the agent ever looks.
+        affinity::set(own, &c1, &online).expect("own pin");
+        let original = affinity::get(ours).expect("get");
+        next_tick();
+        j.before_thread_change(pid, ours, &c1).expect("before");
+        let applied = affinity::set(ours, &c1, &online).expect("set");
+        j.after_change(ours, Some(&applied)).expect("after");
+        let adopted = j.adopt_new_tasks().expect("adopt");
+        assert!(adopted.iter().all(|a| a.tid != own), "{adopted:?}");
+        let r = j.restore_all(&online);
+        assert!(r.restored.iter().any(|(t, _)| *t == ours), "{r:?}");
+        assert_eq!(
+            affinity::get(ours).expect("get"),
+            original.intersection(&online)
+        );
+        assert_eq!(affinity::get(own).expect("get"), c1, "{r:?}");
+        drop((end_own, end_ours));
+        h_own.join().expect("join");
+        h_ours.join().expect("join");
+    }
+
+    /// A thread the agent moves on its own after placing a sibling: its original is the set it
+    /// had, even when that equals the sibling's new set (it was not born from that pin).
+    #[test]
+    fn a_thread_moved_after_a_sibling_keeps_its_own_original() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let (c0, c1) = (
+            CpuSet::single(online.first().expect("cpu")),
+            CpuSet::single(online.iter().nth(1).expect("cpu")),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (own, end_own, h_own) = parked_thread();
+        let (ours, end_ours, h_ours) = parked_thread();
+        affinity::set(own, &c1, &online).expect("own pin");
+        next_tick();
+        for (tid, set) in [(ours, &c1), (own, &c0)] {
+            j.before_thread_change(pid, tid, set).expect("before");
+            let applied = affinity::set(tid, set, &online).expect("set");
+            j.after_change(tid, Some(&applied)).expect("after");
+        }
+        assert_eq!(j.data().threads[&own].original, c1);
+        let r = j.restore_all(&online);
+        assert_eq!(affinity::get(own).expect("get"), c1, "{r:?}");
+        drop((end_own, end_ours));
+        h_own.join().expect("join");
+        h_ours.join().expect("join");
+    }
+
+    /// A thread id the journal holds for a thread that exited (another process's, here a pid
+    /// that does not exist) and that now names a live thread we move: the live thread is
+    /// journaled afresh with its own original, and restored.
+    #[test]
+    fn a_reused_thread_id_is_journaled_afresh() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let (c0, c1) = (
+            CpuSet::single(online.first().expect("cpu")),
+            CpuSet::single(online.iter().nth(1).expect("cpu")),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (tid, end, h) = parked_thread();
+        let original = affinity::get(tid).expect("get");
+        let mut stale = entry(999_999_998);
+        stale.original = c0.clone();
+        j.data.threads.insert(tid, stale);
+        j.before_thread_change(pid, tid, &c1).expect("before");
+        let applied = affinity::set(tid, &c1, &online).expect("set");
+        j.after_change(tid, Some(&applied)).expect("after");
+        assert_eq!(j.data().threads[&tid].pid, pid);
+        assert_eq!(j.data().threads[&tid].original, original);
+        let r = j.restore_all(&online);
+        assert!(r.restored.iter().any(|(t, _)| *t == tid), "{r:?}");
+        assert_eq!(
+            affinity::get(tid).expect("get"),
+            original.intersection(&online)
+        );
+        drop(end);
+        h.join().expect("join");
+    }
+
+    /// The sweep forgets threads that exited (the journal would otherwise grow with every
+    /// thread a busy server starts and ends), but keeps a user's re-pin while its process
+    /// lives: that process stays theirs.
+    #[test]
+    fn exited_threads_are_forgotten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).expect("open");
+        let pid = std::process::id();
+        j.data.threads.insert(999_999_999, entry(999_999_999));
+        let mut users = entry(pid);
+        users.user_set = Some(CpuSet::single(0));
+        j.data.threads.insert(999_999_997, users);
+        let mut gone_users = entry(999_999_996);
+        gone_users.user_set = Some(CpuSet::single(0));
+        j.data.threads.insert(999_999_996, gone_users);
+        assert_eq!(j.forget_exited().expect("forget"), 2);
+        assert_eq!(
+            j.data().threads.keys().copied().collect::<Vec<_>>(),
+            vec![999_999_997]
+        );
+        assert!(j.is_user_owned(pid));
+        drop(j);
+        assert_eq!(reopen(&p).data().threads.len(), 1);
+    }
+
+    /// A thread the pinned thread starts after the set call but before the journal records
+    /// the outcome (a tick later here) was born from our pin: it is adopted, not left pinned.
+    #[test]
+    fn a_thread_born_between_the_set_and_its_record_is_adopted() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let c1 = CpuSet::single(online.iter().nth(1).expect("cpu"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        let pid = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let parent = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = go_rx.recv();
+            let tx2 = tx.clone();
+            let child = std::thread::spawn(move || {
+                let _ = tx2.send(gettid());
+                let _ = end_rx.recv();
+            });
+            let _ = child.join();
+        });
+        let ptid = rx.recv().expect("tid");
+        let original = affinity::get(ptid).expect("get");
+        j.before_thread_change(pid, ptid, &c1).expect("before");
+        let applied = affinity::set(ptid, &c1, &online).expect("set");
+        go_tx.send(()).expect("go");
+        let ctid = rx.recv().expect("child tid");
+        next_tick();
+        j.after_change(ptid, Some(&applied)).expect("after");
+        let adopted = j.adopt_new_tasks().expect("adopt");
+        assert!(
+            adopted
+                .iter()
+                .any(|a| a.tid == ctid && a.original == original),
+            "{adopted:?}"
+        );
+        let r = j.restore_all(&online);
+        assert_eq!(
+            affinity::get(ctid).expect("get"),
+            original.intersection(&online),
+            "{r:?}"
+        );
+        drop(end_tx);
+        parent.join().expect("join");
+    }
+
+    /// The agent dies between a thread's set call and the record of its outcome (the journal
+    /// holds the change as pending), after the thread started another: recovery restores both.
+    #[test]
+    fn a_thread_born_from_a_pending_change_is_restored_after_a_crash() {
+        let _serial = pins_this_process();
+        let online = affinity::online_cpus();
+        if online.len() < 2 {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return;
+        }
+        let c1 = CpuSet::single(online.iter().nth(1).expect("cpu"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).expect("open");
+        let pid = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let parent = std::thread::spawn(move || {
+            let _ = tx.send(gettid());
+            let _ = go_rx.recv();
+            let tx2 = tx.clone();
+            let child = std::thread::spawn(move || {
+                let _ = tx2.send(gettid());
+                let _ = end_rx.recv();
+            });
+            let _ = child.join();
+        });
+        let ptid = rx.recv().expect("tid");
+        let original = affinity::get(ptid).expect("get");
+        j.before_thread_change(pid, ptid, &c1).expect("before");
+        affinity::set(ptid, &c1, &online).expect("set");
+        go_tx.send(()).expect("go");
+        let ctid = rx.recv().expect("child tid");
+        // The crash: no after_change.
+        drop(j);
+        let mut j = reopen(&p);
+        let r = j.restore_all(&online);
+        for t in [ptid, ctid] {
+            assert_eq!(
+                affinity::get(t).expect("get"),
+                original.intersection(&online),
+                "{t}: {r:?}"
+            );
+        }
+        drop(end_tx);
+        parent.join().expect("join");
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub enum HostError {
     /// Someone else set the process's affinity after the agent did.
     #[error("process {0}: someone else set its affinity after the agent did; left alone")]
     UserOwned(u32),
+    /// An action named a task id that cannot be a process id (never cut down to one).
+    #[error("task id {0} is not a process id: refused")]
+    NotAPid(u64),
 }
 
 /// The live Linux host.
@@ -444,13 +447,14 @@ impl Host {
         }
     }
 
-    /// The safety net's sweep, once per interval: journal threads and children born with a
-    /// set we gave (see [`Journal::adopt_new_tasks`]) and find tasks someone else re-pinned
+    /// The safety net's sweep, once per interval: forget threads that exited (see
+    /// [`Journal::forget_exited`]), journal threads and children born with a set we gave (see [`Journal::adopt_new_tasks`]) and find tasks someone else re-pinned
     /// (see [`Journal::detect_overrides`]), which are never touched again.
     pub fn sweep(&mut self) -> Result<Sweep, HostError> {
         let Some(j) = self.journal.as_mut() else {
             return Ok(Sweep::default());
         };
+        j.forget_exited()?;
         let mut overrides = std::mem::take(&mut self.found_overrides);
         overrides.extend(j.detect_overrides()?);
         let adopted = j.adopt_new_tasks()?;
@@ -1047,15 +1051,17 @@ impl Machine for Host {
     }
 
     fn apply(&mut self, action: &Action) -> Result<(), HostError> {
+        // A task id beyond a pid is a policy's bug: truncated, it would name another process.
+        let pid = |t: &TaskId| u32::try_from(t.0).map_err(|_| HostError::NotAPid(t.0));
         match action {
             Action::SetAffinity { task, cpus } => {
-                self.set_process_affinity(task.0 as u32, cpus)?;
+                self.set_process_affinity(pid(task)?, cpus)?;
             }
             Action::SetThreadAffinity { task, tid, cpus } => {
-                self.set_thread_affinity(task.0 as u32, *tid, cpus)?;
+                self.set_thread_affinity(pid(task)?, *tid, cpus)?;
             }
             Action::Swap { a, b } => {
-                let (pa, pb) = (a.0 as u32, b.0 as u32);
+                let (pa, pb) = (pid(a)?, pid(b)?);
                 let (Some(sa), Some(sb)) = (self.process_affinity(pa), self.process_affinity(pb))
                 else {
                     return Ok(()); // one of them exited: nothing to swap

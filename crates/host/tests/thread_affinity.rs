@@ -2,7 +2,8 @@
 //! process with three sleeping threads; two of its threads are placed apart, each journaled
 //! first; a thread that is not there is skipped, not an error; a later process-level change
 //! turns the thread records into process records without losing their originals; and the
-//! journal left behind (as by a killed agent) puts every thread back. Nothing here depends on
+//! journal left behind (as by a killed agent) puts every thread back; a task id beyond a pid is
+//! refused, not truncated to another process's pid. Nothing here depends on
 //! timing: the waits are hang guards for the child to start. Skipped, with the reason, where
 //! there is no python3, only one CPU, or changing the child's affinity is not permitted.
 
@@ -225,4 +226,53 @@ fn thread_actions_need_the_journal_and_skip_kernel_threads() {
             .expect_err("kernel thread");
         assert!(err.to_string().contains("kernel thread"), "{err}");
     }
+}
+
+/// A task id beyond a pid (a policy's bug) is refused, never cut down to another process's
+/// pid: the process whose pid it would truncate to keeps its affinity.
+#[test]
+fn a_task_id_beyond_a_pid_is_refused_not_truncated() {
+    let online = affinity::online_cpus();
+    if online.len() < 2 {
+        eprintln!("SKIPPED: needs 2 online CPUs");
+        return;
+    }
+    let child = match Command::new("sleep").arg("120").spawn() {
+        Ok(c) => Kill(c),
+        Err(e) => {
+            eprintln!("SKIPPED: no sleep ({e})");
+            return;
+        }
+    };
+    let pid = child.0.id();
+    let before = affinity::get(pid).expect("get");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jpath = dir.path().join("j");
+    let mut host = Host::new(
+        TargetSpec::Pids(vec![pid]),
+        Some(Journal::open(&jpath).expect("journal")),
+    )
+    .expect("host");
+    let task = TaskId((1 << 32) + u64::from(pid));
+    let c0 = CpuSet::single(online.first().expect("cpu"));
+    for action in [
+        Action::SetAffinity {
+            task,
+            cpus: c0.clone(),
+        },
+        Action::SetThreadAffinity {
+            task,
+            tid: u64::from(pid),
+            cpus: c0.clone(),
+        },
+        Action::Swap { a: task, b: task },
+    ] {
+        let err = host.apply(&action).expect_err("not a pid");
+        assert!(err.to_string().contains("not a process id"), "{err}");
+    }
+    assert_eq!(affinity::get(pid).expect("get"), before);
+    drop(host);
+    let mut j = reopen(&jpath);
+    assert!(!j.has_entries(), "{:?}", j.data());
+    j.restore_all(&online);
 }

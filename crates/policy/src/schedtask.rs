@@ -151,7 +151,8 @@ impl SchedTask {
     }
 
     /// Remember this interval's per-thread maps and times; forget threads of tasks no longer
-    /// observed with a map, and threads with no sample over the whole history.
+    /// observed with a map, threads the source no longer lists as alive, and threads with no
+    /// sample over the whole history.
     fn remember(&mut self, observation: &Observation) {
         let keep = self.history_intervals.max(1);
         let live: BTreeMap<TaskId, _> = observation
@@ -162,11 +163,30 @@ impl SchedTask {
             .collect();
         self.history.retain(|k, _| live.contains_key(&k.0));
         for (&id, (t, code)) in &live {
+            if !code.thread_affinity.is_empty() {
+                // The source lists the task's live threads (the live host does): an exited
+                // thread is forgotten at once, not placed for intervals more (its id may name
+                // another thread by then) nor counted in its group's time.
+                let gone: Vec<ThreadKey> = self
+                    .history
+                    .range((id, 0)..=(id, u64::MAX))
+                    .map(|(k, _)| *k)
+                    .filter(|k| !code.thread_affinity.contains_key(&k.1))
+                    .collect();
+                for k in gone {
+                    self.history.remove(&k);
+                }
+            }
             let total = code.total.samples();
             // The task's CPU time, split among its threads by their samples.
             let task_ns = t.sample.get(event::TASK_CLOCK);
             let mut seen_now = BTreeSet::new();
-            for th in &code.threads {
+            // Nor is one that exited after its samples (the sampled threads are those listed
+            // at the start of the interval; the live ones at its end).
+            let alive = |tid: &u64| {
+                code.thread_affinity.is_empty() || code.thread_affinity.contains_key(tid)
+            };
+            for th in code.threads.iter().filter(|th| alive(&th.tid)) {
                 let n = th.code.samples();
                 let time_ns = match task_ns {
                     Some(ns) if total > 0 => ns * n as f64 / total as f64,

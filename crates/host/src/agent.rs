@@ -800,6 +800,16 @@ pub fn run_on_host_with(
                 }),
             ),
             (
+                "exit_watch",
+                json!(match &src.exit_watch_off {
+                    None => "on: a process whose thread exited is re-listed at once".to_string(),
+                    Some(why) => format!(
+                        "off: {why}; threads replaced at an unchanged count are found within {} intervals",
+                        crate::machine::RELIST_INTERVALS
+                    ),
+                }),
+            ),
+            (
                 "code_heatmaps",
                 match &code {
                     None => json!("off (the policy reads none)"),

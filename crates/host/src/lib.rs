@@ -36,6 +36,7 @@ pub mod agent;
 pub mod c2c;
 pub mod code;
 pub mod duration;
+pub mod exits;
 pub mod journal;
 pub mod machine;
 pub mod replica_burn;

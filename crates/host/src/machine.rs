@@ -98,6 +98,11 @@ pub struct Host {
     /// read anyway) changed, or every [`RELIST_INTERVALS`] intervals for a thread that ended
     /// while another started.
     thread_lists: BTreeMap<u32, (Vec<u32>, u64)>,
+    /// The exit watch over the threads whose counters are open: a process with a thread that
+    /// exited is re-listed at the next interval even when its count is unchanged.
+    exits: crate::exits::ThreadExits,
+    /// The processes the exit watch reported at the start of this interval.
+    exited_pids: std::collections::BTreeSet<u32>,
     /// Intervals observed so far.
     intervals: u64,
     /// Longest single sleep while waiting in `advance` (a signal cuts it short anyway; the stop
@@ -190,6 +195,8 @@ impl Host {
             found_overrides: Vec::new(),
             skipped_threads: Vec::new(),
             thread_lists: BTreeMap::new(),
+            exits: crate::exits::ThreadExits::new(),
+            exited_pids: std::collections::BTreeSet::new(),
             intervals: 0,
             wait_slice: Duration::from_secs(1),
             counter_source: Box::new(DirectSource),
@@ -238,6 +245,7 @@ impl Host {
         // Every thread reopens through the new source: those on `/proc` too (the broker may
         // count what this process could not).
         self.sources.clear();
+        self.exits.forget_all();
         self.use_source(source);
         self.prev_read = Instant::now();
         self.prev = self.snapshot_threads();
@@ -374,7 +382,10 @@ impl Host {
     /// [`RELIST_INTERVALS`] old (see `thread_lists`).
     fn threads_of(&mut self, pid: u32, num_threads: u32) -> Vec<u32> {
         if let Some((tids, at)) = self.thread_lists.get(&pid) {
-            if num_threads as usize == tids.len() && self.intervals < at + RELIST_INTERVALS {
+            if num_threads as usize == tids.len()
+                && self.intervals < at + RELIST_INTERVALS
+                && !self.exited_pids.contains(&pid)
+            {
                 return tids.clone();
             }
         }
@@ -413,6 +424,7 @@ impl Host {
             fallback_reason: self.source_fallback.clone(),
             idle_gate_off: self.idle_gate_off.clone(),
             idle_gate_precise: self.idle_gate.as_ref().is_some_and(Taskstats::precise),
+            exit_watch_off: self.exits.off_reason().map(str::to_string),
         }
     }
 
@@ -517,6 +529,7 @@ impl Host {
                 if now.binary_search(&tid).is_err() {
                     self.prev.remove(&tid);
                     self.sources.remove(&tid);
+                    self.exits.forget(tid);
                 }
             }
         }
@@ -645,6 +658,7 @@ impl Host {
         if !self.sources.contains_key(&tid) {
             let src = self.open_source(pid, tid);
             self.sources.insert(tid, src);
+            self.exits.watch(pid, tid);
         }
         let detailed = self.detailed;
         let got = match self.sources.get_mut(&tid)? {
@@ -673,6 +687,7 @@ impl Host {
         };
         if got.is_none() {
             self.sources.remove(&tid);
+            self.exits.forget(tid);
             self.prev.remove(&tid);
         }
         got
@@ -726,6 +741,10 @@ pub struct CounterSources {
     /// Whether the gate's signatures carry the scheduler's switch-ins and ns on a CPU, or only
     /// switch counts and tick-charged time (see [`crate::taskstats`]).
     pub idle_gate_precise: bool,
+    /// Why thread exits are not watched (`None` while they are): a process whose thread count
+    /// stays the same while threads come and go is then re-listed every
+    /// [`RELIST_INTERVALS`] intervals only.
+    pub exit_watch_off: Option<String>,
 }
 
 /// Where one thread's counters come from.
@@ -948,6 +967,7 @@ impl Machine for Host {
         let elapsed_ns = read_at.duration_since(self.prev_read).as_nanos() as u64;
         self.prev_read = read_at;
         let mut tasks = Vec::new();
+        self.exited_pids = self.exits.take_exited();
         // Per process, the threads listed (for the code heatmaps, when on).
         let mut listed: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         let (pids, mut stats) = self.targets_now();
@@ -970,6 +990,7 @@ impl Machine for Host {
             for tid in self.read_tids.remove(&p).unwrap_or_default() {
                 self.prev.remove(&tid);
                 self.sources.remove(&tid);
+                self.exits.forget(tid);
             }
         }
         for pid in pids {
@@ -1164,6 +1185,94 @@ mod thread_list_tests {
         assert_eq!(h.threads_of(pid, 2), vec![pid]);
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// A thread replaced by another at an unchanged thread count: the exit watch has the
+    /// process re-listed at the next interval, so the newcomer is counted at once instead of
+    /// after RELIST_INTERVALS.
+    #[test]
+    fn a_thread_replaced_at_the_same_count_is_listed_at_the_next_interval() {
+        use std::io::{BufRead, Write};
+        let script = r#"
+import threading, sys
+def start():
+    e = threading.Event()
+    t = threading.Thread(target=e.wait, daemon=True)
+    t.start()
+    return t, e
+cur = start()
+print(cur[0].native_id, flush=True)
+for line in sys.stdin:
+    new = start()
+    cur[1].set()
+    cur[0].join()
+    cur = new
+    print(new[0].native_id, flush=True)
+"#;
+        /// Kills the child however the test ends (a failed assertion included).
+        struct Killed(std::process::Child);
+        impl Drop for Killed {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let Ok(child) = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+        else {
+            eprintln!("SKIPPED a_thread_replaced_at_the_same_count_is_listed_at_the_next_interval: no python3");
+            return;
+        };
+        let mut child = Killed(child);
+        let pid = child.0.id();
+        let mut out = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("first tid");
+        let first: u32 = line.trim().parse().expect("tid");
+        let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
+        h.advance(10_000_000).expect("advance");
+        if let Some(why) = h.exits.off_reason() {
+            eprintln!(
+                "SKIPPED a_thread_replaced_at_the_same_count_is_listed_at_the_next_interval: {why}"
+            );
+            return;
+        }
+        let listed = h
+            .thread_lists
+            .get(&pid)
+            .map(|(t, _)| t.clone())
+            .unwrap_or_default();
+        assert!(listed.contains(&first), "{listed:?} lacks {first}");
+        let n = listed.len();
+        writeln!(child.0.stdin.as_mut().expect("stdin")).expect("swap");
+        line.clear();
+        out.read_line(&mut line).expect("second tid");
+        let second: u32 = line.trim().parse().expect("tid");
+        // The old thread has been joined; wait (bounded) until the kernel has let it go.
+        let gone = (0..10_000).any(|_| {
+            if !std::path::Path::new(&format!("/proc/{pid}/task/{first}")).exists() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            false
+        });
+        assert!(gone, "thread {first} never ended");
+        h.advance(10_000_000).expect("advance");
+        let listed = h
+            .thread_lists
+            .get(&pid)
+            .map(|(t, _)| t.clone())
+            .unwrap_or_default();
+        assert_eq!(listed.len(), n, "the count is unchanged: {listed:?}");
+        assert!(
+            listed.contains(&second),
+            "{listed:?} lacks the newcomer {second}"
+        );
+        assert!(!listed.contains(&first), "{listed:?} still has {first}");
+        assert!(h.intervals < RELIST_INTERVALS);
     }
 }
 

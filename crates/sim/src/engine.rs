@@ -265,6 +265,14 @@ struct Bus {
     demand: f64,
     /// v2: the demand the other buses were last re-solved for.
     demand_seen: f64,
+    /// The bus's load terms packed by `pack_bus` (contention.rs) for the latency's Newton
+    /// steps, one entry per running CPU that moves lines: bytes moved per instruction
+    /// (`pk_n`), memory stall per instruction per cycle of latency (`pk_q`), and the core CPI
+    /// (`pk_cc`); demand at latency `L` is `sum pk_n / (pk_cc + pk_q L)`. Capacity is the bus's
+    /// CPU count, so packing never allocates after the first solve.
+    pk_n: Vec<f64>,
+    pk_q: Vec<f64>,
+    pk_cc: Vec<f64>,
 }
 
 /// The simulated machine.

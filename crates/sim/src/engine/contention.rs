@@ -248,13 +248,16 @@ impl Simulation {
         self.solve_with(b, LIGHT_ITERS);
     }
 
-    /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
-    /// `lat`.
-    #[inline]
-    pub(super) fn bus_demand(&self, b: usize, lat: f64) -> (f64, f64) {
+    /// Pack bus `b`'s load terms (`Bus::pk_*`) from the running tasks' current miss ratios
+    /// and core CPIs: the latency's Newton steps then run over three short arrays instead of
+    /// walking CPUs, tasks and profiles at every step.
+    fn pack_bus(&mut self, b: usize) {
         let line = self.spec.line_bytes as f64;
-        let (mut sum, mut deriv) = (0.0, 0.0);
-        for &c in &self.buses[b].cpus {
+        let bus = &mut self.buses[b];
+        bus.pk_n.clear();
+        bus.pk_q.clear();
+        bus.pk_cc.clear();
+        for &c in &bus.cpus {
             let cpu = &self.cpus[c as usize];
             if cpu.current == NONE {
                 continue;
@@ -262,13 +265,25 @@ impl Simulation {
             let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
             let mpi = p.api * cpu.miss;
             if mpi > 0.0 || p.dma_lpi > 0.0 {
-                let q = mpi / p.mlp;
-                let den = self.scratch_cc[c as usize] + q * lat;
                 // Lines on the bus per instruction: fills, dirty victims, devices' DMA.
-                let d = line * (mpi * p.lines_per_miss + p.dma_lpi) / den;
-                sum += d;
-                deriv -= d * q / den;
+                bus.pk_n.push(line * (mpi * p.lines_per_miss + p.dma_lpi));
+                bus.pk_q.push(mpi / p.mlp);
+                bus.pk_cc.push(self.scratch_cc[c as usize]);
             }
+        }
+    }
+
+    /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
+    /// `lat`, from the terms `pack_bus` packed.
+    #[inline]
+    pub(super) fn bus_demand(&self, b: usize, lat: f64) -> (f64, f64) {
+        let bus = &self.buses[b];
+        let (mut sum, mut deriv) = (0.0, 0.0);
+        for ((&n, &q), &cc) in bus.pk_n.iter().zip(&bus.pk_q).zip(&bus.pk_cc) {
+            let den = cc + q * lat;
+            let d = n / den;
+            sum += d;
+            deriv -= d * q / den;
         }
         (sum, deriv)
     }
@@ -283,6 +298,7 @@ impl Simulation {
     /// step per iteration is enough (the outer iteration does not stop until the latency, too,
     /// has stopped moving); a last call with [`BUS_ITERS`] makes the result exact.
     pub(super) fn solve_bus(&mut self, b: usize, steps: usize) {
+        self.pack_bus(b);
         if self.spec.model == Model::V2 {
             return self.solve_bus_v2(b, steps);
         }
@@ -359,15 +375,9 @@ impl Simulation {
         // the controller sustains falls with how mixed its traffic is (Gini-Simpson index of
         // the tasks' unloaded demands: 0 for one stream, 1/2 for two equal ones).
         let mut sq = 0.0;
-        for &c in &self.buses[b].cpus {
-            let cpu = &self.cpus[c as usize];
-            if cpu.current == NONE {
-                continue;
-            }
-            let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
-            let mpi = p.api * cpu.miss;
-            let d = self.spec.line_bytes as f64 * (mpi * p.lines_per_miss + p.dma_lpi)
-                / (self.scratch_cc[c as usize] + mpi / p.mlp * l0);
+        let bus = &self.buses[b];
+        for ((&n, &q), &cc) in bus.pk_n.iter().zip(&bus.pk_q).zip(&bus.pk_cc) {
+            let d = n / (cc + q * l0);
             sq += (d / d0) * (d / d0);
         }
         let mixed = (1.0 - sq).clamp(0.0, 1.0);

@@ -125,7 +125,7 @@ impl Simulation {
                 // light update (the reference path: a whole solve); once the share is filled,
                 // a whole solve, so that warm tasks run at exact steady-state rates.
                 let held = share.min(t.occ);
-                let m_now = p.curve.miss_ratio(held);
+                let m_now = p.miss_ratio(held);
                 // The next solve of this CPU starts from this evaluation (contention.rs
                 // `miss_at`): a warming task holds exactly this much in it.
                 let cpu = &mut self.cpus[c];

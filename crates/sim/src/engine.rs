@@ -326,6 +326,9 @@ struct Bus {
     pk_cc: Vec<f64>,
     /// v2: each packed term's demand at the unloaded latency (for the traffic mix).
     pk_d0: Vec<f64>,
+    /// v2: the bandwidth the controller sustains for the packed traffic mix (0 when the bus
+    /// carries none).
+    bw_eff: f64,
 }
 
 /// The simulated machine.
@@ -361,6 +364,11 @@ pub struct Simulation {
     /// the next tick instead of a whole solve (`light_update`).
     light_bus: Vec<bool>,
     light: bool,
+    /// v2, snoop coupling: buses whose snoop load moved, for a latency update at the next tick
+    /// (`latency_update`); `light` is also set when any is.
+    latency_bus: Vec<bool>,
+    /// Latency updates so far.
+    latency_updates: u64,
     /// Per bus, ticks since a task filled its share without a whole solve since (0: none).
     full_pending_ticks: Vec<u32>,
     /// Light updates so far.
@@ -600,6 +608,8 @@ impl Simulation {
             solves: 0,
             light_bus: vec![false; nbus],
             light: false,
+            latency_bus: vec![false; nbus],
+            latency_updates: 0,
             full_pending_ticks: vec![0; nbus],
             scratch_bus_warming: vec![0; nbus],
             light_updates: 0,
@@ -624,6 +634,11 @@ impl Simulation {
     /// iteration instead of a whole solve).
     pub fn light_updates(&self) -> u64 {
         self.light_updates
+    }
+    /// Latency updates so far (v2, several sockets with snoops: another socket's demand moved,
+    /// so this bus's latency and CPIs were re-solved for the new snoop load alone).
+    pub fn latency_updates(&self) -> u64 {
+        self.latency_updates
     }
     /// Fixed-point iterations of all whole solves so far (each one pass over the bus's CPUs
     /// with a miss-curve evaluation per running task and a Newton step for the latency).

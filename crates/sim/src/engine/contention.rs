@@ -273,6 +273,33 @@ impl Simulation {
         }
     }
 
+    /// v2, the other sockets' demand moved (snoop coupling): bus `b`'s latency re-solved
+    /// exactly for the new snoop load, and its CPUs' CPIs at that latency. Its miss ratios,
+    /// core CPIs and traffic mix are those of its last solve (nothing on it changed, or it would
+    /// be dirty), so its packed terms still hold; its cache shares keep their last division
+    /// (the latency moves every task's access rate in the same direction: the shares move far
+    /// less, and the bus's next solve catches up). Costs a few passes over the packed terms
+    /// instead of a fixed-point iteration with miss-curve evaluations (docs/sim.md, "Speed").
+    pub(super) fn latency_update(&mut self, b: usize) {
+        if self.buses[b].bw_eff <= 0.0 {
+            // No traffic of its own: its latency is the unloaded one whatever the snoops.
+            return;
+        }
+        self.latency_v2(b, BUS_ITERS);
+        let lat = self.buses[b].latency_cycles;
+        for k in 0..self.buses[b].cpus.len() {
+            let c = self.buses[b].cpus[k] as usize;
+            let cur = self.cpus[c].current;
+            if cur == NONE {
+                continue;
+            }
+            let p = &self.profs[self.tasks[cur as usize].prof as usize];
+            let cpi = self.scratch_cc[c] + p.api * self.cpus[c].miss * lat / p.mlp;
+            self.cpus[c].cpi = cpi;
+            self.cpus[c].ipc = 1.0 / cpi;
+        }
+    }
+
     /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
     /// `lat`, from the terms `pack_bus` packed.
     #[inline]
@@ -377,6 +404,7 @@ impl Simulation {
             self.buses[b].latency_cycles = l0;
             self.buses[b].rho = 0.0;
             self.buses[b].demand = 0.0;
+            self.buses[b].bw_eff = 0.0;
             return;
         }
         // Interleaved streams from several tasks break DRAM row-buffer locality: the bandwidth
@@ -387,7 +415,16 @@ impl Simulation {
             sq += (d / d0) * (d / d0);
         }
         let mixed = (1.0 - sq).clamp(0.0, 1.0);
-        let bw = self.peak_bytes_per_cycle * (1.0 - self.spec.v2.row_conflict_loss * mixed);
+        self.buses[b].bw_eff =
+            self.peak_bytes_per_cycle * (1.0 - self.spec.v2.row_conflict_loss * mixed);
+        self.latency_v2(b, steps);
+    }
+
+    /// v2: Newton steps for bus `b`'s latency from its packed terms and the effective bandwidth
+    /// of its traffic mix (`Bus::bw_eff`), with the other sockets' current snoop load.
+    fn latency_v2(&mut self, b: usize, steps: usize) {
+        let l0 = self.l0_cycles;
+        let bw = self.buses[b].bw_eff;
         let s = self.spec.line_bytes as f64 / bw;
         // Other sockets' snoops occupy this queue too (coupling.rs): a constant load here.
         let snoop = self.snoop_load_v2(b, bw);
@@ -454,16 +491,23 @@ impl Simulation {
         let (demand, seen) = (self.buses[b].demand, self.buses[b].demand_seen);
         if (demand - seen).abs() > SNOOP_RESOLVE_TOL * demand.max(seen) {
             self.buses[b].demand_seen = demand;
-            // The others take the new snoop load in a light update (one fixed-point
-            // iteration at the exact latency), which does not note its own demand again: a
-            // whole re-solve here set off a cascade of whole solves across the sockets every
-            // tick while caches warmed (3.8 solves per tick on bench-64).
+            // The others take the new snoop load in a latency update (`latency_update`: the
+            // exact latency and CPIs, no miss-curve evaluation), which does not note its own
+            // demand again: a whole re-solve here set off a cascade of whole solves across the
+            // sockets every tick while caches warmed (3.8 solves per tick on bench-64), and a
+            // light update cost a fixed-point iteration for each of the other sockets at every
+            // solve (2.7 light updates per tick). The reference path re-solves them whole.
             for a in 0..self.buses.len() {
                 if a != b {
-                    self.light_bus[a] = true;
+                    if self.exact_warmup {
+                        self.dirty_bus[a] = true;
+                        self.dirty = true;
+                    } else {
+                        self.latency_bus[a] = true;
+                        self.light = true;
+                    }
                 }
             }
-            self.light = true;
         }
     }
 }

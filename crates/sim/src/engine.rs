@@ -52,8 +52,10 @@ struct Prof {
     cpi_core: f64,
     /// LLC accesses per instruction.
     api: f64,
+    /// `api / mlp`: memory stall cycles per instruction per miss ratio per cycle of latency
+    /// (a product in the hot loops instead of a division).
+    api_per_mlp: f64,
     curve: MissCurve,
-    mlp: f64,
     fp: f64,
     /// Capacity beyond which more cache does not help (the curve's floor).
     saturation_bytes: f64,
@@ -68,12 +70,13 @@ struct Prof {
 
 /// A knee curve whose sharpness is a whole number `k`: `(c / w)^k` by `k - 1` multiplications
 /// instead of `powf` (the dearest step of a contention iteration: about a fifth of v2's time
-/// on bench-64). Same formula as `MissCurve::miss_ratio`; the products differ from a
-/// correctly rounded power by about one unit in the last place
-/// (`fast_knees_match_the_curve`).
+/// on bench-64), and `c / w` as `c * (1 / w)`. Same formula as `MissCurve::miss_ratio`; the
+/// products differ from a correctly rounded power and quotient by a few units in the last
+/// place (`fast_knees_match_the_curve`).
 #[derive(Clone, Debug)]
 struct FastKnees {
     floor: f64,
+    /// Per set: `1 / w_i` (a product instead of a division) and `f_i`.
     sets: Vec<(f64, f64)>,
     k: i32,
 }
@@ -87,7 +90,7 @@ impl FastKnees {
                 sharpness,
             } if sharpness.fract() == 0.0 && (1.0..=16.0).contains(sharpness) => Some(Self {
                 floor: *floor,
-                sets: sets.clone(),
+                sets: sets.iter().map(|&(w, f)| (1.0 / w, f)).collect(),
                 k: *sharpness as i32,
             }),
             _ => None,
@@ -103,9 +106,9 @@ impl Prof {
             return Self {
                 cpi_core: v.core_cpi(p.fp_fraction, &spec.v2),
                 api: v.llc_apki / 1000.0,
+                api_per_mlp: v.llc_apki / 1000.0 / v.effective_mlp(&spec.v2),
                 saturation_bytes: saturation_of(&v.miss_curve),
                 curve: v.miss_curve.clone(),
-                mlp: v.effective_mlp(&spec.v2),
                 fp: p.fp_fraction,
                 lines_per_miss: 1.0 + v.writeback_fraction,
                 dma_lpi: v.dma_lines_pki / 1000.0,
@@ -115,9 +118,9 @@ impl Prof {
         Self {
             cpi_core: p.cpi_core,
             api: p.llc_apki / 1000.0,
+            api_per_mlp: p.llc_apki / 1000.0 / p.mlp,
             saturation_bytes: saturation_of(&p.miss_curve),
             curve: p.miss_curve.clone(),
-            mlp: p.mlp,
             fp: p.fp_fraction,
             lines_per_miss: 1.0,
             dma_lpi: 0.0,
@@ -133,8 +136,8 @@ impl Prof {
             Some(k) => {
                 let c = capacity_bytes.max(0.0);
                 let mut m = k.floor;
-                for &(w, f) in &k.sets {
-                    m += f / (1.0 + (c / w).powi(k.k));
+                for &(inv_w, f) in &k.sets {
+                    m += f / (1.0 + (c * inv_w).powi(k.k));
                 }
                 m.clamp(0.0, 1.0)
             }
@@ -286,6 +289,8 @@ struct Cpu {
 struct Domain {
     cpus: Vec<u32>,
     capacity: f64,
+    /// `1 / capacity`, for the solver's convergence test.
+    inv_capacity: f64,
     /// Lazily scaled pool of lines held by tasks that are not running here.
     idle_total: f64,
     idle_scale: f64,
@@ -380,6 +385,8 @@ pub struct Simulation {
     // Scratch for the solver (kept to avoid per-tick allocation).
     scratch_dom_access: Vec<f64>,
     scratch_cc: Vec<f64>,
+    /// Per CPU: LLC accesses per cycle of its running task in this iteration.
+    scratch_rate: Vec<f64>,
     scratch_dom_running: Vec<f64>,
     /// Running tasks still warming up, per bus, in the current tick.
     scratch_bus_warming: Vec<u32>,
@@ -433,6 +440,7 @@ impl Simulation {
         let mut domains = vec![
             Domain {
                 capacity: spec.llc_bytes as f64,
+                inv_capacity: 1.0 / spec.llc_bytes as f64,
                 idle_scale: 1.0,
                 ..Default::default()
             };
@@ -587,6 +595,7 @@ impl Simulation {
             scratch_dom_access: vec![0.0; domains.len()],
             scratch_dom_running: vec![0.0; domains.len()],
             scratch_cc: vec![0.0; ncpu],
+            scratch_rate: vec![0.0; ncpu],
             scratch_share: vec![0.0; ncpu],
             scratch_prev_x: vec![0.0; ncpu],
             scratch_prev_f: vec![0.0; ncpu],

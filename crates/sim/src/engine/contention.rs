@@ -112,11 +112,16 @@ impl Simulation {
                 }
                 let p = &self.profs[self.tasks[cur as usize].prof as usize];
                 let lat = self.buses[self.cpus[c].bus as usize].latency_cycles;
-                let cpi = self.scratch_cc[c] + p.api * self.cpus[c].miss * lat / p.mlp;
-                moved = moved.max(((cpi - self.cpus[c].cpi) / cpi).abs());
+                // Products by the reciprocal where a division would repeat: divisions are
+                // most of an iteration's cost.
+                let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
+                let ipc = 1.0 / cpi;
+                moved = moved.max(((cpi - self.cpus[c].cpi) * ipc).abs());
                 self.cpus[c].cpi = cpi;
-                self.cpus[c].ipc = 1.0 / cpi;
-                self.scratch_dom_access[self.cpus[c].domain as usize] += p.api / cpi;
+                self.cpus[c].ipc = ipc;
+                let rate = p.api * ipc;
+                self.scratch_rate[c] = rate;
+                self.scratch_dom_access[self.cpus[c].domain as usize] += rate;
             }
             for k in 0..nb {
                 let c = self.buses[b].cpus[k] as usize;
@@ -124,16 +129,16 @@ impl Simulation {
                 if cur == NONE {
                     continue;
                 }
-                let p = &self.profs[self.tasks[cur as usize].prof as usize];
                 let d = self.cpus[c].domain as usize;
                 let total = self.scratch_dom_access[d];
                 let cap = self.domains[d].capacity;
                 let share = if total > 0.0 {
-                    cap * (p.api / self.cpus[c].cpi) / total
+                    self.scratch_rate[c] * (cap / total)
                 } else {
                     cap / self.scratch_dom_running[d]
                 };
-                moved = moved.max(((share - self.cpus[c].share) / cap).abs());
+                moved =
+                    moved.max(((share - self.cpus[c].share) * self.domains[d].inv_capacity).abs());
                 self.scratch_share[c] = share;
             }
             if moved < FIXED_POINT_TOL {
@@ -168,7 +173,7 @@ impl Simulation {
             }
             let p = &self.profs[self.tasks[cur as usize].prof as usize];
             let lat = self.buses[self.cpus[c].bus as usize].latency_cycles;
-            let cpi = self.scratch_cc[c] + p.api * self.cpus[c].miss * lat / p.mlp;
+            let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
@@ -267,7 +272,7 @@ impl Simulation {
             if mpi > 0.0 || p.dma_lpi > 0.0 {
                 // Lines on the bus per instruction: fills, dirty victims, devices' DMA.
                 bus.pk_n.push(line * (mpi * p.lines_per_miss + p.dma_lpi));
-                bus.pk_q.push(mpi / p.mlp);
+                bus.pk_q.push(p.api_per_mlp * cpu.miss);
                 bus.pk_cc.push(self.scratch_cc[c as usize]);
             }
         }
@@ -294,7 +299,7 @@ impl Simulation {
                 continue;
             }
             let p = &self.profs[self.tasks[cur as usize].prof as usize];
-            let cpi = self.scratch_cc[c] + p.api * self.cpus[c].miss * lat / p.mlp;
+            let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
@@ -307,10 +312,10 @@ impl Simulation {
         let bus = &self.buses[b];
         let (mut sum, mut deriv) = (0.0, 0.0);
         for ((&n, &q), &cc) in bus.pk_n.iter().zip(&bus.pk_q).zip(&bus.pk_cc) {
-            let den = cc + q * lat;
-            let d = n / den;
+            let inv = 1.0 / (cc + q * lat);
+            let d = n * inv;
             sum += d;
-            deriv -= d * q / den;
+            deriv -= d * q * inv;
         }
         (sum, deriv)
     }
@@ -410,9 +415,9 @@ impl Simulation {
         // Interleaved streams from several tasks break DRAM row-buffer locality: the bandwidth
         // the controller sustains falls with how mixed its traffic is (Gini-Simpson index of
         // the tasks' unloaded demands: 0 for one stream, 1/2 for two equal ones).
-        let mut sq = 0.0;
+        let (mut sq, inv_d0) = (0.0, 1.0 / d0);
         for &d in &self.buses[b].pk_d0 {
-            sq += (d / d0) * (d / d0);
+            sq += (d * inv_d0) * (d * inv_d0);
         }
         let mixed = (1.0 - sq).clamp(0.0, 1.0);
         self.buses[b].bw_eff =

@@ -82,6 +82,21 @@ struct FastKnees {
 }
 
 impl FastKnees {
+    /// `z^k`: the catalog's sharpness 3 inline, `z (z z)`, the same products in the same order
+    /// as `powi`'s helper (which the compiler calls for an exponent not known at build time).
+    #[inline]
+    fn pow(&self, z: f64) -> f64 {
+        match self.k {
+            2 => z * z,
+            3 => z * (z * z),
+            4 => {
+                let z2 = z * z;
+                z2 * z2
+            }
+            k => z.powi(k),
+        }
+    }
+
     fn of(curve: &MissCurve) -> Option<Self> {
         match curve {
             MissCurve::Knees {
@@ -137,7 +152,7 @@ impl Prof {
                 let c = capacity_bytes.max(0.0);
                 let mut m = k.floor;
                 for &(inv_w, f) in &k.sets {
-                    m += f / (1.0 + (c * inv_w).powi(k.k));
+                    m += f / (1.0 + k.pow(c * inv_w));
                 }
                 m.clamp(0.0, 1.0)
             }

@@ -250,6 +250,8 @@ fn bench_sim_runs_the_model_asked_and_refuses_others() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["result"]["model"], "v2");
     assert!(v["result"]["solves_per_tick"].as_f64().unwrap() > 0.0);
+    // One bus: no snoop coupling, so no latency updates (the field is there all the same).
+    assert_eq!(v["result"]["latency_updates_per_tick"].as_f64(), Some(0.0));
     let out = bin()
         .args(["bench", "sim", "--model", "v3", "--scenario"])
         .arg(&path)

@@ -37,6 +37,10 @@ pub struct BenchPoint {
     /// Light updates per simulated tick (a warming task's miss ratio moved: its bus takes one
     /// fixed-point iteration instead of a whole solve).
     pub light_updates_per_tick: f64,
+    /// v2 with snoops between sockets: latency updates per simulated tick (another socket's
+    /// demand moved; this one's latency and CPIs were re-solved for the new snoop load alone).
+    #[serde(default)]
+    pub latency_updates_per_tick: f64,
 }
 
 /// Run `scenario`'s engine for its duration, taking each epoch's counter deltas as `run` does
@@ -66,6 +70,7 @@ pub fn measure(scenario: &Scenario) -> Result<BenchPoint, SimError> {
         model: scenario.machine.model.label().to_string(),
         solves_per_tick: sim.solves() as f64 / ticks.max(1) as f64,
         light_updates_per_tick: sim.light_updates() as f64 / ticks.max(1) as f64,
+        latency_updates_per_tick: sim.latency_updates() as f64 / ticks.max(1) as f64,
         iterations_per_solve: sim.solve_iterations() as f64 / sim.solves().max(1) as f64,
     })
 }
@@ -170,6 +175,7 @@ mod tests {
             solves_per_tick: solves,
             iterations_per_solve: 10.0,
             light_updates_per_tick: 0.0,
+            latency_updates_per_tick: 0.0,
         }
     }
 

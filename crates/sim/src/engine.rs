@@ -52,8 +52,10 @@ struct Prof {
     cpi_core: f64,
     /// LLC accesses per instruction.
     api: f64,
+    /// `api / mlp`: memory stall cycles per instruction per miss ratio per cycle of latency
+    /// (a product in the hot loops instead of a division).
+    api_per_mlp: f64,
     curve: MissCurve,
-    mlp: f64,
     fp: f64,
     /// Capacity beyond which more cache does not help (the curve's floor).
     saturation_bytes: f64,
@@ -61,6 +63,54 @@ struct Prof {
     lines_per_miss: f64,
     /// v2: lines per instruction devices move on the task's behalf (DMA): bus load only.
     dma_lpi: f64,
+    /// The curve as knees with a whole-number sharpness, evaluated with `powi` (see
+    /// [`Prof::miss_ratio`]); `None` for other curves.
+    knees: Option<FastKnees>,
+}
+
+/// A knee curve whose sharpness is a whole number `k`: `(c / w)^k` by `k - 1` multiplications
+/// instead of `powf` (the dearest step of a contention iteration: about a fifth of v2's time
+/// on bench-64), and `c / w` as `c * (1 / w)`. Same formula as `MissCurve::miss_ratio`; the
+/// products differ from a correctly rounded power and quotient by a few units in the last
+/// place (`fast_knees_match_the_curve`).
+#[derive(Clone, Debug)]
+struct FastKnees {
+    floor: f64,
+    /// Per set: `1 / w_i` (a product instead of a division) and `f_i`.
+    sets: Vec<(f64, f64)>,
+    k: i32,
+}
+
+impl FastKnees {
+    /// `z^k`: the catalog's sharpness 3 inline, `z (z z)`, the same products in the same order
+    /// as `powi`'s helper (which the compiler calls for an exponent not known at build time).
+    #[inline]
+    fn pow(&self, z: f64) -> f64 {
+        match self.k {
+            2 => z * z,
+            3 => z * (z * z),
+            4 => {
+                let z2 = z * z;
+                z2 * z2
+            }
+            k => z.powi(k),
+        }
+    }
+
+    fn of(curve: &MissCurve) -> Option<Self> {
+        match curve {
+            MissCurve::Knees {
+                floor,
+                sets,
+                sharpness,
+            } if sharpness.fract() == 0.0 && (1.0..=16.0).contains(sharpness) => Some(Self {
+                floor: *floor,
+                sets: sets.iter().map(|&(w, f)| (1.0 / w, f)).collect(),
+                k: *sharpness as i32,
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl Prof {
@@ -71,23 +121,42 @@ impl Prof {
             return Self {
                 cpi_core: v.core_cpi(p.fp_fraction, &spec.v2),
                 api: v.llc_apki / 1000.0,
+                api_per_mlp: v.llc_apki / 1000.0 / v.effective_mlp(&spec.v2),
                 saturation_bytes: saturation_of(&v.miss_curve),
                 curve: v.miss_curve.clone(),
-                mlp: v.effective_mlp(&spec.v2),
                 fp: p.fp_fraction,
                 lines_per_miss: 1.0 + v.writeback_fraction,
                 dma_lpi: v.dma_lines_pki / 1000.0,
+                knees: FastKnees::of(&v.miss_curve),
             };
         }
         Self {
             cpi_core: p.cpi_core,
             api: p.llc_apki / 1000.0,
+            api_per_mlp: p.llc_apki / 1000.0 / p.mlp,
             saturation_bytes: saturation_of(&p.miss_curve),
             curve: p.miss_curve.clone(),
-            mlp: p.mlp,
             fp: p.fp_fraction,
             lines_per_miss: 1.0,
             dma_lpi: 0.0,
+            knees: FastKnees::of(&p.miss_curve),
+        }
+    }
+
+    /// The miss ratio at `capacity_bytes` held: `MissCurve::miss_ratio`, with knees of a
+    /// whole-number sharpness by multiplication.
+    #[inline]
+    fn miss_ratio(&self, capacity_bytes: f64) -> f64 {
+        match &self.knees {
+            Some(k) => {
+                let c = capacity_bytes.max(0.0);
+                let mut m = k.floor;
+                for &(inv_w, f) in &k.sets {
+                    m += f / (1.0 + k.pow(c * inv_w));
+                }
+                m.clamp(0.0, 1.0)
+            }
+            None => self.curve.miss_ratio(capacity_bytes),
         }
     }
 }
@@ -235,6 +304,8 @@ struct Cpu {
 struct Domain {
     cpus: Vec<u32>,
     capacity: f64,
+    /// `1 / capacity`, for the solver's convergence test.
+    inv_capacity: f64,
     /// Lazily scaled pool of lines held by tasks that are not running here.
     idle_total: f64,
     idle_scale: f64,
@@ -265,6 +336,19 @@ struct Bus {
     demand: f64,
     /// v2: the demand the other buses were last re-solved for.
     demand_seen: f64,
+    /// The bus's load terms packed by `pack_bus` (contention.rs) for the latency's Newton
+    /// steps, one entry per running CPU that moves lines: bytes moved per instruction
+    /// (`pk_n`), memory stall per instruction per cycle of latency (`pk_q`), and the core CPI
+    /// (`pk_cc`); demand at latency `L` is `sum pk_n / (pk_cc + pk_q L)`. Capacity is the bus's
+    /// CPU count, so packing never allocates after the first solve.
+    pk_n: Vec<f64>,
+    pk_q: Vec<f64>,
+    pk_cc: Vec<f64>,
+    /// v2: each packed term's demand at the unloaded latency (for the traffic mix).
+    pk_d0: Vec<f64>,
+    /// v2: the bandwidth the controller sustains for the packed traffic mix (0 when the bus
+    /// carries none).
+    bw_eff: f64,
 }
 
 /// The simulated machine.
@@ -300,6 +384,11 @@ pub struct Simulation {
     /// the next tick instead of a whole solve (`light_update`).
     light_bus: Vec<bool>,
     light: bool,
+    /// v2, snoop coupling: buses whose snoop load moved, for a latency update at the next tick
+    /// (`latency_update`); `light` is also set when any is.
+    latency_bus: Vec<bool>,
+    /// Latency updates so far.
+    latency_updates: u64,
     /// Per bus, ticks since a task filled its share without a whole solve since (0: none).
     full_pending_ticks: Vec<u32>,
     /// Light updates so far.
@@ -311,6 +400,8 @@ pub struct Simulation {
     // Scratch for the solver (kept to avoid per-tick allocation).
     scratch_dom_access: Vec<f64>,
     scratch_cc: Vec<f64>,
+    /// Per CPU: LLC accesses per cycle of its running task in this iteration.
+    scratch_rate: Vec<f64>,
     scratch_dom_running: Vec<f64>,
     /// Running tasks still warming up, per bus, in the current tick.
     scratch_bus_warming: Vec<u32>,
@@ -364,6 +455,7 @@ impl Simulation {
         let mut domains = vec![
             Domain {
                 capacity: spec.llc_bytes as f64,
+                inv_capacity: 1.0 / spec.llc_bytes as f64,
                 idle_scale: 1.0,
                 ..Default::default()
             };
@@ -518,6 +610,7 @@ impl Simulation {
             scratch_dom_access: vec![0.0; domains.len()],
             scratch_dom_running: vec![0.0; domains.len()],
             scratch_cc: vec![0.0; ncpu],
+            scratch_rate: vec![0.0; ncpu],
             scratch_share: vec![0.0; ncpu],
             scratch_prev_x: vec![0.0; ncpu],
             scratch_prev_f: vec![0.0; ncpu],
@@ -539,6 +632,8 @@ impl Simulation {
             solves: 0,
             light_bus: vec![false; nbus],
             light: false,
+            latency_bus: vec![false; nbus],
+            latency_updates: 0,
             full_pending_ticks: vec![0; nbus],
             scratch_bus_warming: vec![0; nbus],
             light_updates: 0,
@@ -563,6 +658,11 @@ impl Simulation {
     /// iteration instead of a whole solve).
     pub fn light_updates(&self) -> u64 {
         self.light_updates
+    }
+    /// Latency updates so far (v2, several sockets with snoops: another socket's demand moved,
+    /// so this bus's latency and CPIs were re-solved for the new snoop load alone).
+    pub fn latency_updates(&self) -> u64 {
+        self.latency_updates
     }
     /// Fixed-point iterations of all whole solves so far (each one pass over the bus's CPUs
     /// with a miss-curve evaluation per running task and a Newton step for the latency).

@@ -322,7 +322,7 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
         );
     } else {
         println!(
-            "{} (model {}): {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall; {:.3} solves and {:.3} light updates per tick)",
+            "{} (model {}): {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall; {:.3} solves, {:.3} light updates and {:.3} latency updates per tick)",
             path.display(),
             main.model,
             main.cpus,
@@ -333,6 +333,7 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
             main.wall_s,
             main.solves_per_tick,
             main.light_updates_per_tick,
+            main.latency_updates_per_tick,
         );
         for p in &scaling {
             println!(

@@ -112,11 +112,16 @@ impl Simulation {
                 }
                 let p = &self.profs[self.tasks[cur as usize].prof as usize];
                 let lat = self.buses[self.cpus[c].bus as usize].latency_cycles;
-                let cpi = self.scratch_cc[c] + p.api * self.cpus[c].miss * lat / p.mlp;
-                moved = moved.max(((cpi - self.cpus[c].cpi) / cpi).abs());
+                // Products by the reciprocal where a division would repeat: divisions are
+                // most of an iteration's cost.
+                let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
+                let ipc = 1.0 / cpi;
+                moved = moved.max(((cpi - self.cpus[c].cpi) * ipc).abs());
                 self.cpus[c].cpi = cpi;
-                self.cpus[c].ipc = 1.0 / cpi;
-                self.scratch_dom_access[self.cpus[c].domain as usize] += p.api / cpi;
+                self.cpus[c].ipc = ipc;
+                let rate = p.api * ipc;
+                self.scratch_rate[c] = rate;
+                self.scratch_dom_access[self.cpus[c].domain as usize] += rate;
             }
             for k in 0..nb {
                 let c = self.buses[b].cpus[k] as usize;
@@ -124,16 +129,16 @@ impl Simulation {
                 if cur == NONE {
                     continue;
                 }
-                let p = &self.profs[self.tasks[cur as usize].prof as usize];
                 let d = self.cpus[c].domain as usize;
                 let total = self.scratch_dom_access[d];
                 let cap = self.domains[d].capacity;
                 let share = if total > 0.0 {
-                    cap * (p.api / self.cpus[c].cpi) / total
+                    self.scratch_rate[c] * (cap / total)
                 } else {
                     cap / self.scratch_dom_running[d]
                 };
-                moved = moved.max(((share - self.cpus[c].share) / cap).abs());
+                moved =
+                    moved.max(((share - self.cpus[c].share) * self.domains[d].inv_capacity).abs());
                 self.scratch_share[c] = share;
             }
             if moved < FIXED_POINT_TOL {
@@ -168,7 +173,7 @@ impl Simulation {
             }
             let p = &self.profs[self.tasks[cur as usize].prof as usize];
             let lat = self.buses[self.cpus[c].bus as usize].latency_cycles;
-            let cpi = self.scratch_cc[c] + p.api * self.cpus[c].miss * lat / p.mlp;
+            let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
@@ -184,7 +189,7 @@ impl Simulation {
         if cpu.memo_prof != prof || cpu.memo_held.to_bits() != held.to_bits() {
             cpu.memo_prof = prof;
             cpu.memo_held = held;
-            cpu.memo_miss = self.profs[prof as usize].curve.miss_ratio(held);
+            cpu.memo_miss = self.profs[prof as usize].miss_ratio(held);
         }
         cpu.memo_miss
     }
@@ -248,13 +253,16 @@ impl Simulation {
         self.solve_with(b, LIGHT_ITERS);
     }
 
-    /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
-    /// `lat`.
-    #[inline]
-    pub(super) fn bus_demand(&self, b: usize, lat: f64) -> (f64, f64) {
+    /// Pack bus `b`'s load terms (`Bus::pk_*`) from the running tasks' current miss ratios
+    /// and core CPIs: the latency's Newton steps then run over three short arrays instead of
+    /// walking CPUs, tasks and profiles at every step.
+    fn pack_bus(&mut self, b: usize) {
         let line = self.spec.line_bytes as f64;
-        let (mut sum, mut deriv) = (0.0, 0.0);
-        for &c in &self.buses[b].cpus {
+        let bus = &mut self.buses[b];
+        bus.pk_n.clear();
+        bus.pk_q.clear();
+        bus.pk_cc.clear();
+        for &c in &bus.cpus {
             let cpu = &self.cpus[c as usize];
             if cpu.current == NONE {
                 continue;
@@ -262,13 +270,52 @@ impl Simulation {
             let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
             let mpi = p.api * cpu.miss;
             if mpi > 0.0 || p.dma_lpi > 0.0 {
-                let q = mpi / p.mlp;
-                let den = self.scratch_cc[c as usize] + q * lat;
                 // Lines on the bus per instruction: fills, dirty victims, devices' DMA.
-                let d = line * (mpi * p.lines_per_miss + p.dma_lpi) / den;
-                sum += d;
-                deriv -= d * q / den;
+                bus.pk_n.push(line * (mpi * p.lines_per_miss + p.dma_lpi));
+                bus.pk_q.push(p.api_per_mlp * cpu.miss);
+                bus.pk_cc.push(self.scratch_cc[c as usize]);
             }
+        }
+    }
+
+    /// v2, the other sockets' demand moved (snoop coupling): bus `b`'s latency re-solved
+    /// exactly for the new snoop load, and its CPUs' CPIs at that latency. Its miss ratios,
+    /// core CPIs and traffic mix are those of its last solve (nothing on it changed, or it would
+    /// be dirty), so its packed terms still hold; its cache shares keep their last division
+    /// (the latency moves every task's access rate in the same direction: the shares move far
+    /// less, and the bus's next solve catches up). Costs a few passes over the packed terms
+    /// instead of a fixed-point iteration with miss-curve evaluations (docs/sim.md, "Speed").
+    pub(super) fn latency_update(&mut self, b: usize) {
+        if self.buses[b].bw_eff <= 0.0 {
+            // No traffic of its own: its latency is the unloaded one whatever the snoops.
+            return;
+        }
+        self.latency_v2(b, BUS_ITERS);
+        let lat = self.buses[b].latency_cycles;
+        for k in 0..self.buses[b].cpus.len() {
+            let c = self.buses[b].cpus[k] as usize;
+            let cur = self.cpus[c].current;
+            if cur == NONE {
+                continue;
+            }
+            let p = &self.profs[self.tasks[cur as usize].prof as usize];
+            let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
+            self.cpus[c].cpi = cpi;
+            self.cpus[c].ipc = 1.0 / cpi;
+        }
+    }
+
+    /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
+    /// `lat`, from the terms `pack_bus` packed.
+    #[inline]
+    pub(super) fn bus_demand(&self, b: usize, lat: f64) -> (f64, f64) {
+        let bus = &self.buses[b];
+        let (mut sum, mut deriv) = (0.0, 0.0);
+        for ((&n, &q), &cc) in bus.pk_n.iter().zip(&bus.pk_q).zip(&bus.pk_cc) {
+            let inv = 1.0 / (cc + q * lat);
+            let d = n * inv;
+            sum += d;
+            deriv -= d * q * inv;
         }
         (sum, deriv)
     }
@@ -283,6 +330,7 @@ impl Simulation {
     /// step per iteration is enough (the outer iteration does not stop until the latency, too,
     /// has stopped moving); a last call with [`BUS_ITERS`] makes the result exact.
     pub(super) fn solve_bus(&mut self, b: usize, steps: usize) {
+        self.pack_bus(b);
         if self.spec.model == Model::V2 {
             return self.solve_bus_v2(b, steps);
         }
@@ -348,30 +396,40 @@ impl Simulation {
     /// and Newton's method from `L0` converges monotonically.
     fn solve_bus_v2(&mut self, b: usize, steps: usize) {
         let l0 = self.l0_cycles;
-        let (d0, _) = self.bus_demand(b, l0);
+        // Each task's unloaded demand, and their sum (`bus_demand` at `l0`, term by term).
+        let bus = &mut self.buses[b];
+        bus.pk_d0.clear();
+        let mut d0 = 0.0;
+        for ((&n, &q), &cc) in bus.pk_n.iter().zip(&bus.pk_q).zip(&bus.pk_cc) {
+            let d = n / (cc + q * l0);
+            d0 += d;
+            bus.pk_d0.push(d);
+        }
         if d0 <= 0.0 {
             self.buses[b].latency_cycles = l0;
             self.buses[b].rho = 0.0;
             self.buses[b].demand = 0.0;
+            self.buses[b].bw_eff = 0.0;
             return;
         }
         // Interleaved streams from several tasks break DRAM row-buffer locality: the bandwidth
         // the controller sustains falls with how mixed its traffic is (Gini-Simpson index of
         // the tasks' unloaded demands: 0 for one stream, 1/2 for two equal ones).
-        let mut sq = 0.0;
-        for &c in &self.buses[b].cpus {
-            let cpu = &self.cpus[c as usize];
-            if cpu.current == NONE {
-                continue;
-            }
-            let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
-            let mpi = p.api * cpu.miss;
-            let d = self.spec.line_bytes as f64 * (mpi * p.lines_per_miss + p.dma_lpi)
-                / (self.scratch_cc[c as usize] + mpi / p.mlp * l0);
-            sq += (d / d0) * (d / d0);
+        let (mut sq, inv_d0) = (0.0, 1.0 / d0);
+        for &d in &self.buses[b].pk_d0 {
+            sq += (d * inv_d0) * (d * inv_d0);
         }
         let mixed = (1.0 - sq).clamp(0.0, 1.0);
-        let bw = self.peak_bytes_per_cycle * (1.0 - self.spec.v2.row_conflict_loss * mixed);
+        self.buses[b].bw_eff =
+            self.peak_bytes_per_cycle * (1.0 - self.spec.v2.row_conflict_loss * mixed);
+        self.latency_v2(b, steps);
+    }
+
+    /// v2: Newton steps for bus `b`'s latency from its packed terms and the effective bandwidth
+    /// of its traffic mix (`Bus::bw_eff`), with the other sockets' current snoop load.
+    fn latency_v2(&mut self, b: usize, steps: usize) {
+        let l0 = self.l0_cycles;
+        let bw = self.buses[b].bw_eff;
         let s = self.spec.line_bytes as f64 / bw;
         // Other sockets' snoops occupy this queue too (coupling.rs): a constant load here.
         let snoop = self.snoop_load_v2(b, bw);
@@ -399,7 +457,11 @@ impl Simulation {
         // Utilization of the sustained bandwidth (below the mix's effective bandwidth, so
         // below 1 by construction), snoops included.
         self.buses[b].rho = (l - l0) / (l - l0 + s) * bw / self.peak_bytes_per_cycle;
-        self.buses[b].demand = self.bus_demand(b, l).0;
+        // The demand the other sockets' snoop load reads, after the last (exact) call only:
+        // the fixed point's one-step calls skip its pass.
+        if steps >= BUS_ITERS {
+            self.buses[b].demand = self.bus_demand(b, l).0;
+        }
     }
 
     /// Snoop load (bytes per cycle) on bus `b` from the other buses' last solved demand,
@@ -434,16 +496,23 @@ impl Simulation {
         let (demand, seen) = (self.buses[b].demand, self.buses[b].demand_seen);
         if (demand - seen).abs() > SNOOP_RESOLVE_TOL * demand.max(seen) {
             self.buses[b].demand_seen = demand;
-            // The others take the new snoop load in a light update (one fixed-point
-            // iteration at the exact latency), which does not note its own demand again: a
-            // whole re-solve here set off a cascade of whole solves across the sockets every
-            // tick while caches warmed (3.8 solves per tick on bench-64).
+            // The others take the new snoop load in a latency update (`latency_update`: the
+            // exact latency and CPIs, no miss-curve evaluation), which does not note its own
+            // demand again: a whole re-solve here set off a cascade of whole solves across the
+            // sockets every tick while caches warmed (3.8 solves per tick on bench-64), and a
+            // light update cost a fixed-point iteration for each of the other sockets at every
+            // solve (2.7 light updates per tick). The reference path re-solves them whole.
             for a in 0..self.buses.len() {
                 if a != b {
-                    self.light_bus[a] = true;
+                    if self.exact_warmup {
+                        self.dirty_bus[a] = true;
+                        self.dirty = true;
+                    } else {
+                        self.latency_bus[a] = true;
+                        self.light = true;
+                    }
                 }
             }
-            self.light = true;
         }
     }
 }
@@ -473,6 +542,55 @@ mod tests {
 
     fn rates(sim: &Simulation) -> Vec<(f64, f64, f64)> {
         sim.cpus.iter().map(|c| (c.cpi, c.share, c.miss)).collect()
+    }
+
+    /// The engine's knee evaluation by multiplication agrees with the curve's own formula to
+    /// a few units in the last place, for every catalog curve (programs and server classes,
+    /// both models) over capacities from 1 KB to 1 GB; and the fast form is used for the
+    /// catalog's v2 knees.
+    #[test]
+    fn fast_knees_match_the_curve() {
+        let cat = Catalog::builtin();
+        let spec = cat.machine("bench-64").unwrap();
+        let mut v2_spec = spec.clone();
+        v2_spec.model = Model::V2;
+        let mut profiles: Vec<Profile> = Vec::new();
+        for name in cat.program_names() {
+            profiles.extend(
+                cat.program(&name)
+                    .unwrap()
+                    .phases
+                    .iter()
+                    .map(|p| p.profile.clone()),
+            );
+        }
+        for name in cat.server_names() {
+            profiles.extend(
+                cat.server(&name)
+                    .unwrap()
+                    .classes
+                    .iter()
+                    .map(|c| c.profile.clone()),
+            );
+        }
+        let mut fast = 0;
+        for p in &profiles {
+            for s in [&spec, &v2_spec] {
+                let prof = Prof::new(p, s);
+                fast += usize::from(prof.knees.is_some());
+                let mut c = 1024.0;
+                while c < 1e9 {
+                    let (a, b) = (prof.miss_ratio(c), prof.curve.miss_ratio(c));
+                    assert!(
+                        (a - b).abs() <= 1e-14 * b.max(1e-3),
+                        "{c} bytes: {a} vs {b}"
+                    );
+                    c *= 1.37;
+                }
+                assert_eq!(prof.miss_ratio(0.0), prof.curve.miss_ratio(0.0));
+            }
+        }
+        assert!(fast > 0, "no catalog curve takes the fast form");
     }
 
     proptest! {

@@ -15,14 +15,19 @@ impl Simulation {
                 } else if self.light_bus[b] {
                     self.light_update(b);
                     self.light_updates += 1;
+                } else if self.latency_bus[b] {
+                    self.latency_update(b);
+                    self.latency_updates += 1;
                 }
                 self.dirty_bus[b] = false;
                 self.light_bus[b] = false;
+                self.latency_bus[b] = false;
             }
-            // A solve may mark other sockets for a light update (snoop coupling, v2): those
-            // already passed in this loop keep it for the next tick.
+            // A solve may mark other sockets for a latency update, or a whole solve on the
+            // reference path (snoop coupling, v2): those already passed in this loop keep it
+            // for the next tick.
             self.dirty = self.dirty_bus.iter().any(|&d| d);
-            self.light = self.light_bus.iter().any(|&l| l);
+            self.light = self.light_bus.iter().any(|&l| l) || self.latency_bus.iter().any(|&l| l);
         }
         let line = self.spec.line_bytes as f64;
         let tick_ns = self.tick_ns;
@@ -125,7 +130,7 @@ impl Simulation {
                 // light update (the reference path: a whole solve); once the share is filled,
                 // a whole solve, so that warm tasks run at exact steady-state rates.
                 let held = share.min(t.occ);
-                let m_now = p.curve.miss_ratio(held);
+                let m_now = p.miss_ratio(held);
                 // The next solve of this CPU starts from this evaluation (contention.rs
                 // `miss_at`): a warming task holds exactly this much in it.
                 let cpu = &mut self.cpus[c];

@@ -558,22 +558,24 @@ impl Host {
         (pids, got)
     }
 
-    /// Set every thread of `pid` to `cpus` (∩ online), journaling each thread first.
-    pub fn set_process_affinity(&mut self, pid: u32, cpus: &CpuSet) -> Result<CpuSet, HostError> {
+    /// The checks before any pin of `pid` (or of its thread `tid`, named in errors): not a
+    /// kernel thread, a non-empty set once intersected with the online CPUs (returned), a
+    /// journal to write first, and not a task someone else re-pinned since our last look
+    /// (theirs: never overridden).
+    fn may_pin(&mut self, pid: u32, tid: u32, cpus: &CpuSet) -> Result<CpuSet, HostError> {
         if self.proc_.is_kernel_thread(pid) {
             return Err(HostError::KernelThread(pid));
         }
         let effective = cpus.intersection(&self.online);
         if effective.is_empty() {
             return Err(AffinityError::Empty {
-                tid: pid,
+                tid,
                 requested: cpus.to_list(),
                 online: self.online.to_list(),
             }
             .into());
         }
         let journal = self.journal.as_mut().ok_or(HostError::NoJournal)?;
-        // A task re-pinned by someone else since our last look is theirs: never override it.
         if !journal.is_user_owned(pid) {
             let found = journal.detect_overrides()?;
             self.found_overrides.extend(found);
@@ -581,6 +583,13 @@ impl Host {
         if journal.is_user_owned(pid) {
             return Err(HostError::UserOwned(pid));
         }
+        Ok(effective)
+    }
+
+    /// Set every thread of `pid` to `cpus` (∩ online), journaling each thread first.
+    pub fn set_process_affinity(&mut self, pid: u32, cpus: &CpuSet) -> Result<CpuSet, HostError> {
+        let effective = self.may_pin(pid, pid, cpus)?;
+        let journal = self.journal.as_mut().ok_or(HostError::NoJournal)?;
         let tids = self.proc_.threads(pid);
         // One journal write before any thread changes, one after all of them.
         journal.before_change_all(pid, &tids, &effective)?;

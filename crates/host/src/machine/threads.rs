@@ -35,27 +35,8 @@ impl Host {
         tid: u64,
         cpus: &CpuSet,
     ) -> Result<Option<CpuSet>, HostError> {
-        if self.proc_.is_kernel_thread(pid) {
-            return Err(HostError::KernelThread(pid));
-        }
-        let effective = cpus.intersection(&self.online);
-        if effective.is_empty() {
-            return Err(AffinityError::Empty {
-                tid: u32::try_from(tid).unwrap_or(u32::MAX),
-                requested: cpus.to_list(),
-                online: self.online.to_list(),
-            }
-            .into());
-        }
+        let effective = self.may_pin(pid, u32::try_from(tid).unwrap_or(u32::MAX), cpus)?;
         let journal = self.journal.as_mut().ok_or(HostError::NoJournal)?;
-        // A task re-pinned by someone else since our last look is theirs: never override it.
-        if !journal.is_user_owned(pid) {
-            let found = journal.detect_overrides()?;
-            self.found_overrides.extend(found);
-        }
-        if journal.is_user_owned(pid) {
-            return Err(HostError::UserOwned(pid));
-        }
         let skipped = SkippedThread {
             pid,
             tid,

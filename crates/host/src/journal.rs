@@ -1256,6 +1256,21 @@ mod tests {
     /// looks at every thread of the process and would adopt the other's pinned threads.
     static PINS_THIS_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// The online CPUs, the first two as single sets, and a fresh journal in a temporary
+    /// directory (kept alive by the returned guard); `None`, with the reason printed, where
+    /// fewer than two CPUs are online.
+    fn two_cpus_and_journal() -> Option<(CpuSet, CpuSet, CpuSet, tempfile::TempDir, Journal)> {
+        let online = affinity::online_cpus();
+        let (Some(a), Some(b)) = (online.first(), online.iter().nth(1)) else {
+            eprintln!("SKIPPED: needs 2 online CPUs");
+            return None;
+        };
+        let (c0, c1) = (CpuSet::single(a), CpuSet::single(b));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let j = Journal::open(&dir.path().join("j")).expect("open");
+        Some((online, c0, c1, dir, j))
+    }
+
     fn pins_this_process() -> std::sync::MutexGuard<'static, ()> {
         PINS_THIS_PROCESS
             .lock()
@@ -1272,16 +1287,9 @@ mod tests {
     #[test]
     fn adoption_and_overrides_on_real_threads() {
         let _serial = pins_this_process();
-        let online = affinity::online_cpus();
-        if online.len() < 2 {
+        let Some((online, c0, c1, _dir, mut j)) = two_cpus_and_journal() else {
             return;
-        }
-        let (c0, c1) = (
-            CpuSet::single(online.first().expect("cpu")),
-            CpuSet::single(online.iter().nth(1).expect("cpu")),
-        );
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        };
         let pid = std::process::id();
         let (tx, rx) = std::sync::mpsc::channel::<u32>();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
@@ -1338,17 +1346,9 @@ mod tests {
     #[test]
     fn a_thread_born_from_a_thread_placed_on_its_own_is_adopted() {
         let _serial = pins_this_process();
-        let online = affinity::online_cpus();
-        if online.len() < 2 {
-            eprintln!("SKIPPED: needs 2 online CPUs");
+        let Some((online, c0, c1, _dir, mut j)) = two_cpus_and_journal() else {
             return;
-        }
-        let (c0, c1) = (
-            CpuSet::single(online.first().expect("cpu")),
-            CpuSet::single(online.iter().nth(1).expect("cpu")),
-        );
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        };
         let pid = std::process::id();
         let (tx, rx) = std::sync::mpsc::channel::<u32>();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
@@ -1470,17 +1470,9 @@ mod tests {
     #[test]
     fn a_thread_moved_after_a_sibling_keeps_its_own_original() {
         let _serial = pins_this_process();
-        let online = affinity::online_cpus();
-        if online.len() < 2 {
-            eprintln!("SKIPPED: needs 2 online CPUs");
+        let Some((online, c0, c1, _dir, mut j)) = two_cpus_and_journal() else {
             return;
-        }
-        let (c0, c1) = (
-            CpuSet::single(online.first().expect("cpu")),
-            CpuSet::single(online.iter().nth(1).expect("cpu")),
-        );
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        };
         let pid = std::process::id();
         let (own, end_own, h_own) = parked_thread();
         let (ours, end_ours, h_ours) = parked_thread();
@@ -1505,17 +1497,9 @@ mod tests {
     #[test]
     fn a_reused_thread_id_is_journaled_afresh() {
         let _serial = pins_this_process();
-        let online = affinity::online_cpus();
-        if online.len() < 2 {
-            eprintln!("SKIPPED: needs 2 online CPUs");
+        let Some((online, c0, c1, _dir, mut j)) = two_cpus_and_journal() else {
             return;
-        }
-        let (c0, c1) = (
-            CpuSet::single(online.first().expect("cpu")),
-            CpuSet::single(online.iter().nth(1).expect("cpu")),
-        );
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        };
         let pid = std::process::id();
         let (tid, end, h) = parked_thread();
         let original = affinity::get(tid).expect("get");

@@ -481,6 +481,11 @@ impl<M: Machine> Observer<M> for AgentObserver<'_, M::Error> {
             return false;
         }
         let online = d.topology.online_cpus();
+        // Forget the failures of tasks no longer observed, so the memory stays bounded by the
+        // tasks alive (a reused pid then reports its first failure again, rightly).
+        let live: std::collections::BTreeSet<u64> =
+            d.observation.tasks.iter().map(|t| t.id.0).collect();
+        self.reported.retain(|(t, _)| live.contains(t));
         for m in moves(d.action, d.observation, &online) {
             let first = self.reported.insert((m.task, e.to_string()));
             let fields = move_fields(

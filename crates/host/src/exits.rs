@@ -26,6 +26,9 @@ pub struct ThreadExits {
     /// [`ThreadExits::take_exited`].
     pending: BTreeSet<u32>,
     off: Option<String>,
+    /// Most pidfds held at once (`None`: an eighth of the open-file limit, read when needed):
+    /// descriptors go to the counters first.
+    budget: Option<usize>,
 }
 
 impl Default for ThreadExits {
@@ -53,7 +56,34 @@ impl ThreadExits {
             fds: HashMap::new(),
             pending: BTreeSet::new(),
             off,
+            budget: None,
         }
+    }
+
+    /// A watch that holds at most `n` pidfds (for tests; the default is an eighth of the
+    /// open-file limit).
+    pub fn with_budget(n: usize) -> Self {
+        Self {
+            budget: Some(n),
+            ..Self::new()
+        }
+    }
+
+    /// How many pidfds may be held: every counted thread already holds one descriptor per
+    /// event, so the watch takes at most an eighth of the soft open-file limit.
+    fn fd_budget(&self) -> usize {
+        if let Some(n) = self.budget {
+            return n;
+        }
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes a plain struct we own.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+            return 0;
+        }
+        usize::try_from(rl.rlim_cur / 8).unwrap_or(usize::MAX)
     }
 
     /// Why exits are not watched (`None` while they are).
@@ -70,6 +100,13 @@ impl ThreadExits {
         if self.fds.contains_key(&tid) {
             return;
         }
+        let budget = self.fd_budget();
+        if self.fds.len() >= budget {
+            self.turn_off(format!(
+                "more threads than an eighth of the open-file limit ({budget} pidfds): the descriptors are kept for the counters"
+            ));
+            return;
+        }
         // SAFETY: pidfd_open takes a pid and flags; the result is checked before use.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, PIDFD_THREAD) };
         if fd < 0 {
@@ -83,8 +120,12 @@ impl ThreadExits {
                 Some(libc::EINVAL) | Some(libc::ENOSYS) => self.turn_off(format!(
                     "the kernel has no thread pidfds (pidfd_open with PIDFD_THREAD: {e}; Linux 6.9 or later)"
                 )),
-                // Out of descriptors and the like: this thread goes unwatched, which only
-                // leaves it to the periodic re-list.
+                // Out of descriptors: give back every pidfd, the counters need them more.
+                Some(libc::EMFILE) | Some(libc::ENFILE) => {
+                    self.turn_off(format!("out of file descriptors ({e})"))
+                }
+                // Anything else: this thread goes unwatched, which only leaves it to the
+                // periodic re-list.
                 _ => {}
             }
             return;
@@ -218,5 +259,33 @@ mod tests {
         // A tid that no longer exists.
         w.watch(4242, tid);
         assert_eq!(w.take_exited(), BTreeSet::from([4242]));
+    }
+
+    /// Past its descriptor budget the watch turns itself off and gives back every pidfd.
+    #[test]
+    fn past_its_budget_the_watch_gives_its_descriptors_back() {
+        let mut w = ThreadExits::with_budget(1);
+        let pid = std::process::id();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let _ = tid_tx.send(gettid());
+            let _ = go_rx.recv();
+        });
+        let other = tid_rx.recv().expect("tid");
+        w.watch(pid, gettid());
+        if let Some(why) = w.off_reason() {
+            eprintln!("SKIPPED past_its_budget_the_watch_gives_its_descriptors_back: {why}");
+            drop(go_tx);
+            let _ = h.join();
+            return;
+        }
+        assert_eq!(w.fds.len(), 1);
+        w.watch(pid, other);
+        let why = w.off_reason().expect("off past the budget");
+        assert!(why.contains("open-file limit"), "{why}");
+        assert!(w.fds.is_empty(), "every pidfd given back");
+        drop(go_tx);
+        h.join().expect("join");
     }
 }

@@ -30,6 +30,9 @@ impl Busy {
         // SAFETY: sched_setaffinity on the child itself, async-signal-safe.
         unsafe {
             c.pre_exec(move || {
+                // Killed with the test's thread even when the test process is killed (no
+                // drop runs then).
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
                 libc::CPU_SET(cpu, &mut set);
                 if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {

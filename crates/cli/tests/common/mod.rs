@@ -25,12 +25,18 @@ pub struct Busy;
 
 impl Busy {
     pub fn spawn() -> Kill {
-        Kill(
-            Command::new("sh")
-                .args(["-c", "while :; do :; done"])
-                .spawn()
-                .expect("spawn sh"),
-        )
+        use std::os::unix::process::CommandExt;
+        let mut c = Command::new("sh");
+        c.args(["-c", "while :; do :; done"]);
+        // Killed with the test's thread even when the test process is killed (no drop runs).
+        // SAFETY: prctl on the child itself, async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        Kill(c.spawn().expect("spawn sh"))
     }
 }
 

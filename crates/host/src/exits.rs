@@ -26,8 +26,8 @@ pub struct ThreadExits {
     /// [`ThreadExits::take_exited`].
     pending: BTreeSet<u32>,
     off: Option<String>,
-    /// Most pidfds held at once (`None`: an eighth of the open-file limit, read when needed):
-    /// descriptors go to the counters first.
+    /// Most pidfds held at once (`None` until first needed, then an eighth of the open-file
+    /// limit): descriptors go to the counters first.
     budget: Option<usize>,
 }
 
@@ -70,20 +70,19 @@ impl ThreadExits {
     }
 
     /// How many pidfds may be held: every counted thread already holds one descriptor per
-    /// event, so the watch takes at most an eighth of the soft open-file limit.
-    fn fd_budget(&self) -> usize {
-        if let Some(n) = self.budget {
-            return n;
-        }
-        let mut rl = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes a plain struct we own.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
-            return 0;
-        }
-        usize::try_from(rl.rlim_cur / 8).unwrap_or(usize::MAX)
+    /// event, so the watch takes at most an eighth of the soft open-file limit (read once).
+    fn fd_budget(&mut self) -> usize {
+        *self.budget.get_or_insert_with(|| {
+            let mut rl = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes a plain struct we own.
+            if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+                return 0;
+            }
+            usize::try_from(rl.rlim_cur / 8).unwrap_or(usize::MAX)
+        })
     }
 
     /// Why exits are not watched (`None` while they are).
@@ -94,10 +93,7 @@ impl ThreadExits {
     /// Watch thread `tid` of process `pid` (again: no-op). A thread already gone counts as an
     /// exit of `pid`. A kernel without thread pidfds turns the watch off for good.
     pub fn watch(&mut self, pid: u32, tid: u32) {
-        let Some(epoll) = self.epoll.as_ref() else {
-            return;
-        };
-        if self.fds.contains_key(&tid) {
+        if self.epoll.is_none() || self.fds.contains_key(&tid) {
             return;
         }
         let budget = self.fd_budget();
@@ -132,6 +128,9 @@ impl ThreadExits {
         }
         // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+        let Some(epoll) = self.epoll.as_ref() else {
+            return;
+        };
         let mut ev = libc::epoll_event {
             events: libc::EPOLLIN as u32,
             u64: u64::from(tid),
@@ -216,19 +215,28 @@ mod tests {
         unsafe { libc::syscall(libc::SYS_gettid) as u32 }
     }
 
-    /// A thread's exit is reported once, for its process; a live thread's is not; a thread
-    /// already gone when watched counts as an exit.
-    #[test]
-    fn exits_are_reported_once_per_thread() {
-        let mut w = ThreadExits::new();
-        let pid = std::process::id();
+    /// A thread parked until its sender is dropped: (tid, sender, handle).
+    fn parked() -> (
+        u32,
+        std::sync::mpsc::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let h = std::thread::spawn(move || {
             let _ = tid_tx.send(gettid());
             let _ = go_rx.recv();
         });
-        let tid = tid_rx.recv().expect("tid");
+        (tid_rx.recv().expect("tid"), go_tx, h)
+    }
+
+    /// A thread's exit is reported once, for its process; a live thread's is not; a thread
+    /// already gone when watched counts as an exit.
+    #[test]
+    fn exits_are_reported_once_per_thread() {
+        let mut w = ThreadExits::new();
+        let pid = std::process::id();
+        let (tid, go_tx, h) = parked();
         w.watch(pid, tid);
         w.watch(pid, gettid());
         if let Some(why) = w.off_reason() {
@@ -266,13 +274,7 @@ mod tests {
     fn past_its_budget_the_watch_gives_its_descriptors_back() {
         let mut w = ThreadExits::with_budget(1);
         let pid = std::process::id();
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let h = std::thread::spawn(move || {
-            let _ = tid_tx.send(gettid());
-            let _ = go_rx.recv();
-        });
-        let other = tid_rx.recv().expect("tid");
+        let (other, go_tx, h) = parked();
         w.watch(pid, gettid());
         if let Some(why) = w.off_reason() {
             eprintln!("SKIPPED past_its_budget_the_watch_gives_its_descriptors_back: {why}");

@@ -1433,14 +1433,9 @@ mod tests {
     #[test]
     fn a_sibling_already_on_the_set_we_give_a_thread_is_not_adopted() {
         let _serial = pins_this_process();
-        let online = affinity::online_cpus();
-        if online.len() < 2 {
-            eprintln!("SKIPPED: needs 2 online CPUs");
+        let Some((online, _, c1, _dir, mut j)) = two_cpus_and_journal() else {
             return;
-        }
-        let c1 = CpuSet::single(online.iter().nth(1).expect("cpu"));
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        };
         let pid = std::process::id();
         let (own, end_own, h_own) = parked_thread();
         let (ours, end_ours, h_ours) = parked_thread();
@@ -1552,14 +1547,9 @@ mod tests {
     #[test]
     fn a_thread_born_between_the_set_and_its_record_is_adopted() {
         let _serial = pins_this_process();
-        let online = affinity::online_cpus();
-        if online.len() < 2 {
-            eprintln!("SKIPPED: needs 2 online CPUs");
+        let Some((online, _, c1, _dir, mut j)) = two_cpus_and_journal() else {
             return;
-        }
-        let c1 = CpuSet::single(online.iter().nth(1).expect("cpu"));
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut j = Journal::open(&dir.path().join("j")).expect("open");
+        };
         let pid = std::process::id();
         let (tx, rx) = std::sync::mpsc::channel::<u32>();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();

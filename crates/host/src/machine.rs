@@ -525,12 +525,12 @@ impl Host {
         }
         if let Some(old) = self.read_tids.insert(pid, tids) {
             let now = &self.read_tids[&pid];
-            for tid in old {
-                if now.binary_search(&tid).is_err() {
-                    self.prev.remove(&tid);
-                    self.sources.remove(&tid);
-                    self.exits.forget(tid);
-                }
+            let gone: Vec<u32> = old
+                .into_iter()
+                .filter(|t| now.binary_search(t).is_err())
+                .collect();
+            for tid in gone {
+                self.close_thread(tid);
             }
         }
         self.idle_last.insert(pid, !moved);
@@ -661,6 +661,13 @@ impl Host {
         }
     }
 
+    /// Close thread `tid`'s counters and forget its last reading and exit watch.
+    fn close_thread(&mut self, tid: u32) {
+        self.prev.remove(&tid);
+        self.sources.remove(&tid);
+        self.exits.forget(tid);
+    }
+
     /// One thread's cumulative counters, `None` when it is gone. A thread whose source fails
     /// loses its previous reading too, so no delta is taken across two different sources.
     fn read_thread(&mut self, pid: u32, tid: u32) -> Option<Reading> {
@@ -695,9 +702,7 @@ impl Host {
             }
         };
         if got.is_none() {
-            self.sources.remove(&tid);
-            self.exits.forget(tid);
-            self.prev.remove(&tid);
+            self.close_thread(tid);
         }
         got
     }
@@ -997,9 +1002,7 @@ impl Machine for Host {
             .collect();
         for p in unwatched {
             for tid in self.read_tids.remove(&p).unwrap_or_default() {
-                self.prev.remove(&tid);
-                self.sources.remove(&tid);
-                self.exits.forget(tid);
+                self.close_thread(tid);
             }
         }
         for pid in pids {

@@ -116,6 +116,69 @@ impl GroupReading {
 pub struct ThreadGroup {
     tid: i32,
     fds: Vec<OwnedFd>,
+    /// The leader's control page, mapped read-only on request (see
+    /// [`ThreadGroup::map_control_page`]).
+    page: Option<ControlPage>,
+}
+
+/// A perf_event control page (`struct perf_event_mmap_page`, one page, no ring buffer) mapped
+/// read-only. The kernel rewrites it under its sequence counter (`lock`, the third 32-bit word,
+/// after `version` and `compat_version`) whenever the event is scheduled in or out with its
+/// thread.
+struct ControlPage {
+    ptr: std::ptr::NonNull<u32>,
+    len: usize,
+}
+
+// SAFETY: a read-only shared mapping, only ever read with volatile loads; which thread reads it
+// does not matter.
+unsafe impl Send for ControlPage {}
+
+impl ControlPage {
+    /// Map the first page of `fd`; `None` where the kernel refuses (an unprivileged user past
+    /// `perf_event_mlock_kb`, for one).
+    fn map(fd: &OwnedFd) -> Option<Self> {
+        // A scripted counter is a memfd with nothing behind its first page.
+        #[cfg(feature = "scripted")]
+        if crate::scripted::owns(fd.as_raw_fd()) {
+            return None;
+        }
+        // SAFETY: sysconf has no preconditions.
+        let len = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+        // SAFETY: a fresh read-only shared mapping of an open perf descriptor; the result is
+        // checked before use and unmapped once, in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        Some(Self {
+            ptr: std::ptr::NonNull::new(p.cast::<u32>())?,
+            len,
+        })
+    }
+
+    /// The page's sequence counter (`lock`, byte offset 8).
+    fn seq(&self) -> u32 {
+        // SAFETY: the mapping is at least a page long and lives as long as self; the kernel
+        // writes the word concurrently, hence the volatile load.
+        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(2)) }
+    }
+}
+
+impl Drop for ControlPage {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len come from a successful mmap and are unmapped once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
 }
 
 impl ThreadGroup {
@@ -152,7 +215,30 @@ impl ThreadGroup {
             )?;
             fds.push(fd);
         }
-        Ok(Self { tid, fds })
+        Ok(Self {
+            tid,
+            fds,
+            page: None,
+        })
+    }
+
+    /// Map the leader's control page so [`ThreadGroup::sched_seq`] can be read; false where
+    /// the kernel refuses. Opt-in: the page counts against the user's `perf_event_mlock_kb`
+    /// budget (for an unprivileged user), which `perf record` needs too.
+    pub fn map_control_page(&mut self) -> bool {
+        if self.page.is_none() {
+            self.page = self.fds.first().and_then(ControlPage::map);
+        }
+        self.page.is_some()
+    }
+
+    /// The leader's control-page sequence counter: the kernel bumps it each time the group is
+    /// scheduled in or out with its thread, so an unchanged value between two looks means the
+    /// thread was not switched in or out in between (it may still have run all along, if it
+    /// was running at the first look). A memory load, no system call. `None` where the page
+    /// could not be mapped.
+    pub fn sched_seq(&self) -> Option<u32> {
+        self.page.as_ref().map(ControlPage::seq)
     }
 
     /// The thread counted.
@@ -264,5 +350,51 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(r.coverage(), 0.25);
+    }
+
+    /// A thread that is switched in moves its group's control-page sequence; the value is read
+    /// without a system call.
+    #[test]
+    fn a_thread_that_runs_moves_the_control_page_sequence() {
+        let s = specs("task-clock,context-switches");
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<bool>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let _ = tid_tx.send(gettid());
+            while let Ok(true) = go_rx.recv() {
+                let _ = done_tx.send(());
+            }
+        });
+        let tid = tid_rx.recv().expect("tid");
+        let Ok(g) = ThreadGroup::open(tid, &s) else {
+            eprintln!("skipped a_thread_that_runs_moves_the_control_page_sequence: perf_event_open refused here");
+            let _ = go_tx.send(false);
+            let _ = h.join();
+            return;
+        };
+        let mut g = g;
+        assert_eq!(g.sched_seq(), None, "no page before it is asked for");
+        if !g.map_control_page() {
+            eprintln!("skipped a_thread_that_runs_moves_the_control_page_sequence: the control page could not be mapped");
+            let _ = go_tx.send(false);
+            let _ = h.join();
+            return;
+        }
+        let Some(before) = g.sched_seq() else {
+            eprintln!("skipped a_thread_that_runs_moves_the_control_page_sequence: the control page could not be mapped");
+            let _ = go_tx.send(false);
+            let _ = h.join();
+            return;
+        };
+        let a = g.read().expect("read");
+        // Wake it: it is switched in to answer, and out again to wait.
+        go_tx.send(true).expect("go");
+        done_rx.recv().expect("done");
+        let b = g.read().expect("read");
+        assert!(b.values[0] > a.values[0], "it ran: {a:?} {b:?}");
+        assert_ne!(g.sched_seq(), Some(before), "a switch-in rewrites the page");
+        let _ = go_tx.send(false);
+        h.join().expect("join");
     }
 }

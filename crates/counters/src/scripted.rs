@@ -136,6 +136,21 @@ pub fn install(script: Script) -> Installed {
     Installed(())
 }
 
+/// Whether `fd` is a scripted descriptor (a memfd standing for a counter: it has no control
+/// page to map, and mapping its empty file would fault on the first load).
+pub(crate) fn owns(fd: RawFd) -> bool {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Ok(guard) = STATE.lock() else {
+        return false;
+    };
+    let Some(state) = guard.as_ref() else {
+        return false;
+    };
+    inode(fd).is_some_and(|ino| state.fds.get(&fd).map(|f| f.ino) == Some(ino))
+}
+
 /// The read seam: `Some` for a scripted descriptor.
 pub(crate) fn read(fd: RawFd, buf: &mut [u64]) -> Option<io::Result<usize>> {
     if !ACTIVE.load(Ordering::Relaxed) {

@@ -805,6 +805,17 @@ pub fn run_on_host_with(
                 }),
             ),
             (
+                "thread_gate",
+                json!(match (src.thread_gate, src.control_pages) {
+                    (false, _) => "off: turned off".to_string(),
+                    (true, 0) => "off: no thread's control page could be mapped (each thread of a process that ran is read)".to_string(),
+                    (true, n) => format!(
+                        "on: {n} of {} threads: a thread idle at its last read whose control page shows no switch since is not read",
+                        src.perf_threads + src.proc_threads
+                    ),
+                }),
+            ),
+            (
                 "exit_watch",
                 json!(match &src.exit_watch_off {
                     None => "on: a process whose thread exited is re-listed at once".to_string(),

@@ -25,7 +25,7 @@ use counterpoint_core::observation::{CpuObservation, Observation, TaskObservatio
 use counterpoint_core::sample::{CounterValue, Sample};
 use counterpoint_core::task::{TaskId, TaskInfo};
 use counterpoint_core::topology::Topology;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -71,13 +71,15 @@ pub struct Host {
     targets: TargetSpec,
     self_pid: u32,
     journal: Option<Journal>,
-    prev: BTreeMap<u32, Reading>,
+    /// Per thread, its last reading and the gate's mark (looked up once per thread per
+    /// interval, hence a hash map).
+    prev: HashMap<u32, Prev>,
     prev_cpu: BTreeMap<CpuId, (u64, u64)>,
     started: Instant,
     stop: Option<&'static AtomicBool>,
     detailed: bool,
     /// Where each thread's counters come from, by thread id (closed when it is no longer seen).
-    sources: BTreeMap<u32, ThreadSource>,
+    sources: HashMap<u32, ThreadSource>,
     /// Whether new threads get perf_event groups (false when the probe failed, or after an
     /// error that says perf_event cannot work here at all).
     use_perf: bool,
@@ -103,6 +105,12 @@ pub struct Host {
     exits: crate::exits::ThreadExits,
     /// The processes the exit watch reported at the start of this interval.
     exited_pids: std::collections::BTreeSet<u32>,
+    /// Whether the per-thread gate is on (with the idle gate: `--read-every-thread` turns both
+    /// off).
+    thread_gate: bool,
+    /// Control pages mapped now, and how many may be (see [`control_page_budget`]).
+    control_pages: usize,
+    control_page_budget: usize,
     /// Intervals observed so far.
     intervals: u64,
     /// Longest single sleep while waiting in `advance` (a signal cuts it short anyway; the stop
@@ -182,12 +190,12 @@ impl Host {
             targets,
             self_pid: std::process::id(),
             journal,
-            prev: BTreeMap::new(),
+            prev: HashMap::new(),
             prev_cpu: BTreeMap::new(),
             started: Instant::now(),
             stop: None,
             detailed: false,
-            sources: BTreeMap::new(),
+            sources: HashMap::new(),
             prev_read: Instant::now(),
             use_perf: false,
             perf_off_reason: None,
@@ -197,6 +205,9 @@ impl Host {
             thread_lists: BTreeMap::new(),
             exits: crate::exits::ThreadExits::new(),
             exited_pids: std::collections::BTreeSet::new(),
+            thread_gate: true,
+            control_pages: 0,
+            control_page_budget: control_page_budget(),
             intervals: 0,
             wait_slice: Duration::from_secs(1),
             counter_source: Box::new(DirectSource),
@@ -245,6 +256,7 @@ impl Host {
         // Every thread reopens through the new source: those on `/proc` too (the broker may
         // count what this process could not).
         self.sources.clear();
+        self.control_pages = 0;
         self.exits.forget_all();
         self.use_source(source);
         self.prev_read = Instant::now();
@@ -266,6 +278,7 @@ impl Host {
     /// (every thread is read every interval).
     pub fn set_idle_gate(&mut self, on: bool) {
         self.signatures.clear();
+        self.thread_gate = on;
         if !on {
             self.idle_gate = None;
             self.idle_gate_off = Some("turned off".into());
@@ -425,6 +438,8 @@ impl Host {
             idle_gate_off: self.idle_gate_off.clone(),
             idle_gate_precise: self.idle_gate.as_ref().is_some_and(Taskstats::precise),
             exit_watch_off: self.exits.off_reason().map(str::to_string),
+            thread_gate: self.thread_gate,
+            control_pages: self.control_pages,
         }
     }
 
@@ -483,23 +498,37 @@ impl Host {
         self.journal.as_ref().is_some_and(|j| j.is_user_owned(pid))
     }
 
-    fn snapshot_threads(&mut self) -> BTreeMap<u32, Reading> {
+    fn snapshot_threads(&mut self) -> HashMap<u32, Prev> {
         self.counter_source.refresh();
         self.read_tids.clear();
         self.idle_last.clear();
         self.idle_sums.clear();
         self.signatures.clear();
-        let mut out = BTreeMap::new();
+        let mut out = HashMap::new();
         for pid in self.target_pids() {
             let tids = self.proc_.threads(pid);
             for &tid in &tids {
-                if let Some(t) = self.read_thread(pid, tid) {
-                    out.insert(tid, t);
+                if let Some(reading) = self.read_thread(pid, tid) {
+                    out.insert(
+                        tid,
+                        Prev {
+                            reading,
+                            idle_seq: None,
+                        },
+                    );
                 }
             }
             self.read_tids.insert(pid, tids);
         }
         out
+    }
+
+    /// Thread `tid`'s control-page sequence, where its source has one.
+    fn sched_seq(&self, tid: u32) -> Option<u32> {
+        match self.sources.get(&tid)? {
+            ThreadSource::Perf { sw, .. } => sw.sched_seq(),
+            _ => None,
+        }
     }
 
     /// Read every thread of `pid` in `tids` (sorted), sum their deltas since the last reading,
@@ -510,18 +539,42 @@ impl Host {
         // Whether any thread moved, is new, or failed to read.
         let mut moved = false;
         for &tid in &tids {
+            // The thread gate: a thread its last read found idle, whose control page the
+            // kernel has not rewritten since just before that read (no switch in or out), has
+            // not run since: its last reading stands, as a read would have returned it. One
+            // load from the page instead of a read(2).
+            let seq_now = self.sched_seq(tid);
+            if self.thread_gate {
+                if let (Some(p), Some(seq)) = (self.prev.get(&tid), seq_now) {
+                    if p.idle_seq == Some(seq) && seq % 2 == 0 {
+                        sums.add(&p.reading, &p.reading);
+                        self.reads_skipped += 1;
+                        continue;
+                    }
+                }
+            }
             let Some(r) = self.read_thread(pid, tid) else {
                 moved = true;
                 continue;
             };
+            let mut entry = Prev {
+                reading: r,
+                idle_seq: None,
+            };
             // A thread first seen now contributes from the next interval on.
-            match self.prev.insert(tid, r) {
+            let thread_moved = match self.prev.get(&tid) {
                 Some(p) => {
-                    moved |= p != r;
-                    sums.add(&p, &r);
+                    sums.add(&p.reading, &r);
+                    p.reading != r
                 }
-                None => moved = true,
+                None => true,
+            };
+            if !thread_moved {
+                // The sequence was taken before the read, so a switch after it shows.
+                entry.idle_seq = seq_now;
             }
+            self.prev.insert(tid, entry);
+            moved |= thread_moved;
         }
         if let Some(old) = self.read_tids.insert(pid, tids) {
             let now = &self.read_tids[&pid];
@@ -664,7 +717,11 @@ impl Host {
     /// Close thread `tid`'s counters and forget its last reading and exit watch.
     fn close_thread(&mut self, tid: u32) {
         self.prev.remove(&tid);
-        self.sources.remove(&tid);
+        if let Some(ThreadSource::Perf { sw, .. }) = self.sources.remove(&tid) {
+            if sw.sched_seq().is_some() {
+                self.control_pages = self.control_pages.saturating_sub(1);
+            }
+        }
         self.exits.forget(tid);
     }
 
@@ -672,7 +729,15 @@ impl Host {
     /// loses its previous reading too, so no delta is taken across two different sources.
     fn read_thread(&mut self, pid: u32, tid: u32) -> Option<Reading> {
         if !self.sources.contains_key(&tid) {
-            let src = self.open_source(pid, tid);
+            let mut src = self.open_source(pid, tid);
+            if let ThreadSource::Perf { sw, .. } = &mut src {
+                if self.thread_gate
+                    && self.control_pages < self.control_page_budget
+                    && sw.map_control_page()
+                {
+                    self.control_pages += 1;
+                }
+            }
             self.sources.insert(tid, src);
             self.exits.watch(pid, tid);
         }
@@ -759,6 +824,11 @@ pub struct CounterSources {
     /// stays the same while threads come and go is then re-listed every
     /// [`RELIST_INTERVALS`] intervals only.
     pub exit_watch_off: Option<String>,
+    /// Whether the thread gate is on (`--read-every-thread` turns it off with the idle gate).
+    pub thread_gate: bool,
+    /// Threads whose counters have a mapped control page, so the thread gate can look at them
+    /// without a read (the others are read every interval their process ran).
+    pub control_pages: usize,
 }
 
 /// Where one thread's counters come from.
@@ -814,6 +884,36 @@ const SLOTS: [&str; 8] = [
 
 fn slot(name: &str) -> Option<usize> {
     SLOTS.iter().position(|s| *s == name)
+}
+
+/// How many control pages the thread gate may map. Each is a page of the user's locked perf
+/// memory: root (`CAP_IPC_LOCK`, which lifts the limit) maps one per thread; another user at
+/// most half of its `perf_event_mlock_kb` allowance over the online CPUs, so `perf record` keeps
+/// the rest. None when that allowance cannot be read.
+fn control_page_budget() -> usize {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return usize::MAX;
+    }
+    let Some(kb) = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+    else {
+        return 0;
+    };
+    // SAFETY: sysconf has no preconditions.
+    let page_kb = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .map_or(4, |b| (b / 1024).max(1));
+    // SAFETY: as above.
+    let cpus = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(1);
+    kb / page_kb * cpus.max(1) / 2
+}
+
+/// A thread's last reading, and the gate's mark: `Some(seq)` when that read found it idle and
+/// its control page's sequence, taken just before the read, was `seq` (see `read_process`).
+struct Prev {
+    reading: Reading,
+    idle_seq: Option<u32>,
 }
 
 /// One thread's cumulative counters, by slot (`None`: not counted for this thread).
@@ -1396,6 +1496,191 @@ mod source_tests {
             assert!(h.counter_sources().idle_gate_off.is_some());
             assert_eq!(switches_of(&mut h, pid), 0);
             assert_eq!(h.reads_skipped(), 2);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// What a [`Paged`] source's one thread shows: its cumulative count and its control
+    /// page's sequence, set by the test; and how often it was read.
+    #[derive(Default)]
+    struct PageState {
+        count: u64,
+        seq: u32,
+        reads: u64,
+    }
+
+    /// A source with a control page the test writes.
+    struct Paged(Arc<Mutex<PageState>>);
+
+    struct PagedGroup {
+        names: Vec<&'static str>,
+        st: Arc<Mutex<PageState>>,
+        mapped: bool,
+    }
+
+    impl ThreadCounts for PagedGroup {
+        fn names(&self) -> &[&'static str] {
+            &self.names
+        }
+        fn read(&mut self) -> Result<GroupReading, PerfError> {
+            let mut st = self.st.lock().unwrap();
+            st.reads += 1;
+            let mut values = [0; MAX_GROUP];
+            for v in values.iter_mut().take(self.names.len()) {
+                *v = st.count;
+            }
+            Ok(GroupReading {
+                values,
+                len: self.names.len(),
+                time_enabled_ns: st.count,
+                time_running_ns: st.count,
+            })
+        }
+        fn sched_seq(&self) -> Option<u32> {
+            self.mapped.then(|| self.st.lock().unwrap().seq)
+        }
+        fn map_control_page(&mut self) -> bool {
+            self.mapped = true;
+            true
+        }
+    }
+
+    impl CounterSource for Paged {
+        fn describe(&self) -> String {
+            "paged".into()
+        }
+        fn is_direct(&self) -> bool {
+            false
+        }
+        fn open(
+            &mut self,
+            _tid: u32,
+            events: &[(&'static str, PerfEvent)],
+        ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+            Ok(Box::new(PagedGroup {
+                names: events.iter().map(|(n, _)| *n).collect(),
+                st: Arc::clone(&self.0),
+                mapped: false,
+            }))
+        }
+    }
+
+    /// The thread gate, with the process gate off so every interval reaches the threads: a
+    /// thread its last read found idle is not read again while its control page's sequence
+    /// stays put; a new sequence, one caught mid-update (odd), or a read that moved, makes it
+    /// read again; the count it then shows is the whole delta. Without a page budget, or
+    /// with the gates off, every interval reads it.
+    #[test]
+    fn a_thread_whose_control_page_did_not_move_is_not_read_again() {
+        let mut child = stopped_child();
+        let pid = child.id();
+        let run = |budget: usize, gate: bool| {
+            let st = Arc::new(Mutex::new(PageState {
+                count: 100,
+                seq: 2,
+                reads: 0,
+            }));
+            let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
+            h.control_page_budget = budget;
+            h.set_counter_source(Box::new(Paged(Arc::clone(&st))));
+            if !gate {
+                h.set_idle_gate(false);
+            }
+            h.idle_gate = None;
+            let mut step = |count: u64, seq: u32| {
+                {
+                    let mut s = st.lock().unwrap();
+                    s.count = count;
+                    s.seq = seq;
+                }
+                let obs = h.advance(1_000_000).expect("advance");
+                let t = obs
+                    .tasks
+                    .iter()
+                    .find(|t| t.id.0 == pid as u64)
+                    .expect("task");
+                let switches = t.sample.values[event::CONTEXT_SWITCHES].raw;
+                (switches, st.lock().unwrap().reads)
+            };
+            let mut out = vec![
+                step(100, 2), // read: unchanged since the snapshot, so idle, marked at seq 2
+                step(100, 2), // page unchanged: not read
+                step(100, 4), // switched: read, still idle, marked at 4
+                step(100, 4), // not read
+                step(107, 6), // switched and ran: read, delta 7
+                step(109, 6), // the last read moved: read again, delta 2
+                step(109, 6), // read (it was moving), idle now, marked at 6
+                step(109, 7), // odd: the kernel is mid-update: read
+            ];
+            out.push(step(109, 7)); // an odd mark never gates: read
+            (out, h.counter_sources().control_pages, h.reads_skipped())
+        };
+        // The snapshot at set_counter_source is read 1.
+        let (gated, pages, skipped) = run(usize::MAX, true);
+        assert_eq!(pages, 1);
+        assert_eq!(
+            gated,
+            vec![
+                (0, 2),
+                (0, 2),
+                (0, 3),
+                (0, 3),
+                (7, 4),
+                (2, 5),
+                (0, 6),
+                (0, 7),
+                (0, 8)
+            ]
+        );
+        assert_eq!(skipped, 2);
+        let every = (0..9).map(|i| i + 2);
+        for (budget, gate) in [(0, true), (usize::MAX, false)] {
+            let (reads, pages, skipped) = run(budget, gate);
+            assert_eq!(pages, usize::from(budget > 0), "budget {budget}");
+            assert_eq!(skipped, 0, "budget {budget}, gate {gate}");
+            let counts: Vec<u64> = reads.iter().map(|r| r.1).collect();
+            assert_eq!(counts, every.clone().collect::<Vec<_>>(), "budget {budget}");
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The thread gate on this kernel's control pages: a stopped thread is not read again
+    /// once a read found it idle; continued, it is switched in, its page moves, and the next
+    /// interval reads it. Skipped with the reason where perf_event or the page is refused.
+    #[test]
+    fn a_stopped_thread_is_gated_by_its_real_control_page_until_it_runs() {
+        let mut child = stopped_child();
+        let pid = child.id();
+        let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
+        h.idle_gate = None;
+        let src = h.counter_sources();
+        if src.perf_threads == 0 || src.control_pages == 0 {
+            eprintln!(
+                "SKIPPED a_stopped_thread_is_gated_by_its_real_control_page_until_it_runs: perf threads {}, control pages {} ({:?})",
+                src.perf_threads, src.control_pages, src.perf_off_reason
+            );
+        } else {
+            switches_of(&mut h, pid); // read: nothing moved since the snapshot
+            assert_eq!(h.reads_skipped(), 0);
+            switches_of(&mut h, pid);
+            assert_eq!(h.reads_skipped(), 1, "a stopped thread was read again");
+            // SAFETY: kill on our own child.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+            let ran = (0..2000).any(|_| {
+                if Proc::default().stat(pid).is_some_and(|s| s.state == 'S') {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+                false
+            });
+            assert!(ran, "child never continued");
+            assert!(
+                switches_of(&mut h, pid) >= 1,
+                "it was switched in to continue"
+            );
+            assert_eq!(h.reads_skipped(), 1, "a thread that ran was gated");
         }
         let _ = child.kill();
         let _ = child.wait();

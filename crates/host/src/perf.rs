@@ -185,6 +185,16 @@ pub trait ThreadCounts: Send {
     fn names(&self) -> &[&'static str];
     /// Cumulative values since the group was opened, with its enabled/running times.
     fn read(&mut self) -> Result<GroupReading, PerfError>;
+    /// A value the kernel changes whenever the thread is switched in or out, read without a
+    /// system call (the group's control page), where the source has one.
+    fn sched_seq(&self) -> Option<u32> {
+        None
+    }
+    /// Make [`ThreadCounts::sched_seq`] available (map the control page); false where the
+    /// source cannot.
+    fn map_control_page(&mut self) -> bool {
+        false
+    }
 }
 
 /// This process's own perf_event groups ([`ThreadGroup`]): the default source.
@@ -212,6 +222,14 @@ impl ThreadCounts for ThreadGroup {
 
     fn read(&mut self) -> Result<GroupReading, PerfError> {
         ThreadGroup::read(self)
+    }
+
+    fn sched_seq(&self) -> Option<u32> {
+        self.group.sched_seq()
+    }
+
+    fn map_control_page(&mut self) -> bool {
+        self.group.map_control_page()
     }
 }
 

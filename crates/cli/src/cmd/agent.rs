@@ -69,7 +69,9 @@ pub struct AgentArgs {
     direct: bool,
     /// Read every thread's counters every interval. By default a process none of whose
     /// threads ran since the last interval (the kernel's taskstats say so in one query; needs
-    /// CAP_NET_ADMIN) keeps its last readings: its counts cannot have changed.
+    /// CAP_NET_ADMIN) keeps its last readings: its counts cannot have changed; and in a process
+    /// that ran, a thread idle at its last read whose perf control page shows no switch since
+    /// is not read either (one memory load instead of a read).
     #[arg(long)]
     read_every_thread: bool,
     /// `schedtask` (policies that read code heatmaps): one instruction-pointer sample per this

@@ -34,7 +34,7 @@ pub struct OverheadArgs {
     /// Internal: be the helper (hold this many sleeping threads until stdin closes).
     #[arg(long, hide = true)]
     hold_threads: Option<u32>,
-    /// Run the agent with `--read-every-thread` (no idle gate): the cost of reading all
+    /// Run the agent with `--read-every-thread` (no idle or thread gate): the cost of reading all
     /// threads each interval.
     #[arg(long)]
     read_every_thread: bool,

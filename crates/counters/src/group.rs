@@ -3,6 +3,7 @@
 //! `perf` accepts (generic, raw, `pmu/.../`, resolved aliases) can be asked for.
 
 use crate::count::{builder_for, has_hardware_pmu};
+use crate::page::ControlPage;
 use crate::spec::{EventSpec, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_RAW};
 use crate::PmuTree;
 use perf_event::ReadFormat;
@@ -121,66 +122,6 @@ pub struct ThreadGroup {
     page: Option<ControlPage>,
 }
 
-/// A perf_event control page (`struct perf_event_mmap_page`, one page, no ring buffer) mapped
-/// read-only. The kernel rewrites it under its sequence counter (`lock`, the third 32-bit word,
-/// after `version` and `compat_version`) whenever the event is scheduled in or out with its
-/// thread.
-struct ControlPage {
-    ptr: std::ptr::NonNull<u32>,
-    len: usize,
-}
-
-// SAFETY: a read-only shared mapping, only ever read with volatile loads; which thread reads it
-// does not matter.
-unsafe impl Send for ControlPage {}
-
-impl ControlPage {
-    /// Map the first page of `fd`; `None` where the kernel refuses (an unprivileged user past
-    /// `perf_event_mlock_kb`, for one).
-    fn map(fd: &OwnedFd) -> Option<Self> {
-        // A scripted counter is a memfd with nothing behind its first page.
-        #[cfg(feature = "scripted")]
-        if crate::scripted::owns(fd.as_raw_fd()) {
-            return None;
-        }
-        // SAFETY: sysconf has no preconditions.
-        let len = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
-        // SAFETY: a fresh read-only shared mapping of an open perf descriptor; the result is
-        // checked before use and unmapped once, in Drop.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        Some(Self {
-            ptr: std::ptr::NonNull::new(p.cast::<u32>())?,
-            len,
-        })
-    }
-
-    /// The page's sequence counter (`lock`, byte offset 8).
-    fn seq(&self) -> u32 {
-        // SAFETY: the mapping is at least a page long and lives as long as self; the kernel
-        // writes the word concurrently, hence the volatile load.
-        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(2)) }
-    }
-}
-
-impl Drop for ControlPage {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len come from a successful mmap and are unmapped once.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
-}
-
 impl ThreadGroup {
     /// Open `specs` (1 to [`MAX_GROUP`]) as one group on thread `tid`, any CPU, created enabled
     /// (the first read is the baseline), not inherited. Each spec keeps its own privilege
@@ -227,7 +168,10 @@ impl ThreadGroup {
     /// budget (for an unprivileged user), which `perf record` needs too.
     pub fn map_control_page(&mut self) -> bool {
         if self.page.is_none() {
-            self.page = self.fds.first().and_then(ControlPage::map);
+            self.page = self
+                .fds
+                .first()
+                .and_then(|f| ControlPage::map(f.as_raw_fd()));
         }
         self.page.is_some()
     }

@@ -42,6 +42,7 @@
 pub mod alias;
 pub mod count;
 pub mod group;
+pub mod page;
 pub mod pmu;
 pub mod readbench;
 pub mod sampling;

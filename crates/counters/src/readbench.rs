@@ -116,33 +116,9 @@ pub fn probe_user_space() -> UserSpacePath {
     }
 }
 
-/// Map the counter's first page and read `cap_user_rdpmc` (bit 2 of `capabilities`, offset 40).
+/// Map the counter's first page and read `cap_user_rdpmc` (bit 2 of `capabilities`).
 fn mmap_cap_user_rdpmc(c: &Counter) -> Option<bool> {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if page <= 0 {
-        return None;
-    }
-    let page = page as usize;
-    // SAFETY: mapping one read-only shared page of a perf fd; unmapped below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            page,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            c.as_raw_fd(),
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return None;
-    }
-    // SAFETY: the page is at least 48 bytes long; capabilities is a u64 at offset 40.
-    let caps = unsafe { std::ptr::read_volatile((p as *const u8).add(40) as *const u64) };
-    // SAFETY: unmapping what we mapped.
-    unsafe { libc::munmap(p, page) };
-    Some(caps & (1 << 2) != 0)
+    crate::page::ControlPage::map(c.as_raw_fd()).map(|p| p.capabilities() & (1 << 2) != 0)
 }
 
 /// Median ns per operation of each path.

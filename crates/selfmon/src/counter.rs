@@ -8,6 +8,7 @@ use crate::page::{
     read_page, Cpu, HardwareCpu, PageRead, PerfEventMmapPage, Reading, CAP_USER_RDPMC,
 };
 use counterpoint_counters::count::OpenFailure;
+use counterpoint_counters::page::ControlPage;
 use counterpoint_counters::selfcount::open_on_calling_thread;
 use counterpoint_counters::{parse_event_list, EventSpec, PmuTree};
 use std::marker::PhantomData;
@@ -74,24 +75,12 @@ pub fn parse_events(list: &str) -> Result<Vec<EventSpec>, SelfmonError> {
     Ok(specs)
 }
 
-struct Mapping {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len come from a successful mmap and are unmapped once.
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
-}
-
 /// One event counting the calling thread. Not `Send`: the user-space read is only meaningful
 /// on the thread the counter belongs to.
 pub struct SelfCounter {
     name: String,
     fd: OwnedFd,
-    page: Option<Mapping>,
+    page: Option<ControlPage>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -106,21 +95,8 @@ impl SelfCounter {
             },
             OpenFailure::Fatal(e) => SelfmonError::Count(e),
         })?;
-        // SAFETY: sysconf has no preconditions.
-        let len = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        // SAFETY: mapping the first page of a perf_event fd read-only is the documented way to
-        // get its control page; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        let page = (ptr != libc::MAP_FAILED).then_some(Mapping { ptr, len });
+        // If the mapping fails, reads use `read(2)`.
+        let page = ControlPage::map(fd.as_raw_fd());
         Ok(SelfCounter {
             name: spec.name.clone(),
             fd,
@@ -156,12 +132,7 @@ impl SelfCounter {
     pub fn user_space_capable(&self) -> bool {
         match &self.page {
             // SAFETY: the mapping is live while self is.
-            Some(m) => unsafe {
-                let caps = std::ptr::read_volatile(std::ptr::addr_of!(
-                    (*(m.ptr as *const PerfEventMmapPage)).capabilities
-                ));
-                caps & CAP_USER_RDPMC != 0 && HardwareCpu.has_rdpmc()
-            },
+            Some(m) => m.capabilities() & CAP_USER_RDPMC != 0 && HardwareCpu.has_rdpmc(),
             None => false,
         }
     }
@@ -172,7 +143,7 @@ impl SelfCounter {
             // SAFETY: the page is mapped for as long as self lives; the kernel writes it with
             // the seqlock protocol read_page implements.
             if let PageRead::Counted(r) =
-                unsafe { read_page(m.ptr as *const PerfEventMmapPage, &HardwareCpu) }
+                unsafe { read_page(m.as_ptr().cast::<PerfEventMmapPage>(), &HardwareCpu) }
             {
                 return Ok(r);
             }

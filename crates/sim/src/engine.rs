@@ -42,12 +42,17 @@ const BUS_ITERS: usize = 60;
 /// buses take their new snoop load in a light update (`engine/contention.rs`,
 /// `note_bus_demand_v2`).
 const SNOOP_RESOLVE_TOL: f64 = 1e-4;
+/// The same on the v2 fast path: a socket's snoop load may lag the others' demand by 1 %
+/// (snoops cost a fraction of a line each, so the latency it sees moves far less: 16
+/// swim copies on one socket move an mcf's CPI on the other by 2e-4, docs/sim.md).
+const SNOOP_RESOLVE_TOL_FAST: f64 = 1e-2;
 /// v2 fast path: a whole solve of a bus on which a task is still warming up stops when no CPI
 /// or share moves by more than this (relative) in an iteration, instead of `FIXED_POINT_TOL`:
-/// the warming task's rates move again at the next ticks, so the last digits of that solution
-/// would be thrown away; the bus gets an exact solve once the burst of warm-ups is over
+/// the warming task's rates move again at the next ticks (a local step may move the bus's
+/// rates by up to `V2_DRIFT_BOUND` before the bus is touched again), so digits below that
+/// scale would be thrown away; the bus gets an exact solve once the burst of warm-ups is over
 /// (`full_pending_ticks`). docs/sim.md, "Speed and scaling", third pass.
-const V2_WARMING_TOL: f64 = 1e-6;
+const V2_WARMING_TOL: f64 = 1e-3;
 /// v2 fast path: a warming task's own miss ratio and CPI follow its occupancy every tick
 /// (a local step); the rest of its bus is re-divided (a light update) only once the running
 /// tasks' rates have drifted from the bus's last update by more than this: the sum over the

@@ -22,7 +22,8 @@ impl Simulation {
     /// cores never span buses, so buses are independent components).
     ///
     /// On the v2 fast path a bus with a task still warming up is solved to `V2_WARMING_TOL`
-    /// only, and marked for an exact solve when its burst of warm-ups is over (tick.rs).
+    /// only, and marked for a settling solve (to `V2_SETTLED_TOL`) when its burst of
+    /// warm-ups is over (tick.rs).
     pub(super) fn solve(&mut self, b: usize) {
         let warming = self.v2_fast()
             && self.buses[b].cpus.iter().any(|&c| {
@@ -31,6 +32,8 @@ impl Simulation {
             });
         let tol = if warming {
             V2_WARMING_TOL
+        } else if self.v2_fast() {
+            V2_SETTLED_TOL
         } else {
             FIXED_POINT_TOL
         };

@@ -4,8 +4,9 @@
 //! allocates nothing and uses no hash maps. The contention model is re-solved only when
 //! something changed (a context switch, a phase change, the end of a burst of warm-ups); a
 //! warm-up step in between takes one fixed-point iteration (a light update); otherwise a tick
-//! just retires instructions at the rates of the last solution. docs/sim.md, "Speed and
-//! scaling".
+//! just retires instructions at the rates of the last solution. Under v2 (off the reference
+//! path) a warm-up step moves only the warming task's own rates, and its bus is touched when
+//! the rates have drifted by more than a bound. docs/sim.md, "Speed and scaling".
 
 use crate::scenario::{Scenario, Workload};
 use crate::spec::{MachineSpec, MemoryKind, MissCurve, Model, Profile, SchedParams};

@@ -51,8 +51,8 @@ const SNOOP_RESOLVE_TOL_FAST: f64 = 1e-2;
 /// or share moves by more than this (relative) in an iteration, instead of `FIXED_POINT_TOL`:
 /// the warming task's rates move again at the next ticks (a local step may move the bus's
 /// rates by up to `V2_DRIFT_BOUND` before the bus is touched again), so digits below that
-/// scale would be thrown away; the bus gets an exact solve once the burst of warm-ups is over
-/// (`full_pending_ticks`). docs/sim.md, "Speed and scaling", third pass.
+/// scale would be thrown away; the bus gets a settling solve (`V2_SETTLED_TOL`) once the burst
+/// of warm-ups is over (`full_pending_ticks`). docs/sim.md, "Speed and scaling", third pass.
 const V2_WARMING_TOL: f64 = 1e-3;
 /// v2 fast path: the whole solve of a bus whose tasks have all filled their shares (the
 /// settling solve after a burst of warm-ups) stops at this tolerance instead of
@@ -64,7 +64,8 @@ const V2_SETTLED_TOL: f64 = 1e-8;
 /// (a local step); the rest of its bus is re-divided (a light update) only once the running
 /// tasks' rates have drifted from the bus's last update by more than this: the sum over the
 /// bus's CPUs of `|r - r_last| / R_domain + |n - n_last| / N_bus` (LLC access rate against
-/// its domain's total, bus lines per cycle against the bus's total). tick.rs, `local_step`.
+/// its domain's total, bus lines per cycle against the bus's total), as the last whole solve
+/// or light update left them. The local step is in tick.rs.
 const V2_DRIFT_BOUND: f64 = 0.02;
 /// A task that filled its share waits at most this many ticks for the other warming tasks of
 /// its bus before the bus is re-solved (tick.rs).
@@ -330,8 +331,8 @@ struct Cpu {
     memo_miss: f64,
     ipc: f64,
     /// v2 fast path: the running task's LLC access rate and bus lines per cycle at the bus's
-    /// last update (solve, light or latency update), and how far its local warm-up steps have
-    /// moved them since, as its part of `Bus::drift`.
+    /// last whole solve or light update, and how far its local warm-up steps have moved them
+    /// since, as its part of `Bus::drift`.
     touch_rate: f64,
     touch_lines: f64,
     drift: f64,
@@ -439,7 +440,7 @@ pub struct Simulation {
     full_pending_ticks: Vec<u32>,
     /// Light updates so far.
     light_updates: u64,
-    /// v2 fast path: warm-up steps taken by the warming task alone (`local_step`).
+    /// v2 fast path: warm-up steps taken by the warming task alone (tick.rs).
     local_steps: u64,
     /// Fixed-point iterations of all whole solves so far.
     solve_iterations: u64,

@@ -46,8 +46,8 @@ impl Simulation {
     }
 
     /// v2 fast path: remember each running task's LLC access rate and bus lines per cycle as
-    /// bus `b`'s last update left them, with their domain and bus totals, and clear the drift
-    /// of local warm-up steps (`V2_DRIFT_BOUND`, tick.rs).
+    /// bus `b`'s last solve or light update left them, with their domain and bus totals, and
+    /// clear the drift of local warm-up steps (`V2_DRIFT_BOUND`, tick.rs).
     fn record_touch(&mut self, b: usize) {
         if !self.v2_fast() {
             return;
@@ -356,7 +356,8 @@ impl Simulation {
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
-        self.record_touch(b);
+        // No `record_touch`: the latency came from the packed terms of the last solve or
+        // light update, so local warm-up steps since then still count as drift.
     }
 
     /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in

@@ -1,5 +1,6 @@
 //! Where the tick engine's time goes as waiting tasks grow: whole contention solves, light
-//! (warm-up) updates and context switches per simulated tick on `bench-64` with 64 to 4096
+//! (warm-up) updates, latency updates, local warm-up steps (v2) and context switches per
+//! simulated tick on `bench-64` with 64 to 4096
 //! tasks (10 s simulated each), on the default path and, with `exact`, on the reference path
 //! that re-solves the whole fixed point at every warm-up step.
 //! `cargo run --release -p counterpoint-sim --example solves [-- v2] [exact]`.
@@ -39,10 +40,12 @@ fn main() {
             .filter_map(|i| sim.counters(i).map(|c| c.context_switches))
             .sum();
         println!(
-            "{tasks:>5} tasks: {:.3} solves/tick ({:.1} iterations each), {:.3} light updates/tick, {:.3} context switches/tick, {:.3} s wall",
+            "{tasks:>5} tasks: {:.3} solves/tick ({:.1} iterations each), {:.3} light updates/tick, {:.3} latency updates/tick, {:.3} local warm-up steps/tick, {:.3} context switches/tick, {:.3} s wall",
             sim.solves() as f64 / ticks as f64,
             sim.solve_iterations() as f64 / sim.solves().max(1) as f64,
             sim.light_updates() as f64 / ticks as f64,
+            sim.latency_updates() as f64 / ticks as f64,
+            sim.local_steps() as f64 / ticks as f64,
             cs as f64 / ticks as f64,
             wall
         );

@@ -41,6 +41,10 @@ pub struct BenchPoint {
     /// demand moved; this one's latency and CPIs were re-solved for the new snoop load alone).
     #[serde(default)]
     pub latency_updates_per_tick: f64,
+    /// v2: warm-up steps per simulated tick taken by the warming task alone (its miss ratio
+    /// and CPI at its new occupancy; the bus is touched only when the drift passes a bound).
+    #[serde(default)]
+    pub local_steps_per_tick: f64,
 }
 
 /// Run `scenario`'s engine for its duration, taking each epoch's counter deltas as `run` does
@@ -71,6 +75,7 @@ pub fn measure(scenario: &Scenario) -> Result<BenchPoint, SimError> {
         solves_per_tick: sim.solves() as f64 / ticks.max(1) as f64,
         light_updates_per_tick: sim.light_updates() as f64 / ticks.max(1) as f64,
         latency_updates_per_tick: sim.latency_updates() as f64 / ticks.max(1) as f64,
+        local_steps_per_tick: sim.local_steps() as f64 / ticks.max(1) as f64,
         iterations_per_solve: sim.solve_iterations() as f64 / sim.solves().max(1) as f64,
     })
 }
@@ -176,6 +181,7 @@ mod tests {
             iterations_per_solve: 10.0,
             light_updates_per_tick: 0.0,
             latency_updates_per_tick: 0.0,
+            local_steps_per_tick: 0.0,
         }
     }
 

@@ -4,8 +4,9 @@
 //! allocates nothing and uses no hash maps. The contention model is re-solved only when
 //! something changed (a context switch, a phase change, the end of a burst of warm-ups); a
 //! warm-up step in between takes one fixed-point iteration (a light update); otherwise a tick
-//! just retires instructions at the rates of the last solution. docs/sim.md, "Speed and
-//! scaling".
+//! just retires instructions at the rates of the last solution. Under v2 (off the reference
+//! path) a warm-up step moves only the warming task's own rates, and its bus is touched when
+//! the rates have drifted by more than a bound. docs/sim.md, "Speed and scaling".
 
 use crate::scenario::{Scenario, Workload};
 use crate::spec::{MachineSpec, MemoryKind, MissCurve, Model, Profile, SchedParams};
@@ -42,6 +43,30 @@ const BUS_ITERS: usize = 60;
 /// buses take their new snoop load in a light update (`engine/contention.rs`,
 /// `note_bus_demand_v2`).
 const SNOOP_RESOLVE_TOL: f64 = 1e-4;
+/// The same on the v2 fast path: a socket's snoop load may lag the others' demand by 1 %
+/// (snoops cost a fraction of a line each, so the latency it sees moves far less: 16
+/// swim copies on one socket move an mcf's CPI on the other by 2e-4, docs/sim.md).
+const SNOOP_RESOLVE_TOL_FAST: f64 = 1e-2;
+/// v2 fast path: a whole solve of a bus on which a task is still warming up stops when no CPI
+/// or share moves by more than this (relative) in an iteration, instead of `FIXED_POINT_TOL`:
+/// the warming task's rates move again at the next ticks (a local step may move the bus's
+/// rates by up to `V2_DRIFT_BOUND` before the bus is touched again), so digits below that
+/// scale would be thrown away; the bus gets a settling solve (`V2_SETTLED_TOL`) once the burst
+/// of warm-ups is over (`full_pending_ticks`). docs/sim.md, "Speed and scaling", third pass.
+const V2_WARMING_TOL: f64 = 1e-3;
+/// v2 fast path: the whole solve of a bus whose tasks have all filled their shares (the
+/// settling solve after a burst of warm-ups) stops at this tolerance instead of
+/// `FIXED_POINT_TOL`: the fast path's rates are approximate to the drift bound between
+/// solves anyway, and the last three digits cost about a third of a settling solve's
+/// iterations (bench-64 v2: 5.4 -> 4.8 iterations per whole solve).
+const V2_SETTLED_TOL: f64 = 1e-8;
+/// v2 fast path: a warming task's own miss ratio and CPI follow its occupancy every tick
+/// (a local step); the rest of its bus is re-divided (a light update) only once the running
+/// tasks' rates have drifted from the bus's last update by more than this: the sum over the
+/// bus's CPUs of `|r - r_last| / R_domain + |n - n_last| / N_bus` (LLC access rate against
+/// its domain's total, bus lines per cycle against the bus's total), as the last whole solve
+/// or light update left them. The local step is in tick.rs.
+const V2_DRIFT_BOUND: f64 = 0.02;
 /// A task that filled its share waits at most this many ticks for the other warming tasks of
 /// its bus before the bus is re-solved (tick.rs).
 const FULL_PENDING_MAX_TICKS: u32 = 10;
@@ -141,6 +166,16 @@ impl Prof {
             dma_lpi: 0.0,
             knees: FastKnees::of(&p.miss_curve),
         }
+    }
+
+    /// LLC accesses per cycle and bus lines per cycle (fills, dirty victims, DMA) at miss
+    /// ratio `miss` and IPC `ipc`.
+    #[inline]
+    fn rates(&self, miss: f64, ipc: f64) -> (f64, f64) {
+        (
+            self.api * ipc,
+            (self.api * miss * self.lines_per_miss + self.dma_lpi) * ipc,
+        )
     }
 
     /// The miss ratio at `capacity_bytes` held: `MissCurve::miss_ratio`, with knees of a
@@ -295,6 +330,12 @@ struct Cpu {
     memo_held: f64,
     memo_miss: f64,
     ipc: f64,
+    /// v2 fast path: the running task's LLC access rate and bus lines per cycle at the bus's
+    /// last whole solve or light update, and how far its local warm-up steps have moved them
+    /// since, as its part of `Bus::drift`.
+    touch_rate: f64,
+    touch_lines: f64,
+    drift: f64,
     busy_ns_obs: u64,
     cycles_obs: f64,
     instr_obs: f64,
@@ -311,6 +352,8 @@ struct Domain {
     idle_scale: f64,
     /// Bumped when the pool is evicted to nothing: lines parked in an older generation are gone.
     generation: u64,
+    /// v2 fast path: total LLC access rate of the running tasks at the bus's last update.
+    touch_access: f64,
 }
 
 impl Domain {
@@ -349,6 +392,10 @@ struct Bus {
     /// v2: the bandwidth the controller sustains for the packed traffic mix (0 when the bus
     /// carries none).
     bw_eff: f64,
+    /// v2 fast path: bus lines per cycle of the running tasks at the last update, and the
+    /// drift of their rates since (local warm-up steps; see `V2_DRIFT_BOUND`).
+    touch_lines: f64,
+    drift: f64,
 }
 
 /// The simulated machine.
@@ -393,6 +440,8 @@ pub struct Simulation {
     full_pending_ticks: Vec<u32>,
     /// Light updates so far.
     light_updates: u64,
+    /// v2 fast path: warm-up steps taken by the warming task alone (tick.rs).
+    local_steps: u64,
     /// Fixed-point iterations of all whole solves so far.
     solve_iterations: u64,
     /// Re-solve the whole fixed point for warm-up steps too (the slow, reference path).
@@ -492,6 +541,9 @@ impl Simulation {
                 miss: 0.0,
                 share: 0.0,
                 ipc: 0.0,
+                touch_rate: 0.0,
+                touch_lines: 0.0,
+                drift: 0.0,
                 busy_ns_obs: 0,
                 cycles_obs: 0.0,
                 instr_obs: 0.0,
@@ -637,6 +689,7 @@ impl Simulation {
             full_pending_ticks: vec![0; nbus],
             scratch_bus_warming: vec![0; nbus],
             light_updates: 0,
+            local_steps: 0,
             solve_iterations: 0,
             exact_warmup: false,
             spec,
@@ -664,6 +717,11 @@ impl Simulation {
     pub fn latency_updates(&self) -> u64 {
         self.latency_updates
     }
+    /// v2 fast path: warm-up steps in which only the warming task's own miss ratio and CPI
+    /// moved (its bus's other tasks keep their rates until the drift passes a bound).
+    pub fn local_steps(&self) -> u64 {
+        self.local_steps
+    }
     /// Fixed-point iterations of all whole solves so far (each one pass over the bus's CPUs
     /// with a miss-curve evaluation per running task and a Newton step for the latency).
     pub fn solve_iterations(&self) -> u64 {
@@ -674,6 +732,11 @@ impl Simulation {
     /// is over (the default). docs/sim.md, "Speed and scaling".
     pub fn set_exact_warmup(&mut self, exact: bool) {
         self.exact_warmup = exact;
+    }
+    /// The v2 fast path (docs/sim.md, "Speed and scaling", third pass): model v2 off the
+    /// reference path. v1's paths are left as they were (v1 is calibrated).
+    fn v2_fast(&self) -> bool {
+        self.spec.model == Model::V2 && !self.exact_warmup
     }
     /// Simulated time since the start.
     pub fn now_ns(&self) -> u64 {

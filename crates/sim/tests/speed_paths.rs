@@ -4,14 +4,23 @@
 //! difference this makes to what tasks retire is bounded (measured at most 3.4e-3 of a task's
 //! work and 5.4e-4 of the total over 3 s, on masa-2x2ht under v1; the bounds below leave a
 //! margin). Under v2 with several sockets, another socket's demand moving costs a latency
-//! update instead of a whole re-solve (x5650-2s). And the fast paths
-//! keep the simulator a pure function of scenario and seed.
+//! update instead of a whole re-solve (x5650-2s). The v2 fast path also lets a warming task's
+//! own rates follow its warm-up locally, touching its bus only when the rates drift by more
+//! than a bound, and solves a warming bus loosely (docs/sim.md, "Speed and scaling", third
+//! pass): the same bounds hold. And the fast paths keep the simulator a pure function of
+//! scenario and seed.
 
 use counterpoint_sim::*;
 
 /// Per-task instructions after `ms` of the benchmark mix on `machine`, on the default path or
-/// the reference path, and the engine's solves and light updates.
-fn retire(machine: &str, tasks: usize, model: Model, ms: u64, exact: bool) -> (Vec<f64>, u64, u64) {
+/// the reference path, and the engine's solves, light updates and local warm-up steps.
+fn retire(
+    machine: &str,
+    tasks: usize,
+    model: Model,
+    ms: u64,
+    exact: bool,
+) -> (Vec<f64>, u64, u64, u64) {
     let cat = Catalog::builtin();
     let mut sc = bench::mix(&cat, machine, tasks, ms).unwrap();
     sc.machine.model = model;
@@ -21,13 +30,13 @@ fn retire(machine: &str, tasks: usize, model: Model, ms: u64, exact: bool) -> (V
     let instr = (0..sim.task_count())
         .map(|i| sim.counters(i).unwrap().instructions)
         .collect();
-    (instr, sim.solves(), sim.light_updates())
+    (instr, sim.solves(), sim.light_updates(), sim.local_steps())
 }
 
 /// Largest relative difference of per-task work, and of total work, between the paths.
 fn gap(machine: &str, tasks: usize, model: Model, ms: u64) -> (f64, f64) {
-    let (fast, _, light) = retire(machine, tasks, model, ms, false);
-    let (exact, _, none) = retire(machine, tasks, model, ms, true);
+    let (fast, _, light, _) = retire(machine, tasks, model, ms, false);
+    let (exact, _, none, _) = retire(machine, tasks, model, ms, true);
     assert_eq!(none, 0, "the reference path makes no light updates");
     assert!(
         light > 0,
@@ -75,6 +84,24 @@ fn light_warmup_updates_stay_close_to_whole_solves_v2() {
     assert_light_updates_close(Model::V2);
 }
 
+/// Under v2 most warm-up steps are local (the warming task alone) and the bus is touched far
+/// less often than it has warm-up steps; v1 and the reference path take none.
+#[test]
+fn v2_warmups_step_locally() {
+    let (_, _, light, local) = retire("bench-8", 64, Model::V2, 3000, false);
+    assert!(
+        local > 2 * light,
+        "{local} local steps against {light} light updates"
+    );
+    let (_, _, _, v1_local) = retire("bench-8", 64, Model::V1, 3000, false);
+    assert_eq!(v1_local, 0, "v1 keeps its paths");
+    let (_, _, _, ref_local) = retire("bench-8", 64, Model::V2, 3000, true);
+    assert_eq!(
+        ref_local, 0,
+        "the reference path solves at every warm-up step"
+    );
+}
+
 /// Many waiting tasks, drifting slices, light updates and deferred solves: still the same
 /// bytes for the same seed.
 #[test]
@@ -84,6 +111,7 @@ fn fast_paths_are_deterministic() {
         let b = retire("bench-8", 256, model, 2000, false);
         assert_eq!(a.1, b.1);
         assert_eq!(a.2, b.2);
+        assert_eq!(a.3, b.3);
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&a.0), bits(&b.0), "{model:?}");
     }

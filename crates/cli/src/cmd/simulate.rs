@@ -322,7 +322,7 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
         );
     } else {
         println!(
-            "{} (model {}): {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall; {:.3} solves, {:.3} light updates and {:.3} latency updates per tick)",
+            "{} (model {}): {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall; {:.3} solves, {:.3} light updates, {:.3} latency updates and {:.3} local warm-up steps per tick)",
             path.display(),
             main.model,
             main.cpus,
@@ -334,6 +334,7 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
             main.solves_per_tick,
             main.light_updates_per_tick,
             main.latency_updates_per_tick,
+            main.local_steps_per_tick,
         );
         for p in &scaling {
             println!(

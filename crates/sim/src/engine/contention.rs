@@ -20,17 +20,69 @@ pub(super) fn held_bytes(t: &Task, p: &Prof, share: f64) -> f64 {
 impl Simulation {
     /// Solve the contention fixed point for the running set of bus `b` (LLC domains and SMT
     /// cores never span buses, so buses are independent components).
+    ///
+    /// On the v2 fast path a bus with a task still warming up is solved to `V2_WARMING_TOL`
+    /// only, and marked for a settling solve (to `V2_SETTLED_TOL`) when its burst of
+    /// warm-ups is over (tick.rs).
     pub(super) fn solve(&mut self, b: usize) {
-        let iters = self.solve_with(b, FIXED_POINT_MAX_ITERS);
+        let warming = self.v2_fast()
+            && self.buses[b].cpus.iter().any(|&c| {
+                let cur = self.cpus[c as usize].current;
+                cur != NONE && !self.tasks[cur as usize].full
+            });
+        let tol = if warming {
+            V2_WARMING_TOL
+        } else if self.v2_fast() {
+            V2_SETTLED_TOL
+        } else {
+            FIXED_POINT_TOL
+        };
+        let iters = self.solve_with(b, FIXED_POINT_MAX_ITERS, tol);
         self.solve_iterations += iters as u64;
+        if warming {
+            self.full_pending_ticks[b] = self.full_pending_ticks[b].max(1);
+        }
         self.note_bus_demand_v2(b);
+    }
+
+    /// v2 fast path: remember each running task's LLC access rate and bus lines per cycle as
+    /// bus `b`'s last solve or light update left them, with their domain and bus totals, and
+    /// clear the drift of local warm-up steps (`V2_DRIFT_BOUND`, tick.rs).
+    fn record_touch(&mut self, b: usize) {
+        if !self.v2_fast() {
+            return;
+        }
+        for k in 0..self.buses[b].cpus.len() {
+            let c = self.buses[b].cpus[k] as usize;
+            self.domains[self.cpus[c].domain as usize].touch_access = 0.0;
+        }
+        let mut lines = 0.0;
+        for k in 0..self.buses[b].cpus.len() {
+            let c = self.buses[b].cpus[k] as usize;
+            let cur = self.cpus[c].current;
+            let cpu = &mut self.cpus[c];
+            cpu.drift = 0.0;
+            if cur == NONE {
+                cpu.touch_rate = 0.0;
+                cpu.touch_lines = 0.0;
+                continue;
+            }
+            let p = &self.profs[self.tasks[cur as usize].prof as usize];
+            let (r, n) = p.rates(cpu.miss, cpu.ipc);
+            cpu.touch_rate = r;
+            cpu.touch_lines = n;
+            self.domains[cpu.domain as usize].touch_access += r;
+            lines += n;
+        }
+        self.buses[b].touch_lines = lines;
+        self.buses[b].drift = 0.0;
     }
 
     /// The fixed point of bus `b` with at most `max_iters` iterations (the cache shares, miss
     /// ratios, latency and CPIs are then consistent with each other up to the last iteration's
     /// movement; the latency is always exact for the final miss ratios).
     /// Returns the iterations made.
-    fn solve_with(&mut self, b: usize, max_iters: usize) -> usize {
+    fn solve_with(&mut self, b: usize, max_iters: usize, tol: f64) -> usize {
         let nb = self.buses[b].cpus.len();
         let width = self.spec.smt.issue_width;
         let issue_pen = self.spec.smt.issue_penalty;
@@ -141,7 +193,7 @@ impl Simulation {
                     moved.max(((share - self.cpus[c].share) * self.domains[d].inv_capacity).abs());
                 self.scratch_share[c] = share;
             }
-            if moved < FIXED_POINT_TOL {
+            if moved < tol {
                 for k in 0..nb {
                     let c = self.buses[b].cpus[k] as usize;
                     if self.cpus[c].current != NONE {
@@ -177,6 +229,7 @@ impl Simulation {
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
+        self.record_touch(b);
         iters
     }
 
@@ -250,7 +303,7 @@ impl Simulation {
     /// instead of iterating to convergence. The whole solve follows when the burst of
     /// warm-ups on the bus is over, so warm tasks still run at exact steady-state rates.
     pub(super) fn light_update(&mut self, b: usize) {
-        self.solve_with(b, LIGHT_ITERS);
+        self.solve_with(b, LIGHT_ITERS, FIXED_POINT_TOL);
     }
 
     /// Pack bus `b`'s load terms (`Bus::pk_*`) from the running tasks' current miss ratios
@@ -303,6 +356,8 @@ impl Simulation {
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
+        // No `record_touch`: the latency came from the packed terms of the last solve or
+        // light update, so local warm-up steps since then still count as drift.
     }
 
     /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
@@ -494,7 +549,12 @@ impl Simulation {
             return;
         }
         let (demand, seen) = (self.buses[b].demand, self.buses[b].demand_seen);
-        if (demand - seen).abs() > SNOOP_RESOLVE_TOL * demand.max(seen) {
+        let tol = if self.v2_fast() {
+            SNOOP_RESOLVE_TOL_FAST
+        } else {
+            SNOOP_RESOLVE_TOL
+        };
+        if (demand - seen).abs() > tol * demand.max(seen) {
             self.buses[b].demand_seen = demand;
             // The others take the new snoop load in a latency update (`latency_update`: the
             // exact latency and CPIs, no miss-curve evaluation), which does not note its own
@@ -616,6 +676,9 @@ mod tests {
             sc.machine.model = if v2 { Model::V2 } else { Model::V1 };
             let mut sim = Simulation::new(&sc, seed).unwrap();
             sim.advance_quiet(ms * 1_000_000, None);
+            // Both solves to `FIXED_POINT_TOL` (the v2 fast path solves a bus with a warming
+            // task to `V2_WARMING_TOL` only): the property is about where the solver lands.
+            sim.set_exact_warmup(true);
             for b in 0..sim.buses.len() {
                 sim.solve(b);
             }

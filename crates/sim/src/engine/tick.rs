@@ -37,6 +37,7 @@ impl Simulation {
         }
         self.scratch_bus_warming.fill(0);
         let mut finished_any = false;
+        let v2_fast = self.v2_fast();
         for c in 0..self.cpus.len() {
             let cur = self.cpus[c].current;
             if cur == NONE {
@@ -139,7 +140,39 @@ impl Simulation {
                     t.full = true;
                     t.fill_bytes = fill;
                 }
-                if self.exact_warmup && (t.occ >= target || (m_now - miss).abs() > 0.005 * miss) {
+                if v2_fast {
+                    if t.occ >= target {
+                        self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
+                    }
+                    // A phase change in this tick already made the bus dirty.
+                    if m_now != miss && !self.dirty_bus[bus] {
+                        // Local step: the warming task's own miss ratio and CPI at its new
+                        // occupancy (the bus's latency and its core CPI as last solved); the
+                        // bus's other tasks keep their rates until the drift of the rates
+                        // from the bus's last update passes `V2_DRIFT_BOUND`, then the bus
+                        // gets a light update.
+                        let lat = self.buses[bus].latency_cycles;
+                        let cpi_now = self.scratch_cc[c] + p.api_per_mlp * m_now * lat;
+                        let cpu = &mut self.cpus[c];
+                        cpu.miss = m_now;
+                        cpu.cpi = cpi_now;
+                        cpu.ipc = 1.0 / cpi_now;
+                        let (r, n) = p.rates(m_now, cpu.ipc);
+                        let drift = relative(
+                            r - cpu.touch_rate,
+                            self.domains[cpu.domain as usize].touch_access,
+                        ) + relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
+                        self.buses[bus].drift += drift - cpu.drift;
+                        cpu.drift = drift;
+                        self.local_steps += 1;
+                        if self.buses[bus].drift > V2_DRIFT_BOUND {
+                            self.light = true;
+                            self.light_bus[bus] = true;
+                        }
+                    }
+                } else if self.exact_warmup
+                    && (t.occ >= target || (m_now - miss).abs() > 0.005 * miss)
+                {
                     self.dirty = true;
                     self.dirty_bus[bus] = true;
                 } else if t.occ >= target {
@@ -287,5 +320,18 @@ impl Simulation {
         self.obs_start_ns = self.now_ns;
         self.obs_ticks = 0;
         interval
+    }
+}
+
+/// `|d| / total`, infinite when the total is 0 and `d` is not (a bus or domain that carried
+/// nothing at its last update has moved by any amount).
+#[inline]
+fn relative(d: f64, total: f64) -> f64 {
+    if total > 0.0 {
+        d.abs() / total
+    } else if d != 0.0 {
+        f64::INFINITY
+    } else {
+        0.0
     }
 }

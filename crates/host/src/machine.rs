@@ -1447,6 +1447,17 @@ mod source_tests {
         }
     }
 
+    /// Whether `pid` shows `state` in its `stat` within 10 s.
+    fn reaches_state(pid: u32, state: char) -> bool {
+        (0..2000).any(|_| {
+            if Proc::default().stat(pid).is_some_and(|s| s.state == state) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            false
+        })
+    }
+
     /// A stopped child: it cannot run, so `sleep` and its readings stay where they are.
     fn stopped_child() -> std::process::Child {
         let child = std::process::Command::new("sleep")
@@ -1456,14 +1467,7 @@ mod source_tests {
         let pid = child.id();
         // SAFETY: kill on our own child.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
-        let stopped = (0..2000).any(|_| {
-            if Proc::default().stat(pid).is_some_and(|s| s.state == 'T') {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-            false
-        });
-        assert!(stopped, "child never stopped");
+        assert!(reaches_state(pid, 'T'), "child never stopped");
         child
     }
 
@@ -1668,14 +1672,7 @@ mod source_tests {
             assert_eq!(h.reads_skipped(), 1, "a stopped thread was read again");
             // SAFETY: kill on our own child.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
-            let ran = (0..2000).any(|_| {
-                if Proc::default().stat(pid).is_some_and(|s| s.state == 'S') {
-                    return true;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-                false
-            });
-            assert!(ran, "child never continued");
+            assert!(reaches_state(pid, 'S'), "child never continued");
             assert!(
                 switches_of(&mut h, pid) >= 1,
                 "it was switched in to continue"

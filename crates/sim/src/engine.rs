@@ -70,6 +70,12 @@ const V2_DRIFT_BOUND: f64 = 0.02;
 /// A task that filled its share waits at most this many ticks for the other warming tasks of
 /// its bus before the bus is re-solved (tick.rs).
 const FULL_PENDING_MAX_TICKS: u32 = 10;
+/// The v2 fast path's `FULL_PENDING_MAX_TICKS`. There a context switch is a light update and
+/// a bus of 16 CPUs has a task warming up most of the time (a switch every 6 ticks, a warm-up
+/// of about 11), so the cap, not the end of a burst, sets how often a bus is solved whole;
+/// meanwhile its co-runners' rates lag by at most `V2_DRIFT_BOUND` (docs/sim.md, "fourth
+/// pass": 0.29 -> 0.16 whole solves per tick on bench-64, within speed_paths' bounds).
+const V2_PENDING_MAX_TICKS: u32 = 30;
 
 /// A profile with derived constants for the hot path.
 #[derive(Clone, Debug)]

@@ -133,7 +133,7 @@ impl Simulation {
     /// A context switch on bus `b`. The reference path and v1 re-solve the bus whole. The v2
     /// fast path answers it with a light update (one fixed-point iteration from the last
     /// solution, the exact latency) and a settling solve once the bus's burst of warm-ups is
-    /// over (at most `FULL_PENDING_MAX_TICKS` later): a switched-in task is cold and warms up
+    /// over (at most `V2_PENDING_MAX_TICKS` later): a switched-in task is cold and warms up
     /// for about ten ticks, during which its rates move by far more than one iteration's
     /// residual anyway (docs/sim.md, "fourth pass").
     fn mark_switch(&mut self, b: usize) {

@@ -7,8 +7,10 @@
 //! update instead of a whole re-solve (x5650-2s). The v2 fast path also lets a warming task's
 //! own rates follow its warm-up locally, touching its bus only when the rates drift by more
 //! than a bound, and solves a warming bus loosely (docs/sim.md, "Speed and scaling", third
-//! pass): the same bounds hold. And the fast paths keep the simulator a pure function of
-//! scenario and seed.
+//! pass): the same bounds hold. Since the fourth pass a context switch on the v2 fast path is
+//! a light update too, with the new task's IPC seeded for its SMT siblings (masa-2x2ht: 1.2e-3
+//! per task, 5.1e-4 total). And the fast paths keep the simulator a pure function of scenario
+//! and seed.
 
 use counterpoint_sim::*;
 

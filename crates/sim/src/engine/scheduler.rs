@@ -45,8 +45,7 @@ impl Simulation {
             return;
         }
         self.cpus[c].current = NONE;
-        self.dirty = true;
-        self.dirty_bus[self.cpus[c].bus as usize] = true;
+        self.mark_switch(self.cpus[c].bus as usize);
         let now = self.now_ns;
         let task = &mut self.tasks[t as usize];
         if involuntary {
@@ -117,8 +116,35 @@ impl Simulation {
         task.slice_start_ns = now;
         self.cpus[c].current = t;
         self.cpus[c].slice_end_ns = now + slice;
-        self.dirty = true;
-        self.dirty_bus[self.cpus[c].bus as usize] = true;
+        if self.v2_fast() {
+            // The switch is answered by a light update (`mark_switch`): its one iteration
+            // reads this CPU's IPC for the SMT pressure on its siblings before it computes
+            // one, so seed it with the new task's own rate at what it holds (the bus's last
+            // latency) rather than leave its predecessor's there.
+            let lat = self.buses[self.cpus[c].bus as usize].latency_cycles;
+            let task = &self.tasks[t as usize];
+            let p = &self.profs[task.prof as usize];
+            let m = p.miss_ratio(task.occ);
+            self.cpus[c].ipc = 1.0 / (p.cpi_core + p.api_per_mlp * m * lat);
+        }
+        self.mark_switch(self.cpus[c].bus as usize);
+    }
+
+    /// A context switch on bus `b`. The reference path and v1 re-solve the bus whole. The v2
+    /// fast path answers it with a light update (one fixed-point iteration from the last
+    /// solution, the exact latency) and a settling solve once the bus's burst of warm-ups is
+    /// over (at most `V2_PENDING_MAX_TICKS` later): a switched-in task is cold and warms up
+    /// for about ten ticks, during which its rates move by far more than one iteration's
+    /// residual anyway (docs/sim.md, "fourth pass").
+    fn mark_switch(&mut self, b: usize) {
+        if self.v2_fast() {
+            self.light = true;
+            self.light_bus[b] = true;
+            self.full_pending_ticks[b] = self.full_pending_ticks[b].max(1);
+        } else {
+            self.dirty = true;
+            self.dirty_bus[b] = true;
+        }
     }
 
     /// CPU `c` is free: run the next queued task (the pick-next hook chooses if present).

@@ -220,15 +220,19 @@ impl Simulation {
                 }
             }
         }
+        let pending_max = if v2_fast {
+            V2_PENDING_MAX_TICKS
+        } else {
+            FULL_PENDING_MAX_TICKS
+        };
         for b in 0..self.buses.len() {
             self.buses[b].rho_obs_sum += self.buses[b].rho;
             // One whole solve per burst of warm-ups: tasks that filled their shares while others
             // on the bus still warm up wait for the last of them (their rates meanwhile follow
-            // the light updates), or at most `FULL_PENDING_MAX_TICKS`.
+            // the light updates), or at most `FULL_PENDING_MAX_TICKS` (v2 fast path:
+            // `V2_PENDING_MAX_TICKS`, where a switch, too, waits here for its solve).
             if self.full_pending_ticks[b] > 0 {
-                if self.scratch_bus_warming[b] == 0
-                    || self.full_pending_ticks[b] >= FULL_PENDING_MAX_TICKS
-                {
+                if self.scratch_bus_warming[b] == 0 || self.full_pending_ticks[b] >= pending_max {
                     self.full_pending_ticks[b] = 0;
                     self.dirty = true;
                     self.dirty_bus[b] = true;

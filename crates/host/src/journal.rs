@@ -1282,6 +1282,62 @@ mod tests {
         unsafe { libc::gettid() as u32 }
     }
 
+    /// A thread of this test process that starts one child thread when asked (the child
+    /// inherits the parent's affinity of that moment); both end when this is dropped.
+    struct ParentThread {
+        tid: u32,
+        tids: std::sync::mpsc::Receiver<u32>,
+        go: Option<std::sync::mpsc::Sender<()>>,
+        end: Option<std::sync::mpsc::Sender<()>>,
+        handle: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl ParentThread {
+        fn start() -> Self {
+            let (tx, tids) = std::sync::mpsc::channel::<u32>();
+            let (go, go_rx) = std::sync::mpsc::channel::<()>();
+            let (end, end_rx) = std::sync::mpsc::channel::<()>();
+            let handle = std::thread::spawn(move || {
+                let _ = tx.send(gettid());
+                if go_rx.recv().is_err() {
+                    return;
+                }
+                let tx2 = tx.clone();
+                let child = std::thread::spawn(move || {
+                    let _ = tx2.send(gettid());
+                    let _ = end_rx.recv();
+                });
+                let _ = child.join();
+            });
+            let tid = tids.recv().expect("parent tid");
+            Self {
+                tid,
+                tids,
+                go: Some(go),
+                end: Some(end),
+                handle: Some(handle),
+            }
+        }
+
+        /// Start the child now; its tid.
+        fn spawn_child(&mut self) -> u32 {
+            if let Some(go) = &self.go {
+                go.send(()).expect("go");
+            }
+            self.tids.recv().expect("child tid")
+        }
+    }
+
+    impl Drop for ParentThread {
+        fn drop(&mut self) {
+            self.end.take();
+            self.go.take();
+            if let Some(h) = self.handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
+
     /// On threads of this test process: a thread born from a pinned thread is adopted with the
     /// original of its process; a thread re-pinned by "someone else" is recorded and left alone.
     #[test]
@@ -1291,27 +1347,14 @@ mod tests {
             return;
         };
         let pid = std::process::id();
-        let (tx, rx) = std::sync::mpsc::channel::<u32>();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<()>();
-        let parent = std::thread::spawn(move || {
-            let _ = tx.send(gettid());
-            let _ = pinned_rx.recv();
-            // Born after the pin: inherits it.
-            let tx2 = tx.clone();
-            let child = std::thread::spawn(move || {
-                let _ = tx2.send(gettid());
-                let _ = go_rx.recv();
-            });
-            let _ = child.join();
-        });
-        let ptid = rx.recv().expect("parent tid");
+        let mut parent = ParentThread::start();
+        let ptid = parent.tid;
         let original = affinity::get(ptid).expect("get");
         j.before_change(pid, ptid, &c0).expect("before");
         let applied = affinity::set(ptid, &c0, &online).expect("set");
         j.after_change(ptid, Some(&applied)).expect("after");
-        pinned_tx.send(()).expect("go");
-        let ctid = rx.recv().expect("child tid");
+        // Born after the pin: inherits it.
+        let ctid = parent.spawn_child();
         let adopted = j.adopt_new_tasks().expect("adopt");
         assert!(
             adopted
@@ -1336,8 +1379,6 @@ mod tests {
             original.intersection(&online)
         );
         assert_eq!(affinity::get(ctid).expect("get"), c1);
-        go_tx.send(()).expect("end");
-        parent.join().expect("join");
     }
 
     /// Two threads of this test process placed apart on their own (thread-level); a thread
@@ -1551,25 +1592,12 @@ mod tests {
             return;
         };
         let pid = std::process::id();
-        let (tx, rx) = std::sync::mpsc::channel::<u32>();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
-        let parent = std::thread::spawn(move || {
-            let _ = tx.send(gettid());
-            let _ = go_rx.recv();
-            let tx2 = tx.clone();
-            let child = std::thread::spawn(move || {
-                let _ = tx2.send(gettid());
-                let _ = end_rx.recv();
-            });
-            let _ = child.join();
-        });
-        let ptid = rx.recv().expect("tid");
+        let mut parent = ParentThread::start();
+        let ptid = parent.tid;
         let original = affinity::get(ptid).expect("get");
         j.before_thread_change(pid, ptid, &c1).expect("before");
         let applied = affinity::set(ptid, &c1, &online).expect("set");
-        go_tx.send(()).expect("go");
-        let ctid = rx.recv().expect("child tid");
+        let ctid = parent.spawn_child();
         next_tick();
         j.after_change(ptid, Some(&applied)).expect("after");
         let adopted = j.adopt_new_tasks().expect("adopt");
@@ -1585,8 +1613,6 @@ mod tests {
             original.intersection(&online),
             "{r:?}"
         );
-        drop(end_tx);
-        parent.join().expect("join");
     }
 
     /// The agent dies between a thread's set call and the record of its outcome (the journal
@@ -1594,38 +1620,19 @@ mod tests {
     #[test]
     fn a_thread_born_from_a_pending_change_is_restored_after_a_crash() {
         let _serial = pins_this_process();
-        let online = affinity::online_cpus();
-        if online.len() < 2 {
-            eprintln!("SKIPPED: needs 2 online CPUs");
+        let Some((online, _, c1, dir, mut j)) = two_cpus_and_journal() else {
             return;
-        }
-        let c1 = CpuSet::single(online.iter().nth(1).expect("cpu"));
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = dir.path().join("j");
-        let mut j = Journal::open(&p).expect("open");
+        };
         let pid = std::process::id();
-        let (tx, rx) = std::sync::mpsc::channel::<u32>();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
-        let parent = std::thread::spawn(move || {
-            let _ = tx.send(gettid());
-            let _ = go_rx.recv();
-            let tx2 = tx.clone();
-            let child = std::thread::spawn(move || {
-                let _ = tx2.send(gettid());
-                let _ = end_rx.recv();
-            });
-            let _ = child.join();
-        });
-        let ptid = rx.recv().expect("tid");
+        let mut parent = ParentThread::start();
+        let ptid = parent.tid;
         let original = affinity::get(ptid).expect("get");
         j.before_thread_change(pid, ptid, &c1).expect("before");
         affinity::set(ptid, &c1, &online).expect("set");
-        go_tx.send(()).expect("go");
-        let ctid = rx.recv().expect("child tid");
+        let ctid = parent.spawn_child();
         // The crash: no after_change.
         drop(j);
-        let mut j = reopen(&p);
+        let mut j = reopen(&dir.path().join("j"));
         let r = j.restore_all(&online);
         for t in [ptid, ctid] {
             assert_eq!(
@@ -1634,8 +1641,6 @@ mod tests {
                 "{t}: {r:?}"
             );
         }
-        drop(end_tx);
-        parent.join().expect("join");
     }
 
     #[test]

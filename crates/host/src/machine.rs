@@ -543,38 +543,40 @@ impl Host {
             // kernel has not rewritten since just before that read (no switch in or out), has
             // not run since: its last reading stands, as a read would have returned it. One
             // load from the page instead of a read(2).
-            let seq_now = self.sched_seq(tid);
-            if self.thread_gate {
-                if let (Some(p), Some(seq)) = (self.prev.get(&tid), seq_now) {
-                    if p.idle_seq == Some(seq) && seq % 2 == 0 {
-                        sums.add(&p.reading, &p.reading);
-                        self.reads_skipped += 1;
-                        continue;
-                    }
-                }
+            let seq_now = self.thread_gate.then(|| self.sched_seq(tid)).flatten();
+            let still = seq_now.and_then(|seq| {
+                self.prev
+                    .get(&tid)
+                    .filter(|p| p.idle_seq == Some(seq) && seq % 2 == 0)
+            });
+            if let Some(p) = still {
+                sums.add(&p.reading, &p.reading);
+                self.reads_skipped += 1;
+                continue;
             }
             let Some(r) = self.read_thread(pid, tid) else {
                 moved = true;
                 continue;
             };
-            let mut entry = Prev {
-                reading: r,
-                idle_seq: None,
-            };
             // A thread first seen now contributes from the next interval on.
-            let thread_moved = match self.prev.get(&tid) {
-                Some(p) => {
+            moved |= match self.prev.entry(tid) {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    let p = e.get_mut();
                     sums.add(&p.reading, &r);
-                    p.reading != r
+                    let thread_moved = p.reading != r;
+                    p.reading = r;
+                    // The sequence was taken before the read, so a switch after it shows.
+                    p.idle_seq = if thread_moved { None } else { seq_now };
+                    thread_moved
                 }
-                None => true,
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(Prev {
+                        reading: r,
+                        idle_seq: None,
+                    });
+                    true
+                }
             };
-            if !thread_moved {
-                // The sequence was taken before the read, so a switch after it shows.
-                entry.idle_seq = seq_now;
-            }
-            self.prev.insert(tid, entry);
-            moved |= thread_moved;
         }
         if let Some(old) = self.read_tids.insert(pid, tids) {
             let now = &self.read_tids[&pid];

@@ -311,23 +311,18 @@ mod tests {
             }
         });
         let tid = tid_rx.recv().expect("tid");
-        let Ok(g) = ThreadGroup::open(tid, &s) else {
-            eprintln!("skipped a_thread_that_runs_moves_the_control_page_sequence: perf_event_open refused here");
+        let skip = |why: &str| {
+            eprintln!("skipped a_thread_that_runs_moves_the_control_page_sequence: {why}");
             let _ = go_tx.send(false);
+        };
+        let Ok(mut g) = ThreadGroup::open(tid, &s) else {
+            skip("perf_event_open refused here");
             let _ = h.join();
             return;
         };
-        let mut g = g;
         assert_eq!(g.sched_seq(), None, "no page before it is asked for");
-        if !g.map_control_page() {
-            eprintln!("skipped a_thread_that_runs_moves_the_control_page_sequence: the control page could not be mapped");
-            let _ = go_tx.send(false);
-            let _ = h.join();
-            return;
-        }
-        let Some(before) = g.sched_seq() else {
-            eprintln!("skipped a_thread_that_runs_moves_the_control_page_sequence: the control page could not be mapped");
-            let _ = go_tx.send(false);
+        let Some(before) = g.map_control_page().then(|| g.sched_seq()).flatten() else {
+            skip("the control page could not be mapped");
             let _ = h.join();
             return;
         };

@@ -39,6 +39,9 @@ const FIXED_POINT_TOL: f64 = 1e-11;
 const LIGHT_ITERS: usize = 1;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
+/// v2: Newton's method for a bus's latency stops after a step smaller than this (relative):
+/// the next one would move it by about the square (contention.rs, `latency_v2`).
+const NEWTON_LAST_STEP: f64 = 1e-7;
 /// v2 snoop coupling: a bus's demand must move by more than this (relative) before the other
 /// buses take their new snoop load in a light update (`engine/contention.rs`,
 /// `note_bus_demand_v2`).
@@ -377,6 +380,20 @@ impl Domain {
     }
 }
 
+/// One running CPU's load on its bus: demand at latency `L` is `n / (cc + q L)` bytes per
+/// cycle.
+#[derive(Clone, Copy, Debug, Default)]
+struct LoadTerm {
+    /// Bytes moved per instruction (fills, dirty victims, DMA).
+    n: f64,
+    /// Memory stall cycles per instruction per cycle of latency.
+    q: f64,
+    /// The core CPI (SMT-inflated).
+    cc: f64,
+    /// v2: the demand at the unloaded latency (for the traffic mix).
+    d0: f64,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Bus {
     cpus: Vec<u32>,
@@ -389,15 +406,9 @@ struct Bus {
     /// v2: the demand the other buses were last re-solved for.
     demand_seen: f64,
     /// The bus's load terms packed by `pack_bus` (contention.rs) for the latency's Newton
-    /// steps, one entry per running CPU that moves lines: bytes moved per instruction
-    /// (`pk_n`), memory stall per instruction per cycle of latency (`pk_q`), and the core CPI
-    /// (`pk_cc`); demand at latency `L` is `sum pk_n / (pk_cc + pk_q L)`. Capacity is the bus's
-    /// CPU count, so packing never allocates after the first solve.
-    pk_n: Vec<f64>,
-    pk_q: Vec<f64>,
-    pk_cc: Vec<f64>,
-    /// v2: each packed term's demand at the unloaded latency (for the traffic mix).
-    pk_d0: Vec<f64>,
+    /// steps, one per running CPU that moves lines. The vector keeps its capacity, so packing
+    /// allocates only at a bus's first solves.
+    pk: Vec<LoadTerm>,
     /// v2: the bandwidth the controller sustains for the packed traffic mix (0 when the bus
     /// carries none).
     bw_eff: f64,
@@ -468,6 +479,8 @@ pub struct Simulation {
     scratch_share: Vec<f64>,
     scratch_prev_x: Vec<f64>,
     scratch_prev_f: Vec<f64>,
+    /// The running CPUs of the bus being solved and their profiles (contention.rs).
+    scratch_run: Vec<(u32, u32)>,
 }
 
 impl Simulation {
@@ -675,6 +688,7 @@ impl Simulation {
             scratch_share: vec![0.0; ncpu],
             scratch_prev_x: vec![0.0; ncpu],
             scratch_prev_f: vec![0.0; ncpu],
+            scratch_run: Vec::with_capacity(ncpu),
             cpus,
             domains,
             buses,

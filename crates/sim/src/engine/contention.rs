@@ -88,16 +88,14 @@ impl Simulation {
         let issue_pen = self.spec.smt.issue_penalty;
         let same_pen = self.spec.smt.same_unit_penalty;
         let fpw = self.spec.smt.fp_unit_weight;
+        // The bus's running CPUs with their profiles, in CPU order: every pass below walks
+        // this list instead of the bus's CPUs, their tasks and their profiles again.
+        let mut run = std::mem::take(&mut self.scratch_run);
+        run.clear();
         // Initial guesses: solo-like IPC from the last rates, equal cache shares.
         for k in 0..nb {
             let c = self.buses[b].cpus[k] as usize;
             self.scratch_dom_running[self.cpus[c].domain as usize] = 0.0;
-        }
-        for k in 0..nb {
-            let c = self.buses[b].cpus[k] as usize;
-            if self.cpus[c].current != NONE {
-                self.scratch_dom_running[self.cpus[c].domain as usize] += 1.0;
-            }
         }
         for k in 0..nb {
             let c = self.buses[b].cpus[k] as usize;
@@ -106,8 +104,14 @@ impl Simulation {
                 self.cpus[c].ipc = 0.0;
                 continue;
             }
+            self.scratch_dom_running[self.cpus[c].domain as usize] += 1.0;
+            run.push((c as u32, self.tasks[cur as usize].prof));
+        }
+        for &(c, prof) in &run {
+            let c = c as usize;
+            let cur = self.cpus[c].current;
             let d = self.cpus[c].domain as usize;
-            let p = &self.profs[self.tasks[cur as usize].prof as usize];
+            let p = &self.profs[prof as usize];
             if self.cpus[c].solved_task != cur
                 || self.cpus[c].share.is_nan()
                 || self.cpus[c].share <= 0.0
@@ -124,14 +128,9 @@ impl Simulation {
             iters += 1;
             let mut moved = 0.0f64;
             // 1. SMT-inflated core CPI and miss ratio at the current share.
-            for k in 0..nb {
-                let c = self.buses[b].cpus[k] as usize;
-                let cur = self.cpus[c].current;
-                if cur == NONE {
-                    continue;
-                }
-                let t = &self.tasks[cur as usize];
-                let p = &self.profs[t.prof as usize];
+            for &(c, prof) in &run {
+                let c = c as usize;
+                let p = &self.profs[prof as usize];
                 let mut pressure = 0.0;
                 let (a, b) = (self.sib_off[c] as usize, self.sib_off[c + 1] as usize);
                 for &s in &self.sib[a..b] {
@@ -144,26 +143,24 @@ impl Simulation {
                     pressure += (sc.ipc / width).min(1.0) * (issue_pen + same_pen * overlap);
                 }
                 self.scratch_cc[c] = p.cpi_core * (1.0 + pressure);
-                let held = held_bytes(t, p, self.cpus[c].share);
-                let prof = t.prof;
+                let held = held_bytes(
+                    &self.tasks[self.cpus[c].current as usize],
+                    p,
+                    self.cpus[c].share,
+                );
                 self.cpus[c].miss = self.miss_at(c, prof, held);
             }
             // 2. The bus latency, one Newton step from the last (the step's error is part of
             //    what the fixed point converges away; the final solve below is exact).
-            self.solve_bus(b, 1);
+            self.solve_bus(b, 1, &run);
             // 3. CPI, IPC and the access-frequency shares of each domain.
-            for k in 0..nb {
-                let c = self.buses[b].cpus[k] as usize;
-                self.scratch_dom_access[self.cpus[c].domain as usize] = 0.0;
+            for &(c, _) in &run {
+                self.scratch_dom_access[self.cpus[c as usize].domain as usize] = 0.0;
             }
-            for k in 0..nb {
-                let c = self.buses[b].cpus[k] as usize;
-                let cur = self.cpus[c].current;
-                if cur == NONE {
-                    continue;
-                }
-                let p = &self.profs[self.tasks[cur as usize].prof as usize];
-                let lat = self.buses[self.cpus[c].bus as usize].latency_cycles;
+            let lat = self.buses[b].latency_cycles;
+            for &(c, prof) in &run {
+                let c = c as usize;
+                let p = &self.profs[prof as usize];
                 // Products by the reciprocal where a division would repeat: divisions are
                 // most of an iteration's cost.
                 let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
@@ -175,12 +172,8 @@ impl Simulation {
                 self.scratch_rate[c] = rate;
                 self.scratch_dom_access[self.cpus[c].domain as usize] += rate;
             }
-            for k in 0..nb {
-                let c = self.buses[b].cpus[k] as usize;
-                let cur = self.cpus[c].current;
-                if cur == NONE {
-                    continue;
-                }
+            for &(c, _) in &run {
+                let c = c as usize;
                 let d = self.cpus[c].domain as usize;
                 let total = self.scratch_dom_access[d];
                 let cap = self.domains[d].capacity;
@@ -194,41 +187,34 @@ impl Simulation {
                 self.scratch_share[c] = share;
             }
             if moved < tol {
-                for k in 0..nb {
-                    let c = self.buses[b].cpus[k] as usize;
-                    if self.cpus[c].current != NONE {
-                        self.cpus[c].share = self.scratch_share[c];
-                    }
+                for &(c, _) in &run {
+                    self.cpus[c as usize].share = self.scratch_share[c as usize];
                 }
                 break;
             }
-            self.mix_shares(b, it > 0);
+            self.mix_shares(&run, it > 0);
         }
         // Final miss ratios at the final shares, consistent with the CPIs used to retire.
-        for k in 0..nb {
-            let c = self.buses[b].cpus[k] as usize;
-            let cur = self.cpus[c].current;
-            if cur == NONE {
-                continue;
-            }
-            let t = &self.tasks[cur as usize];
-            let p = &self.profs[t.prof as usize];
-            let (prof, held) = (t.prof, held_bytes(t, p, self.cpus[c].share));
+        for &(c, prof) in &run {
+            let c = c as usize;
+            let p = &self.profs[prof as usize];
+            let held = held_bytes(
+                &self.tasks[self.cpus[c].current as usize],
+                p,
+                self.cpus[c].share,
+            );
             self.cpus[c].miss = self.miss_at(c, prof, held);
         }
-        self.solve_bus(b, BUS_ITERS);
-        for k in 0..nb {
-            let c = self.buses[b].cpus[k] as usize;
-            let cur = self.cpus[c].current;
-            if cur == NONE {
-                continue;
-            }
-            let p = &self.profs[self.tasks[cur as usize].prof as usize];
-            let lat = self.buses[self.cpus[c].bus as usize].latency_cycles;
+        self.solve_bus(b, BUS_ITERS, &run);
+        let lat = self.buses[b].latency_cycles;
+        for &(c, prof) in &run {
+            let c = c as usize;
+            let p = &self.profs[prof as usize];
             let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
+        self.scratch_run = run;
         self.record_touch(b);
         iters
     }
@@ -254,16 +240,12 @@ impl Simulation {
     /// iteration of v2's knees kept about 0.4 of the error); the mixing reaches the same fixed
     /// point in fewer iterations. Both images sum to each domain's capacity, and so does their
     /// affine mix; a mix with a non-positive share falls back to the plain step.
-    fn mix_shares(&mut self, b: usize, have_prev: bool) {
-        let nb = self.buses[b].cpus.len();
+    fn mix_shares(&mut self, run: &[(u32, u32)], have_prev: bool) {
         let mut g = 0.0;
         if have_prev {
             let (mut num, mut den) = (0.0, 0.0);
-            for k in 0..nb {
-                let c = self.buses[b].cpus[k] as usize;
-                if self.cpus[c].current == NONE {
-                    continue;
-                }
+            for &(c, _) in run {
+                let c = c as usize;
                 let r = self.scratch_share[c] - self.cpus[c].share;
                 let r_prev = self.scratch_prev_f[c] - self.scratch_prev_x[c];
                 let dr = r - r_prev;
@@ -275,11 +257,8 @@ impl Simulation {
             }
         }
         let mut ok = true;
-        for k in 0..nb {
-            let c = self.buses[b].cpus[k] as usize;
-            if self.cpus[c].current == NONE {
-                continue;
-            }
+        for &(c, _) in run {
+            let c = c as usize;
             let f = self.scratch_share[c];
             let x = f - g * (f - self.scratch_prev_f[c]);
             ok &= x > 0.0;
@@ -288,11 +267,8 @@ impl Simulation {
             self.cpus[c].share = x;
         }
         if !ok {
-            for k in 0..nb {
-                let c = self.buses[b].cpus[k] as usize;
-                if self.cpus[c].current != NONE {
-                    self.cpus[c].share = self.scratch_share[c];
-                }
+            for &(c, _) in run {
+                self.cpus[c as usize].share = self.scratch_share[c as usize];
             }
         }
     }
@@ -309,24 +285,22 @@ impl Simulation {
     /// Pack bus `b`'s load terms (`Bus::pk_*`) from the running tasks' current miss ratios
     /// and core CPIs: the latency's Newton steps then run over three short arrays instead of
     /// walking CPUs, tasks and profiles at every step.
-    fn pack_bus(&mut self, b: usize) {
+    fn pack_bus(&mut self, b: usize, run: &[(u32, u32)]) {
         let line = self.spec.line_bytes as f64;
+        let (v2, l0) = (self.spec.model == Model::V2, self.l0_cycles);
         let bus = &mut self.buses[b];
-        bus.pk_n.clear();
-        bus.pk_q.clear();
-        bus.pk_cc.clear();
-        for &c in &bus.cpus {
+        bus.pk.clear();
+        for &(c, prof) in run {
             let cpu = &self.cpus[c as usize];
-            if cpu.current == NONE {
-                continue;
-            }
-            let p = &self.profs[self.tasks[cpu.current as usize].prof as usize];
+            let p = &self.profs[prof as usize];
             let mpi = p.api * cpu.miss;
             if mpi > 0.0 || p.dma_lpi > 0.0 {
                 // Lines on the bus per instruction: fills, dirty victims, devices' DMA.
-                bus.pk_n.push(line * (mpi * p.lines_per_miss + p.dma_lpi));
-                bus.pk_q.push(p.api_per_mlp * cpu.miss);
-                bus.pk_cc.push(self.scratch_cc[c as usize]);
+                let n = line * (mpi * p.lines_per_miss + p.dma_lpi);
+                let (q, cc) = (p.api_per_mlp * cpu.miss, self.scratch_cc[c as usize]);
+                // v2: its demand at the unloaded latency (`bus_demand` at `l0`, this term).
+                let d0 = if v2 { n / (cc + q * l0) } else { 0.0 };
+                bus.pk.push(LoadTerm { n, q, cc, d0 });
             }
         }
     }
@@ -364,13 +338,12 @@ impl Simulation {
     /// `lat`, from the terms `pack_bus` packed.
     #[inline]
     pub(super) fn bus_demand(&self, b: usize, lat: f64) -> (f64, f64) {
-        let bus = &self.buses[b];
         let (mut sum, mut deriv) = (0.0, 0.0);
-        for ((&n, &q), &cc) in bus.pk_n.iter().zip(&bus.pk_q).zip(&bus.pk_cc) {
-            let inv = 1.0 / (cc + q * lat);
-            let d = n * inv;
+        for t in &self.buses[b].pk {
+            let inv = 1.0 / (t.cc + t.q * lat);
+            let d = t.n * inv;
             sum += d;
-            deriv -= d * q * inv;
+            deriv -= d * t.q * inv;
         }
         (sum, deriv)
     }
@@ -384,8 +357,8 @@ impl Simulation {
     /// At most `steps` Newton steps from the last latency: inside the contention fixed point one
     /// step per iteration is enough (the outer iteration does not stop until the latency, too,
     /// has stopped moving); a last call with [`BUS_ITERS`] makes the result exact.
-    pub(super) fn solve_bus(&mut self, b: usize, steps: usize) {
-        self.pack_bus(b);
+    pub(super) fn solve_bus(&mut self, b: usize, steps: usize, run: &[(u32, u32)]) {
+        self.pack_bus(b, run);
         if self.spec.model == Model::V2 {
             return self.solve_bus_v2(b, steps);
         }
@@ -451,15 +424,8 @@ impl Simulation {
     /// and Newton's method from `L0` converges monotonically.
     fn solve_bus_v2(&mut self, b: usize, steps: usize) {
         let l0 = self.l0_cycles;
-        // Each task's unloaded demand, and their sum (`bus_demand` at `l0`, term by term).
-        let bus = &mut self.buses[b];
-        bus.pk_d0.clear();
-        let mut d0 = 0.0;
-        for ((&n, &q), &cc) in bus.pk_n.iter().zip(&bus.pk_q).zip(&bus.pk_cc) {
-            let d = n / (cc + q * l0);
-            d0 += d;
-            bus.pk_d0.push(d);
-        }
+        // Each task's unloaded demand (packed with its terms), and their sum.
+        let d0: f64 = self.buses[b].pk.iter().map(|t| t.d0).sum();
         if d0 <= 0.0 {
             self.buses[b].latency_cycles = l0;
             self.buses[b].rho = 0.0;
@@ -471,8 +437,8 @@ impl Simulation {
         // the controller sustains falls with how mixed its traffic is (Gini-Simpson index of
         // the tasks' unloaded demands: 0 for one stream, 1/2 for two equal ones).
         let (mut sq, inv_d0) = (0.0, 1.0 / d0);
-        for &d in &self.buses[b].pk_d0 {
-            sq += (d * inv_d0) * (d * inv_d0);
+        for t in &self.buses[b].pk {
+            sq += (t.d0 * inv_d0) * (t.d0 * inv_d0);
         }
         let mixed = (1.0 - sq).clamp(0.0, 1.0);
         self.buses[b].bw_eff =
@@ -488,21 +454,24 @@ impl Simulation {
         let s = self.spec.line_bytes as f64 / bw;
         // Other sockets' snoops occupy this queue too (coupling.rs): a constant load here.
         let snoop = self.snoop_load_v2(b, bw);
-        let g = |sim: &Self, l: f64| -> (f64, f64) {
-            let (d, dd) = sim.bus_demand(b, l);
-            let x = l - l0 + s;
-            (d + snoop - bw * (l - l0) / x, dd - bw * s / (x * x))
-        };
         // From the last latency (see `solve_bus`: a step from right of the root lands left).
         let prev = self.buses[b].latency_cycles;
         let mut l = if prev > l0 { prev } else { l0 };
+        // The demand and its slope at the last latency evaluated.
+        let (mut l_eval, mut d_eval, mut dd_eval) = (l, f64::NAN, 0.0);
         for _ in 0..steps {
-            let (v, dv) = g(self, l);
+            let (d, dd) = self.bus_demand(b, l);
+            (l_eval, d_eval, dd_eval) = (l, d, dd);
+            let x = l - l0 + s;
+            let (v, dv) = (d + snoop - bw * (l - l0) / x, dd - bw * s / (x * x));
             if dv >= 0.0 || v == 0.0 || (v < 0.0 && l <= l0) {
                 break;
             }
             let next = (l - v / dv).max(l0);
-            if (next - l).abs() <= 1e-13 * l {
+            // Newton converges quadratically here: a step this small leaves an error of
+            // about its square times `l |g''| / 2|g'|` (at most `l / S`, a few tens), below
+            // 1e-12 of the latency, so the pass that would only confirm it is skipped.
+            if (next - l).abs() <= NEWTON_LAST_STEP * l {
                 l = next;
                 break;
             }
@@ -512,10 +481,15 @@ impl Simulation {
         // Utilization of the sustained bandwidth (below the mix's effective bandwidth, so
         // below 1 by construction), snoops included.
         self.buses[b].rho = (l - l0) / (l - l0 + s) * bw / self.peak_bytes_per_cycle;
-        // The demand the other sockets' snoop load reads, after the last (exact) call only:
-        // the fixed point's one-step calls skip its pass.
+        // The demand the other sockets' snoop load reads, after the last (exact) call only,
+        // carried from the last evaluation to the final latency by its slope (the step was
+        // below `NEWTON_LAST_STEP`, so the error is of the order of its square).
         if steps >= BUS_ITERS {
-            self.buses[b].demand = self.bus_demand(b, l).0;
+            self.buses[b].demand = if d_eval.is_nan() {
+                self.bus_demand(b, l).0
+            } else {
+                d_eval + dd_eval * (l - l_eval)
+            };
         }
     }
 

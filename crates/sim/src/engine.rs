@@ -59,10 +59,11 @@ const SNOOP_RESOLVE_TOL_FAST: f64 = 1e-2;
 const V2_WARMING_TOL: f64 = 1e-3;
 /// v2 fast path: the whole solve of a bus whose tasks have all filled their shares (the
 /// settling solve after a burst of warm-ups) stops at this tolerance instead of
-/// `FIXED_POINT_TOL`: the fast path's rates are approximate to the drift bound between
-/// solves anyway, and the last three digits cost about a third of a settling solve's
-/// iterations (bench-64 v2: 5.4 -> 4.8 iterations per whole solve).
-const V2_SETTLED_TOL: f64 = 1e-8;
+/// `FIXED_POINT_TOL`. Between solves the fast path's rates are approximate to the drift bound,
+/// and its per-task work lies up to a few 1e-3 from the reference path's (speed_paths), so
+/// digits below 1e-5 are not worth their iterations (bench-64 v2: 4.7 -> 3.9 iterations per
+/// whole solve; docs/sim.md, "fifth pass").
+const V2_SETTLED_TOL: f64 = 1e-5;
 /// v2 fast path: a warming task's own miss ratio and CPI follow its occupancy every tick
 /// (a local step); the rest of its bus is re-divided (a light update) only once the running
 /// tasks' rates have drifted from the bus's last update by more than this: the sum over the

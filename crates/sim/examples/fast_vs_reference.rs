@@ -1,0 +1,84 @@
+//! How far the engine's fast paths move a run from the reference path (whole solves at every
+//! warm-up step, docs/sim.md "Speed and scaling"): per-task instructions, total instructions
+//! and per-task LLC MPKI, under v2, for a scenario file or the benchmark mix on a catalog
+//! machine. What a change to the fast path must be checked with before it is timed.
+//!
+//! `cargo run --release -p counterpoint-sim --example fast_vs_reference -- scenarios/bench-64.toml 60000`
+//! `cargo run --release -p counterpoint-sim --example fast_vs_reference -- bench-8 3000 64`
+use counterpoint_sim::*;
+use std::path::Path;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fast_vs_reference: {e}");
+            eprintln!(
+                "usage: fast_vs_reference <scenario.toml | machine> <ms> [tasks, for a machine]"
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let [what, ms, rest @ ..] = args else {
+        return Err("two arguments at least".into());
+    };
+    let ms: u64 = ms.parse().map_err(|e| format!("<ms> {ms:?}: {e}"))?;
+    let cat = Catalog::builtin();
+    let (mut sc, seed) = if what.ends_with(".toml") {
+        let sc = Scenario::from_file(Path::new(what), &cat).map_err(|e| e.to_string())?;
+        let seed = sc.seed;
+        (sc, seed)
+    } else {
+        let tasks: usize = match rest.first() {
+            Some(t) => t.parse().map_err(|e| format!("[tasks] {t:?}: {e}"))?,
+            None => 64,
+        };
+        (
+            bench::mix(&cat, what, tasks, ms).map_err(|e| e.to_string())?,
+            7,
+        )
+    };
+    sc.machine.model = Model::V2;
+    sc.duration_ms = ms;
+    let per_task = |exact: bool| -> Result<Vec<(f64, f64)>, String> {
+        let mut sim = Simulation::new(&sc, seed).map_err(|e| e.to_string())?;
+        sim.set_exact_warmup(exact);
+        sim.advance_quiet(ms * 1_000_000, None);
+        Ok((0..sim.task_count())
+            .filter_map(|i| sim.counters(i))
+            .map(|c| {
+                (
+                    c.instructions,
+                    c.llc_misses * 1000.0 / c.instructions.max(1.0),
+                )
+            })
+            .collect())
+    };
+    let fast = per_task(false)?;
+    let exact = per_task(true)?;
+    let rel = |a: f64, b: f64| (a - b).abs() / b.abs().max(1e-12);
+    let max_mean = |f: &dyn Fn(&(f64, f64), &(f64, f64)) -> f64| {
+        let v: Vec<f64> = fast.iter().zip(&exact).map(|(a, b)| f(a, b)).collect();
+        let n = v.len().max(1) as f64;
+        (
+            v.iter().cloned().fold(0.0, f64::max),
+            v.iter().sum::<f64>() / n,
+        )
+    };
+    let (work_max, work_mean) = max_mean(&|a, b| rel(a.0, b.0));
+    let (mpki_max, mpki_mean) = max_mean(&|a, b| rel(a.1, b.1));
+    let total = rel(
+        fast.iter().map(|f| f.0).sum(),
+        exact.iter().map(|e| e.0).sum(),
+    );
+    println!(
+        "{what}, {ms} ms, v2: per-task work max {work_max:.2e} mean {work_mean:.2e}; \
+         total work {total:.2e}; per-task MPKI max {mpki_max:.2e} mean {mpki_mean:.2e}"
+    );
+    Ok(())
+}

@@ -118,8 +118,10 @@ pub struct ScalingVerdict {
     pub largest_tasks: usize,
     /// Speed at the largest point over the speed at the reference (1 = flat).
     pub speed_ratio: f64,
-    /// Whole solves plus light updates per tick at the largest point over the reference: the
-    /// deterministic part of the cost (the speed also carries the machine's load).
+    /// The deterministic part of the cost (the speed also carries the machine's load): of the
+    /// engine's kinds of work per tick (fixed-point iterations of whole solves, light updates,
+    /// latency updates, local warm-up steps), the largest ratio of the largest point to the
+    /// reference, over the kinds the reference does.
     pub work_ratio: f64,
     /// True when the speed ratio is at least `FLAT_SPEED_RATIO`.
     pub flat: bool,
@@ -140,14 +142,27 @@ pub fn scaling_verdict(points: &[BenchPoint]) -> Option<ScalingVerdict> {
     if largest.tasks <= reference.tasks {
         return None;
     }
-    let work = |p: &BenchPoint| p.solves_per_tick + p.light_updates_per_tick;
+    let work = |p: &BenchPoint| {
+        [
+            p.solves_per_tick * p.iterations_per_solve,
+            p.light_updates_per_tick,
+            p.latency_updates_per_tick,
+            p.local_steps_per_tick,
+        ]
+    };
+    let work_ratio = work(largest)
+        .iter()
+        .zip(work(reference))
+        .filter(|&(_, r)| r > 0.0)
+        .map(|(l, r)| l / r)
+        .fold(0.0, f64::max);
     let speed_ratio = largest.core_ticks_per_s / reference.core_ticks_per_s.max(1e-9);
     Some(ScalingVerdict {
         model: reference.model.clone(),
         reference_tasks: reference.tasks,
         largest_tasks: largest.tasks,
         speed_ratio,
-        work_ratio: work(largest) / work(reference).max(1e-12),
+        work_ratio,
         flat: speed_ratio >= FLAT_SPEED_RATIO,
     })
 }
@@ -199,6 +214,12 @@ mod tests {
         let v = scaling_verdict(&grows).unwrap();
         assert!(!v.flat && (v.work_ratio - 5.0).abs() < 1e-9);
         assert!(scaling_verdict(&[point("v1", 64, 1e6, 0.0)]).is_none());
+        // Every kind of work counts: local steps growing x3 while solves stay put.
+        let mut steps = [point("v2", 128, 30e6, 0.1), point("v2", 4096, 28e6, 0.1)];
+        steps[0].local_steps_per_tick = 2.0;
+        steps[1].local_steps_per_tick = 6.0;
+        let v = scaling_verdict(&steps).unwrap();
+        assert!(v.flat && (v.work_ratio - 3.0).abs() < 1e-9);
         assert!(parse_model("v3").is_err() && matches!(parse_model("v2"), Ok(Model::V2)));
     }
 }

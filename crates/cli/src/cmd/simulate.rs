@@ -352,7 +352,7 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
         }
         for v in &verdicts {
             println!(
-                "  {}: {} -> {} tasks on 64 CPUs: speed x{:.2}, solves + light updates per tick x{:.2}: cost per tick {} (goal: flat, speed ratio >= {})",
+                "  {}: {} -> {} tasks on 64 CPUs: speed x{:.2}, work per tick (solve iterations, light and latency updates, local steps) at most x{:.2}: cost per tick {} (goal: flat, speed ratio >= {})",
                 v.model,
                 v.reference_tasks,
                 v.largest_tasks,

@@ -482,6 +482,9 @@ pub struct Simulation {
     scratch_prev_f: Vec<f64>,
     /// The running CPUs of the bus being solved and their profiles (contention.rs).
     scratch_run: Vec<(u32, u32)>,
+    /// Per task: it has run since the last `take_interval` (tick.rs), so its counters may
+    /// have moved.
+    ran_in_interval: Vec<bool>,
 }
 
 impl Simulation {
@@ -675,6 +678,7 @@ impl Simulation {
             tasks.push(task);
         }
         let tick_ns = scenario.tick_us * 1000;
+        let ntasks = tasks.len();
         let mut sim = Simulation {
             sched: scenario.sched,
             topo,
@@ -690,6 +694,7 @@ impl Simulation {
             scratch_prev_x: vec![0.0; ncpu],
             scratch_prev_f: vec![0.0; ncpu],
             scratch_run: Vec::with_capacity(ncpu),
+            ran_in_interval: vec![false; ntasks],
             cpus,
             domains,
             buses,

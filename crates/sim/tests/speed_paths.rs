@@ -168,3 +168,52 @@ fn the_bench_scenario_stays_close_to_the_reference_path() {
     assert!(total < 1e-3, "total work moved by {total}");
     assert!(mpki < 1e-2, "a task's MPKI moved by {mpki}");
 }
+
+/// `take_interval` skips the counters of tasks that have not run since the last interval: the
+/// deltas are still exactly each task's counters now minus at the last interval, zero for a
+/// task that waited throughout, with many more tasks waiting than running.
+#[test]
+fn interval_deltas_are_exact_when_waiting_tasks_are_skipped() {
+    let cat = Catalog::builtin();
+    let sc = bench::mix(&cat, "bench-8", 256, 1000).unwrap();
+    let mut sim = Simulation::new(&sc, 3).unwrap();
+    let (mut deltas, mut bus) = (Vec::new(), Vec::new());
+    let snapshot = |sim: &Simulation| -> Vec<Counters> {
+        (0..sim.task_count())
+            .map(|i| *sim.counters(i).unwrap())
+            .collect()
+    };
+    let mut before = snapshot(&sim);
+    let (mut idle, mut ran) = (0, 0);
+    for _ in 0..50 {
+        sim.advance_quiet(20_000_000, None);
+        sim.take_interval(&mut deltas, &mut bus);
+        let after = snapshot(&sim);
+        assert_eq!(deltas.len(), after.len());
+        for (i, ((d, a), b)) in deltas.iter().zip(&after).zip(&before).enumerate() {
+            let want = Counters {
+                cycles: a.cycles - b.cycles,
+                instructions: a.instructions - b.instructions,
+                llc_references: a.llc_references - b.llc_references,
+                llc_misses: a.llc_misses - b.llc_misses,
+                mem_transactions: a.mem_transactions - b.mem_transactions,
+                fp_ops: a.fp_ops - b.fp_ops,
+                task_clock_ns: a.task_clock_ns - b.task_clock_ns,
+                context_switches: a.context_switches - b.context_switches,
+                migrations: a.migrations - b.migrations,
+                completions: a.completions - b.completions,
+            };
+            assert_eq!(*d, want, "task {i}");
+            if a == b {
+                idle += 1;
+            } else {
+                ran += 1;
+            }
+        }
+        before = after;
+    }
+    assert!(
+        idle > 0 && ran > 0,
+        "{idle} idle and {ran} running task-intervals"
+    );
+}

@@ -116,6 +116,7 @@ impl Simulation {
         task.slice_start_ns = now;
         self.cpus[c].current = t;
         self.cpus[c].slice_end_ns = now + slice;
+        self.ran_in_interval[t as usize] = true;
         if self.v2_fast() {
             // The switch is answered by a light update (`mark_switch`): its one iteration
             // reads this CPU's IPC for the SMT pressure on its siblings before it computes

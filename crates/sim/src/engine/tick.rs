@@ -305,9 +305,21 @@ impl Simulation {
     /// observation does. Returns the interval length.
     pub fn take_interval(&mut self, deltas: &mut Vec<Counters>, bus: &mut Vec<f64>) -> u64 {
         deltas.clear();
-        for t in &mut self.tasks {
-            deltas.push(diff(&t.c, &t.obs_base));
-            t.obs_base = t.c;
+        // A task that has not run since the last interval has no delta: its counters are not
+        // even read (with thousands of waiting tasks this loop was a fifth of the time).
+        for (i, t) in self.tasks.iter_mut().enumerate() {
+            if self.ran_in_interval[i] {
+                deltas.push(diff(&t.c, &t.obs_base));
+                t.obs_base = t.c;
+            } else {
+                deltas.push(Counters::default());
+            }
+        }
+        self.ran_in_interval.fill(false);
+        for c in &self.cpus {
+            if c.current != NONE {
+                self.ran_in_interval[c.current as usize] = true;
+            }
         }
         for c in &mut self.cpus {
             c.busy_ns_obs = 0;

@@ -62,16 +62,16 @@ fn run(args: &[String]) -> Result<(), String> {
     let fast = per_task(false)?;
     let exact = per_task(true)?;
     let rel = |a: f64, b: f64| (a - b).abs() / b.abs().max(1e-12);
-    let max_mean = |f: &dyn Fn(&(f64, f64), &(f64, f64)) -> f64| {
-        let v: Vec<f64> = fast.iter().zip(&exact).map(|(a, b)| f(a, b)).collect();
+    let max_mean = |v: Vec<f64>| {
         let n = v.len().max(1) as f64;
         (
             v.iter().cloned().fold(0.0, f64::max),
             v.iter().sum::<f64>() / n,
         )
     };
-    let (work_max, work_mean) = max_mean(&|a, b| rel(a.0, b.0));
-    let (mpki_max, mpki_mean) = max_mean(&|a, b| rel(a.1, b.1));
+    let pairs = || fast.iter().zip(&exact);
+    let (work_max, work_mean) = max_mean(pairs().map(|(a, b)| rel(a.0, b.0)).collect());
+    let (mpki_max, mpki_mean) = max_mean(pairs().map(|(a, b)| rel(a.1, b.1)).collect());
     let total = rel(
         fast.iter().map(|f| f.0).sum(),
         exact.iter().map(|e| e.0).sum(),

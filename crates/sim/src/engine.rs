@@ -26,7 +26,7 @@ mod scheduler;
 mod tick;
 mod workload;
 
-use observe::{diff, slice_stats};
+use observe::slice_stats;
 use scheduler::mask_of;
 use workload::{first_phase, next_phase, seq_source, Next};
 
@@ -285,6 +285,24 @@ pub struct Counters {
     pub migrations: u64,
     /// Programs (or requests) completed.
     pub completions: u64,
+}
+
+impl Counters {
+    /// What the counters moved by since `base` (an earlier reading of the same task).
+    pub fn since(&self, base: &Counters) -> Counters {
+        Counters {
+            cycles: self.cycles - base.cycles,
+            instructions: self.instructions - base.instructions,
+            llc_references: self.llc_references - base.llc_references,
+            llc_misses: self.llc_misses - base.llc_misses,
+            mem_transactions: self.mem_transactions - base.mem_transactions,
+            fp_ops: self.fp_ops - base.fp_ops,
+            task_clock_ns: self.task_clock_ns - base.task_clock_ns,
+            context_switches: self.context_switches - base.context_switches,
+            migrations: self.migrations - base.migrations,
+            completions: self.completions - base.completions,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

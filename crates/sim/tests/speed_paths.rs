@@ -191,18 +191,7 @@ fn interval_deltas_are_exact_when_waiting_tasks_are_skipped() {
         let after = snapshot(&sim);
         assert_eq!(deltas.len(), after.len());
         for (i, ((d, a), b)) in deltas.iter().zip(&after).zip(&before).enumerate() {
-            let want = Counters {
-                cycles: a.cycles - b.cycles,
-                instructions: a.instructions - b.instructions,
-                llc_references: a.llc_references - b.llc_references,
-                llc_misses: a.llc_misses - b.llc_misses,
-                mem_transactions: a.mem_transactions - b.mem_transactions,
-                fp_ops: a.fp_ops - b.fp_ops,
-                task_clock_ns: a.task_clock_ns - b.task_clock_ns,
-                context_switches: a.context_switches - b.context_switches,
-                migrations: a.migrations - b.migrations,
-                completions: a.completions - b.completions,
-            };
+            let want = a.since(b);
             assert_eq!(*d, want, "task {i}");
             if a == b {
                 idle += 1;

@@ -10,7 +10,7 @@ impl Simulation {
         let interval = now - self.obs_start_ns;
         let mut tasks = Vec::with_capacity(self.tasks.len());
         for (i, t) in self.tasks.iter_mut().enumerate() {
-            let d = diff(&t.c, &t.obs_base);
+            let d = t.c.since(&t.obs_base);
             t.obs_base = t.c;
             let mut s = Sample::new(Some(TaskId(i as u64)), interval);
             let ev = |v: f64| CounterValue::exact(v.round().max(0.0) as u64, interval);
@@ -85,21 +85,6 @@ impl Simulation {
             cpus,
             memory_utilization,
         }
-    }
-}
-
-pub(super) fn diff(a: &Counters, b: &Counters) -> Counters {
-    Counters {
-        cycles: a.cycles - b.cycles,
-        instructions: a.instructions - b.instructions,
-        llc_references: a.llc_references - b.llc_references,
-        llc_misses: a.llc_misses - b.llc_misses,
-        mem_transactions: a.mem_transactions - b.mem_transactions,
-        fp_ops: a.fp_ops - b.fp_ops,
-        task_clock_ns: a.task_clock_ns - b.task_clock_ns,
-        context_switches: a.context_switches - b.context_switches,
-        migrations: a.migrations - b.migrations,
-        completions: a.completions - b.completions,
     }
 }
 

@@ -309,7 +309,7 @@ impl Simulation {
         // even read (with thousands of waiting tasks this loop was a fifth of the time).
         for (i, t) in self.tasks.iter_mut().enumerate() {
             if self.ran_in_interval[i] {
-                deltas.push(diff(&t.c, &t.obs_base));
+                deltas.push(t.c.since(&t.obs_base));
                 t.obs_base = t.c;
             } else {
                 deltas.push(Counters::default());

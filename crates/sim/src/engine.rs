@@ -61,7 +61,7 @@ const V2_WARMING_TOL: f64 = 1e-3;
 /// settling solve after a burst of warm-ups) stops at this tolerance instead of
 /// `FIXED_POINT_TOL`. Between solves the fast path's rates are approximate to the drift bound,
 /// and its per-task work lies up to a few 1e-3 from the reference path's (speed_paths), so
-/// digits below 1e-5 are not worth their iterations (bench-64 v2: 4.7 -> 3.9 iterations per
+/// digits below 1e-5 are not worth their iterations (bench-64 v2: 4.7 -> 4.1 iterations per
 /// whole solve; docs/sim.md, "fifth pass").
 const V2_SETTLED_TOL: f64 = 1e-5;
 /// v2 fast path: a warming task's own miss ratio and CPI follow its occupancy every tick

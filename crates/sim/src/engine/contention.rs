@@ -282,9 +282,10 @@ impl Simulation {
         self.solve_with(b, LIGHT_ITERS, FIXED_POINT_TOL);
     }
 
-    /// Pack bus `b`'s load terms (`Bus::pk_*`) from the running tasks' current miss ratios
-    /// and core CPIs: the latency's Newton steps then run over three short arrays instead of
-    /// walking CPUs, tasks and profiles at every step.
+    /// Pack bus `b`'s load terms (`Bus::pk`, one `LoadTerm` per running CPU of `run` that
+    /// moves lines) from the running tasks' current miss ratios and core CPIs: the latency's
+    /// Newton steps then run over one short array instead of walking CPUs, tasks and profiles
+    /// at every step.
     fn pack_bus(&mut self, b: usize, run: &[(u32, u32)]) {
         let line = self.spec.line_bytes as f64;
         let (v2, l0) = (self.spec.model == Model::V2, self.l0_cycles);

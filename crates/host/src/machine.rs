@@ -1396,6 +1396,20 @@ mod source_tests {
     use crate::perf::{GroupReading, PerfError, MAX_GROUP};
     use std::sync::{Arc, Mutex};
 
+    /// A fake group's reading: `count` in each of its `len` events.
+    fn same_count(len: usize, count: u64, enabled_ns: u64, running_ns: u64) -> GroupReading {
+        let mut values = [0; MAX_GROUP];
+        for v in values.iter_mut().take(len) {
+            *v = count;
+        }
+        GroupReading {
+            values,
+            len,
+            time_enabled_ns: enabled_ns,
+            time_running_ns: running_ns,
+        }
+    }
+
     /// A source that counts a fixed amount per read, and records what it was asked to open.
     struct Fake {
         opened: Arc<Mutex<Vec<u32>>>,
@@ -1413,16 +1427,12 @@ mod source_tests {
         }
         fn read(&mut self) -> Result<GroupReading, PerfError> {
             self.reads += 1;
-            let mut values = [0; MAX_GROUP];
-            for v in values.iter_mut().take(self.names.len()) {
-                *v = 1_000 * self.reads;
-            }
-            Ok(GroupReading {
-                values,
-                len: self.names.len(),
-                time_enabled_ns: 10 * self.reads,
-                time_running_ns: 5 * self.reads,
-            })
+            Ok(same_count(
+                self.names.len(),
+                1_000 * self.reads,
+                10 * self.reads,
+                5 * self.reads,
+            ))
         }
     }
 
@@ -1532,16 +1542,7 @@ mod source_tests {
         fn read(&mut self) -> Result<GroupReading, PerfError> {
             let mut st = self.st.lock().unwrap();
             st.reads += 1;
-            let mut values = [0; MAX_GROUP];
-            for v in values.iter_mut().take(self.names.len()) {
-                *v = st.count;
-            }
-            Ok(GroupReading {
-                values,
-                len: self.names.len(),
-                time_enabled_ns: st.count,
-                time_running_ns: st.count,
-            })
+            Ok(same_count(self.names.len(), st.count, st.count, st.count))
         }
         fn sched_seq(&self) -> Option<u32> {
             self.mapped.then(|| self.st.lock().unwrap().seq)

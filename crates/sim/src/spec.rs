@@ -80,9 +80,12 @@ pub struct PhysicsV2 {
     /// Share of the sustained bandwidth lost when two equal streams interleave at the memory
     /// controller (row-buffer conflicts); scaled by how mixed the traffic is.
     pub row_conflict_loss: f64,
-    /// Relative drift of each baseline slice (timer ticks, interrupts, wake-ups) when the
-    /// scenario sets no `timeslice_jitter`.
-    pub slice_drift: f64,
+    /// Share of each CPU's timer ticks taken by other tasks woken in process context (daemons,
+    /// kernel threads): the baseline's round-robin slices drift only through these. A Linux 2.6
+    /// O(1) slice is a count of the running task's own ticks, so interrupt and softirq work
+    /// inside it does not lengthen it; a tick that lands while a woken task runs is charged to
+    /// that task and delays the rotation by one tick (docs/sim.md, "Drifting slices").
+    pub background_tick_share: f64,
     /// Independent small-stride streams the hardware prefetcher tracks at once (NetBurst: 8,
     /// Intel's IA-32 optimization manual); streams beyond these are not prefetched.
     #[serde(default = "prefetch_streams")]
@@ -116,7 +119,7 @@ impl Default for PhysicsV2 {
             llc_hit_cycles: 18.0,
             sustained_bandwidth_gb_per_s: 3.0,
             row_conflict_loss: 0.5,
-            slice_drift: 0.05,
+            background_tick_share: 0.001,
             prefetch_streams: prefetch_streams(),
             prefetch_depth_lines: prefetch_depth(),
             snoop_bytes_per_line: 0.0,
@@ -310,10 +313,10 @@ impl MachineSpec {
                 return Err(format!("{n} must be a non-negative number, got {v}"));
             }
         }
-        if !(self.v2.slice_drift >= 0.0 && self.v2.slice_drift < 1.0) {
+        if !(self.v2.background_tick_share >= 0.0 && self.v2.background_tick_share < 1.0) {
             return Err(format!(
-                "v2.slice_drift must be in [0, 1), got {}",
-                self.v2.slice_drift
+                "v2.background_tick_share must be in [0, 1), got {}",
+                self.v2.background_tick_share
             ));
         }
         for (v, n) in [

@@ -220,6 +220,61 @@ fn v2_slices_drift_by_default() {
     assert!(off_grid, "v2 slices ended only on the 100 ms grid");
 }
 
+/// Slice lengths, in ticks, of two tasks sharing CPU 0 of zhang-smp under v2 with the given
+/// background tick share, over `ms` of simulated time (a slice ends when either task's
+/// involuntary context switches count moves).
+fn v2_slice_ticks(share: f64, ms: u64, seed: u64) -> Vec<u64> {
+    let cat = Catalog::builtin();
+    let mut sc = Scenario::builder(&cat, "zhang-smp")
+        .unwrap()
+        .model(Model::V2)
+        .duration_ms(ms)
+        .task("gzip", Some(CpuSet::single(0)))
+        .unwrap()
+        .task("mesa", Some(CpuSet::single(0)))
+        .unwrap()
+        .build();
+    sc.machine.v2.background_tick_share = share;
+    let mut sim = Simulation::new(&sc, seed).unwrap();
+    let tick = sim.tick_ns();
+    let switches = |sim: &Simulation| {
+        sim.counters(0).unwrap().context_switches + sim.counters(1).unwrap().context_switches
+    };
+    let (mut last, mut since) = (switches(&sim), 0u64);
+    let mut out = Vec::new();
+    for _ in 0..ms * 1_000_000 / tick {
+        sim.advance_quiet(tick, None);
+        since += 1;
+        let now = switches(&sim);
+        if now != last {
+            last = now;
+            out.push(since);
+            since = 0;
+        }
+    }
+    out
+}
+
+/// v2's slices drift the way a Linux 2.6 O(1) rotation does: by whole ticks that woken
+/// background tasks take, never shorter than the 100-tick slice, on average by the
+/// background's share of the slice; with no background they stay exactly on the grid.
+#[test]
+fn v2_slices_drift_by_whole_background_ticks() {
+    let quiet = v2_slice_ticks(0.0, 20_000, 1);
+    assert!(quiet.len() >= 190, "{} slices", quiet.len());
+    assert!(quiet.iter().all(|&t| t == 100), "{quiet:?}");
+    let busy = v2_slice_ticks(0.02, 30_000, 1);
+    assert!(busy.len() >= 280, "{} slices", busy.len());
+    assert!(
+        busy.iter().all(|&t| t >= 100),
+        "a slice shorter than 100 ticks: {busy:?}"
+    );
+    let extra = busy.iter().map(|&t| (t - 100) as f64).sum::<f64>() / busy.len() as f64;
+    // Binomial(100, 0.02): mean 2 ticks, sd 1.4; the mean of ~290 slices is 2 +- 0.08.
+    assert!((1.6..=2.4).contains(&extra), "mean extra ticks {extra}");
+    assert!(busy.iter().any(|&t| t > 100) && busy.contains(&100));
+}
+
 /// CPI of task `i` per instruction over the second half of a run (warm caches).
 fn steady_cpi(sc: &Scenario, i: usize) -> f64 {
     let mut sim = Simulation::new(sc, 1).unwrap();

@@ -22,12 +22,7 @@ pub(super) fn allowed(mask: &[u64], cpu: u32) -> bool {
 impl Simulation {
     pub(super) fn slice_ns(&mut self) -> u64 {
         let base = self.sched.timeslice_ms * 1e6;
-        // Under v2 a real kernel's slices always drift (timer ticks, interrupts, wake-ups):
-        // the machine's drift is a floor under the scenario's jitter.
-        let j = match self.spec.model {
-            Model::V1 => self.sched.timeslice_jitter,
-            Model::V2 => self.sched.timeslice_jitter.max(self.spec.v2.slice_drift),
-        };
+        let j = self.sched.timeslice_jitter;
         let f = if j > 0.0 {
             1.0 + self.rng.gen_range(-j..j)
         } else {
@@ -35,7 +30,29 @@ impl Simulation {
         };
         // Whole ticks: the scheduler acts on tick boundaries.
         let ticks = ((base * f) / self.tick_ns as f64).round().max(1.0) as u64;
-        ticks * self.tick_ns
+        let extra = match self.spec.model {
+            Model::V1 => 0,
+            Model::V2 => self.background_ticks(ticks),
+        };
+        (ticks + extra) * self.tick_ns
+    }
+
+    /// v2: ticks of a slice of `ticks` that land while a woken daemon or kernel thread runs
+    /// (each with probability `PhysicsV2::background_tick_share`: a binomial draw). A Linux 2.6
+    /// O(1) slice counts the running task's own ticks (`scheduler_tick` decrements
+    /// `time_slice` once per tick, whatever interrupt work the tick held); a tick charged to a
+    /// preempting task delays the rotation by one tick. So a rotation's phase drifts by whole
+    /// ticks, at the background's share of the CPU.
+    fn background_ticks(&mut self, ticks: u64) -> u64 {
+        let share = self.spec.v2.background_tick_share;
+        if share <= 0.0 {
+            return 0;
+        }
+        // `share` is in (0, 1) (validated with the machine), so the distribution exists.
+        match rand_distr::Binomial::new(ticks, share) {
+            Ok(d) => self.rng.sample(d),
+            Err(_) => 0,
+        }
     }
 
     /// Take the running task off CPU `c`; it keeps its occupancy in the domain's idle pool.

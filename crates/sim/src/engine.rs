@@ -370,6 +370,26 @@ struct Cpu {
     busy_ns_obs: u64,
     cycles_obs: f64,
     instr_obs: f64,
+    /// v2 fast path, lazy retire (tick.rs): the running task is steady (full, holding what it
+    /// will hold, rates unchanged since its last tick), so its ticks from pass `lazy_from` on
+    /// are retired later, all at once (`Simulation::flush_cpu`), by the per-tick amounts in
+    /// `lazy_tick`; pass `lazy_until` retires eagerly again (it may cross a phase boundary).
+    lazy: bool,
+    lazy_from: u64,
+    lazy_until: u64,
+    lazy_tick: LazyTick,
+}
+
+/// One steady tick of a CPU's running task: what it retires (instructions, FP operations, LLC
+/// references and misses, bus lines). A tick is `cycles_per_tick` cycles and `tick_ns` of
+/// task clock.
+#[derive(Clone, Copy, Debug, Default)]
+struct LazyTick {
+    instr: f64,
+    fp: f64,
+    refs: f64,
+    misses: f64,
+    transfers: f64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -435,6 +455,9 @@ struct Bus {
     /// drift of their rates since (local warm-up steps; see `V2_DRIFT_BOUND`).
     touch_lines: f64,
     drift: f64,
+    /// Pass of the tick loop at which the bus was last updated (solve, light or latency
+    /// update): lazy retire waits for a quiet bus.
+    updated_pass: u64,
 }
 
 /// The simulated machine.
@@ -485,6 +508,11 @@ pub struct Simulation {
     solve_iterations: u64,
     /// Re-solve the whole fixed point for warm-up steps too (the slow, reference path).
     exact_warmup: bool,
+    /// v2 fast path: steady CPUs retire lazily (tick.rs); off only to check it
+    /// (`set_lazy_retire`).
+    lazy_retire: bool,
+    /// Passes of the tick's per-CPU loop so far (lazy retire counts deferred ticks in them).
+    tick_passes: u64,
     // Scratch for the solver (kept to avoid per-tick allocation).
     scratch_dom_access: Vec<f64>,
     scratch_cc: Vec<f64>,
@@ -591,6 +619,10 @@ impl Simulation {
                 busy_ns_obs: 0,
                 cycles_obs: 0.0,
                 instr_obs: 0.0,
+                lazy: false,
+                lazy_from: 0,
+                lazy_until: 0,
+                lazy_tick: LazyTick::default(),
             });
         }
         let freq_hz = spec.freq_ghz * 1e9;
@@ -739,6 +771,8 @@ impl Simulation {
             local_steps: 0,
             solve_iterations: 0,
             exact_warmup: false,
+            lazy_retire: true,
+            tick_passes: 0,
             spec,
         };
         sim.next_balance_ns = sim.ms_to_ns(sim.sched.balance_interval_ms);
@@ -779,6 +813,13 @@ impl Simulation {
     /// is over (the default). docs/sim.md, "Speed and scaling".
     pub fn set_exact_warmup(&mut self, exact: bool) {
         self.exact_warmup = exact;
+    }
+    /// Whether steady CPUs on the v2 fast path retire lazily (the default; docs/sim.md, "v2,
+    /// sixth pass"). Turning it off retires every CPU every tick; the results differ only by
+    /// the rounding of a product against a sum (`tests/speed_paths.rs`).
+    pub fn set_lazy_retire(&mut self, lazy: bool) {
+        self.flush_all();
+        self.lazy_retire = lazy;
     }
     /// The v2 fast path (docs/sim.md, "Speed and scaling", third pass): model v2 off the
     /// reference path. v1's paths are left as they were (v1 is calibrated).

@@ -61,6 +61,8 @@ impl Simulation {
         if t == NONE {
             return;
         }
+        // Its deferred steady ticks first: the slice's statistics read its counters.
+        self.flush_cpu(c);
         self.cpus[c].current = NONE;
         self.mark_switch(self.cpus[c].bus as usize);
         let now = self.now_ns;
@@ -172,6 +174,8 @@ impl Simulation {
         }
         let idx = match pick {
             Some(p) if self.cpus[c].queue.len() > 1 => {
+                // The hook reads the running tasks' current slices.
+                self.flush_all();
                 let ready: Vec<TaskStats> = self.cpus[c]
                     .queue
                     .iter()

@@ -8,6 +8,12 @@ impl Simulation {
     pub(super) fn tick(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
         if self.dirty || self.light {
             for b in 0..self.buses.len() {
+                if self.dirty_bus[b] || self.light_bus[b] || self.latency_bus[b] {
+                    // The update changes every rate on the bus: steady CPUs retire their
+                    // deferred ticks at the old rates first.
+                    self.flush_bus(b);
+                    self.buses[b].updated_pass = self.tick_passes;
+                }
                 if self.dirty_bus[b] {
                     self.solve(b);
                     self.solves += 1;
@@ -38,10 +44,22 @@ impl Simulation {
         self.scratch_bus_warming.fill(0);
         let mut finished_any = false;
         let v2_fast = self.v2_fast();
+        let lazy_ok = v2_fast && self.lazy_retire;
+        let pass = self.tick_passes;
         for c in 0..self.cpus.len() {
             let cur = self.cpus[c].current;
             if cur == NONE {
                 continue;
+            }
+            if self.cpus[c].lazy {
+                if pass < self.cpus[c].lazy_until {
+                    // Steady: this tick is retired later with the others (`flush_cpu`); its
+                    // lines still count against the waiting tasks' pool.
+                    self.scratch_dom_running[self.cpus[c].domain as usize] +=
+                        self.tasks[cur as usize].occ;
+                    continue;
+                }
+                self.flush_cpu(c);
             }
             let (cpi, miss, share) = (self.cpus[c].cpi, self.cpus[c].miss, self.cpus[c].share);
             let bus = self.cpus[c].bus as usize;
@@ -52,6 +70,7 @@ impl Simulation {
             let mut refs = 0.0;
             let mut misses = 0.0;
             let mut transfers = 0.0;
+            let mut crossed = false;
             // Retire, crossing phase boundaries at the current rates.
             loop {
                 let p = &self.profs[t.prof as usize];
@@ -67,6 +86,7 @@ impl Simulation {
                     break;
                 }
                 // Phase done: next phase, program completion, or the end.
+                crossed = true;
                 match next_phase(&mut t.src, t.repeat) {
                     Next::Phase(p, n, ended) => {
                         t.prof = p;
@@ -196,11 +216,46 @@ impl Simulation {
                 self.scratch_bus_warming[bus] += 1;
             }
             self.scratch_dom_running[self.cpus[c].domain as usize] += t.occ;
+            // Lazy retire: a task that ran this whole tick within one phase at the rates it
+            // keeps, is full and holds exactly what it will hold next tick (its target, within
+            // its share) retires the
+            // same amounts every tick until its bus is updated, it is switched out or its phase
+            // ends: those ticks are retired at once later (`flush_cpu`), and this loop skips
+            // it meanwhile. Passes up to `lazy_until` stay clear of the phase's end.
+            let steady = lazy_ok
+                && pass >= self.buses[bus].updated_pass + LAZY_QUIET_PASSES
+                && !crossed
+                && t.full
+                && t.state == State::Running
+                && t.occ >= target
+                && t.occ <= share
+                && tick_instr > 0.0
+                // A local warm-up step in this tick moved its rates for the next one.
+                && self.cpus[c].cpi == cpi
+                && self.cpus[c].miss == miss;
+            let lazy_ticks = if steady {
+                (t.phase_left / tick_instr).floor() - 1.0
+            } else {
+                0.0
+            };
             let cpu = &mut self.cpus[c];
             cpu.busy_ns_obs += used_ns;
             cpu.cycles_obs += used_cycles;
             cpu.instr_obs += tick_instr;
+            if lazy_ticks >= 1.0 {
+                cpu.lazy = true;
+                cpu.lazy_from = pass + 1;
+                cpu.lazy_until = pass + 1 + lazy_ticks.min(1e15) as u64;
+                cpu.lazy_tick = LazyTick {
+                    instr: tick_instr,
+                    fp,
+                    refs,
+                    misses,
+                    transfers,
+                };
+            }
         }
+        self.tick_passes += 1;
         // Lines filled by running tasks evict lines of tasks waiting in the same domain.
         for d in 0..self.domains.len() {
             let dom = &mut self.domains[d];
@@ -288,6 +343,7 @@ impl Simulation {
         for _ in 0..ticks {
             self.tick(pick.as_deref_mut());
         }
+        self.flush_all();
         self.observe()
     }
 
@@ -298,6 +354,8 @@ impl Simulation {
         for _ in 0..ticks {
             self.tick(pick.as_deref_mut());
         }
+        // Every counter a caller can read is exact between calls.
+        self.flush_all();
     }
 
     /// Counter deltas of every task since the last observation (into `deltas`, indexed by task)
@@ -341,6 +399,59 @@ impl Simulation {
 
 /// `|d| / total`, infinite when the total is 0 and `d` is not (a bus or domain that carried
 /// nothing at its last update has moved by any amount).
+/// Passes since its bus's last update before a steady CPU retires lazily: a bus updated
+/// every other tick or so (context switches spread over its CPUs) would flush it at once, and
+/// a flush costs about what retiring the tick eagerly does.
+const LAZY_QUIET_PASSES: u64 = 2;
+
+impl Simulation {
+    /// Retire CPU `c`'s deferred steady ticks (lazy retire, `tick`): the passes since
+    /// `lazy_from`, each the amounts of its last eager tick, as products instead of a sum of
+    /// equal terms. Ends the CPU's lazy span.
+    pub(super) fn flush_cpu(&mut self, c: usize) {
+        let cpu = &mut self.cpus[c];
+        if !cpu.lazy {
+            return;
+        }
+        cpu.lazy = false;
+        let k = self.tick_passes.saturating_sub(cpu.lazy_from);
+        if k == 0 || cpu.current == NONE {
+            return;
+        }
+        let kf = k as f64;
+        let lt = cpu.lazy_tick;
+        let cycles = kf * self.cycles_per_tick;
+        let ns = k * self.tick_ns;
+        cpu.busy_ns_obs += ns;
+        cpu.cycles_obs += cycles;
+        cpu.instr_obs += kf * lt.instr;
+        let t = &mut self.tasks[cpu.current as usize];
+        t.phase_left -= kf * lt.instr;
+        t.c.cycles += cycles;
+        t.c.instructions += kf * lt.instr;
+        t.c.fp_ops += kf * lt.fp;
+        t.c.llc_references += kf * lt.refs;
+        t.c.llc_misses += kf * lt.misses;
+        t.c.mem_transactions += kf * lt.transfers;
+        t.c.task_clock_ns += ns;
+    }
+
+    /// `flush_cpu` for every CPU of bus `b`.
+    pub(super) fn flush_bus(&mut self, b: usize) {
+        for k in 0..self.buses[b].cpus.len() {
+            let c = self.buses[b].cpus[k] as usize;
+            self.flush_cpu(c);
+        }
+    }
+
+    /// `flush_cpu` for every CPU: before counters are read from outside the tick.
+    pub(super) fn flush_all(&mut self) {
+        for c in 0..self.cpus.len() {
+            self.flush_cpu(c);
+        }
+    }
+}
+
 #[inline]
 fn relative(d: f64, total: f64) -> f64 {
     if total > 0.0 {

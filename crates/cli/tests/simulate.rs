@@ -227,7 +227,10 @@ fn bench_sim_reports_a_rate() {
 fn bench_sim_runs_the_model_asked_and_refuses_others() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.toml");
-    std::fs::write(&path, SCENARIO).unwrap();
+    // A task waiting on CPU 0: the benchmark times the steady state after one round of slices,
+    // and with nothing waiting that state has no switches and so no solves.
+    let scenario = format!("{SCENARIO}\n[[task]]\nprogram = \"mesa\"\ncpus = \"0\"\n");
+    std::fs::write(&path, scenario).unwrap();
     let out = bin()
         .args([
             "bench",

@@ -105,15 +105,21 @@ const SPEC_V2: &[SpecV2Row] = &[
 ];
 /// Steepness of every working-set knee (a smoothed LRU cliff).
 const KNEE_SHARPNESS: f64 = 3.0;
+/// Zhang's SMP under v2: sustained bandwidth of its 533 MT/s x 8 B front-side bus (peak
+/// `ZHANG_FSB_PEAK_GB_PER_S`), fitted by `calibrate_v2 -- --fit` to the default scheduler's NP
+/// (56 % of the peak); MASA's 400 MT/s bus takes the same share of its peak.
+const ZHANG_V2_SUSTAINED_GB_PER_S: f64 = 2.408;
+const ZHANG_FSB_PEAK_GB_PER_S: f64 = 4.264;
+const MASA_FSB_PEAK_GB_PER_S: f64 = 3.2;
 /// Share of a CPU's ticks that woken daemons and kernel threads take on an otherwise idle
 /// server (est, range 0.02-1 %): a few to a few tens of wake-ups a second (journal commits
 /// and write-back every 5 s, workqueues, logging, cron, an idle shell) of tens to a couple of
 /// hundred microseconds each, so well under 1 % of a CPU. Only these move a Linux 2.6 O(1)
 /// rotation's phase (docs/sim-catalog.md, "Model v2").
 const BACKGROUND_TICK_SHARE: f64 = 0.001;
-const GZIP_BASE: f64 = 0.5022;
+const GZIP_BASE: f64 = 0.5021;
 const MESA_BASE: f64 = 0.5382;
-const PARSER_BASE: f64 = 0.4115;
+const PARSER_BASE: f64 = 0.4087;
 
 fn profile_v2(row: &SpecV2Row) -> ProfileV2 {
     let &(
@@ -354,10 +360,10 @@ impl Catalog {
             smt: p4_smt,
             model: Model::V1,
             v2: PhysicsV2 {
-                // 533 MT/s x 8 B = 4.26 GB/s theoretical; sustained 2.811 GB/s (66 %), where
-                // the v2 fit of the baseline lands inside the range calibrate_v2 searches
-                // (2.0-3.4 GB/s; docs/calibration.md).
-                sustained_bandwidth_gb_per_s: 2.811,
+                // 533 MT/s x 8 B = 4.26 GB/s theoretical; sustained where the v2 fit of the
+                // baseline lands inside the range calibrate_v2 searches (2.0-3.4 GB/s;
+                // docs/calibration.md).
+                sustained_bandwidth_gb_per_s: ZHANG_V2_SUSTAINED_GB_PER_S,
                 ..netburst_v2()
             },
         });
@@ -596,9 +602,10 @@ fn c_machine_masa() -> MachineSpec {
         smt: p4_smt(),
         model: Model::V1,
         v2: PhysicsV2 {
-            // 400 MT/s x 8 B = 3.2 GB/s theoretical; sustained at the same 66 % the Zhang
-            // platform's calibration gives (same chipset generation).
-            sustained_bandwidth_gb_per_s: 2.113,
+            // 400 MT/s x 8 B = 3.2 GB/s theoretical; sustained at the same share of its
+            // peak as the Zhang platform's fit gives (same chipset generation).
+            sustained_bandwidth_gb_per_s: ZHANG_V2_SUSTAINED_GB_PER_S * MASA_FSB_PEAK_GB_PER_S
+                / ZHANG_FSB_PEAK_GB_PER_S,
             ..netburst_v2()
         },
     }
@@ -631,9 +638,9 @@ fn netburst_v2() -> PhysicsV2 {
 /// the same 3. All three end inside their ranges (0-10).
 const NETBURST_V2_SMT: Option<SmtSpec> = Some(SmtSpec {
     issue_width: 3.0,
-    issue_penalty: 1.6809,
+    issue_penalty: 1.6190,
     same_unit_penalty: 1.6194,
-    fp_unit_weight: 7.9852,
+    fp_unit_weight: 8.0856,
 });
 
 /// SMT sharing of a modern 4-wide core (estimates).

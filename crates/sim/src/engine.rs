@@ -458,6 +458,8 @@ struct Bus {
     /// Pass of the tick loop at which the bus was last updated (solve, light or latency
     /// update): lazy retire waits for a quiet bus.
     updated_pass: u64,
+    /// Its CPUs retiring lazily now (`flush_bus` has nothing to do when none is).
+    lazy_cpus: u32,
 }
 
 /// The simulated machine.
@@ -812,6 +814,8 @@ impl Simulation {
     /// path) or take one iteration, with the whole solve when the burst of warm-ups on the bus
     /// is over (the default). docs/sim.md, "Speed and scaling".
     pub fn set_exact_warmup(&mut self, exact: bool) {
+        // The reference path retires every tick: nothing stays deferred across the switch.
+        self.flush_all();
         self.exact_warmup = exact;
     }
     /// Whether steady CPUs on the v2 fast path retire lazily (the default; docs/sim.md, "v2,

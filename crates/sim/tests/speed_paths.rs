@@ -207,37 +207,85 @@ fn interval_deltas_are_exact_when_waiting_tasks_are_skipped() {
     );
 }
 
+/// MASA's test case 1 with every program cut to 1/300 of its instructions, so that within
+/// seconds the shells cross from program to program (phase ends) and finish (`repeat =
+/// false`).
+fn short_shells(cat: &Catalog) -> Scenario {
+    let mut cut = cat.clone();
+    for name in [
+        "gzip", "gcc", "crafty", "eon", "gap", "bzip2", "vpr", "mcf", "parser", "perlbmk",
+        "vortex", "twolf", "wupwise", "mgrid", "mesa", "art", "facerec", "lucas", "sixtrack",
+    ] {
+        let mut p = cut.program(name).unwrap();
+        for ph in &mut p.phases {
+            ph.instructions = (ph.instructions / 300).max(1);
+        }
+        cut.set_program(p);
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/masa-testcase1.toml");
+    Scenario::from_file(&path, &cut).unwrap()
+}
+
 /// Lazy retire (docs/sim.md, "v2, sixth pass"): steady CPUs on the v2 fast path retire their
 /// ticks at once, as products, when their bus is updated, their task is switched out, its
-/// phase ends or the caller reads counters. Every counter then equals eager retiring up to the
-/// rounding of a product against a sum, on every machine shape and with a pick-next hook.
+/// phase nears its end or the caller reads counters. Every counter then equals eager retiring
+/// up to the rounding of a product against a sum, on every machine shape, for servers (request
+/// classes are phases) and for programs that end one after another and finish.
 #[test]
 fn lazy_retire_matches_retiring_every_tick() {
     let cat = Catalog::builtin();
-    for (machine, tasks) in [
-        ("bench-8", 64),
-        ("zhang-smp", 12),
-        ("masa-2x2ht", 16),
-        ("x5650-2s", 48),
-    ] {
+    let server =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/zhang-server.toml");
+    let cases: Vec<(&str, Scenario, u64)> = vec![
+        ("bench-8", bench::mix(&cat, "bench-8", 64, 3000).unwrap(), 3),
+        (
+            "zhang-smp",
+            bench::mix(&cat, "zhang-smp", 12, 3000).unwrap(),
+            3,
+        ),
+        (
+            "masa-2x2ht",
+            bench::mix(&cat, "masa-2x2ht", 16, 3000).unwrap(),
+            3,
+        ),
+        (
+            "x5650-2s",
+            bench::mix(&cat, "x5650-2s", 48, 3000).unwrap(),
+            3,
+        ),
+        (
+            "zhang-server",
+            Scenario::from_file(&server, &cat).unwrap(),
+            5,
+        ),
+        ("short shells", short_shells(&cat), 12),
+    ];
+    for (machine, base, secs) in &cases {
         let run = |lazy: bool| {
-            let mut sc = bench::mix(&cat, machine, tasks, 3000).unwrap();
+            let mut sc = base.clone();
             sc.machine.model = Model::V2;
             let mut sim = Simulation::new(&sc, 7).unwrap();
             sim.set_lazy_retire(lazy);
             // Counters read between intervals, as `run` reads them.
             let mut seen = Vec::new();
-            for _ in 0..3 {
+            for _ in 0..*secs {
                 sim.advance_quiet(1_000_000_000, None);
                 for i in 0..sim.task_count() {
                     seen.push(*sim.counters(i).unwrap());
                 }
             }
-            (seen, sim.solves(), sim.light_updates())
+            let finish: Vec<Option<u64>> =
+                (0..sim.task_count()).map(|i| sim.finish_ns(i)).collect();
+            (seen, sim.solves(), sim.light_updates(), finish)
         };
-        let (eager, s0, l0) = run(false);
-        let (lazy, s1, l1) = run(true);
+        let (eager, s0, l0, f0) = run(false);
+        let (lazy, s1, l1, f1) = run(true);
         assert_eq!((s0, l0), (s1, l1), "{machine}: the same updates");
+        assert_eq!(f0, f1, "{machine}: the same finish times");
+        if *machine == "short shells" {
+            assert!(f0.iter().any(|f| f.is_some()), "the short shells finish");
+        }
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
         for (e, l) in eager.iter().zip(&lazy) {
             for (a, b) in [

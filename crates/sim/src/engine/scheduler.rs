@@ -37,6 +37,22 @@ impl Simulation {
         (ticks + extra) * self.tick_ns
     }
 
+    /// v2: the first slice of a new task. Linux 2.6's `sched_fork()` gives a forked child half
+    /// of its parent's remaining slice (`p->time_slice = (current->time_slice + 1) >> 1`), and
+    /// the parent — the shell or harness that starts the program — is anywhere in its own
+    /// slice: so the first slice is `(r + 1) / 2` ticks with `r` uniform over a whole slice.
+    /// Two CPUs' rotations therefore start at an offset that differs from run to run, and the
+    /// background ticks then keep it (`background_ticks`).
+    fn first_slice_ns(&mut self) -> u64 {
+        let whole = ((self.sched.timeslice_ms * 1e6) / self.tick_ns as f64)
+            .round()
+            .max(1.0) as u64;
+        let parent_left = self.rng.gen_range(1..=whole);
+        // `(r + 1) >> 1`, the kernel's rounding up.
+        let ticks = parent_left.div_ceil(2);
+        (ticks + self.background_ticks(ticks)) * self.tick_ns
+    }
+
     /// v2: ticks of a slice of `ticks` that land while a woken daemon or kernel thread runs
     /// (each with probability `PhysicsV2::background_tick_share`: a binomial draw). A Linux 2.6
     /// O(1) slice counts the running task's own ticks (`scheduler_tick` decrements
@@ -105,7 +121,12 @@ impl Simulation {
     /// Run task `t` on idle CPU `c`.
     pub(super) fn switch_in(&mut self, c: usize, t: u32) {
         debug_assert_eq!(self.cpus[c].current, NONE);
-        let slice = self.slice_ns();
+        let first = self.tasks[t as usize].last_cpu == NONE;
+        let slice = if first && self.spec.model == Model::V2 {
+            self.first_slice_ns()
+        } else {
+            self.slice_ns()
+        };
         let now = self.now_ns;
         let d = self.cpus[c].domain;
         let task = &mut self.tasks[t as usize];

@@ -243,6 +243,8 @@ impl Simulation {
             cpu.cycles_obs += used_cycles;
             cpu.instr_obs += tick_instr;
             if lazy_ticks >= 1.0 {
+                self.buses[bus].lazy_cpus += 1;
+                let cpu = &mut self.cpus[c];
                 cpu.lazy = true;
                 cpu.lazy_from = pass + 1;
                 cpu.lazy_until = pass + 1 + lazy_ticks.min(1e15) as u64;
@@ -414,7 +416,13 @@ impl Simulation {
             return;
         }
         cpu.lazy = false;
+        self.buses[cpu.bus as usize].lazy_cpus -= 1;
         let k = self.tick_passes.saturating_sub(cpu.lazy_from);
+        // `switch_out` flushes before it clears `current`: deferred ticks always have a task.
+        debug_assert!(
+            k == 0 || cpu.current != NONE,
+            "deferred ticks on an idle CPU"
+        );
         if k == 0 || cpu.current == NONE {
             return;
         }
@@ -438,6 +446,9 @@ impl Simulation {
 
     /// `flush_cpu` for every CPU of bus `b`.
     pub(super) fn flush_bus(&mut self, b: usize) {
+        if self.buses[b].lazy_cpus == 0 {
+            return;
+        }
         for k in 0..self.buses[b].cpus.len() {
             let c = self.buses[b].cpus[k] as usize;
             self.flush_cpu(c);

@@ -184,8 +184,8 @@ fn main() {
 
     // 4. The baseline against run length: v2's slices drift only by the ticks woken
     // background tasks take (as a Linux 2.6 O(1) rotation's do), so the two CPUs' rotations
-    // stay near their initial phase and the scenario-order pairs (gzip-mesa, parser-wupwise,
-    // swim-art) keep co-running however long the run.
+    // keep most of the offset each run starts with (a new task's first slice is half of its
+    // parent's remaining slice) and mix only slowly as the run goes on.
     println!("\n4. zhang-spec (v2), baseline scheduler, by background tick share and run length");
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/zhang-spec.toml");
     let catalog_share = spec.v2.background_tick_share;

@@ -107,8 +107,8 @@ const SPEC_V2: &[SpecV2Row] = &[
 const KNEE_SHARPNESS: f64 = 3.0;
 /// Zhang's SMP under v2: sustained bandwidth of its 533 MT/s x 8 B front-side bus (peak
 /// `ZHANG_FSB_PEAK_GB_PER_S`), fitted by `calibrate_v2 -- --fit` to the default scheduler's NP
-/// (56 % of the peak); MASA's 400 MT/s bus takes the same share of its peak.
-const ZHANG_V2_SUSTAINED_GB_PER_S: f64 = 2.408;
+/// and unfairness (64 % of the peak); MASA's 400 MT/s bus takes the same share of its peak.
+const ZHANG_V2_SUSTAINED_GB_PER_S: f64 = 2.727;
 const ZHANG_FSB_PEAK_GB_PER_S: f64 = 4.264;
 const MASA_FSB_PEAK_GB_PER_S: f64 = 3.2;
 /// Share of a CPU's ticks that woken daemons and kernel threads take on an otherwise idle
@@ -117,9 +117,9 @@ const MASA_FSB_PEAK_GB_PER_S: f64 = 3.2;
 /// hundred microseconds each, so well under 1 % of a CPU. Only these move a Linux 2.6 O(1)
 /// rotation's phase (docs/sim-catalog.md, "Model v2").
 const BACKGROUND_TICK_SHARE: f64 = 0.001;
-const GZIP_BASE: f64 = 0.5021;
+const GZIP_BASE: f64 = 0.5022;
 const MESA_BASE: f64 = 0.5382;
-const PARSER_BASE: f64 = 0.4087;
+const PARSER_BASE: f64 = 0.4110;
 
 fn profile_v2(row: &SpecV2Row) -> ProfileV2 {
     let &(
@@ -638,9 +638,9 @@ fn netburst_v2() -> PhysicsV2 {
 /// the same 3. All three end inside their ranges (0-10).
 const NETBURST_V2_SMT: Option<SmtSpec> = Some(SmtSpec {
     issue_width: 3.0,
-    issue_penalty: 1.6190,
+    issue_penalty: 1.6809,
     same_unit_penalty: 1.6194,
-    fp_unit_weight: 8.0856,
+    fp_unit_weight: 7.9852,
 });
 
 /// SMT sharing of a modern 4-wide core (estimates).

@@ -57,7 +57,10 @@ fn run(width: u16, readers: usize, reads_per_reader: u64) -> (u64, u64) {
                 x ^= x << 17;
                 let raw = x & mask;
                 k += 1 + (x % 3) as i64;
-                let offset = k * STEP - sign_extend(raw, width);
+                // Wrapping, as the reader adds it (`read_page`): at 64 bits the sign-extended
+                // counter spans all of i64, and a plain subtraction overflowed whenever it
+                // came within k * STEP of i64::MIN, likelier the longer the writer runs.
+                let offset = (k * STEP).wrapping_sub(sign_extend(raw, width));
                 let index: u32 = match x % 8 {
                     0 => 0, // multiplexed out
                     1..=4 => 1,

@@ -20,16 +20,22 @@ pub(super) fn allowed(mask: &[u64], cpu: u32) -> bool {
 }
 
 impl Simulation {
+    /// Ticks of a slice `f` times the configured one (whole ticks: the scheduler acts on tick
+    /// boundaries; at least one).
+    fn slice_ticks(&self, f: f64) -> u64 {
+        ((self.sched.timeslice_ms * 1e6 * f) / self.tick_ns as f64)
+            .round()
+            .max(1.0) as u64
+    }
+
     pub(super) fn slice_ns(&mut self) -> u64 {
-        let base = self.sched.timeslice_ms * 1e6;
         let j = self.sched.timeslice_jitter;
         let f = if j > 0.0 {
             1.0 + self.rng.gen_range(-j..j)
         } else {
             1.0
         };
-        // Whole ticks: the scheduler acts on tick boundaries.
-        let ticks = ((base * f) / self.tick_ns as f64).round().max(1.0) as u64;
+        let ticks = self.slice_ticks(f);
         let extra = match self.spec.model {
             Model::V1 => 0,
             Model::V2 => self.background_ticks(ticks),
@@ -44,9 +50,7 @@ impl Simulation {
     /// Two CPUs' rotations therefore start at an offset that differs from run to run, and the
     /// background ticks then keep it (`background_ticks`).
     fn first_slice_ns(&mut self) -> u64 {
-        let whole = ((self.sched.timeslice_ms * 1e6) / self.tick_ns as f64)
-            .round()
-            .max(1.0) as u64;
+        let whole = self.slice_ticks(1.0);
         let parent_left = self.rng.gen_range(1..=whole);
         // `(r + 1) >> 1`, the kernel's rounding up.
         let ticks = parent_left.div_ceil(2);

@@ -70,7 +70,6 @@ impl Simulation {
             let mut refs = 0.0;
             let mut misses = 0.0;
             let mut transfers = 0.0;
-            let mut crossed = false;
             // Retire, crossing phase boundaries at the current rates.
             loop {
                 let p = &self.profs[t.prof as usize];
@@ -86,7 +85,6 @@ impl Simulation {
                     break;
                 }
                 // Phase done: next phase, program completion, or the end.
-                crossed = true;
                 match next_phase(&mut t.src, t.repeat) {
                     Next::Phase(p, n, ended) => {
                         t.prof = p;
@@ -216,15 +214,17 @@ impl Simulation {
                 self.scratch_bus_warming[bus] += 1;
             }
             self.scratch_dom_running[self.cpus[c].domain as usize] += t.occ;
-            // Lazy retire: a task that ran this whole tick within one phase at the rates it
-            // keeps, is full and holds exactly what it will hold next tick (its target, within
-            // its share) retires the
-            // same amounts every tick until its bus is updated, it is switched out or its phase
-            // ends: those ticks are retired at once later (`flush_cpu`), and this loop skips
-            // it meanwhile. Passes up to `lazy_until` stay clear of the phase's end.
+            // Lazy retire: a task that ran this whole tick at the rates it keeps, is full and
+            // holds exactly what it will hold next tick (its target, within its share)
+            // retires the same amounts every tick until its bus is updated, it is switched out
+            // or its phase ends: those ticks are retired at once later (`flush_cpu`), and this
+            // loop skips it meanwhile. Passes up to `lazy_until` stay clear of the phase's end.
+            // A bus already marked for an update (a phase ended in this tick, a local step
+            // drifted too far) would flush it at the next tick: not worth entering.
             let steady = lazy_ok
                 && pass >= self.buses[bus].updated_pass + LAZY_QUIET_PASSES
-                && !crossed
+                && !self.dirty_bus[bus]
+                && !self.light_bus[bus]
                 && t.full
                 && t.state == State::Running
                 && t.occ >= target
@@ -399,8 +399,6 @@ impl Simulation {
     }
 }
 
-/// `|d| / total`, infinite when the total is 0 and `d` is not (a bus or domain that carried
-/// nothing at its last update has moved by any amount).
 /// Passes since its bus's last update before a steady CPU retires lazily: a bus updated
 /// every other tick or so (context switches spread over its CPUs) would flush it at once, and
 /// a flush costs about what retiring the tick eagerly does.
@@ -463,6 +461,8 @@ impl Simulation {
     }
 }
 
+/// `|d| / total`, infinite when the total is 0 and `d` is not (a bus or domain that carried
+/// nothing at its last update has moved by any amount).
 #[inline]
 fn relative(d: f64, total: f64) -> f64 {
     if total > 0.0 {

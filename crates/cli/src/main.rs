@@ -42,7 +42,7 @@ enum Command {
     Simulate(cmd::simulate::SimulateArgs),
     // [commands: policy]
     /// Run the seed papers' experiments on the simulated machine (zhang-spec, zhang-server,
-    /// masa-placement, masa-testcases, di-vs-oracle, leak, schedtask, all).
+    /// masa-placement, masa-testcases, clock-scaling, di-vs-oracle, leak, schedtask, all).
     Experiment(cmd::experiment::ExperimentArgs),
     /// List the placement policies: name, level (pick-next or epoch), required events.
     Policies(cmd::policies::PoliciesArgs),

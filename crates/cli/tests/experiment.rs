@@ -22,6 +22,7 @@ fn unknown_experiment_lists_the_names() {
         "zhang-server",
         "masa-placement",
         "masa-testcases",
+        "clock-scaling",
         "di-vs-oracle",
         "all",
     ] {

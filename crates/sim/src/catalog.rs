@@ -375,6 +375,13 @@ impl Catalog {
             threads_per_core: 1,
             ..c_machine_masa()
         });
+        // Intel's Pentium 4 (Willamette) SPEC CPU2000 systems of 2001, one processor at 1.3 or
+        // 1.7 GHz: 256 KB L2, 400 MT/s FSB, i850 with two PC800 RDRAM channels (3.2 GB/s
+        // each way). The clock-scaling experiment runs each program alone on both: only
+        // the clock differs, so the speed-up says how much of a program's time is memory.
+        for (name, ghz) in [("p4-1300", 1.3), ("p4-1700", 1.7)] {
+            add(c_machine_willamette(name, ghz));
+        }
         // Modern shapes: per-package memory controllers, SMT, one LLC per package or per CCX.
         let modern = |name: &str, packages, cores, threads, llc_domains, llc_mb: f64| MachineSpec {
             name: name.into(),
@@ -604,6 +611,36 @@ fn c_machine_masa() -> MachineSpec {
         v2: PhysicsV2 {
             // 400 MT/s x 8 B = 3.2 GB/s theoretical; sustained at the same share of its
             // peak as the Zhang platform's fit gives (same chipset generation).
+            sustained_bandwidth_gb_per_s: ZHANG_V2_SUSTAINED_GB_PER_S * MASA_FSB_PEAK_GB_PER_S
+                / ZHANG_FSB_PEAK_GB_PER_S,
+            ..netburst_v2()
+        },
+    }
+}
+
+/// A single Pentium 4 (Willamette) at `ghz` on an i850 board: the machines of Intel's 2001
+/// SPEC CPU2000 submissions at 1.3 and 1.7 GHz (docs/sim-catalog.md, [DeMone01]).
+fn c_machine_willamette(name: &str, ghz: f64) -> MachineSpec {
+    MachineSpec {
+        name: name.into(),
+        packages: 1,
+        cores_per_package: 1,
+        threads_per_core: 1,
+        llc_domains_per_package: 1,
+        // 256 KB L2 on the Willamette die (Hinton et al. 2001).
+        llc_bytes: (256.0 * KB) as u64,
+        line_bytes: 64,
+        freq_ghz: ghz,
+        // Unloaded latency est, as the MASA platform's (the same FSB; RDRAM was not faster).
+        mem_latency_ns: 120.0,
+        memory: MemoryKind::SharedBus,
+        // 400 MT/s x 8 B, as the MASA platform's FSB.
+        peak_bandwidth_gb_per_s: MASA_FSB_PEAK_GB_PER_S,
+        rho_cap: 0.95,
+        smt: SmtSpec::default(),
+        model: Model::V1,
+        v2: PhysicsV2 {
+            // The same share of its peak as the other NetBurst platforms (derived, not fitted).
             sustained_bandwidth_gb_per_s: ZHANG_V2_SUSTAINED_GB_PER_S * MASA_FSB_PEAK_GB_PER_S
                 / ZHANG_FSB_PEAK_GB_PER_S,
             ..netburst_v2()

@@ -1,7 +1,8 @@
 //! Property tests for the model's invariants (docs/design.md, "The simulated machine"): bus utilization stays below 1, cache
 //! shares of a domain sum to its capacity, identical tasks get identical slowdowns, more
 //! contention never speeds a task up, contention never beats running alone, affinity is always
-//! respected, and CPU time is conserved.
+//! respected, CPU time is conserved, and a faster clock speeds a program alone by at most the
+//! clock.
 
 use counterpoint_core::{CpuSet, Machine};
 use counterpoint_sim::*;
@@ -203,5 +204,47 @@ proptest! {
         let a = serde_json::to_string(&run(&sc, seed, None, None, 30_000_000).unwrap()).unwrap();
         let b = serde_json::to_string(&run(&sc, seed, None, None, 30_000_000).unwrap()).unwrap();
         prop_assert_eq!(a, b);
+    }
+}
+
+/// Nanoseconds per instruction of a program alone on `p4-1300` with its clock set to `ghz`,
+/// over the second half of a run (warm cache).
+fn ns_per_instruction_alone(program: &str, ghz: f64, model: Model) -> f64 {
+    let cat = Catalog::builtin();
+    let mut sc = Scenario::builder(&cat, "p4-1300")
+        .unwrap()
+        .model(model)
+        .duration_ms(600)
+        .task(program, Some(CpuSet::single(0)))
+        .unwrap()
+        .build();
+    sc.machine.freq_ghz = ghz;
+    let mut sim = Simulation::new(&sc, 1).unwrap();
+    sim.advance_quiet(300_000_000, None);
+    let a = *sim.counters(0).unwrap();
+    sim.advance_quiet(300_000_000, None);
+    let b = *sim.counters(0).unwrap();
+    (b.task_clock_ns - a.task_clock_ns) as f64 / (b.instructions - a.instructions)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// A faster clock never slows a program running alone and never speeds it up by more than
+    /// the clock did (memory time is fixed in nanoseconds, core time shrinks with the clock):
+    /// the physics behind the `clock-scaling` experiment, under both models.
+    #[test]
+    fn a_faster_clock_speeds_a_program_by_at_most_the_clock(
+        p in 0usize..PROGRAMS.len(),
+        ghz in 0.5f64..4.0,
+        more in 0.0f64..2.0,
+        v2 in any::<bool>(),
+    ) {
+        let model = if v2 { Model::V2 } else { Model::V1 };
+        let slow = ns_per_instruction_alone(PROGRAMS[p], ghz, model);
+        let fast = ns_per_instruction_alone(PROGRAMS[p], ghz + more, model);
+        let speedup = slow / fast;
+        prop_assert!(speedup >= 1.0 - 1e-6, "{} {model:?}: {speedup}", PROGRAMS[p]);
+        prop_assert!(speedup <= (ghz + more) / ghz + 1e-6, "{} {model:?}: {speedup}", PROGRAMS[p]);
     }
 }

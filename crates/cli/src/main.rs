@@ -41,8 +41,9 @@ enum Command {
     /// Run a scenario on the simulated machine: per-task NP, system metrics, time series.
     Simulate(cmd::simulate::SimulateArgs),
     // [commands: policy]
-    /// Run the seed papers' experiments on the simulated machine (zhang-spec, zhang-server,
-    /// masa-placement, masa-testcases, clock-scaling, di-vs-oracle, leak, schedtask, all).
+    /// Run the seed papers' experiments and checks from outside them on the simulated machine
+    /// (zhang-spec, zhang-server, masa-placement, masa-testcases, clock-scaling, di-vs-oracle,
+    /// leak, schedtask, all).
     Experiment(cmd::experiment::ExperimentArgs),
     /// List the placement policies: name, level (pick-next or epoch), required events.
     Policies(cmd::policies::PoliciesArgs),

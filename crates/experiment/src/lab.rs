@@ -133,4 +133,9 @@ pub trait Lab: Sync {
     ) -> Result<Outcome, LabError>;
     /// Catalog program names usable in random mixes, with their class (for the report).
     fn mix_programs(&self) -> Vec<String>;
+    /// The simulator physics every job is forced to, if any (`--model`); `None` runs each
+    /// scenario under its own.
+    fn forced_model(&self) -> Option<counterpoint_sim::Model> {
+        None
+    }
 }

@@ -141,7 +141,9 @@ pub fn run(
             "leak" => leak::run(seeds, progress).map_err(LabError),
             "replica" => replica::run(seeds, progress).map_err(LabError),
             "model-validation" => {
-                // v1 as the lab runs it: reuse this call's results when `all` computed them.
+                // v1 as the lab runs it: reuse this call's results when `all` computed them
+                // under v1 (not when `--model v2` forced the lab to the second model).
+                let lab_runs_v1 = runs_v1(lab.forced_model());
                 let have: Vec<ExperimentResult> = out
                     .iter()
                     .filter(|r: &&ExperimentResult| {
@@ -149,7 +151,7 @@ pub fn run(
                     })
                     .cloned()
                     .collect();
-                let v1 = if have.len() == validation::COVERED.len() {
+                let v1 = if lab_runs_v1 && have.len() == validation::COVERED.len() {
                     Ok(have)
                 } else {
                     validation::run_model(counterpoint_sim::Model::V1, seeds, progress)
@@ -169,6 +171,12 @@ pub fn run(
     Ok(out)
 }
 
+/// Whether a lab forced to `model` (None: each scenario's own, v1 for the covered ones) runs
+/// the first model, so that `all`'s results can stand as model-validation's v1 column.
+fn runs_v1(model: Option<counterpoint_sim::Model>) -> bool {
+    matches!(model, None | Some(counterpoint_sim::Model::V1))
+}
+
 /// The `--json` shape: experiment name → {policies, paper, ...}.
 pub fn to_json(results: &[ExperimentResult]) -> serde_json::Value {
     serde_json::Value::Object(
@@ -182,4 +190,17 @@ pub fn to_json(results: &[ExperimentResult]) -> serde_json::Value {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `experiment all --model v2` must not pass its v2 results off as model-validation's v1.
+    #[test]
+    fn only_v1_results_stand_for_the_v1_column() {
+        assert!(runs_v1(None));
+        assert!(runs_v1(Some(counterpoint_sim::Model::V1)));
+        assert!(!runs_v1(Some(counterpoint_sim::Model::V2)));
+    }
 }

@@ -232,6 +232,10 @@ fn work_instructions(w: &Workload) -> Option<f64> {
 }
 
 impl Lab for SimLab {
+    fn forced_model(&self) -> Option<Model> {
+        self.model
+    }
+
     fn topology(&self, job: &Job) -> Result<Topology, LabError> {
         let machine = match job {
             Job::Scenario(_) => self.scenario(job)?.machine,

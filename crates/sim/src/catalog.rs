@@ -111,6 +111,11 @@ const KNEE_SHARPNESS: f64 = 3.0;
 const ZHANG_V2_SUSTAINED_GB_PER_S: f64 = 2.727;
 const ZHANG_FSB_PEAK_GB_PER_S: f64 = 4.264;
 const MASA_FSB_PEAK_GB_PER_S: f64 = 3.2;
+/// Sustained bandwidth of a Pentium 4 on the i850 with PC800 RDRAM (the `p4-1300` / `p4-1700`
+/// machines under v2): The Tech Report's Sandra memory test, "a modified, more intensive
+/// version of Stream", has "the RDRAM system [...] shy of 50% of its 3.2GB/s theoretical peak"
+/// (techreport.com/articles.x/2843/4): about 1.5 GB/s, est from that wording (range 1.2-1.6).
+const P4_I850_SUSTAINED_GB_PER_S: f64 = 1.5;
 /// Share of a CPU's ticks that woken daemons and kernel threads take on an otherwise idle
 /// server (est, range 0.02-1 %): a few to a few tens of wake-ups a second (journal commits
 /// and write-back every 5 s, workqueues, logging, cron, an idle shell) of tens to a couple of
@@ -376,9 +381,10 @@ impl Catalog {
             ..c_machine_masa()
         });
         // Intel's Pentium 4 (Willamette) SPEC CPU2000 systems of 2001, one processor at 1.3 or
-        // 1.7 GHz: 256 KB L2, 400 MT/s FSB, i850 with two PC800 RDRAM channels (3.2 GB/s
-        // each way). The clock-scaling experiment runs each program alone on both: only
-        // the clock differs, so the speed-up says how much of a program's time is memory.
+        // 1.7 GHz: 256 KB L2, 400 MT/s FSB, i850 with two PC800 RDRAM channels (1.6 GB/s
+        // each, 3.2 GB/s together). The clock-scaling experiment runs each program alone on
+        // both: only the clock differs, so the speed-up says how much of a program's time is
+        // memory.
         for (name, ghz) in [("p4-1300", 1.3), ("p4-1700", 1.7)] {
             add(c_machine_willamette(name, ghz));
         }
@@ -640,9 +646,8 @@ fn c_machine_willamette(name: &str, ghz: f64) -> MachineSpec {
         smt: SmtSpec::default(),
         model: Model::V1,
         v2: PhysicsV2 {
-            // The same share of its peak as the other NetBurst platforms (derived, not fitted).
-            sustained_bandwidth_gb_per_s: ZHANG_V2_SUSTAINED_GB_PER_S * MASA_FSB_PEAK_GB_PER_S
-                / ZHANG_FSB_PEAK_GB_PER_S,
+            // Measured on the platform, not carried over from another board's fit.
+            sustained_bandwidth_gb_per_s: P4_I850_SUSTAINED_GB_PER_S,
             ..netburst_v2()
         },
     }

@@ -1,5 +1,6 @@
-//! `clock-scaling`: each of Zhang et al.'s six SPEC CPU2000 programs alone on a Pentium 4 at
-//! 1.3 and at 1.7 GHz, against Intel's published results for the same two clocks.
+//! `clock-scaling`: each SPEC CPU2000 program of the catalog (Zhang et al.'s six and the rest of
+//! MASA's shells, 20 in all) alone on a Pentium 4 at 1.3 and at 1.7 GHz, against Intel's
+//! published results for the same two clocks.
 //!
 //! Only the clock differs between the two machines, so a program's speed-up says how much of its
 //! time is spent where the clock does not help (memory latency and bandwidth are fixed in

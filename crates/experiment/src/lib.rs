@@ -65,7 +65,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("zhang-server", "Zhang et al. web-clip + TPC-H servers: the same policies"),
     ("masa-placement", "Nakajima & Pallipadi Tables 1 and 2: static placements, HT on/off"),
     ("masa-testcases", "Nakajima & Pallipadi test cases 1 and 2: four shells without/with MASA, swaps per metric"),
-    ("clock-scaling", "Each of Zhang's six programs alone on a Pentium 4 at 1.3 and 1.7 GHz against Intel's SPEC results: how much of each program's time is memory (outside the seeds)"),
+    ("clock-scaling", "Each of the catalog's 20 SPEC CPU2000 programs alone on a Pentium 4 at 1.3 and 1.7 GHz against Intel's SPEC results: how much of each program's time is memory (outside the seeds)"),
     ("di-vs-oracle", "Distributed Intensity and others vs the best static placement on random mixes per machine shape"),
     ("leak", "The SMT side channel: key bits an attacker on the sibling recovers from per-core vs per-task counts, by sampling interval"),
     ("replica", "Döbel & Härtig replica placement: notification cost vs shared-L3 misses, crossover map, replica policy vs fixed placements"),

@@ -56,8 +56,8 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     ("requests", 40.0),
     // Runs at most 2 seeds (schedtask::MAX_SEEDS), so this over-estimates beyond 2.
     ("schedtask", 5.0),
-    // 12 runs of 3 s alone per seed: 0.17 s wall for 5 seeds in release.
-    ("clock-scaling", 0.05),
+    // 40 runs of 3 s alone per seed: 0.57 s wall for 5 seeds in release.
+    ("clock-scaling", 0.12),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

@@ -87,8 +87,9 @@ const DEMONE: &str = "Intel's SPEC CPU2000 results for the Pentium 4 at 1.3 and 
 /// SPEC CPU2000 base ratios on the Pentium 4 (Willamette, 256 KB L2, i850, PC800 RDRAM) at
 /// 1.3 and at 1.7 GHz ("actual" columns of DeMone's Table 4), for every program of the catalog
 /// (Zhang's six first, then MASA's shells' others): (program, ratio at 1.3 GHz, at 1.7 GHz).
-/// The table's geometric means give its printed SPECint_base2000 (473 / 573) and
-/// SPECfp_base2000 (503 / 598). Outside the seeds and read by no fit: validation.
+/// The full table's geometric means (all 26 programs; 20 are in the catalog) give its printed
+/// SPECint_base2000 (473 / 573) and SPECfp_base2000 (503 / 598), a check of the transcription.
+/// Outside the seeds and read by no fit: validation.
 pub const P4_CLOCK_SCALING: &[(&str, f64, f64)] = &[
     ("gzip", 486.0, 625.0),
     ("parser", 424.0, 517.0),

@@ -1,0 +1,275 @@
+//! What the Pentium 4 clock-scaling check (`counterpoint experiment clock-scaling`) would do to
+//! Zhang's ipc-pair vs bus-pair result if the two programs it finds furthest off were moved to
+//! the hardware's memory share: wupwise (v2 37 % of its time on memory at 1.3 GHz, hardware
+//! 12 %) and art (v2 75 %, hardware 91 %).
+//!
+//! Each program is moved by one knob at a time, found by bisection so that its speed-up from
+//! `p4-1300` to `p4-1700` equals Intel's published one — the demand overlap (`mlp`: memory time
+//! only, bus traffic per instruction unchanged), or a traffic knob (wupwise's L2 accesses per
+//! instruction, art's exposed FP latency) — and `zhang-spec` is run under v2 with the baseline,
+//! ipc-pair and bus-pair hooks. Counterfactuals only, in this program's memory: the catalog is
+//! not changed, and the zhang-spec figures they give are not fitted to anything.
+//!
+//! `cargo run --release -p counterpoint-experiment --example hardware_shares [-- SEEDS]`
+//! (default 5 seeds; reads `scenarios/zhang-spec.toml`).
+
+use counterpoint_core::machine::PickNext;
+use counterpoint_core::CpuSet;
+use counterpoint_experiment::clock_scaling::{FAST_GHZ, FAST_MACHINE, SLOW_GHZ, SLOW_MACHINE};
+use counterpoint_experiment::paper::P4_CLOCK_SCALING;
+use counterpoint_policy::{ComplementPick, LinuxPick};
+use counterpoint_sim::*;
+use std::path::Path;
+
+fn fail(msg: String) -> ! {
+    eprintln!("hardware_shares: {msg}");
+    std::process::exit(1)
+}
+
+/// Which knob of a v2 profile a counterfactual moves.
+#[derive(Clone, Copy, Debug)]
+enum Knob {
+    Mlp,
+    LlcApki,
+    FpDepCycles,
+}
+
+fn with_knob(cat: &Catalog, prog: &str, knob: Knob, value: f64) -> Catalog {
+    let mut c2 = cat.clone();
+    let Some(mut p) = c2.program(prog) else {
+        fail(format!("no program {prog}"))
+    };
+    for ph in &mut p.phases {
+        if let Some(v) = ph.profile.v2.as_mut() {
+            match knob {
+                Knob::Mlp => v.mlp = value,
+                Knob::LlcApki => v.llc_apki = value,
+                Knob::FpDepCycles => v.fp_dep_cycles = value,
+            }
+        }
+    }
+    c2.set_program(p);
+    c2
+}
+
+fn knob_value(cat: &Catalog, prog: &str, knob: Knob) -> f64 {
+    let p = cat
+        .program(prog)
+        .unwrap_or_else(|| fail(format!("no program {prog}")));
+    let v = p.phases[0]
+        .profile
+        .v2
+        .clone()
+        .unwrap_or_else(|| fail(format!("{prog} has no v2 profile")));
+    match knob {
+        Knob::Mlp => v.mlp,
+        Knob::LlcApki => v.llc_apki,
+        Knob::FpDepCycles => v.fp_dep_cycles,
+    }
+}
+
+/// Nanoseconds per instruction of `prog` alone on `machine` (v2), second half of a 600 ms run.
+fn ns_per_instruction(cat: &Catalog, machine: &str, prog: &str) -> f64 {
+    let sc = Scenario::builder(cat, machine)
+        .unwrap_or_else(|e| fail(e))
+        .model(Model::V2)
+        .duration_ms(600)
+        .task(prog, Some(CpuSet::single(0)))
+        .unwrap_or_else(|e| fail(e))
+        .build();
+    let mut sim = Simulation::new(&sc, 1).unwrap_or_else(|e| fail(e.to_string()));
+    sim.advance_quiet(300_000_000, None);
+    let a = sim.counters(0).copied().unwrap_or_default();
+    sim.advance_quiet(300_000_000, None);
+    let b = sim.counters(0).copied().unwrap_or_default();
+    (b.task_clock_ns - a.task_clock_ns) as f64 / (b.instructions - a.instructions).max(1.0)
+}
+
+fn speedup(cat: &Catalog, prog: &str) -> f64 {
+    ns_per_instruction(cat, SLOW_MACHINE, prog) / ns_per_instruction(cat, FAST_MACHINE, prog)
+}
+
+fn memory_share(s: f64) -> f64 {
+    counterpoint_experiment::clock_scaling::memory_share(s, FAST_GHZ / SLOW_GHZ)
+}
+
+/// The knob value in `[lo, hi]` at which `prog`'s speed-up is `target`, or, when the target
+/// lies outside what the range reaches, the end nearer it (`false`). The range must be one
+/// where the speed-up is monotone in the knob: more overlap means less latency-bound memory
+/// time only until the bus saturates (then the program is bandwidth-bound and scales no
+/// better), so the overlap is searched on the side of the catalog value the target lies on.
+fn bisect(cat: &Catalog, prog: &str, knob: Knob, lo: f64, hi: f64, target: f64) -> (f64, bool) {
+    let (mut lo, mut hi) = (lo, hi);
+    let s_lo = speedup(&with_knob(cat, prog, knob, lo), prog);
+    let s_hi = speedup(&with_knob(cat, prog, knob, hi), prog);
+    if (s_lo - target).signum() == (s_hi - target).signum() {
+        let nearer = if (s_lo - target).abs() < (s_hi - target).abs() {
+            lo
+        } else {
+            hi
+        };
+        return (nearer, false);
+    }
+    for _ in 0..40 {
+        let mid = 0.5 * (lo + hi);
+        let s = speedup(&with_knob(cat, prog, knob, mid), prog);
+        // Keep the side whose speed-up lies on the same side of the target as at `lo`.
+        if (s - target).signum() == (s_lo - target).signum() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (0.5 * (lo + hi), true)
+}
+
+/// zhang-spec (v2) NP per seed under the baseline, ipc-pair and bus-pair hooks.
+fn policies(cat: &Catalog, seeds: u64) -> [Vec<f64>; 3] {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/zhang-spec.toml");
+    let mut sc = Scenario::from_file(&path, cat).unwrap_or_else(|e| fail(e.to_string()));
+    sc.machine.model = Model::V2;
+    type MakePick = fn() -> Box<dyn PickNext>;
+    let hooks: [MakePick; 3] = [
+        || Box::new(LinuxPick),
+        || Box::new(ComplementPick::ipc()),
+        || Box::new(ComplementPick::bus()),
+    ];
+    hooks.map(|make| {
+        (1..=seeds)
+            .map(|seed| {
+                let mut pick = make();
+                let r = run(&sc, seed, None, Some(pick.as_mut()), 100_000_000)
+                    .unwrap_or_else(|e| fail(e.to_string()));
+                r.metrics.map_or(f64::NAN, |m| m.normalized_performance)
+            })
+            .collect()
+    })
+}
+
+/// Mean and 95 % interval (Student's t) of paired differences.
+fn interval(d: &[f64]) -> String {
+    let n = d.len() as f64;
+    let mean = d.iter().sum::<f64>() / n;
+    if d.len() < 2 {
+        return format!("{mean:+.3}");
+    }
+    let sd = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    // t(0.975) for 1..=9 degrees of freedom; 2.0 beyond.
+    let t = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
+    ]
+    .get(d.len() - 2)
+    .copied()
+    .unwrap_or(2.0);
+    let h = t * sd / n.sqrt();
+    format!("{mean:+.3} [{:+.3}, {:+.3}]", mean - h, mean + h)
+}
+
+fn main() {
+    let seeds: u64 = std::env::args()
+        .nth(1)
+        .map(|s| {
+            s.parse()
+                .unwrap_or_else(|_| fail(format!("bad seed count {s:?}")))
+        })
+        .unwrap_or(5);
+    if !(1..=50).contains(&seeds) {
+        fail(format!("seeds must be 1-50, not {seeds}"));
+    }
+    let cat = Catalog::builtin();
+    let published = |p: &str| {
+        P4_CLOCK_SCALING
+            .iter()
+            .find(|r| r.0 == p)
+            .map(|r| r.2 / r.1)
+            .unwrap_or_else(|| fail(format!("no published row for {p}")))
+    };
+    // (program, knob, search range): each range holds the catalog value and the target.
+    // wupwise: more overlap or fewer accesses; art: less overlap (the model's floor is 1) or
+    // less exposed FP latency.
+    let moves: [(&str, Knob, f64, f64); 4] = [
+        ("wupwise", Knob::Mlp, 1.5, 40.0),
+        ("wupwise", Knob::LlcApki, 0.5, 18.0),
+        ("art", Knob::Mlp, 1.0, 3.0),
+        ("art", Knob::FpDepCycles, 0.0, 2.5),
+    ];
+    println!("Counterfactual profiles at the hardware's memory share (v2; not the catalog):");
+    let mut moved: Vec<(&str, Knob, f64)> = Vec::new();
+    for (prog, knob, lo, hi) in moves {
+        let target = published(prog);
+        let before = knob_value(&cat, prog, knob);
+        let s_before = speedup(&cat, prog);
+        let (v, reached) = bisect(&cat, prog, knob, lo, hi, target);
+        let s_after = speedup(&with_knob(&cat, prog, knob, v), prog);
+        println!(
+            "  {prog:8} {knob:?}: {before:.3} -> {v:.3}{}; speed-up {s_before:.3} -> {s_after:.3} \
+             (hardware {target:.3}); memory share {:.0} % -> {:.0} % (hardware {:.0} %)",
+            if reached {
+                ""
+            } else {
+                " (end of its range: the hardware's share is out of its reach)"
+            },
+            100.0 * memory_share(s_before),
+            100.0 * memory_share(s_after),
+            100.0 * memory_share(target)
+        );
+        moved.push((prog, knob, v));
+    }
+    println!("\nzhang-spec under v2, {seeds} seed(s): NP means; bus-pair minus ipc-pair with its 95 % interval");
+    let cases: Vec<(String, Catalog)> = vec![
+        ("catalog".into(), cat.clone()),
+        (
+            format!("wupwise mlp {:.2}", moved[0].2),
+            with_knob(&cat, "wupwise", Knob::Mlp, moved[0].2),
+        ),
+        (
+            format!("wupwise llc_apki {:.2}", moved[1].2),
+            with_knob(&cat, "wupwise", Knob::LlcApki, moved[1].2),
+        ),
+        (
+            format!("art mlp {:.2}", moved[2].2),
+            with_knob(&cat, "art", Knob::Mlp, moved[2].2),
+        ),
+        (
+            format!("art fp_dep_cycles {:.2}", moved[3].2),
+            with_knob(&cat, "art", Knob::FpDepCycles, moved[3].2),
+        ),
+        (
+            format!("both, by mlp ({:.2}, {:.2})", moved[0].2, moved[2].2),
+            with_knob(
+                &with_knob(&cat, "wupwise", Knob::Mlp, moved[0].2),
+                "art",
+                Knob::Mlp,
+                moved[2].2,
+            ),
+        ),
+        (
+            format!(
+                "both, by traffic knobs ({:.2}, {:.2})",
+                moved[1].2, moved[3].2
+            ),
+            with_knob(
+                &with_knob(&cat, "wupwise", Knob::LlcApki, moved[1].2),
+                "art",
+                Knob::FpDepCycles,
+                moved[3].2,
+            ),
+        ),
+    ];
+    println!(
+        "{:38} {:>7} {:>9} {:>9}   bus-pair - ipc-pair",
+        "profiles", "linux", "ipc-pair", "bus-pair"
+    );
+    for (label, c) in cases {
+        let [l, i, b] = policies(&c, seeds);
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let gap: Vec<f64> = b.iter().zip(&i).map(|(b, i)| b - i).collect();
+        println!(
+            "{label:38} {:7.3} {:9.3} {:9.3}   {}",
+            mean(&l),
+            mean(&i),
+            mean(&b),
+            interval(&gap)
+        );
+    }
+}

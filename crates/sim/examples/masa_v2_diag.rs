@@ -35,6 +35,27 @@ fn total_s(sc: &Scenario, seed: u64) -> f64 {
         .sum()
 }
 
+/// Hyper-Threading's issue and unit sharing off (both models' parameters).
+fn no_ht(m: &mut MachineSpec) {
+    if let Some(smt) = &mut m.v2.smt {
+        smt.issue_penalty = 0.0;
+        smt.same_unit_penalty = 0.0;
+    }
+    m.smt.issue_penalty = 0.0;
+    m.smt.same_unit_penalty = 0.0;
+}
+
+/// A bus a hundred times wider: no queueing.
+fn wide_bus(m: &mut MachineSpec) {
+    m.v2.sustained_bandwidth_gb_per_s *= 100.0;
+    m.peak_bandwidth_gb_per_s *= 100.0;
+}
+
+/// Each package's L2 a hundred times larger: no sharing worth the name.
+fn big_l2(m: &mut MachineSpec) {
+    m.llc_bytes *= 100;
+}
+
 fn main() {
     let seeds: u64 = std::env::args()
         .nth(1)
@@ -54,30 +75,6 @@ fn main() {
         "test case", "published", "catalog", "no HT sharing", "bus x100", "L2 x100", "all three"
     );
     type Edit = fn(&mut MachineSpec);
-    let no_ht: Edit = |m| {
-        if let Some(smt) = &mut m.v2.smt {
-            smt.issue_penalty = 0.0;
-            smt.same_unit_penalty = 0.0;
-        }
-        m.smt.issue_penalty = 0.0;
-        m.smt.same_unit_penalty = 0.0;
-    };
-    let wide_bus: Edit = |m| {
-        m.v2.sustained_bandwidth_gb_per_s *= 100.0;
-        m.peak_bandwidth_gb_per_s *= 100.0;
-    };
-    let big_l2: Edit = |m| m.llc_bytes *= 100;
-    let all_three: Edit = |m| {
-        if let Some(smt) = &mut m.v2.smt {
-            smt.issue_penalty = 0.0;
-            smt.same_unit_penalty = 0.0;
-        }
-        m.smt.issue_penalty = 0.0;
-        m.smt.same_unit_penalty = 0.0;
-        m.v2.sustained_bandwidth_gb_per_s *= 100.0;
-        m.peak_bandwidth_gb_per_s *= 100.0;
-        m.llc_bytes *= 100;
-    };
     for (case, published) in [("masa-testcase1", 11036.0), ("masa-testcase2", 9322.0)] {
         let path = dir.join(format!("{case}.toml"));
         let mut base = Scenario::from_file(&path, &cat).unwrap_or_else(|e| fail(e.to_string()));
@@ -101,7 +98,11 @@ fn main() {
             variant(no_ht),
             variant(wide_bus),
             variant(big_l2),
-            variant(all_three)
+            variant(|m| {
+                no_ht(m);
+                wide_bus(m);
+                big_l2(m);
+            })
         );
     }
     println!("(each cell: together = alone + co-running's cost)");

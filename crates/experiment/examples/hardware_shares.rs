@@ -18,6 +18,7 @@ use counterpoint_core::machine::PickNext;
 use counterpoint_core::CpuSet;
 use counterpoint_experiment::clock_scaling::{FAST_GHZ, FAST_MACHINE, SLOW_GHZ, SLOW_MACHINE};
 use counterpoint_experiment::paper::P4_CLOCK_SCALING;
+use counterpoint_experiment::Summary;
 use counterpoint_policy::{ComplementPick, LinuxPick};
 use counterpoint_sim::*;
 use std::path::Path;
@@ -33,6 +34,17 @@ enum Knob {
     Mlp,
     LlcApki,
     FpDepCycles,
+}
+
+impl Knob {
+    /// The `ProfileV2` field it moves.
+    fn name(self) -> &'static str {
+        match self {
+            Knob::Mlp => "mlp",
+            Knob::LlcApki => "llc_apki",
+            Knob::FpDepCycles => "fp_dep_cycles",
+        }
+    }
 }
 
 fn with_knob(cat: &Catalog, prog: &str, knob: Knob, value: f64) -> Catalog {
@@ -157,25 +169,6 @@ fn policies(cat: &Catalog, seeds: u64) -> [Vec<f64>; 3] {
     })
 }
 
-/// Mean and 95 % interval (Student's t) of paired differences.
-fn interval(d: &[f64]) -> String {
-    let n = d.len() as f64;
-    let mean = d.iter().sum::<f64>() / n;
-    if d.len() < 2 {
-        return format!("{mean:+.3}");
-    }
-    let sd = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-    // t(0.975) for 1..=9 degrees of freedom; 2.0 beyond.
-    let t = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
-    ]
-    .get(d.len() - 2)
-    .copied()
-    .unwrap_or(2.0);
-    let h = t * sd / n.sqrt();
-    format!("{mean:+.3} [{:+.3}, {:+.3}]", mean - h, mean + h)
-}
-
 fn main() {
     let seeds: u64 = std::env::args()
         .nth(1)
@@ -214,8 +207,9 @@ fn main() {
         let (v, reached) = solve_knob(&cat, prog, knob, lo, hi, target);
         let s_after = speedup(&with_knob(&cat, prog, knob, v), prog);
         println!(
-            "  {prog:8} {knob:?}: {before:.3} -> {v:.3}{}; speed-up {s_before:.3} -> {s_after:.3} \
+            "  {prog:8} {}: {before:.3} -> {v:.3}{}; speed-up {s_before:.3} -> {s_after:.3} \
              (hardware {target:.3}); memory share {:.0} % -> {:.0} % (hardware {:.0} %)",
+            knob.name(),
             if reached {
                 ""
             } else {
@@ -228,58 +222,26 @@ fn main() {
         moved.push((prog, knob, v));
     }
     println!("\nzhang-spec under v2, {seeds} seed(s): NP means; bus-pair minus ipc-pair with its 95 % interval");
-    let cases: Vec<(String, Catalog)> = vec![
-        ("catalog".into(), cat.clone()),
-        (
-            format!("wupwise mlp {:.2}", moved[0].2),
-            with_knob(&cat, "wupwise", Knob::Mlp, moved[0].2),
-        ),
-        (
-            format!("wupwise llc_apki {:.2}", moved[1].2),
-            with_knob(&cat, "wupwise", Knob::LlcApki, moved[1].2),
-        ),
-        (
-            format!("art mlp {:.2}", moved[2].2),
-            with_knob(&cat, "art", Knob::Mlp, moved[2].2),
-        ),
-        (
-            format!("art fp_dep_cycles {:.2}", moved[3].2),
-            with_knob(&cat, "art", Knob::FpDepCycles, moved[3].2),
-        ),
-        (
-            format!("both, by mlp ({:.2}, {:.2})", moved[0].2, moved[2].2),
-            with_knob(
-                &with_knob(&cat, "wupwise", Knob::Mlp, moved[0].2),
-                "art",
-                Knob::Mlp,
-                moved[2].2,
-            ),
-        ),
-        (
-            format!(
-                "both, by accesses / FP latency ({:.2}, {:.2})",
-                moved[1].2, moved[3].2
-            ),
-            with_knob(
-                &with_knob(&cat, "wupwise", Knob::LlcApki, moved[1].2),
-                "art",
-                Knob::FpDepCycles,
-                moved[3].2,
-            ),
-        ),
-        (
-            format!(
-                "wupwise accesses, art overlap ({:.2}, {:.2})",
-                moved[1].2, moved[2].2
-            ),
-            with_knob(
-                &with_knob(&cat, "wupwise", Knob::LlcApki, moved[1].2),
-                "art",
-                Knob::Mlp,
-                moved[2].2,
-            ),
-        ),
-    ];
+    // Indices into `moved`: the catalog, each move alone, then pairs of a wupwise and an art
+    // move.
+    let cases: [&[usize]; 8] = [&[], &[0], &[1], &[2], &[3], &[0, 2], &[1, 3], &[1, 2]];
+    let cases: Vec<(String, Catalog)> = cases
+        .iter()
+        .map(|idx| {
+            let label = if idx.is_empty() {
+                "catalog".to_string()
+            } else {
+                idx.iter()
+                    .map(|&k| format!("{} {} {:.2}", moved[k].0, moved[k].1.name(), moved[k].2))
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            };
+            let c = idx.iter().fold(cat.clone(), |c, &k| {
+                with_knob(&c, moved[k].0, moved[k].1, moved[k].2)
+            });
+            (label, c)
+        })
+        .collect();
     println!(
         "{:46} {:>7} {:>9} {:>9}   bus-pair - ipc-pair",
         "profiles", "linux", "ipc-pair", "bus-pair"
@@ -293,7 +255,7 @@ fn main() {
             mean(&l),
             mean(&i),
             mean(&b),
-            interval(&gap)
+            Summary::of(&gap).map_or_else(|| "n/a".into(), |d| d.show_interval(3))
         );
     }
 }

@@ -45,6 +45,15 @@ impl Knob {
             Knob::FpDepCycles => "fp_dep_cycles",
         }
     }
+
+    /// That field of `v`.
+    fn field(self, v: &mut ProfileV2) -> &mut f64 {
+        match self {
+            Knob::Mlp => &mut v.mlp,
+            Knob::LlcApki => &mut v.llc_apki,
+            Knob::FpDepCycles => &mut v.fp_dep_cycles,
+        }
+    }
 }
 
 fn with_knob(cat: &Catalog, prog: &str, knob: Knob, value: f64) -> Catalog {
@@ -54,11 +63,7 @@ fn with_knob(cat: &Catalog, prog: &str, knob: Knob, value: f64) -> Catalog {
     };
     for ph in &mut p.phases {
         if let Some(v) = ph.profile.v2.as_mut() {
-            match knob {
-                Knob::Mlp => v.mlp = value,
-                Knob::LlcApki => v.llc_apki = value,
-                Knob::FpDepCycles => v.fp_dep_cycles = value,
-            }
+            *knob.field(v) = value;
         }
     }
     c2.set_program(p);
@@ -69,16 +74,12 @@ fn knob_value(cat: &Catalog, prog: &str, knob: Knob) -> f64 {
     let p = cat
         .program(prog)
         .unwrap_or_else(|| fail(format!("no program {prog}")));
-    let v = p.phases[0]
+    let mut v = p.phases[0]
         .profile
         .v2
         .clone()
         .unwrap_or_else(|| fail(format!("{prog} has no v2 profile")));
-    match knob {
-        Knob::Mlp => v.mlp,
-        Knob::LlcApki => v.llc_apki,
-        Knob::FpDepCycles => v.fp_dep_cycles,
-    }
+    *knob.field(&mut v)
 }
 
 /// Nanoseconds per instruction of `prog` alone on `machine` (v2), second half of a 600 ms run.

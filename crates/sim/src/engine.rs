@@ -444,7 +444,7 @@ struct Bus {
     demand: f64,
     /// v2: the demand the other buses were last re-solved for.
     demand_seen: f64,
-    /// The bus's load terms packed by `pack_term` (contention.rs) for the latency's Newton
+    /// The bus's load terms packed by `pack_bus` (contention.rs) for the latency's Newton
     /// steps, one per running CPU that moves lines. The vector keeps its capacity, so packing
     /// allocates only at a bus's first solves.
     pk: Vec<LoadTerm>,

@@ -45,24 +45,49 @@ impl Simulation {
         self.note_bus_demand_v2(b);
     }
 
+    /// v2 fast path: remember each running task's LLC access rate and bus lines per cycle as
+    /// bus `b`'s last solve or light update left them, with their domain and bus totals, and
+    /// clear the drift of local warm-up steps (`V2_DRIFT_BOUND`, tick.rs).
+    fn record_touch(&mut self, b: usize) {
+        if !self.v2_fast() {
+            return;
+        }
+        for k in 0..self.buses[b].cpus.len() {
+            let c = self.buses[b].cpus[k] as usize;
+            self.domains[self.cpus[c].domain as usize].touch_access = 0.0;
+        }
+        let mut lines = 0.0;
+        for k in 0..self.buses[b].cpus.len() {
+            let c = self.buses[b].cpus[k] as usize;
+            let cur = self.cpus[c].current;
+            let cpu = &mut self.cpus[c];
+            cpu.drift = 0.0;
+            if cur == NONE {
+                cpu.touch_rate = 0.0;
+                cpu.touch_lines = 0.0;
+                continue;
+            }
+            let p = &self.profs[self.tasks[cur as usize].prof as usize];
+            let (r, n) = p.rates(cpu.miss, cpu.ipc);
+            cpu.touch_rate = r;
+            cpu.touch_lines = n;
+            self.domains[cpu.domain as usize].touch_access += r;
+            lines += n;
+        }
+        self.buses[b].touch_lines = lines;
+        self.buses[b].drift = 0.0;
+    }
+
     /// The fixed point of bus `b` with at most `max_iters` iterations (the cache shares, miss
     /// ratios, latency and CPIs are then consistent with each other up to the last iteration's
     /// movement; the latency is always exact for the final miss ratios).
     /// Returns the iterations made.
-    ///
-    /// Each pass over the bus's running CPUs does all the work that needs only that CPU (a
-    /// light update is one iteration plus the final pass, so passes, not arithmetic, were
-    /// most of its cost): the miss ratio with the CPU's load term for the latency, the shares
-    /// with the sums of the Anderson mixing, the final CPIs with what the drift bound starts
-    /// from (v2 fast path: each task's LLC access rate and bus lines per cycle as this update
-    /// leaves them, `V2_DRIFT_BOUND`, tick.rs).
     fn solve_with(&mut self, b: usize, max_iters: usize, tol: f64) -> usize {
         let nb = self.buses[b].cpus.len();
         let width = self.spec.smt.issue_width;
         let issue_pen = self.spec.smt.issue_penalty;
         let same_pen = self.spec.smt.same_unit_penalty;
         let fpw = self.spec.smt.fp_unit_weight;
-        let touch = self.v2_fast();
         // The bus's running CPUs with their profiles, in CPU order: every pass below walks
         // this list instead of the bus's CPUs, their tasks and their profiles again.
         let mut run = std::mem::take(&mut self.scratch_run);
@@ -70,21 +95,13 @@ impl Simulation {
         // Initial guesses: solo-like IPC from the last rates, equal cache shares.
         for k in 0..nb {
             let c = self.buses[b].cpus[k] as usize;
-            let d = self.cpus[c].domain as usize;
-            self.scratch_dom_running[d] = 0.0;
-            if touch {
-                self.domains[d].touch_access = 0.0;
-            }
+            self.scratch_dom_running[self.cpus[c].domain as usize] = 0.0;
         }
         for k in 0..nb {
             let c = self.buses[b].cpus[k] as usize;
             let cur = self.cpus[c].current;
             if cur == NONE {
-                let cpu = &mut self.cpus[c];
-                cpu.ipc = 0.0;
-                if touch {
-                    (cpu.drift, cpu.touch_rate, cpu.touch_lines) = (0.0, 0.0, 0.0);
-                }
+                self.cpus[c].ipc = 0.0;
                 continue;
             }
             self.scratch_dom_running[self.cpus[c].domain as usize] += 1.0;
@@ -110,15 +127,13 @@ impl Simulation {
         for it in 0..max_iters {
             iters += 1;
             let mut moved = 0.0f64;
-            // 1. SMT-inflated core CPI and miss ratio at the current share, and the CPU's load
-            //    term for the latency.
-            self.buses[b].pk.clear();
+            // 1. SMT-inflated core CPI and miss ratio at the current share.
             for &(c, prof) in &run {
                 let c = c as usize;
                 let p = &self.profs[prof as usize];
                 let mut pressure = 0.0;
-                let (s0, s1) = (self.sib_off[c] as usize, self.sib_off[c + 1] as usize);
-                for &s in &self.sib[s0..s1] {
+                let (a, b) = (self.sib_off[c] as usize, self.sib_off[c + 1] as usize);
+                for &s in &self.sib[a..b] {
                     let sc = &self.cpus[s as usize];
                     if sc.current == NONE {
                         continue;
@@ -134,13 +149,14 @@ impl Simulation {
                     self.cpus[c].share,
                 );
                 self.cpus[c].miss = self.miss_at(c, prof, held);
-                self.scratch_dom_access[self.cpus[c].domain as usize] = 0.0;
-                self.pack_term(b, c, prof);
             }
             // 2. The bus latency, one Newton step from the last (the step's error is part of
             //    what the fixed point converges away; the final solve below is exact).
-            self.solve_bus(b, 1);
+            self.solve_bus(b, 1, &run);
             // 3. CPI, IPC and the access-frequency shares of each domain.
+            for &(c, _) in &run {
+                self.scratch_dom_access[self.cpus[c as usize].domain as usize] = 0.0;
+            }
             let lat = self.buses[b].latency_cycles;
             for &(c, prof) in &run {
                 let c = c as usize;
@@ -156,9 +172,6 @@ impl Simulation {
                 self.scratch_rate[c] = rate;
                 self.scratch_dom_access[self.cpus[c].domain as usize] += rate;
             }
-            // The shares, and the sums of the Anderson mixing (`mix_shares`) from the second
-            // iteration on.
-            let (mut num, mut den) = (0.0, 0.0);
             for &(c, _) in &run {
                 let c = c as usize;
                 let d = self.cpus[c].domain as usize;
@@ -172,12 +185,6 @@ impl Simulation {
                 moved =
                     moved.max(((share - self.cpus[c].share) * self.domains[d].inv_capacity).abs());
                 self.scratch_share[c] = share;
-                if it > 0 {
-                    let r = share - self.cpus[c].share;
-                    let dr = r - (self.scratch_prev_f[c] - self.scratch_prev_x[c]);
-                    num += r * dr;
-                    den += dr * dr;
-                }
             }
             if moved < tol {
                 for &(c, _) in &run {
@@ -185,10 +192,9 @@ impl Simulation {
                 }
                 break;
             }
-            self.mix_shares(&run, num, den);
+            self.mix_shares(&run, it > 0);
         }
         // Final miss ratios at the final shares, consistent with the CPIs used to retire.
-        self.buses[b].pk.clear();
         for &(c, prof) in &run {
             let c = c as usize;
             let p = &self.profs[prof as usize];
@@ -198,30 +204,18 @@ impl Simulation {
                 self.cpus[c].share,
             );
             self.cpus[c].miss = self.miss_at(c, prof, held);
-            self.pack_term(b, c, prof);
         }
-        self.solve_bus(b, BUS_ITERS);
+        self.solve_bus(b, BUS_ITERS, &run);
         let lat = self.buses[b].latency_cycles;
-        let mut lines = 0.0;
         for &(c, prof) in &run {
             let c = c as usize;
             let p = &self.profs[prof as usize];
             let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
-            let cpu = &mut self.cpus[c];
-            cpu.cpi = cpi;
-            cpu.ipc = 1.0 / cpi;
-            if touch {
-                let (r, n) = p.rates(cpu.miss, cpu.ipc);
-                (cpu.drift, cpu.touch_rate, cpu.touch_lines) = (0.0, r, n);
-                self.domains[cpu.domain as usize].touch_access += r;
-                lines += n;
-            }
-        }
-        if touch {
-            self.buses[b].touch_lines = lines;
-            self.buses[b].drift = 0.0;
+            self.cpus[c].cpi = cpi;
+            self.cpus[c].ipc = 1.0 / cpi;
         }
         self.scratch_run = run;
+        self.record_touch(b);
         iters
     }
 
@@ -239,21 +233,29 @@ impl Simulation {
         cpu.memo_miss
     }
 
-    /// The next shares of the fixed point on a bus from the current ones (`cpus[c].share`,
+    /// The next shares of the fixed point on bus `b` from the current ones (`cpus[c].share`,
     /// x) and the map's image (`scratch_share`, F(x)): Anderson mixing of depth one,
-    /// `x' = F(x) - g (F(x) - F(x_prev))` with `g = num / den` minimising the extrapolated
-    /// residual (`num` = Σ r·Δr, `den` = Σ Δr², r = F(x) - x, summed by the share pass; both 0
-    /// in a solve's first iteration, which is the plain step). The plain iteration
-    /// (`x' = F(x)`) contracts slowly where miss curves are steep (each iteration of v2's knees
-    /// kept about 0.4 of the error); the mixing reaches the same fixed point in fewer
-    /// iterations. Both images sum to each domain's capacity, and so does their affine mix; a
-    /// mix with a non-positive share falls back to the plain step.
-    fn mix_shares(&mut self, run: &[(u32, u32)], num: f64, den: f64) {
-        let g = if den > 0.0 && (num / den).is_finite() {
-            num / den
-        } else {
-            0.0
-        };
+    /// `x' = F(x) - g (F(x) - F(x_prev))` with `g` minimising the extrapolated residual. The
+    /// plain iteration (`x' = F(x)`) contracts slowly where miss curves are steep (each
+    /// iteration of v2's knees kept about 0.4 of the error); the mixing reaches the same fixed
+    /// point in fewer iterations. Both images sum to each domain's capacity, and so does their
+    /// affine mix; a mix with a non-positive share falls back to the plain step.
+    fn mix_shares(&mut self, run: &[(u32, u32)], have_prev: bool) {
+        let mut g = 0.0;
+        if have_prev {
+            let (mut num, mut den) = (0.0, 0.0);
+            for &(c, _) in run {
+                let c = c as usize;
+                let r = self.scratch_share[c] - self.cpus[c].share;
+                let r_prev = self.scratch_prev_f[c] - self.scratch_prev_x[c];
+                let dr = r - r_prev;
+                num += r * dr;
+                den += dr * dr;
+            }
+            if den > 0.0 && (num / den).is_finite() {
+                g = num / den;
+            }
+        }
         let mut ok = true;
         for &(c, _) in run {
             let c = c as usize;
@@ -280,26 +282,27 @@ impl Simulation {
         self.solve_with(b, LIGHT_ITERS, FIXED_POINT_TOL);
     }
 
-    /// Pack running CPU `c`'s load term into bus `b`'s (`Bus::pk`, one `LoadTerm` per running
-    /// CPU that moves lines, in CPU order) from its task's current miss ratio and core CPI:
-    /// the latency's Newton steps then run over one short array instead of walking CPUs,
-    /// tasks and profiles at every step.
-    #[inline]
-    fn pack_term(&mut self, b: usize, c: usize, prof: u32) {
-        let cpu = &self.cpus[c];
-        let p = &self.profs[prof as usize];
-        let mpi = p.api * cpu.miss;
-        if mpi > 0.0 || p.dma_lpi > 0.0 {
-            // Lines on the bus per instruction: fills, dirty victims, devices' DMA.
-            let n = self.spec.line_bytes as f64 * (mpi * p.lines_per_miss + p.dma_lpi);
-            let (q, cc) = (p.api_per_mlp * cpu.miss, self.scratch_cc[c]);
-            // v2: its demand at the unloaded latency (`bus_demand` at `l0`, this term).
-            let d0 = if self.spec.model == Model::V2 {
-                n / (cc + q * self.l0_cycles)
-            } else {
-                0.0
-            };
-            self.buses[b].pk.push(LoadTerm { n, q, cc, d0 });
+    /// Pack bus `b`'s load terms (`Bus::pk`, one `LoadTerm` per running CPU of `run` that
+    /// moves lines) from the running tasks' current miss ratios and core CPIs: the latency's
+    /// Newton steps then run over one short array instead of walking CPUs, tasks and profiles
+    /// at every step.
+    fn pack_bus(&mut self, b: usize, run: &[(u32, u32)]) {
+        let line = self.spec.line_bytes as f64;
+        let (v2, l0) = (self.spec.model == Model::V2, self.l0_cycles);
+        let bus = &mut self.buses[b];
+        bus.pk.clear();
+        for &(c, prof) in run {
+            let cpu = &self.cpus[c as usize];
+            let p = &self.profs[prof as usize];
+            let mpi = p.api * cpu.miss;
+            if mpi > 0.0 || p.dma_lpi > 0.0 {
+                // Lines on the bus per instruction: fills, dirty victims, devices' DMA.
+                let n = line * (mpi * p.lines_per_miss + p.dma_lpi);
+                let (q, cc) = (p.api_per_mlp * cpu.miss, self.scratch_cc[c as usize]);
+                // v2: its demand at the unloaded latency (`bus_demand` at `l0`, this term).
+                let d0 = if v2 { n / (cc + q * l0) } else { 0.0 };
+                bus.pk.push(LoadTerm { n, q, cc, d0 });
+            }
         }
     }
 
@@ -333,7 +336,7 @@ impl Simulation {
     }
 
     /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in
-    /// `lat`, from the terms `pack_term` packed.
+    /// `lat`, from the terms `pack_bus` packed.
     #[inline]
     pub(super) fn bus_demand(&self, b: usize, lat: f64) -> (f64, f64) {
         let (mut sum, mut deriv) = (0.0, 0.0);
@@ -354,9 +357,9 @@ impl Simulation {
     ///
     /// At most `steps` Newton steps from the last latency: inside the contention fixed point one
     /// step per iteration is enough (the outer iteration does not stop until the latency, too,
-    /// has stopped moving); a last call with [`BUS_ITERS`] makes the result exact. The demand
-    /// comes from the load terms the caller packed (`pack_term`).
-    pub(super) fn solve_bus(&mut self, b: usize, steps: usize) {
+    /// has stopped moving); a last call with [`BUS_ITERS`] makes the result exact.
+    pub(super) fn solve_bus(&mut self, b: usize, steps: usize, run: &[(u32, u32)]) {
+        self.pack_bus(b, run);
         if self.spec.model == Model::V2 {
             return self.solve_bus_v2(b, steps);
         }

@@ -42,8 +42,8 @@ enum Command {
     Simulate(cmd::simulate::SimulateArgs),
     // [commands: policy]
     /// Run the seed papers' experiments and checks from outside them on the simulated machine
-    /// (zhang-spec, zhang-server, masa-placement, masa-testcases, clock-scaling, di-vs-oracle,
-    /// leak, schedtask, all).
+    /// (zhang-spec, zhang-server, masa-placement, masa-testcases, clock-scaling, corun-slowdown,
+    /// di-vs-oracle, leak, schedtask, all).
     Experiment(cmd::experiment::ExperimentArgs),
     /// List the placement policies: name, level (pick-next or epoch), required events.
     Policies(cmd::policies::PoliciesArgs),

@@ -23,6 +23,7 @@ fn unknown_experiment_lists_the_names() {
         "masa-placement",
         "masa-testcases",
         "clock-scaling",
+        "corun-slowdown",
         "di-vs-oracle",
         "all",
     ] {

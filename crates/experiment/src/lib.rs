@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod clock_scaling;
+pub mod corun_slowdown;
 pub mod di_oracle;
 pub mod lab;
 pub mod leak;
@@ -66,10 +67,11 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("masa-placement", "Nakajima & Pallipadi Tables 1 and 2: static placements, HT on/off"),
     ("masa-testcases", "Nakajima & Pallipadi test cases 1 and 2: four shells without/with MASA, swaps per metric"),
     ("clock-scaling", "Each of the catalog's 20 SPEC CPU2000 programs alone on a Pentium 4 at 1.3 and 1.7 GHz against Intel's SPEC results: how much of each program's time is memory (outside the seeds)"),
+    ("corun-slowdown", "The catalog's SPEC CPU2000 programs in pairs on a dual-core Xeon 5150 with a shared 4 MB L2 against Tian et al.'s measured co-run slowdowns (outside the seeds)"),
     ("di-vs-oracle", "Distributed Intensity and others vs the best static placement on random mixes per machine shape"),
     ("leak", "The SMT side channel: key bits an attacker on the sibling recovers from per-core vs per-task counts, by sampling interval"),
     ("replica", "Döbel & Härtig replica placement: notification cost vs shared-L3 misses, crossover map, replica policy vs fixed placements"),
-    ("model-validation", "Every published figure under simulator model v1 and v2 side by side: value, error, tag (reruns the Zhang, MASA and clock-scaling experiments under each model)"),
+    ("model-validation", "Every published figure under simulator model v1 and v2 side by side: value, error, tag (reruns the Zhang, MASA, clock-scaling and corun-slowdown experiments under each model)"),
     ("requests", "Per-request counter statistics on a real PostgreSQL (TPC-H-shaped): classes with and without counters (ARI), projection; needs PostgreSQL"),
     ("schedtask", "SchedTask vs Linux, SelectiveOffload, FlexSC, RegionSched, SLICC on 8 OS-intensive benchmarks (32 cores): throughput, i/d-cache hit rates, idleness, ablations"),
     ("all", "every experiment above; writes report/ (Markdown, SVG, JSON)"),
@@ -137,6 +139,7 @@ pub fn run(
             "masa-placement" => masa::placement(lab, seeds, progress),
             "masa-testcases" => masa::testcases(lab, seeds, progress),
             "clock-scaling" => clock_scaling::run(lab, seeds, progress),
+            "corun-slowdown" => corun_slowdown::run(lab, seeds, progress),
             "di-vs-oracle" => di_oracle::run(lab, seeds, progress),
             "leak" => leak::run(seeds, progress).map_err(LabError),
             "replica" => replica::run(seeds, progress).map_err(LabError),

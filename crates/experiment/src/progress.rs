@@ -58,6 +58,8 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     ("schedtask", 5.0),
     // 40 runs of 3 s alone per seed: 0.57 s wall for 5 seeds in release.
     ("clock-scaling", 0.12),
+    // 55 runs of 3 s (10 alone, 45 pairs) per seed, two CPUs.
+    ("corun-slowdown", 0.3),
 ];
 
 /// Longest run `counterpoint experiment` starts without `--force`, in estimated seconds.

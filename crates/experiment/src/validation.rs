@@ -5,9 +5,10 @@
 //! bought and where it did not.
 //!
 //! It reruns the seed experiments (`zhang-spec`, `zhang-server`, `masa-placement`,
-//! `masa-testcases`) and `clock-scaling` (Intel's Pentium 4 results at two clocks, outside the
-//! seeds) on a [`SimLab`] forced to each model and reads every published number each
-//! experiment registered (`ExperimentResult::paper`) beside its own summary.
+//! `masa-testcases`) and two checks from outside the seeds (`clock-scaling`, Intel's Pentium 4
+//! results at two clocks; `corun-slowdown`, Tian et al.'s co-run slowdowns on a Xeon 5150) on a
+//! [`SimLab`] forced to each model and reads every published number each experiment registered
+//! (`ExperimentResult::paper`) beside its own summary.
 
 use crate::paper::Basis;
 use crate::progress::Progress;
@@ -16,18 +17,30 @@ use crate::sim_lab::SimLab;
 use crate::{masa, zhang, LabError, Summary};
 use counterpoint_sim::Model;
 
-/// The experiments whose published figures the table covers: the seeds' four, and one from
-/// outside the seeds (`clock-scaling`, Intel's Pentium 4 results at two clocks).
-pub const COVERED: [&str; 5] = [
+/// The experiments whose published figures the table covers: the seeds' four, and two from
+/// outside the seeds (`clock-scaling`, Intel's Pentium 4 results at two clocks;
+/// `corun-slowdown`, Tian et al.'s co-run slowdowns on a Xeon 5150).
+pub const COVERED: [&str; 6] = [
     "zhang-spec",
     "zhang-server",
     "masa-placement",
     "masa-testcases",
     "clock-scaling",
+    "corun-slowdown",
 ];
-/// The covered experiment whose figures come from outside the seed papers: its errors are
-/// averaged apart from the seeds' (a speed-up's relative error is on another scale).
-const OUTSIDE_SEEDS: &str = "clock-scaling";
+/// The covered experiments whose figures come from outside the seed papers, with what their
+/// mean error is over: each is averaged apart from the seeds' and from each other (a speed-up's
+/// or a slowdown's relative error is on another scale than a policy figure's).
+const OUTSIDE_SEEDS: [(&str, &str); 2] = [
+    (
+        "clock-scaling",
+        "the clock-scaling speed-ups (outside the seeds)",
+    ),
+    (
+        "corun-slowdown",
+        "the co-run slowdowns on the Xeon 5150 (outside the seeds)",
+    ),
+];
 
 /// Run the covered experiments under `model`.
 pub fn run_model(
@@ -42,6 +55,7 @@ pub fn run_model(
         masa::placement(&lab, seeds, progress)?,
         masa::testcases(&lab, seeds, progress)?,
         crate::clock_scaling::run(&lab, seeds, progress)?,
+        crate::corun_slowdown::run(&lab, seeds, progress)?,
     ])
 }
 
@@ -146,16 +160,20 @@ pub fn compare(
         ],
     );
     // Mean absolute relative errors of the validation figures both models predict: the
-    // seeds' figures [0], the figures from outside the seeds [1].
-    let mut n = [0usize; 2];
-    let mut abs1 = [0.0; 2];
-    let mut abs2 = [0.0; 2];
+    // seeds' figures [0], then each experiment of `OUTSIDE_SEEDS` [1..].
+    const GROUPS: usize = 1 + OUTSIDE_SEEDS.len();
+    let mut n = [0usize; GROUPS];
+    let mut abs1 = [0.0; GROUPS];
+    let mut abs2 = [0.0; GROUPS];
     for row in &rows {
         let e1 = Row::error(row.v1, row.published);
         let e2 = Row::error(row.v2, row.published);
         if row.basis == Basis::Predicted {
             if let (Some(a), Some(b)) = (e1, e2) {
-                let k = usize::from(row.experiment == OUTSIDE_SEEDS);
+                let k = OUTSIDE_SEEDS
+                    .iter()
+                    .position(|(e, _)| *e == row.experiment)
+                    .map_or(0, |i| i + 1);
                 n[k] += 1;
                 abs1[k] += a.abs();
                 abs2[k] += b.abs();
@@ -183,10 +201,9 @@ pub fn compare(
         }
     }
     r.tables.push(t);
-    for (k, what) in [
-        (0, "the seeds' validation figures"),
-        (1, "the clock-scaling speed-ups (outside the seeds)"),
-    ] {
+    let groups = std::iter::once("the seeds' validation figures")
+        .chain(OUTSIDE_SEEDS.iter().map(|(_, what)| *what));
+    for (k, what) in groups.enumerate() {
         if n[k] > 0 {
             r.findings.push(format!(
                 "mean absolute relative error over {what} both models predict ({}): v1 {:.1} %, \

@@ -459,38 +459,17 @@ impl Catalog {
             c.programs.insert(name.into(), program(name, gi, p));
         }
         // A generic dual core with a shared L2 (Core 2 Duo E6600 class: 2.4 GHz, 4 MB shared
-        // 16-way L2, 1066 MT/s front-side bus).
-        add(MachineSpec {
-            name: "dualcore-shared-l2".into(),
-            packages: 1,
-            cores_per_package: 2,
-            threads_per_core: 1,
-            llc_domains_per_package: 1,
-            llc_bytes: (4.0 * MB) as u64,
-            line_bytes: 64,
-            freq_ghz: 2.4,
-            mem_latency_ns: 80.0,
-            memory: MemoryKind::SharedBus,
-            peak_bandwidth_gb_per_s: 5.5,
-            rho_cap: 0.95,
-            smt: SmtSpec::default(),
-            model: Model::V1,
-            v2: PhysicsV2 {
-                branch_penalty_cycles: 15.0,
-                llc_hit_cycles: 14.0,
-                // 1066 MT/s x 8 B = 8.5 GB/s theoretical; sustained ~65 %.
-                sustained_bandwidth_gb_per_s: 5.5,
-                row_conflict_loss: 0.5,
-                background_tick_share: BACKGROUND_TICK_SHARE,
-                // Core Solo/Duo class prefetchers: 16 forward streams (Intel IA-32
-                // optimization manual, 2006); depth as NetBurst's two lines, est.
-                prefetch_streams: 16.0,
-                prefetch_depth_lines: 2.0,
-                // One shared bus: every snoop is that bus's own transaction, already queued.
-                snoop_bytes_per_line: 0.0,
-                smt: None,
-            },
-        });
+        // 16-way L2, 1066 MT/s front-side bus: 8.5 GB/s theoretical, sustained ~65 %).
+        add(c_machine_core2("dualcore-shared-l2", 2.4, 80.0, 5.5));
+        // Tian et al.'s Xeon 5150 (Woodcrest, JSSPP 2012): the same core and 4 MB shared L2
+        // at 2.66 GHz on a 1333 MT/s front-side bus to the 5000-series chipset's FB-DIMM
+        // memory. The corun-slowdown check runs its pairs on this machine only.
+        add(c_machine_core2(
+            "xeon-5150",
+            2.66,
+            XEON5150_LATENCY_NS,
+            XEON5150_SUSTAINED_GB_PER_S,
+        ));
         // A modern 2-socket, 32-core machine (Xeon Gold 6142 class: 16 cores x 2 threads per
         // socket, 22 MB L3 per socket, six DDR4-2666 channels per socket's controller).
         add(MachineSpec {
@@ -626,6 +605,51 @@ fn c_machine_masa() -> MachineSpec {
 
 /// A single Pentium 4 (Willamette) at `ghz` on an i850 board: the machines of Intel's 2001
 /// SPEC CPU2000 submissions at 1.3 and 1.7 GHz (docs/sim-catalog.md, [DeMone01]).
+/// Memory latency of the Xeon 5150 system, ns: AnandTech's measurement of a Xeon 5160 (the
+/// same die at 3.0 GHz) on the 5000P chipset with FB-DIMM DDR2-667, 113 ns (338 cycles)
+/// [AT2294] (docs/sim-catalog.md).
+const XEON5150_LATENCY_NS: f64 = 113.0;
+/// Sustained bandwidth of one Xeon 5150's front-side bus, GB/s: 1333 MT/s x 8 B = 10.7 GB/s
+/// theoretical, at the ~65 % sustained share this catalog takes for Core 2 front-side buses
+/// (est: no STREAM figure of the platform was found; one thread reads 3.7 GB/s [AT2294]).
+const XEON5150_SUSTAINED_GB_PER_S: f64 = 6.9;
+
+/// A dual-core Core 2 (Merom / Conroe / Woodcrest) with its 4 MB 16-way L2 shared by both cores
+/// on one front-side bus, at `ghz`, with memory latency `latency_ns` and sustained bandwidth
+/// `sustained_gb_per_s` (both models read it: v1 as its peak, v2 as the sustained figure).
+fn c_machine_core2(name: &str, ghz: f64, latency_ns: f64, sustained_gb_per_s: f64) -> MachineSpec {
+    MachineSpec {
+        name: name.into(),
+        packages: 1,
+        cores_per_package: 2,
+        threads_per_core: 1,
+        llc_domains_per_package: 1,
+        llc_bytes: (4.0 * MB) as u64,
+        line_bytes: 64,
+        freq_ghz: ghz,
+        mem_latency_ns: latency_ns,
+        memory: MemoryKind::SharedBus,
+        peak_bandwidth_gb_per_s: sustained_gb_per_s,
+        rho_cap: 0.95,
+        smt: SmtSpec::default(),
+        model: Model::V1,
+        v2: PhysicsV2 {
+            branch_penalty_cycles: 15.0,
+            llc_hit_cycles: 14.0,
+            sustained_bandwidth_gb_per_s: sustained_gb_per_s,
+            row_conflict_loss: 0.5,
+            background_tick_share: BACKGROUND_TICK_SHARE,
+            // Core Solo/Duo class prefetchers: 16 forward streams (Intel IA-32 optimization
+            // manual, 2006); depth as NetBurst's two lines, est.
+            prefetch_streams: 16.0,
+            prefetch_depth_lines: 2.0,
+            // One shared bus: every snoop is that bus's own transaction, already queued.
+            snoop_bytes_per_line: 0.0,
+            smt: None,
+        },
+    }
+}
+
 fn c_machine_willamette(name: &str, ghz: f64) -> MachineSpec {
     MachineSpec {
         name: name.into(),

@@ -16,8 +16,9 @@ use std::time::Instant;
 #[derive(Args)]
 pub struct ExperimentArgs {
     /// Experiment: zhang-spec, zhang-server, masa-placement, masa-testcases, clock-scaling (each
-    /// program alone on a Pentium 4 at 1.3 and 1.7 GHz against Intel's SPEC results), di-vs-oracle,
-    /// leak, replica, model-validation (every published figure under simulator models v1 and v2),
+    /// program alone on a Pentium 4 at 1.3 and 1.7 GHz against Intel's SPEC results),
+    /// corun-slowdown (programs in pairs on a dual-core Xeon 5150 with a shared L2 against Tian
+    /// et al.'s measured slowdowns), di-vs-oracle, leak, replica, model-validation (every published figure under simulator models v1 and v2),
     /// requests (needs PostgreSQL), schedtask, all.
     name: String,
     /// Number of seeds (each experiment runs every configuration once per seed).

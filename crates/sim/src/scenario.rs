@@ -87,6 +87,8 @@ pub const TASK_TICK_BUDGET: u64 = 2_000_000_000;
 /// Most tasks a scenario file may declare in all (`count` summed): each is built up front, so
 /// `count = 4e9` is refused instead of aborting on allocation. Not lifted by `--force`.
 pub const MAX_TASKS: u64 = 100_000;
+/// Largest scenario file read, in bytes (the shipped ones are a few KB).
+pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
 
 /// What a scenario file may ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,13 +267,28 @@ impl Scenario {
         limits: Limits,
     ) -> Result<Self, ScenarioError> {
         let file = path.display().to_string();
-        let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        let refuse = |message: String| ScenarioError {
             file: file.clone(),
             line: 0,
             column: 0,
             path: "<document>".into(),
-            message: format!("cannot read: {e}"),
-        })?;
+            message,
+        };
+        // A scenario is a page of TOML: refuse a huge file before reading it (the parser's
+        // error path copies its whole input).
+        let mut src = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| {
+                use std::io::Read;
+                f.take(MAX_SCENARIO_BYTES + 1).read_to_string(&mut src)
+            })
+            .map_err(|e| refuse(format!("cannot read: {e}")))?;
+        if src.len() as u64 > MAX_SCENARIO_BYTES {
+            return Err(refuse(format!(
+                "larger than {} MiB: not a scenario file",
+                MAX_SCENARIO_BYTES >> 20
+            )));
+        }
         Self::from_toml_str_with(&src, &file, catalog, limits)
     }
 
@@ -367,6 +384,36 @@ impl Scenario {
                 parsed.epoch_ms.span().start,
                 format!("epoch_ms must be at least one tick ({tick_us} us), got {epoch_ms}"),
             ));
+        }
+        // The engine advances whole ticks: a duration or an epoch that is not a whole number
+        // of them would silently become another one.
+        for (name, ms, at) in [
+            ("duration_ms", duration_ms, parsed.duration_ms.span().start),
+            ("epoch_ms", epoch_ms, parsed.epoch_ms.span().start),
+        ] {
+            if (u128::from(ms) * 1000) % u128::from(tick_us) != 0 {
+                return Err(err_at(
+                    at,
+                    format!(
+                        "{name} {ms} is not a whole number of ticks ({tick_us} us each): \
+                         the engine would run {} ms; use a multiple of the tick",
+                        (u128::from(ms) * 1000).div_ceil(u128::from(tick_us)) * u128::from(tick_us)
+                            / 1000
+                    ),
+                ));
+            }
+        }
+        for (name, ms) in [
+            ("timeslice_ms", sched.timeslice_ms),
+            ("balance_interval_ms", sched.balance_interval_ms),
+        ] {
+            if ms * 1000.0 < tick_us as f64 {
+                let off = src.find(name).unwrap_or(0);
+                return Err(err_at(
+                    off,
+                    format!("{name} must be at least one tick ({tick_us} us), got {ms}"),
+                ));
+            }
         }
         let topo = machine.topology().map_err(|e| err_at(0, e.to_string()))?;
         let all = topo.all_cpus();

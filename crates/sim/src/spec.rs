@@ -745,6 +745,10 @@ impl Default for SchedParams {
     }
 }
 
+/// Longest time slice or balancing interval a scenario may ask for, in ms (11.6 days): far
+/// beyond any run, and far from where nanoseconds overflow a u64 (where a slice would wrap).
+pub const MAX_SCHED_INTERVAL_MS: f64 = 1e9;
+
 impl SchedParams {
     /// Check the parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
@@ -753,6 +757,16 @@ impl SchedParams {
                 "timeslice_ms must be positive, got {}",
                 self.timeslice_ms
             ));
+        }
+        for (name, v) in [
+            ("timeslice_ms", self.timeslice_ms),
+            ("balance_interval_ms", self.balance_interval_ms),
+        ] {
+            if v > MAX_SCHED_INTERVAL_MS {
+                return Err(format!(
+                    "{name} must be at most {MAX_SCHED_INTERVAL_MS:e} ms, got {v}"
+                ));
+            }
         }
         if !(self.timeslice_jitter >= 0.0 && self.timeslice_jitter < 1.0) {
             return Err(format!(

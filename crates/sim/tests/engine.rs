@@ -331,3 +331,27 @@ fn time_sharing_pollutes_the_cache() {
     // Warm-up after each slice is quick (a miss per line at m = 1): a small but real cost.
     assert!(np < 0.9999 && np > 0.99, "parser np {np}");
 }
+
+/// An idle CPU pulls a task waiting behind a pinned co-runner on another CPU (idle balancing
+/// at the tick), whatever the periodic balancer's phase: gzip, placed first on CPU 0 beside art
+/// pinned there, moves to the idle CPU 1 at its first slice end and runs alone from then on.
+#[test]
+fn an_idle_cpu_pulls_a_task_waiting_behind_a_pinned_one() {
+    for balance_ms in [200.0, 100_000.0] {
+        let mut sc = Scenario::builder(&cat(), "zhang-smp")
+            .unwrap()
+            .duration_ms(1000)
+            .task("gzip", None)
+            .unwrap()
+            .task("art", pinned("0"))
+            .unwrap()
+            .build();
+        sc.sched.balance_interval_ms = balance_ms;
+        let r = run(&sc, 1, None, None, 100_000_000).unwrap();
+        let (gzip, art) = (&r.tasks[0], &r.tasks[1]);
+        assert_eq!(gzip.migrations, 1, "balance {balance_ms} ms");
+        // Time-shared for at most its first slice, alone on CPU 1 after.
+        assert!(gzip.cpu_time_ns >= 800_000_000, "{}", gzip.cpu_time_ns);
+        assert!(art.cpu_time_ns >= 800_000_000, "{}", art.cpu_time_ns);
+    }
+}

@@ -156,3 +156,35 @@ fn model_key_selects_the_physics_and_refuses_unknown_models() {
     assert_eq!((e.line, e.path.as_str()), (4, "model"));
     assert!(e.message.contains("unknown variant `v3`"), "{e}");
 }
+
+/// Times the engine cannot honour are refused, naming the field, instead of silently becoming
+/// others: a duration or epoch that is not a whole number of ticks, a slice or balancing
+/// interval below one tick or so long its nanoseconds would wrap, and a huge file.
+#[test]
+fn times_the_engine_cannot_honour_are_refused() {
+    let e =
+        load(&GOOD.replace("duration_ms = 100", "duration_ms = 100\ntick_us = 300")).unwrap_err();
+    assert_eq!(e.path, "duration_ms", "{e}");
+    assert!(e.message.contains("whole number of ticks"), "{e}");
+    let e =
+        load(&GOOD.replace("duration_ms = 100", "duration_ms = 120\ntick_us = 50000")).unwrap_err();
+    assert!(e.message.contains("would run 150 ms"), "{e}");
+    for (field, v) in [
+        ("timeslice_ms", "0.001"),
+        ("timeslice_ms", "18446744073710.0"),
+        ("balance_interval_ms", "1e-300"),
+        ("balance_interval_ms", "1e12"),
+    ] {
+        let e = load(&format!("{GOOD}\n[sched]\n{field} = {v}\n")).unwrap_err();
+        assert!(e.message.contains(field), "{field} = {v}: {e}");
+    }
+    let dir = std::env::temp_dir().join(format!("cp-scenario-size-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.toml");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(counterpoint_sim::scenario::MAX_SCENARIO_BYTES + 1)
+        .unwrap();
+    let e = Scenario::from_file(&big, &Catalog::builtin()).unwrap_err();
+    assert!(e.message.contains("not a scenario file"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -328,6 +328,18 @@ impl Simulation {
                 }
             }
         }
+        // An idle CPU pulls a waiting task it may run (the kernel's idle balancing at the
+        // tick): otherwise a task queued behind a pinned co-runner waits while a CPU idles,
+        // whenever the periodic balancer happens to run while it is the one running.
+        if self.cpus.iter().any(|c| c.current == NONE)
+            && self.cpus.iter().any(|c| !c.queue.is_empty())
+        {
+            for c in 0..self.cpus.len() {
+                if self.cpus[c].current == NONE {
+                    self.idle_pull(c, pick.as_deref_mut());
+                }
+            }
+        }
         self.arrivals(pick.as_deref_mut());
         if self.now_ns >= self.next_balance_ns {
             self.next_balance_ns = self.now_ns + self.ms_to_ns(self.sched.balance_interval_ms);

@@ -660,6 +660,16 @@ impl Journal {
         let Some(process_start) = self.proc_.stat(pid).map(|s| s.starttime_ticks) else {
             return Vec::new();
         };
+        // The main thread's entry, when there is one, says which process the journal saw at
+        // this pid: another start time, and no entry of the pid speaks for the process now.
+        if self
+            .data
+            .threads
+            .get(&pid)
+            .is_some_and(|e| e.pid == pid && !is_of_process(pid, e, process_start))
+        {
+            return Vec::new();
+        }
         // A pending set counts too: after a crash between a set call and the record of its
         // outcome, the thread may have started others with it.
         let pick = |(&tid, e): (&u32, &ThreadEntry)| {
@@ -1756,6 +1766,8 @@ mod tests {
     /// set is touched, and the stale entry does not make it look born pinned.
     #[test]
     fn a_process_that_reused_a_journaled_pid_is_left_alone() {
+        // The child is a descendant of this process: another test's sweep would adopt it.
+        let _serial = pins_this_process();
         let Some((online, c0, c1, _dir, mut j)) = two_cpus_and_journal() else {
             return;
         };
@@ -1779,10 +1791,17 @@ mod tests {
         stale.original = c0.clone();
         stale.applied = Some(c1.clone());
         stale.pinned_at_ticks = Some(1);
-        j.data.threads.insert(pid, stale);
+        j.data.threads.insert(pid, stale.clone());
+        // An entry of another thread of that earlier process, with a start time that would
+        // pass for one of the new process: the main thread's entry already says the process
+        // is another one, so it makes nothing look born pinned either.
+        let mut sibling = stale;
+        sibling.starttime_ticks = start + 1;
+        j.data.threads.insert(999_999_990, sibling);
+        assert!(j.process_pins(pid).is_empty());
         assert!(j.adopt_new_tasks().expect("adopt").is_empty());
         let r = j.restore_all(&online);
-        assert_eq!(r.gone, vec![pid], "{r:?}");
+        assert_eq!(r.gone, vec![pid, 999_999_990], "{r:?}");
         assert_eq!(affinity::get(pid).expect("get"), c1);
         drop(child);
     }

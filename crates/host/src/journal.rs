@@ -25,7 +25,8 @@
 //! affinity differs, or that someone else changed while we ran (`user_set`), is left alone; a
 //! thread that exited, or whose id was reused by another thread (different start time, or no
 //! start time recorded to tell), is dropped and left alone whatever its set. Only entries
-//! journaled for the process that has the pid now make a thread look born pinned. Threads and child processes created after a pin inherit the pinned set; before
+//! journaled for the process that has the pid now make a thread look born pinned. Threads and
+//! child processes created after a pin inherit the pinned set; before
 //! restoring (and each interval, see [`Journal::adopt_new_tasks`]) they are journaled with the
 //! original of the process they inherited from.
 

@@ -1592,7 +1592,7 @@ fn serve_lines(
                     return;
                 }
             };
-            let resp = broker.handle(peer, &req);
+            let mut resp = broker.handle(peer, &req);
             if let (Request::SubscribeShared { id, interval_ms }, Response::Ok) = (&req, &resp) {
                 match share_slot(&mut page, &mut slots, *id) {
                     Ok((p, slot, fresh)) => {
@@ -1630,8 +1630,13 @@ fn serve_lines(
                 }
                 continue;
             }
+            // A refused hello (a version this broker does not speak) ends the connection: the
+            // reply says so, so a client does not wait on a connection about to close.
             let closing =
                 matches!(resp, Response::Error { .. }) && matches!(req, Request::Hello { .. });
+            if let Response::Error { closing: c, .. } = &mut resp {
+                *c = closing;
+            }
             // Answer first, then start pushing, so the `ok` precedes the first push.
             if !send(writer, &resp) || closing {
                 return;

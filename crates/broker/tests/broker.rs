@@ -405,3 +405,38 @@ fn each_cpu_of_a_per_cpu_target_is_multiplexed_on_its_own() {
 fn num_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// A hello in a version the broker does not speak is refused and the connection closed: the
+/// reply says `closing: true`, and the connection then ends (no line after it).
+#[test]
+fn a_refused_hello_says_the_connection_is_closing() {
+    use std::io::{BufRead, BufReader, Write};
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("s.sock");
+    let listener = server::bind(&path).unwrap();
+    let b = Arc::new(broker(4));
+    let stop = Arc::new(AtomicBool::new(false));
+    let srv = {
+        let (b, s) = (b.clone(), stop.clone());
+        std::thread::spawn(move || server::run(b, listener, s))
+    };
+    let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    // A hang guard, not a timing claim.
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(b"{\"op\":\"hello\",\"version\":99}\n").unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["type"], "error", "{line}");
+    assert!(v["message"].as_str().unwrap().contains("99"), "{line}");
+    assert_eq!(v["closing"], true, "{line}");
+    let mut rest = String::new();
+    assert_eq!(
+        r.read_line(&mut rest).unwrap(),
+        0,
+        "after the refusal: {rest}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    srv.join().unwrap().unwrap();
+}

@@ -690,6 +690,19 @@ fn journal_must_be_a_regular_file_locked_by_its_real_path() {
         j.to_str().expect("utf8"),
     ]);
     assert!(e.contains("version 99"), "{e}");
+    // A journal that does not exist (a typo after a crash) is refused, and not created.
+    let typo = dir.path().join("typo.journal");
+    let e = run_fails(&[
+        "agent",
+        "--restore-only",
+        "--journal",
+        typo.to_str().expect("utf8"),
+    ]);
+    assert!(
+        e.contains("does not exist") && e.contains("typo.journal"),
+        "{e}"
+    );
+    assert!(!typo.exists(), "--restore-only created {}", typo.display());
     fs::write(&j, "garbage\n").expect("write");
     let e = run_fails(&[
         "agent",
@@ -1084,13 +1097,16 @@ fn fault_run(iterations: usize, seed: u64) -> FaultReport {
         }
 
         drop(agent);
+        // An agent ended before it opened its journal changed nothing and left no journal:
+        // `--restore-only` refuses a missing one (a wrong path), so there is nothing to run.
         let out = Command::new(BIN)
             .args(["agent", "--restore-only", "--journal"])
             .arg(&journal)
             .output()
             .expect("restore-only");
         let err = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() || err.contains("corrupt") {
+        let missing = !journal.exists() && err.contains("does not exist");
+        if (!out.status.success() && !missing) || err.contains("corrupt") {
             rep.corrupt_journals += 1;
             eprintln!("restore-only failed: {err}");
         }

@@ -139,3 +139,43 @@ fn without_perf_event_the_proc_counters_are_used() {
     assert!(cpu > 0.0 && cpu < 105.0, "busy loop at {cpu} %");
     assert_eq!(t["counted_fraction"].as_f64(), Some(1.0));
 }
+
+/// `agent-overhead`: `--repeat 0` is refused up front; a SIGTERM to it ends the agent through
+/// its restore path and the helper, and removes its temporary directory.
+#[test]
+fn agent_overhead_refuses_zero_repeats_and_cleans_up_on_sigterm() {
+    let out = Command::new(BIN)
+        .args(["agent-overhead", "--repeat", "0"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--repeat"), "{err}");
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let child = Command::new(BIN)
+        .args(["agent-overhead", "--threads", "2", "--interval", "100ms"])
+        .args(["--intervals", "600", "--repeat", "1"])
+        .env("TMPDIR", scratch.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let dir = scratch
+        .path()
+        .join(format!("counterpoint-overhead-{}", child.id()));
+    // Until its directory exists (a hang guard of 60 s, not a timing claim).
+    for _ in 0..1200 {
+        if dir.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(dir.exists(), "{} never appeared", dir.display());
+    // SAFETY: signalling the command we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("stopped by SIGTERM"), "{err}");
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}

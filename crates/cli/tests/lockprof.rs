@@ -238,6 +238,125 @@ fn sigterm_ended_program_still_reports() {
     assert!(name.starts_with("main (term_wait.c:"), "{v}");
 }
 
+/// `counterpoint lockprof --json -o REPORT -- term_wait 77` with `TMPDIR` in `tmp`, in a process
+/// group of its own; returns it once the program says it is ready, with the program's pid.
+fn term_wait_under_lockprof(bin: &Path, tmp: &Path, report: &Path) -> (std::process::Child, i32) {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(counterpoint())
+        .args(["lockprof", "--json", "-o"])
+        .arg(report)
+        .arg("--")
+        .arg(bin)
+        .arg("77")
+        .env("TMPDIR", tmp)
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(f.get(4), Some(&"ready"), "{line}");
+    (child, f[3].parse().unwrap())
+}
+
+/// Ctrl-C (SIGINT to the whole process group) or SIGTERM/SIGHUP to the command alone: the
+/// command outlives the program, prints the profile of what ran and removes its temporary
+/// directory; its status says how the program ended.
+#[test]
+fn a_stop_signal_keeps_the_profile_and_leaves_no_temporary_directory() {
+    common::ensure_lockprof_lib();
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = compile("term_wait", tmp.path(), &[]);
+    for (sig, group) in [
+        (libc::SIGINT, true),
+        (libc::SIGTERM, false),
+        (libc::SIGHUP, false),
+        (libc::SIGTERM, true),
+    ] {
+        let scratch = tempfile::tempdir().unwrap();
+        let report = tmp.path().join(format!("r{sig}{group}.json"));
+        let (child, _) = term_wait_under_lockprof(&bin, scratch.path(), &report);
+        let target = if group {
+            -(child.id() as i32)
+        } else {
+            child.id() as i32
+        };
+        // SAFETY: signalling the command (or its process group) we started.
+        assert_eq!(unsafe { libc::kill(target, sig) }, 0);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(128 + sig), "{sig} {group}: {err}");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(v["signal"], sig, "{v}");
+        assert_eq!(v["acquisitions"], 77, "{v}");
+        let left: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().collect();
+        assert!(left.is_empty(), "{sig} {group}: left behind {left:?}");
+    }
+}
+
+/// A closed stdout while the table is printed (`lockprof -- yes | head -1`) ends the command
+/// quietly, and its temporary directory is removed.
+#[test]
+fn a_closed_stdout_ends_quietly_and_cleans_up() {
+    use std::io::Read;
+    common::ensure_lockprof_lib();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut child = Command::new(counterpoint())
+        .args(["lockprof", "--", "yes"])
+        .env("TMPDIR", scratch.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 2];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is closed here: `yes` ends by SIGPIPE, then so would the table.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGPIPE), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind {left:?}");
+}
+
+/// On a machine without a hardware PMU, `--events cycles` is refused before the program runs
+/// (exit 2, the event named), instead of a profile of counts never counted.
+#[test]
+fn events_this_machine_cannot_count_are_refused_before_the_program_runs() {
+    let sys = Path::new("/sys/bus/event_source/devices");
+    if ["cpu", "cpu_core", "cpu_atom", "armv8_pmuv3_0"]
+        .iter()
+        .any(|d| sys.join(d).exists())
+    {
+        eprintln!("SKIPPED: this machine has a hardware PMU");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("ran");
+    let out = lockprof(
+        &[
+            "--events",
+            "task-clock,cycles",
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cycles") && err.contains("not supported"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the program ran");
+}
+
 /// Issue 18 #8: every image of a program that execs itself is in the profile.
 #[test]
 fn every_exec_image_is_profiled() {

@@ -655,8 +655,9 @@ pub fn log_restore(log: &mut Logger, event: &str, signal: Option<i32>, r: &Resto
 }
 
 /// Restore what the journal at `path` records, and exit (`agent --restore-only`).
+/// The journal must exist: a missing one is a wrong path, refused (nothing is created).
 pub fn restore_only(path: &std::path::Path, log: &mut Logger) -> Result<Outcome, AgentError> {
-    let mut j = Journal::open(path)?;
+    let mut j = Journal::open_existing(path)?;
     let online = crate::affinity::online_cpus();
     let r = j.restore_all(&online);
     log_restore(log, "restored", None, &r);

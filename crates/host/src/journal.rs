@@ -23,8 +23,10 @@
 //! Restoring walks the journal: a thread still running with the affinity we set (or were about
 //! to set) gets its original back, limited to online CPUs and never empty; a thread whose
 //! affinity differs, or that someone else changed while we ran (`user_set`), is left alone; a
-//! thread that exited, or whose id was reused by another thread (different start time), is
-//! dropped. Threads and child processes created after a pin inherit the pinned set; before
+//! thread that exited, or whose id was reused by another thread (different start time, or no
+//! start time recorded to tell), is dropped and left alone whatever its set. Only entries
+//! journaled for the process that has the pid now make a thread look born pinned. Threads and
+//! child processes created after a pin inherit the pinned set; before
 //! restoring (and each interval, see [`Journal::adopt_new_tasks`]) they are journaled with the
 //! original of the process they inherited from.
 
@@ -74,6 +76,14 @@ pub enum JournalError {
         what: &'static str,
         /// The OS error.
         error: std::io::Error,
+    },
+    /// A journal that must exist (restoring only) does not.
+    #[error(
+        "journal {path} does not exist; nothing was restored and nothing created (check the path: the journal of the agent that ran)"
+    )]
+    Missing {
+        /// The path as given.
+        path: PathBuf,
     },
     /// The file holds no valid record.
     #[error("journal {path} is corrupt ({reason}); check and move it away to start afresh")]
@@ -406,12 +416,38 @@ pub fn resolve(path: &Path) -> Result<PathBuf, JournalError> {
 
 /// Whether the journal's entry `e`, kept under `tid`, is positively for another thread than
 /// the one `tid` names in process `pid` now: that thread is readable and the entry is for
-/// another process or a thread that started at another time. An unreadable thread says
+/// another process or a thread that started at another time (or has no start time to tell,
+/// which could never be restored). An unreadable thread says
 /// nothing: a transient `/proc` failure must not cost a live pinned thread its original.
 fn is_other_thread(proc_: &Proc, pid: u32, tid: u32, e: &ThreadEntry) -> bool {
     proc_.thread_stat(pid, tid).is_some_and(|s| {
-        e.pid != pid || (e.starttime_ticks != 0 && s.starttime_ticks != e.starttime_ticks)
+        e.pid != pid || e.starttime_ticks == 0 || s.starttime_ticks != e.starttime_ticks
     })
+}
+
+/// Whether the live thread `tid` of process `e.pid` is the very thread entry `e` was journaled
+/// for: readable, and started at the entry's start time. An entry without a start time (0)
+/// cannot be told from a later thread that reused the id, so it never matches: carrying the set
+/// we gave is no proof (any process started with the whole machine's set carries it).
+fn is_same_thread(proc_: &Proc, tid: u32, e: &ThreadEntry) -> bool {
+    e.starttime_ticks != 0
+        && proc_
+            .thread_stat(e.pid, tid)
+            .is_some_and(|s| s.starttime_ticks == e.starttime_ticks)
+}
+
+/// Whether entry `e` (kept under `tid`) was journaled for the process that has pid `e.pid`
+/// now, which started at `process_start`, and not for an earlier process whose pid was
+/// reused: every thread of a process starts at or after the process (its main thread, whose
+/// id is the pid, exactly then), and a process that reuses a pid starts after every thread of
+/// the one before. An entry without a start time proves nothing and does not count.
+fn is_of_process(tid: u32, e: &ThreadEntry, process_start: u64) -> bool {
+    e.starttime_ticks != 0
+        && if tid == e.pid {
+            e.starttime_ticks == process_start
+        } else {
+            e.starttime_ticks >= process_start
+        }
 }
 
 /// Whether the thread of entry `e` has positively exited: no thread has id `tid` any more, or
@@ -453,17 +489,41 @@ fn now_ticks() -> u64 {
 impl Journal {
     /// Open (creating it if absent), lock and load the journal at `path`.
     pub fn open(path: &Path) -> Result<Self, JournalError> {
+        Self::open_with(path, true)
+    }
+
+    /// Open, lock and load the journal at `path`, which must exist: restoring only, a missing
+    /// journal is a wrong path (after a crash, a typo must not "restore" nothing and succeed).
+    pub fn open_existing(path: &Path) -> Result<Self, JournalError> {
+        Self::open_with(path, false)
+    }
+
+    fn open_with(path: &Path, create: bool) -> Result<Self, JournalError> {
         let real = resolve(path)?;
+        if !create && fs::symlink_metadata(&real).is_err() {
+            return Err(JournalError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
+            .create(create)
             .truncate(false)
             // Resolved above: a link swapped in since is refused, not followed.
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .mode(0o600)
             .open(&real)
-            .map_err(io_err(&real, "cannot open it for writing"))?;
+            .map_err(|e| {
+                if !create && e.kind() == std::io::ErrorKind::NotFound {
+                    // Gone between the check and the open.
+                    JournalError::Missing {
+                        path: path.to_path_buf(),
+                    }
+                } else {
+                    io_err(&real, "cannot open it for writing")(e)
+                }
+            })?;
         let meta = file
             .metadata()
             .map_err(io_err(&real, "cannot inspect it"))?;
@@ -594,24 +654,44 @@ impl Journal {
     /// thread order, each distinct applied set once. A thread placed on its own (thread-level)
     /// gives the threads it starts its set, so its entry counts too. A thread the user re-pinned
     /// no longer speaks for the process.
+    /// Only entries journaled for the process that has the pid now count (see
+    /// [`is_of_process`]): a journal left by an agent that died, restored after the process
+    /// exited and its pid was reused, must not make the new process's threads look born pinned.
     fn process_pins(&self, pid: u32) -> Vec<(CpuSet, CpuSet, Option<u64>)> {
+        let Some(process_start) = self.proc_.stat(pid).map(|s| s.starttime_ticks) else {
+            return Vec::new();
+        };
+        // The main thread's entry, when there is one, says which process the journal saw at
+        // this pid: another start time, and no entry of the pid speaks for the process now.
+        if self
+            .data
+            .threads
+            .get(&pid)
+            .is_some_and(|e| e.pid == pid && !is_of_process(pid, e, process_start))
+        {
+            return Vec::new();
+        }
         // A pending set counts too: after a crash between a set call and the record of its
         // outcome, the thread may have started others with it.
-        let pick = |e: &ThreadEntry| {
+        let pick = |(&tid, e): (&u32, &ThreadEntry)| {
             [e.applied.clone(), e.pending.clone()]
                 .into_iter()
                 .flatten()
-                .filter(|_| e.user_set.is_none())
+                .filter(|_| e.user_set.is_none() && is_of_process(tid, e, process_start))
                 .map(|a| (e.original.clone(), a, e.pinned_at_ticks))
                 .collect::<Vec<_>>()
         };
-        let main = self.data.threads.get(&pid).filter(|e| e.pid == pid);
+        let main = self
+            .data
+            .threads
+            .get_key_value(&pid)
+            .filter(|(_, e)| e.pid == pid);
         let mut out: Vec<(CpuSet, CpuSet, Option<u64>)> = Vec::new();
         for p in main.map(pick).into_iter().flatten().chain(
             self.data
                 .threads
-                .values()
-                .filter(|e| e.pid == pid)
+                .iter()
+                .filter(|(_, e)| e.pid == pid)
                 .flat_map(pick),
         ) {
             if !out.iter().any(|o| o.1 == p.1) {
@@ -690,8 +770,13 @@ impl Journal {
                     // Gone already: nothing to journal; the set call will report it.
                     Err(_) => continue,
                 };
-                let st = self.proc_.thread_stat(pid, tid);
-                let start = st.as_ref().map(|s| s.starttime_ticks);
+                // Not a thread of `pid` (any more), or its start time cannot be read: not
+                // journaled, so the caller does not change it (an entry without a start time
+                // could never be restored).
+                let Some(st) = self.proc_.thread_stat(pid, tid) else {
+                    continue;
+                };
+                let start = Some(st.starttime_ticks);
                 // Born from one of our pins: carries its set and started after it (a sibling
                 // that already ran on that set, its program's own pin, keeps its own).
                 let (original, inherited_from) = match pins
@@ -705,8 +790,8 @@ impl Journal {
                     tid,
                     ThreadEntry {
                         pid,
-                        comm: st.as_ref().map(|s| s.comm.clone()).unwrap_or_default(),
-                        starttime_ticks: st.map(|s| s.starttime_ticks).unwrap_or(0),
+                        comm: st.comm,
+                        starttime_ticks: st.starttime_ticks,
                         original,
                         applied: None,
                         pending: None,
@@ -757,6 +842,12 @@ impl Journal {
         self.save()
     }
 
+    /// The set announced for `tid` and not yet recorded as done: a caller changes only a
+    /// thread announced (journaled) with exactly the set it is about to give.
+    pub fn pending(&self, tid: u32) -> Option<&CpuSet> {
+        self.data.threads.get(&tid).and_then(|e| e.pending.as_ref())
+    }
+
     /// The affinity we last set on a thread, if we changed it.
     pub fn applied(&self, tid: u32) -> Option<&CpuSet> {
         self.data.threads.get(&tid).and_then(|e| e.applied.as_ref())
@@ -797,10 +888,7 @@ impl Journal {
                 continue;
             };
             // A thread id now naming another thread is not a user's change.
-            let same = proc_
-                .thread_stat(e.pid, tid)
-                .is_some_and(|s| e.starttime_ticks == 0 || s.starttime_ticks == e.starttime_ticks);
-            if !same {
+            if !is_same_thread(proc_, tid, e) {
                 continue;
             }
             let Ok(current) = affinity::get(tid) else {
@@ -884,14 +972,11 @@ impl Journal {
                 .then(|| ppid.get(&pid).map(|p| p.1))
                 .flatten();
             for tid in self.proc_.threads(pid) {
-                // Journaled already (an entry of an exited thread whose id this one reuses is
-                // replaced).
-                if self
-                    .data
-                    .threads
-                    .get(&tid)
-                    .is_some_and(|e| !is_other_thread(&self.proc_, pid, tid, e))
-                {
+                // Journaled already. An entry whose thread id now names another thread (its
+                // start time differs) is not replaced here: that thread is not the one the
+                // journal speaks of, whatever set it carries, so restoring reports it gone and
+                // leaves it alone (a thread the agent moves is journaled afresh, `announce`).
+                if self.data.threads.contains_key(&tid) {
                     continue;
                 }
                 let Ok(current) = affinity::get(tid) else {
@@ -902,8 +987,12 @@ impl Journal {
                 // The thread itself started after that pin too: thread-level placement leaves
                 // siblings alone, and one already on the set (its program's own pin) is not
                 // ours.
-                let st = self.proc_.thread_stat(pid, tid);
-                let start = st.as_ref().map(|s| s.starttime_ticks);
+                // A thread whose start time cannot be read now is looked at again next sweep:
+                // an entry without one could never be restored.
+                let Some(st) = self.proc_.thread_stat(pid, tid) else {
+                    continue;
+                };
+                let start = Some(st.starttime_ticks);
                 let Some((original, applied, at)) = pinned[&origin].iter().find(|p| {
                     p.1 == current && born_after(child_start, p.2) && born_after(start, p.2)
                 }) else {
@@ -913,8 +1002,8 @@ impl Journal {
                     tid,
                     ThreadEntry {
                         pid,
-                        comm: st.as_ref().map(|s| s.comm.clone()).unwrap_or_default(),
-                        starttime_ticks: st.map(|s| s.starttime_ticks).unwrap_or(0),
+                        comm: st.comm.clone(),
+                        starttime_ticks: st.starttime_ticks,
                         original: original.clone(),
                         applied: Some(applied.clone()),
                         pending: None,
@@ -947,11 +1036,10 @@ impl Journal {
         // A failed save only loses the on-disk copy; the entries are restored below anyway.
         let _ = self.adopt_new_tasks();
         for (&tid, e) in &self.data.threads {
-            let same_thread = self
-                .proc_
-                .thread_stat(e.pid, tid)
-                .is_some_and(|s| e.starttime_ticks == 0 || s.starttime_ticks == e.starttime_ticks);
-            if !same_thread {
+            // Only the very thread journaled: a thread that reused the id (another start
+            // time) is gone and left alone whatever its set, and so is every thread when the
+            // record has no start time to tell them apart.
+            if !is_same_thread(&self.proc_, tid, e) {
                 report.gone.push(tid);
                 continue;
             }
@@ -1641,6 +1729,127 @@ mod tests {
                 "{t}: {r:?}"
             );
         }
+    }
+
+    /// A journal entry under the id of a live thread of this process, but for a thread that
+    /// started at another time (an exited one whose id was reused): the live thread carries the
+    /// set the entry says we applied, yet it is not the journaled thread. Restoring reports it
+    /// gone and leaves its set alone; the sweep does not adopt it either.
+    #[test]
+    fn a_thread_whose_start_time_differs_is_gone_whatever_its_set() {
+        let _serial = pins_this_process();
+        let Some((online, c0, c1, _dir, mut j)) = two_cpus_and_journal() else {
+            return;
+        };
+        let pid = std::process::id();
+        let (tid, end, h) = parked_thread();
+        affinity::set(tid, &c1, &online).expect("set");
+        let start = Proc::default()
+            .thread_stat(pid, tid)
+            .expect("stat")
+            .starttime_ticks;
+        let mut stale = entry(pid);
+        stale.starttime_ticks = start + 1;
+        stale.original = c0.clone();
+        stale.applied = Some(c1.clone());
+        j.data.threads.insert(tid, stale);
+        assert!(j.adopt_new_tasks().expect("adopt").is_empty());
+        let r = j.restore_all(&online);
+        assert_eq!(r.gone, vec![tid], "{r:?}");
+        assert!(r.restored.is_empty(), "{r:?}");
+        assert_eq!(affinity::get(tid).expect("get"), c1);
+        drop(end);
+        h.join().expect("join");
+    }
+
+    /// A child process stands for a process that reused the pid of one a dead agent pinned:
+    /// the journal's entry for its main thread has an earlier start time. Neither it nor its
+    /// set is touched, and the stale entry does not make it look born pinned.
+    #[test]
+    fn a_process_that_reused_a_journaled_pid_is_left_alone() {
+        // The child is a descendant of this process: another test's sweep would adopt it.
+        let _serial = pins_this_process();
+        let Some((online, c0, c1, _dir, mut j)) = two_cpus_and_journal() else {
+            return;
+        };
+        let Ok(child) = std::process::Command::new("sleep").arg("60").spawn() else {
+            eprintln!("SKIPPED: cannot start sleep");
+            return;
+        };
+        struct KillOnDrop(std::process::Child);
+        impl Drop for KillOnDrop {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let child = KillOnDrop(child);
+        let pid = child.0.id();
+        affinity::set(pid, &c1, &online).expect("set");
+        let start = Proc::default().stat(pid).expect("stat").starttime_ticks;
+        let mut stale = entry(pid);
+        stale.starttime_ticks = start.saturating_sub(1).max(1);
+        stale.original = c0.clone();
+        stale.applied = Some(c1.clone());
+        stale.pinned_at_ticks = Some(1);
+        j.data.threads.insert(pid, stale.clone());
+        // An entry of another thread of that earlier process, with a start time that would
+        // pass for one of the new process: the main thread's entry already says the process
+        // is another one, so it makes nothing look born pinned either.
+        let mut sibling = stale;
+        sibling.starttime_ticks = start + 1;
+        j.data.threads.insert(999_999_990, sibling);
+        assert!(j.process_pins(pid).is_empty());
+        assert!(j.adopt_new_tasks().expect("adopt").is_empty());
+        let r = j.restore_all(&online);
+        assert_eq!(r.gone, vec![pid, 999_999_990], "{r:?}");
+        assert_eq!(affinity::get(pid).expect("get"), c1);
+        drop(child);
+    }
+
+    /// An entry without a start time (0) cannot be told from a thread that reused its id: a
+    /// live thread carrying its applied set is not restored, and no thread is adopted on its
+    /// word.
+    #[test]
+    fn an_entry_without_a_start_time_is_never_applied() {
+        let _serial = pins_this_process();
+        let Some((online, c0, c1, _dir, mut j)) = two_cpus_and_journal() else {
+            return;
+        };
+        let pid = std::process::id();
+        let (tid, end, h) = parked_thread();
+        let (other, end_other, h_other) = parked_thread();
+        for t in [tid, other] {
+            affinity::set(t, &c1, &online).expect("set");
+        }
+        let mut unknown = entry(pid);
+        unknown.starttime_ticks = 0;
+        unknown.original = c0.clone();
+        unknown.applied = Some(c1.clone());
+        j.data.threads.insert(tid, unknown);
+        assert!(j.adopt_new_tasks().expect("adopt").is_empty());
+        let r = j.restore_all(&online);
+        assert_eq!(r.gone, vec![tid], "{r:?}");
+        for t in [tid, other] {
+            assert_eq!(affinity::get(t).expect("get"), c1, "{t}: {r:?}");
+        }
+        drop((end, end_other));
+        h.join().expect("join");
+        h_other.join().expect("join");
+    }
+
+    /// Restoring only, a journal that does not exist is refused and not created.
+    #[test]
+    fn open_existing_refuses_a_missing_journal_and_creates_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("typo");
+        let err = Journal::open_existing(&p).expect_err("missing");
+        assert!(matches!(err, JournalError::Missing { .. }), "{err}");
+        assert!(err.to_string().contains("typo"), "{err}");
+        assert!(!p.exists());
+        fs::write(&p, "").expect("write");
+        let j = Journal::open_existing(&p).expect("an empty journal exists");
+        assert!(!j.has_entries());
     }
 
     #[test]

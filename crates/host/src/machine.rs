@@ -651,6 +651,12 @@ impl Host {
         let mut outcomes = Vec::with_capacity(tids.len());
         let mut failure = None;
         for &tid in &tids {
+            // A thread the journal did not take (it left the process, or its start time could
+            // not be read) is not changed: nothing could put it back.
+            if journal.pending(tid) != Some(&effective) {
+                outcomes.push((tid, None));
+                continue;
+            }
             match affinity::set(tid, &effective, &self.online) {
                 Ok(s) => outcomes.push((tid, Some(s))),
                 Err(AffinityError::Gone { .. }) => outcomes.push((tid, None)),

@@ -5,7 +5,7 @@
 //! report is written just before, and removed again if the exec fails).
 
 use core::ffi::{c_char, c_int};
-use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed, Ordering::SeqCst};
 
 use crate::report::{self, Ending};
 use crate::table::{rdtsc, thread_exit, EXIT_KEY, INIT_MONO_NS, INIT_TSC, MY_SLOT, RETIRED, SLOTS};
@@ -143,22 +143,51 @@ extern "C" fn at_exit() {
     report::flush(Ending::Exit);
 }
 
+/// Set by the first signal handler that writes the report: a second ending signal, on any
+/// thread (e.g. Ctrl-C reaching the program from the terminal and again from `counterpoint
+/// lockprof`, which passes on a signal sent to it), waits for that handler to end the process
+/// instead of ending it in the middle of the write.
+static ENDING: AtomicBool = AtomicBool::new(false);
+
 extern "C" fn on_signal(sig: c_int) {
+    if ENDING.swap(true, SeqCst) {
+        // Another handler writes the report and then ends the process.
+        loop {
+            // SAFETY: pause is async-signal-safe.
+            unsafe { libc::pause() };
+        }
+    }
     report::flush(Ending::Signal(sig));
-    // SA_RESETHAND restored the default action: re-raise so the process ends as it would have
-    // (status, core dump) without us.
-    // SAFETY: raise is async-signal-safe.
-    unsafe { libc::raise(sig) };
+    // The default action back, then re-raise so the process ends as it would have (status,
+    // core dump) without us: `sig` is blocked in its own handler, so the raised signal waits
+    // until it is unblocked here.
+    // SAFETY: sigaction, raise and pthread_sigmask are async-signal-safe; the structures are
+    // ours and initialised.
+    unsafe {
+        let mut dfl: libc::sigaction = core::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut dfl.sa_mask);
+        libc::sigaction(sig, &dfl, core::ptr::null_mut());
+        libc::raise(sig);
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut());
+    }
 }
 
-/// Install `on_signal` for `sig` if its disposition is still the default.
+/// Install `on_signal` for `sig` if its disposition is still the default. While it runs, every
+/// signal it handles is blocked on its thread (other threads wait through [`ENDING`]).
 unsafe fn handle_if_default(sig: c_int) {
     let mut old: libc::sigaction = core::mem::zeroed();
     if libc::sigaction(sig, core::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL {
         let mut sa: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = on_signal as *const () as usize;
-        sa.sa_flags = libc::SA_RESETHAND | libc::SA_NODEFER | libc::SA_RESTART;
+        sa.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut sa.sa_mask);
+        for other in FATAL_SIGNALS.iter().chain(TERMINATING_SIGNALS.iter()) {
+            libc::sigaddset(&mut sa.sa_mask, *other);
+        }
         libc::sigaction(sig, &sa, core::ptr::null_mut());
     }
 }

@@ -262,6 +262,13 @@ fn out_pid(_stdout: &str, dir: &Path, child: &str) -> String {
 
 /// The report of a program ended by `sig` (issue 18 #8: lost before).
 fn ended_by_signal(sig: i32) {
+    ended_by_signals(&[sig]);
+}
+
+/// The report of a program sent `sigs` back to back (the first, the lowest-numbered, ends it).
+fn ended_by_signals(sigs: &[i32]) {
+    let sig = sigs[0];
+    let all = sigs.to_vec();
     let tmp = tempfile::tempdir().unwrap();
     let bin = compile("term_wait", tmp.path());
     let mut cmd = Command::new(&bin);
@@ -277,10 +284,12 @@ fn ended_by_signal(sig: i32) {
     // SAFETY: between fork and exec only async-signal-safe calls (signal, sigprocmask).
     unsafe {
         cmd.pre_exec(move || {
-            libc::signal(sig, libc::SIG_DFL);
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, sig);
+            for &s in &all {
+                libc::signal(s, libc::SIG_DFL);
+                libc::sigaddset(&mut set, s);
+            }
             libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
             Ok(())
         });
@@ -292,8 +301,10 @@ fn ended_by_signal(sig: i32) {
         .unwrap();
     assert!(line.ends_with("ready\n"), "{line}");
     let addr = line.split_whitespace().nth(1).unwrap().to_string();
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+    for &s in sigs {
+        // SAFETY: signalling our own child.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, s) }, 0);
+    }
     let status = wait_bounded(&mut child, sig);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(sig), "it still dies of the signal");
@@ -346,6 +357,14 @@ fn sigint_writes_the_profile() {
 #[test]
 fn sighup_writes_the_profile() {
     ended_by_signal(libc::SIGHUP);
+}
+
+/// A second ending signal while the first one's handler writes the report (Ctrl-C from the
+/// terminal and again from `counterpoint lockprof`, or a signal to a whole process group)
+/// waits: the report is whole and the process dies of the first.
+#[test]
+fn a_second_signal_does_not_cut_the_profile_short() {
+    ended_by_signals(&[libc::SIGINT, libc::SIGTERM]);
 }
 
 /// Issue 18 #8: every lock taken before an exec was lost. Now each image writes its segment

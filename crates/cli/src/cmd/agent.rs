@@ -34,7 +34,8 @@ pub struct AgentArgs {
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
-    /// Restore what the journal records and exit.
+    /// Restore what the journal records and exit. The journal must exist: a missing one is
+    /// refused (exit 2), never created.
     #[arg(long)]
     restore_only: bool,
     /// `spread` only: CPUs used (task-clock / wall time) from which a task counts as hungry.

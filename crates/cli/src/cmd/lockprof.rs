@@ -21,6 +21,7 @@ use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// File name of the preload library.
 pub const LIB_NAME: &str = "libcounterpoint_lockprof.so";
@@ -175,6 +176,100 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// The program's pid while it runs and is not yet reaped (0 otherwise): where a stop signal
+/// sent to this command is forwarded. Unreaped, the pid cannot name another process.
+static PROGRAM: AtomicI32 = AtomicI32::new(0);
+/// A stop signal that came before the program's pid was known, to forward once it is.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+/// `si_code` of a signal the kernel sent itself (a terminal's Ctrl-C or hang-up).
+const SI_KERNEL: libc::c_int = 0x80;
+/// The signals that end this command and its program together, the profile printed.
+const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // Async-signal-safe only: atomics and kill(2). A terminal's signal went to its whole
+    // foreground group, the program included; one sent by a process (`kill PID`) only to us,
+    // so it is passed on. (A signal to our whole group reaches the program twice: its profiler
+    // blocks the second while it writes the profile, then the first ends it.)
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo.
+    let from_kernel = !info.is_null() && unsafe { (*info).si_code } == SI_KERNEL;
+    if from_kernel {
+        return;
+    }
+    match PROGRAM.load(Ordering::SeqCst) {
+        0 => PENDING.store(sig, Ordering::SeqCst),
+        // SAFETY: kill on our own unreaped child.
+        pid => unsafe {
+            libc::kill(pid, sig);
+        },
+    }
+}
+
+/// Catch SIGINT, SIGTERM and SIGHUP (see [`on_stop`]): this command then outlives its
+/// program, prints the profile written so far and removes its temporary directory.
+fn catch_stop_signals() -> Result<()> {
+    for sig in STOP_SIGNALS {
+        // SAFETY: a zeroed sigaction is valid; we set the handler, an empty mask and flags.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_stop as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // SAFETY: sa_mask is ours; sigemptyset only writes to it.
+        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+        // SAFETY: the handler is async-signal-safe (atomics and kill).
+        if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("catching {}", signal_name(sig)));
+        }
+    }
+    Ok(())
+}
+
+/// Wait until child `pid` has ended without reaping it (its pid stays ours until then).
+fn wait_unreaped(pid: libc::pid_t) -> std::io::Result<()> {
+    loop {
+        // SAFETY: a zeroed siginfo is valid for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child; WNOWAIT leaves it waitable.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// A line on stderr that never panics (a closed stderr must not stop the cleanup).
+fn note(msg: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// Shell status of a command ended by SIGPIPE: this command's status when its own output is a
+/// closed pipe (it ignores SIGPIPE while printing, so its temporary directory is removed).
+const EXIT_SIGPIPE: u8 = 128 + libc::SIGPIPE as u8;
+
+/// Check `--events LIST` on this machine before the program runs: every event must parse and
+/// open (through the counters crate, on this thread, at once closed). A machine without a PMU
+/// refuses `cycles` here instead of the program reporting counts of 0 never counted.
+fn check_events(list: &str) -> Result<()> {
+    let specs =
+        counterpoint_selfmon::parse_events(list).with_context(|| format!("--events {list:?}"))?;
+    for spec in &specs {
+        counterpoint_selfmon::SelfCounter::open(spec)
+            .with_context(|| format!("--events {list:?}: cannot count on this machine"))?;
+    }
+    Ok(())
+}
+
 pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     let lib = find_library()?;
     let prog = resolve_program(&args.command[0])?;
@@ -197,8 +292,8 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         .env("COUNTERPOINT_LOCKPROF_OUT", outdir.path())
         .env_remove("COUNTERPOINT_LOCKPROF_EVENTS");
     if let Some(list) = &args.events {
-        // Refuse a list this machine cannot parse before running anything.
-        counterpoint_selfmon::parse_events(list).with_context(|| format!("--events {list:?}"))?;
+        // Refuse a list this machine cannot count before running anything.
+        check_events(list)?;
         cmd.env("COUNTERPOINT_LOCKPROF_EVENTS", list);
     }
     if args.json && args.output.is_none() {
@@ -209,18 +304,39 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
                 .context("duplicating stderr for the program's stdout")?,
         ));
     }
+    // Caught from before the start (a handler is reset to the default in the program at exec):
+    // a stop signal ends the program, and this command prints what it profiled.
+    catch_stop_signals()?;
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", prog.display()))?;
     let pid = child.id();
+    PROGRAM.store(pid as i32, Ordering::SeqCst);
+    let early = PENDING.swap(0, Ordering::SeqCst);
+    if early != 0 {
+        // SAFETY: kill on our own unreaped child.
+        unsafe {
+            libc::kill(pid as i32, early);
+        }
+    }
+    let ended = wait_unreaped(pid as libc::pid_t);
+    // From here the pid may be reaped: nothing is forwarded to it any more.
+    PROGRAM.store(0, Ordering::SeqCst);
+    ended.context("waiting for the program")?;
     let status = child.wait().context("waiting for the program")?;
+    // A closed stdout while printing is an EPIPE error, not a death by SIGPIPE that would leave
+    // the temporary directory behind (the program is gone: nothing inherits this).
+    // SAFETY: setting a signal disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
 
     let all = read_all_processes(outdir.path())?;
     let have = all.contains_key(&pid);
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
         (None, Some(s)) => {
-            eprintln!(
+            note(format_args!(
                 "counterpoint lockprof: the program was killed by {} ({s}){}",
                 signal_name(s),
                 if have {
@@ -228,7 +344,7 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
                 } else {
                     ""
                 }
-            );
+            ));
             128 + s
         }
         _ => 1,
@@ -255,10 +371,10 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         (None, None) => {
             if !have {
                 // Still propagate the program's status: its run was not at fault.
-                eprintln!(
+                note(format_args!(
                     "counterpoint lockprof: the program wrote no lock profile (killed by SIGKILL, \
                      cleared LD_PRELOAD, or a fork child that took no lock); exit status {code}"
-                );
+                ));
                 return Ok(exit);
             }
             pid
@@ -292,9 +408,17 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     match &args.output {
         Some(path) => std::fs::write(path, text)
             .with_context(|| format!("writing the report to {}", path.display()))?,
-        None => std::io::stdout()
-            .write_all(text.as_bytes())
-            .context("writing the report")?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                Ok(()) => {}
+                // Nobody reads any more: end quietly (the temporary directory is removed).
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    return Ok(ExitCode::from(EXIT_SIGPIPE))
+                }
+                Err(e) => return Err(e).context("writing the report"),
+            }
+        }
     }
     Ok(exit)
 }

@@ -10,7 +10,8 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::io::{BufRead, Read};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
@@ -24,8 +25,8 @@ pub struct OverheadArgs {
     /// Intervals to run the agent for.
     #[arg(long, default_value_t = 30)]
     intervals: u64,
-    /// Repetitions (the median is reported).
-    #[arg(long, default_value_t = 3)]
+    /// Repetitions (the median is reported); at least 1.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// One more thread in the watched process wakes every this many ms, so the process is
     /// never idle for a whole interval and every thread is read each time (0: all sleep).
@@ -81,12 +82,85 @@ struct Cost {
     window_s: f64,
 }
 
+/// The first SIGINT, SIGTERM or SIGHUP received (0: none): the run stops, the agent restores
+/// and exits, and the helper and the temporary directory are removed.
+static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
+/// The running agent's pid while it is not yet reaped (0 otherwise): where a stop is passed on.
+static AGENT: AtomicI32 = AtomicI32::new(0);
+/// `si_code` of a signal the kernel sent itself (a terminal's Ctrl-C or hang-up, which the
+/// agent in the same foreground group receives too).
+const SI_KERNEL: libc::c_int = 0x80;
+
+extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // Async-signal-safe only: atomics and kill(2).
+    let _ = STOPPED_BY.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo.
+    let from_kernel = !info.is_null() && unsafe { (*info).si_code } == SI_KERNEL;
+    let agent = AGENT.load(Ordering::SeqCst);
+    if agent > 0 && !from_kernel {
+        // SAFETY: kill on our own unreaped child; the agent restores on SIGTERM.
+        unsafe {
+            libc::kill(agent, libc::SIGTERM);
+        }
+    }
+}
+
+fn catch_stop_signals() -> Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction is valid; we set the handler, an empty mask and flags.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_stop as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // SAFETY: sa_mask is ours; sigemptyset only writes to it.
+        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+        // SAFETY: the handler is async-signal-safe (atomics and kill).
+        if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("catching stop signals");
+        }
+    }
+    Ok(())
+}
+
+fn stopped() -> bool {
+    STOPPED_BY.load(Ordering::SeqCst) != 0
+}
+
+/// The helper process and the temporary directory, ended and removed on every way out (an
+/// error, a stop signal, the end).
+struct Cleanup {
+    helper: Child,
+    dir: Option<std::path::PathBuf>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        // Closing its stdin ends the helper; kill it too in case it is not reading.
+        drop(self.helper.stdin.take());
+        let _ = self.helper.kill();
+        let _ = self.helper.wait();
+        if let Some(d) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
 /// Run the agent and measure its steady state between mid-interval samples.
 fn run_agent(cmd: &mut Command, interval: Duration, intervals: u64) -> Result<Cost> {
     cmd.stderr(Stdio::piped());
     let t0 = Instant::now();
+    if stopped() {
+        bail!("stopped before the agent started");
+    }
     let mut child = cmd.spawn().context("spawn agent")?;
     let pid = child.id();
+    AGENT.store(pid as i32, Ordering::SeqCst);
+    if stopped() {
+        // The stop came between the check and the pid being known: pass it on now.
+        // SAFETY: kill on our own unreaped child.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGTERM);
+        }
+    }
     // Drain the log (a full pipe would block the agent); say when it has started.
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let log = child.stderr.take();
@@ -104,16 +178,30 @@ fn run_agent(cmd: &mut Command, interval: Duration, intervals: u64) -> Result<Co
     let skip = skip_intervals(intervals);
     let mut steady = None;
     let mut window_s = 0.0;
-    let start_line = rx.recv_timeout(Duration::from_secs(120)).ok();
+    // The start line, or the end of the log (the agent exited), or a stop signal.
+    let mut start_line = None;
+    for _ in 0..2400 {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(l) => {
+                start_line = Some(l);
+                break;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if stopped() => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
     let idle_gate = start_line.clone().unwrap_or_default();
     if intervals >= skip + 3 && start_line.is_some() {
         let started = Instant::now();
         let at = |k: u64| started + interval * k as u32 + interval / 2;
-        let sleep_until = |t: Instant| {
+        // In short steps, so a stop signal ends the wait.
+        let sleep_until = |t: Instant| loop {
             let now = Instant::now();
-            if t > now {
-                std::thread::sleep(t - now);
+            if t <= now || stopped() {
+                break;
             }
+            std::thread::sleep((t - now).min(Duration::from_millis(50)));
         };
         sleep_until(at(skip));
         let a = (run_time_ns(pid), Instant::now());
@@ -126,7 +214,12 @@ fn run_agent(cmd: &mut Command, interval: Duration, intervals: u64) -> Result<Co
             }
         }
     }
-    let (cpu_s, code) = wait_rusage(child.id() as libc::pid_t)?;
+    // Ended but not reaped first: until then its pid cannot name another process, so a stop
+    // signal can still be passed on to it.
+    let ended = wait_unreaped(pid as libc::pid_t);
+    AGENT.store(0, Ordering::SeqCst);
+    ended.context("waiting for the agent")?;
+    let (cpu_s, code) = wait_rusage(pid as libc::pid_t)?;
     // Reaped by wait4 above; dropping a Child neither waits nor kills.
     drop(child);
     let _ = drain.join();
@@ -148,6 +241,30 @@ fn idle_gate_of(line: &str) -> String {
         .and_then(|(_, rest)| rest.split_once('"'))
         .map(|(v, _)| v.to_string())
         .unwrap_or_else(|| "not stated".into())
+}
+
+/// Wait until child `pid` has ended without reaping it.
+fn wait_unreaped(pid: libc::pid_t) -> std::io::Result<()> {
+    loop {
+        // SAFETY: a zeroed siginfo is valid for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child; WNOWAIT leaves it waitable.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 /// Wait for child `pid`: (user+sys CPU seconds, exit code or -1).
@@ -197,7 +314,10 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         return hold(n, args.waker_ms);
     }
     let exe = std::env::current_exe().context("own executable")?;
-    let mut helper = Command::new(&exe)
+    // Caught before anything starts (the agent and the helper get the default actions back at
+    // exec): a stop ends the agent through its restore path, then everything is cleaned up.
+    catch_stop_signals()?;
+    let helper = Command::new(&exe)
         .args([
             "agent-overhead",
             "--hold-threads",
@@ -209,11 +329,12 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         .stdout(Stdio::piped())
         .spawn()
         .context("spawn helper")?;
+    let mut run = Cleanup { helper, dir: None };
     let mut line = [0u8; 6];
-    if let Some(out) = helper.stdout.as_mut() {
+    if let Some(out) = run.helper.stdout.as_mut() {
         out.read_exact(&mut line).context("helper did not start")?;
     }
-    let hp = helper.id();
+    let hp = run.helper.id();
     let threads =
         counterpoint_counters::tasks::thread_ids(std::path::Path::new("/proc"), hp as i32)
             .map(|t| t.len())
@@ -222,8 +343,6 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     let interval = Duration::from_nanos(interval_ns);
     let skip = skip_intervals(args.intervals);
     if args.intervals < skip + 3 {
-        let _ = helper.kill();
-        let _ = helper.wait();
         bail!(
             "--intervals {}: at least {} are needed ({skip} start-up intervals are left out, then a window of two)",
             args.intervals,
@@ -231,6 +350,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         );
     }
     let dir = tempfile_dir()?;
+    run.dir = Some(dir.clone());
     let mut steady = Vec::new();
     let mut totals = Vec::new();
     let mut idle_gate = String::new();
@@ -247,14 +367,11 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             interval,
             args.intervals,
         );
-        let cost = match cost {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = helper.kill();
-                let _ = helper.wait();
-                return Err(e);
-            }
-        };
+        if let Some(code) = stop_code() {
+            drop(run);
+            return Ok(code);
+        }
+        let cost = cost?;
         let total = cost.total_cpu_s / cost.total_wall_s * 100.0;
         idle_gate = cost.idle_gate.clone();
         totals.push(total);
@@ -277,9 +394,10 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             );
         }
     }
-    drop(helper.stdin.take());
-    let _ = helper.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(run);
+    if let Some(code) = stop_code() {
+        return Ok(code);
+    }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied()
@@ -316,6 +434,22 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// After a stop signal: say so and give the shell's status for it (128+N); the caller has
+/// ended the helper and removed the temporary directory.
+fn stop_code() -> Option<ExitCode> {
+    let sig = STOPPED_BY.load(Ordering::SeqCst);
+    (sig != 0).then(|| {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "counterpoint agent-overhead: stopped by {}; the agent was ended through its restore \
+             path and the temporary files were removed; nothing measured",
+            counterpoint_host::signals::name(sig)
+        );
+        ExitCode::from(128 + sig as u8)
+    })
 }
 
 fn tempfile_dir() -> Result<std::path::PathBuf> {

@@ -52,6 +52,13 @@ impl Host {
             return Ok(None);
         };
         journal.before_thread_change(pid, tid, &effective)?;
+        // Not journaled (it left the process since, or its start time could not be read):
+        // not changed, as nothing could put it back.
+        if journal.pending(tid) != Some(&effective) {
+            journal.after_change(tid, None)?;
+            self.skipped_threads.push(skipped);
+            return Ok(None);
+        }
         match affinity::set(tid, &effective, &self.online) {
             Ok(s) => {
                 journal.after_change(tid, Some(&s))?;

@@ -323,18 +323,18 @@ pub fn run(
             // DI's claim judged per machine shape, on the 95 % interval over the mixes.
             if let (true, Some(d)) = (*p == "di", d) {
                 let bound = crate::paper::DI_DISTANCE_FROM_ORACLE_PCT;
-                let (lo, hi) = d.interval95();
-                let verdict = if hi <= bound {
-                    "reproduced"
-                } else if lo > bound {
-                    "not reproduced"
-                } else {
-                    "not decided (the interval straddles the bound)"
+                let verdict = match d.interval95() {
+                    // One seed is one mix per shape: no interval to judge the claim on.
+                    None => crate::summary::UNDECIDED_ONE_SEED,
+                    Some((_, hi)) if hi <= bound => "reproduced",
+                    Some((lo, _)) if lo > bound => "not reproduced",
+                    Some(_) => "not decided (the interval straddles the bound)",
                 };
                 r.findings.push(format!(
-                    "di on {}: {:.2}% [95 % CI {lo:.2}, {hi:.2}] from the oracle (paper: within \
-                     {bound}%) — {verdict}",
-                    s.label, d.mean
+                    "di on {}: {:.2}% [{}] from the oracle (paper: within {bound}%) — {verdict}",
+                    s.label,
+                    d.mean,
+                    d.show_ci(2)
                 ));
             }
         }
@@ -366,16 +366,17 @@ pub fn run(
         r.findings.insert(
             0,
             format!(
-                "di over all mixes: {:.2}% ± {:.2}% from the oracle (paper: within 2%) — {} \
-                 (the verdicts per machine shape below are the ones that count)",
-                d.mean,
-                d.std,
-                if d.interval95().1 <= 2.0 {
-                    "reproduced on average"
-                } else if d.interval95().0 > 2.0 {
-                    "not reproduced on average"
-                } else {
-                    "not decided on average"
+                "di over all mixes: {}% from the oracle (paper: within 2%) — {} (the verdicts \
+                 per machine shape below are the ones that count)",
+                match d.std {
+                    Some(std) => format!("{:.2}% ± {std:.2}", d.mean),
+                    None => format!("{:.2}", d.mean),
+                },
+                match d.interval95() {
+                    None => "undecided on average: one mix",
+                    Some((_, hi)) if hi <= 2.0 => "reproduced on average",
+                    Some((lo, _)) if lo > 2.0 => "not reproduced on average",
+                    Some(_) => "not decided on average",
                 }
             ),
         );
@@ -400,7 +401,7 @@ pub fn run(
                     .iter()
                     .map(|s| {
                         r.get(&format!("{} {p}", s.label), "distance_from_oracle_pct")
-                            .map(|v| v.std)
+                            .and_then(|v| v.std)
                     })
                     .collect(),
             })

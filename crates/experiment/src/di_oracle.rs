@@ -429,4 +429,86 @@ mod tests {
         assert_eq!(d.len(), 4);
         assert_eq!(mix(&progs[..2], 3, 1, 0).len(), 3);
     }
+
+    /// The simulator with every mix cut to `cap_ns` of simulated time: the verdicts' plumbing,
+    /// not the report's figures.
+    struct Capped {
+        lab: crate::sim_lab::SimLab,
+        cap_ns: u64,
+    }
+
+    impl Capped {
+        fn cut(&self, job: &Job) -> Job {
+            match job {
+                Job::Custom {
+                    machine,
+                    tasks,
+                    duration_ns,
+                    tick_ns,
+                } => Job::Custom {
+                    machine: machine.clone(),
+                    tasks: tasks.clone(),
+                    duration_ns: (*duration_ns).min(self.cap_ns),
+                    tick_ns: *tick_ns,
+                },
+                other => other.clone(),
+            }
+        }
+    }
+
+    impl Lab for Capped {
+        fn topology(&self, job: &Job) -> Result<counterpoint_core::topology::Topology, LabError> {
+            self.lab.topology(job)
+        }
+        fn run(
+            &self,
+            job: &Job,
+            spec: RunSpec,
+            policy: &mut dyn Policy,
+            pick: &mut dyn counterpoint_core::machine::PickNext,
+        ) -> Result<Outcome, LabError> {
+            self.lab.run(&self.cut(job), spec, policy, pick)
+        }
+        fn run_light(
+            &self,
+            job: &Job,
+            spec: RunSpec,
+            policy: &mut dyn Policy,
+        ) -> Result<Outcome, LabError> {
+            self.lab.run_light(&self.cut(job), spec, policy)
+        }
+        fn mix_programs(&self) -> Vec<String> {
+            self.lab.mix_programs()
+        }
+    }
+
+    #[test]
+    fn one_seed_judges_no_machine_shape() {
+        let lab = Capped {
+            lab: crate::sim_lab::SimLab::new().expect("the built-in catalog loads"),
+            cap_ns: 200_000_000,
+        };
+        let r = run(&lab, &[7], &crate::progress::NoProgress).expect("runs");
+        let per_shape: Vec<&String> = r
+            .findings
+            .iter()
+            .filter(|f| f.starts_with("di on "))
+            .collect();
+        assert_eq!(per_shape.len(), shapes().len());
+        for f in per_shape {
+            // One mix per shape: no interval, so neither reproduced nor not, nor straddling.
+            assert!(
+                f.ends_with("— undecided: one seed") && f.contains("[one seed, no CI]"),
+                "{f}"
+            );
+            assert!(!f.contains("reproduced") && !f.contains("95 % CI"), "{f}");
+        }
+        let j = serde_json::to_value(&r).expect("json");
+        let d = &j["policies"]["SMP bus di"]["distance_from_oracle_pct"];
+        assert_eq!(d["n"], 1);
+        assert!(d["std"].is_null(), "{d}");
+        // Over all shapes there are three mixes: an interval, and a spread in the JSON.
+        assert_eq!(j["policies"]["di"]["distance_from_oracle_pct"]["n"], 3);
+        assert!(j["policies"]["di"]["distance_from_oracle_pct"]["std"].is_number());
+    }
 }

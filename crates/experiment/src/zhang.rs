@@ -433,8 +433,13 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
         let published_diff = ph - pl;
         let verdict = ordering_verdict(published_diff, &d);
         findings.push(format!(
-            "paper ordering {hi} vs {lo}: published NP difference {published_diff:+.3}, ours {} (paired by seed, 95 % CI) — {verdict}",
-            d.show_interval(3)
+            "paper ordering {hi} vs {lo}: published NP difference {published_diff:+.3}, ours {}{} — {verdict}",
+            d.show_interval(3),
+            if d.interval95().is_some() {
+                " (paired by seed, 95 % CI)"
+            } else {
+                ""
+            }
         ));
     }
     for &(jitter, _) in setup.scenarios {

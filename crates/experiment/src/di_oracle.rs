@@ -323,18 +323,18 @@ pub fn run(
             // DI's claim judged per machine shape, on the 95 % interval over the mixes.
             if let (true, Some(d)) = (*p == "di", d) {
                 let bound = crate::paper::DI_DISTANCE_FROM_ORACLE_PCT;
-                let (lo, hi) = d.interval95();
-                let verdict = if hi <= bound {
-                    "reproduced"
-                } else if lo > bound {
-                    "not reproduced"
-                } else {
-                    "not decided (the interval straddles the bound)"
+                let verdict = match d.interval95() {
+                    // One seed is one mix per shape: no interval to judge the claim on.
+                    None => crate::summary::UNDECIDED_ONE_SEED,
+                    Some((_, hi)) if hi <= bound => "reproduced",
+                    Some((lo, _)) if lo > bound => "not reproduced",
+                    Some(_) => "not decided (the interval straddles the bound)",
                 };
                 r.findings.push(format!(
-                    "di on {}: {:.2}% [95 % CI {lo:.2}, {hi:.2}] from the oracle (paper: within \
-                     {bound}%) — {verdict}",
-                    s.label, d.mean
+                    "di on {}: {:.2}% [{}] from the oracle (paper: within {bound}%) — {verdict}",
+                    s.label,
+                    d.mean,
+                    d.show_ci(2)
                 ));
             }
         }
@@ -366,16 +366,17 @@ pub fn run(
         r.findings.insert(
             0,
             format!(
-                "di over all mixes: {:.2}% ± {:.2}% from the oracle (paper: within 2%) — {} \
-                 (the verdicts per machine shape below are the ones that count)",
-                d.mean,
-                d.std,
-                if d.interval95().1 <= 2.0 {
-                    "reproduced on average"
-                } else if d.interval95().0 > 2.0 {
-                    "not reproduced on average"
-                } else {
-                    "not decided on average"
+                "di over all mixes: {}% from the oracle (paper: within 2%) — {} (the verdicts \
+                 per machine shape below are the ones that count)",
+                match d.std {
+                    Some(std) => format!("{:.2}% ± {std:.2}", d.mean),
+                    None => format!("{:.2}", d.mean),
+                },
+                match d.interval95() {
+                    None => "undecided on average: one mix",
+                    Some((_, hi)) if hi <= 2.0 => "reproduced on average",
+                    Some((lo, _)) if lo > 2.0 => "not reproduced on average",
+                    Some(_) => "not decided on average",
                 }
             ),
         );
@@ -400,7 +401,7 @@ pub fn run(
                     .iter()
                     .map(|s| {
                         r.get(&format!("{} {p}", s.label), "distance_from_oracle_pct")
-                            .map(|v| v.std)
+                            .and_then(|v| v.std)
                     })
                     .collect(),
             })
@@ -427,5 +428,87 @@ mod tests {
         d.dedup();
         assert_eq!(d.len(), 4);
         assert_eq!(mix(&progs[..2], 3, 1, 0).len(), 3);
+    }
+
+    /// The simulator with every mix cut to `cap_ns` of simulated time: the verdicts' plumbing,
+    /// not the report's figures.
+    struct Capped {
+        lab: crate::sim_lab::SimLab,
+        cap_ns: u64,
+    }
+
+    impl Capped {
+        fn cut(&self, job: &Job) -> Job {
+            match job {
+                Job::Custom {
+                    machine,
+                    tasks,
+                    duration_ns,
+                    tick_ns,
+                } => Job::Custom {
+                    machine: machine.clone(),
+                    tasks: tasks.clone(),
+                    duration_ns: (*duration_ns).min(self.cap_ns),
+                    tick_ns: *tick_ns,
+                },
+                other => other.clone(),
+            }
+        }
+    }
+
+    impl Lab for Capped {
+        fn topology(&self, job: &Job) -> Result<counterpoint_core::topology::Topology, LabError> {
+            self.lab.topology(job)
+        }
+        fn run(
+            &self,
+            job: &Job,
+            spec: RunSpec,
+            policy: &mut dyn Policy,
+            pick: &mut dyn counterpoint_core::machine::PickNext,
+        ) -> Result<Outcome, LabError> {
+            self.lab.run(&self.cut(job), spec, policy, pick)
+        }
+        fn run_light(
+            &self,
+            job: &Job,
+            spec: RunSpec,
+            policy: &mut dyn Policy,
+        ) -> Result<Outcome, LabError> {
+            self.lab.run_light(&self.cut(job), spec, policy)
+        }
+        fn mix_programs(&self) -> Vec<String> {
+            self.lab.mix_programs()
+        }
+    }
+
+    #[test]
+    fn one_seed_judges_no_machine_shape() {
+        let lab = Capped {
+            lab: crate::sim_lab::SimLab::new().expect("the built-in catalog loads"),
+            cap_ns: 200_000_000,
+        };
+        let r = run(&lab, &[7], &crate::progress::NoProgress).expect("runs");
+        let per_shape: Vec<&String> = r
+            .findings
+            .iter()
+            .filter(|f| f.starts_with("di on "))
+            .collect();
+        assert_eq!(per_shape.len(), shapes().len());
+        for f in per_shape {
+            // One mix per shape: no interval, so neither reproduced nor not, nor straddling.
+            assert!(
+                f.ends_with("— undecided: one seed") && f.contains("[one seed, no CI]"),
+                "{f}"
+            );
+            assert!(!f.contains("reproduced") && !f.contains("95 % CI"), "{f}");
+        }
+        let j = serde_json::to_value(&r).expect("json");
+        let d = &j["policies"]["SMP bus di"]["distance_from_oracle_pct"];
+        assert_eq!(d["n"], 1);
+        assert!(d["std"].is_null(), "{d}");
+        // Over all shapes there are three mixes: an interval, and a spread in the JSON.
+        assert_eq!(j["policies"]["di"]["distance_from_oracle_pct"]["n"], 3);
+        assert!(j["policies"]["di"]["distance_from_oracle_pct"]["std"].is_number());
     }
 }

@@ -341,10 +341,10 @@ fn interval_label(ns: f64) -> String {
 pub const CHANCE_TOLERANCE: f64 = 0.02;
 
 /// Whether a recovery summary is at chance: its whole 95 % interval lies within
-/// 0.5 ± [`CHANCE_TOLERANCE`].
+/// 0.5 ± [`CHANCE_TOLERANCE`] (never for a single key: no interval).
 pub fn at_chance(s: &Summary) -> bool {
-    let (lo, hi) = s.interval95();
-    lo >= 0.5 - CHANCE_TOLERANCE && hi <= 0.5 + CHANCE_TOLERANCE
+    s.interval95()
+        .is_some_and(|(lo, hi)| lo >= 0.5 - CHANCE_TOLERANCE && hi <= 0.5 + CHANCE_TOLERANCE)
 }
 
 /// The experiment over `seeds` ([`KEYS_PER_SEED`] keys each).
@@ -422,10 +422,10 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
                 &set[e][i],
             );
             row.push(match s {
-                Some(s) => {
-                    let (lo, hi) = s.interval95();
-                    format!("{:.3} [{lo:.3}, {hi:.3}]", s.mean)
-                }
+                Some(s) => match s.interval95() {
+                    Some((lo, hi)) => format!("{:.3} [{lo:.3}, {hi:.3}]", s.mean),
+                    None => format!("{:.3} [one key]", s.mean),
+                },
                 None => "n/a".into(),
             });
             sums[j] = s;
@@ -476,12 +476,7 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         values: summaries.iter().map(|s| s[j].map(|s| s.mean)).collect(),
         errors: summaries
             .iter()
-            .map(|s| {
-                s[j].map(|s| {
-                    let (lo, hi) = s.interval95();
-                    0.5 * (hi - lo)
-                })
-            })
+            .map(|s| s[j].and_then(|s| s.half_width95()))
             .collect(),
     };
     r.figures.push(BarFigure {

@@ -228,11 +228,7 @@ fn policy_run(
 }
 
 fn pct(s: &Summary) -> String {
-    if s.n > 1 {
-        format!("{:.2} ± {:.2}", s.mean * 100.0, s.std * 100.0)
-    } else {
-        format!("{:.2}", s.mean * 100.0)
-    }
+    s.scaled(100.0).show(2)
 }
 
 fn diff_cell(v: &[f64]) -> (String, Option<Summary>) {
@@ -240,14 +236,7 @@ fn diff_cell(v: &[f64]) -> (String, Option<Summary>) {
         Some(s) => (
             format!(
                 "{} ({})",
-                Summary {
-                    mean: s.mean * 100.0,
-                    std: s.std * 100.0,
-                    min: s.min * 100.0,
-                    max: s.max * 100.0,
-                    n: s.n
-                }
-                .show_interval(2),
+                s.scaled(100.0).show_interval(2),
                 s.verdict().label()
             ),
             Some(s),
@@ -399,6 +388,7 @@ pub fn run_with(
     );
     let mut same_wins = 0usize;
     let mut spread_wins = 0usize;
+    let mut undecided = 0usize;
     for (ai, &apki) in MAP_APKI.iter().enumerate() {
         let c = &comp[&map_progs[ai]];
         let same_c = &c.placed[&PlacementKind::SameSocket].1;
@@ -422,7 +412,8 @@ pub fn run_with(
                 match s.verdict() {
                     crate::summary::Verdict::Gain => same_wins += 1,
                     crate::summary::Verdict::Loss => spread_wins += 1,
-                    _ => {}
+                    crate::summary::Verdict::OneSeed => undecided += 1,
+                    crate::summary::Verdict::NoMeasurableGain => {}
                 }
                 r.put("same-socket-minus-spread", &format!("apki{apki}@{k:e}"), &d);
             }
@@ -538,7 +529,7 @@ pub fn run_with(
             );
             for (i, s) in [ss, sp, po].iter().enumerate() {
                 fig.series[i].values.push(Some(s.mean * 100.0));
-                fig.series[i].errors.push(Some(s.std * 100.0));
+                fig.series[i].errors.push(s.std.map(|std| std * 100.0));
             }
         }
         let gs = Summary::of(&gap);
@@ -560,16 +551,7 @@ pub fn run_with(
                 .map(|(k, n)| format!("{k} x{n}"))
                 .collect::<Vec<_>>()
                 .join(", "),
-            gs.map_or("—".into(), |g| {
-                Summary {
-                    mean: g.mean * 100.0,
-                    std: g.std * 100.0,
-                    min: g.min * 100.0,
-                    max: g.max * 100.0,
-                    n: g.n,
-                }
-                .show_interval(2)
-            }),
+            gs.map_or("—".into(), |g| g.scaled(100.0).show_interval(2)),
         ]);
     }
     r.tables.push(cmp);
@@ -580,8 +562,15 @@ pub fn run_with(
     let cells = MAP_APKI.len() * SYNC_EVERY.len();
     r.findings.push(format!(
         "Crossover map: one socket wins in {same_wins} cells, spread in {spread_wins}, of \
-         {cells} (the rest: no measurable gain either way). {}",
-        if same_wins > 0 && spread_wins > 0 {
+         {cells} ({}). {}",
+        if undecided > 0 {
+            format!("{undecided} undecided: one seed, no interval")
+        } else {
+            "the rest: no measurable gain either way".to_string()
+        },
+        if undecided > 0 {
+            "With one seed neither of seed 001's rules can be judged: run two or more seeds."
+        } else if same_wins > 0 && spread_wins > 0 {
             "Both of seed 001's rules are reproduced, each in its region: frequent meetings \
              with little LLC traffic favour one socket (the notification saving is paid per \
              meeting), LLC-heavy groups favour spreading once the three working sets no longer \
@@ -590,8 +579,10 @@ pub fn run_with(
              the spread rule comes from the engine's cache model."
         } else if same_wins > 0 {
             "Only the one-socket rule shows on this map."
-        } else {
+        } else if spread_wins > 0 {
             "Only the spread rule shows on this map."
+        } else {
+            "Neither rule shows on this map."
         }
     ));
     r.findings.push(format!(
@@ -647,6 +638,67 @@ mod tests {
         let jb = serde_json::to_string(&b).expect("json");
         assert_eq!(ja, jb);
         assert_eq!(a.tables.len(), 3);
+    }
+
+    /// Every table cell of a result.
+    fn cells(r: &ExperimentResult) -> Vec<&str> {
+        r.tables
+            .iter()
+            .flat_map(|t| t.rows.iter().flatten())
+            .map(String::as_str)
+            .collect()
+    }
+
+    #[test]
+    fn one_seed_gives_no_interval_and_no_verdict() {
+        let one = run(&[3], &NoProgress).expect("runs");
+        // The crossover map's cells: a mean, no interval, and no gain/loss verdict.
+        let map = &one.tables[1];
+        let mut judged = 0;
+        for c in map.rows.iter().flat_map(|r| &r[1..r.len() - 1]) {
+            assert!(c.ends_with("[one seed] (undecided: one seed)"), "{c}");
+            judged += 1;
+        }
+        assert_eq!(judged, MAP_APKI.len() * SYNC_EVERY.len());
+        for c in cells(&one) {
+            for word in ["(gain)", "(loss)", "no measurable gain", "CI"] {
+                assert!(!c.contains(word), "{word} in {c}");
+            }
+        }
+        let crossover = one
+            .findings
+            .iter()
+            .find(|f| f.starts_with("Crossover map"))
+            .expect("crossover finding");
+        assert!(
+            crossover.contains("one socket wins in 0 cells, spread in 0")
+                && crossover.contains("undecided: one seed")
+                && !crossover.contains("reproduced"),
+            "{crossover}"
+        );
+        // JSON: one seed carries no spread at all, not a spread of 0.
+        let j = serde_json::to_value(&one).expect("json");
+        let mut entries = 0;
+        for metrics in j["policies"].as_object().expect("policies").values() {
+            for e in metrics.as_object().expect("metrics").values() {
+                assert_eq!(e["n"], 1);
+                assert!(e["std"].is_null(), "{e}");
+                entries += 1;
+            }
+        }
+        assert!(entries > 0);
+
+        // Two seeds decide: every map cell carries an interval and a verdict.
+        let two = run(&[3, 4], &NoProgress).expect("runs");
+        for c in two.tables[1].rows.iter().flat_map(|r| &r[1..r.len() - 1]) {
+            assert!(
+                c.ends_with("(gain)")
+                    || c.ends_with("(loss)")
+                    || c.ends_with("(no measurable gain)"),
+                "{c}"
+            );
+        }
+        assert!(cells(&two).iter().all(|c| !c.contains("one seed")));
     }
 
     #[test]

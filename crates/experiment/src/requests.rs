@@ -98,7 +98,7 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
             r.policies
                 .get(p)
                 .and_then(|x| x.get(m))
-                .map(|e| format!("{:.3} ± {:.3}", e.mean, e.std))
+                .map(|e| e.show(3))
                 .unwrap_or_default()
         };
         let at = format!("{name}@k=templates");
@@ -120,7 +120,7 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
     for (class, (c, b, on)) in &speedups {
         let ms = |v: &[f64]| {
             crate::summary::Summary::of(v)
-                .map(|s| format!("{:.3} ± {:.3}", s.mean, s.std))
+                .map(|s| s.show(3))
                 .unwrap_or_default()
         };
         p.row_with(

@@ -64,13 +64,15 @@ fn pct(x: f64) -> String {
 }
 
 fn show_pct_interval(s: &Summary) -> String {
-    let (lo, hi) = s.interval95();
-    format!(
-        "{:+.1} % [{:+.1}, {:+.1}]",
-        100.0 * s.mean,
-        100.0 * lo,
-        100.0 * hi
-    )
+    match s.interval95() {
+        Some((lo, hi)) => format!(
+            "{:+.1} % [{:+.1}, {:+.1}]",
+            100.0 * s.mean,
+            100.0 * lo,
+            100.0 * hi
+        ),
+        None => format!("{:+.1} % [one seed]", 100.0 * s.mean),
+    }
 }
 
 /// The experiment.
@@ -329,15 +331,16 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
 
     // Findings.
     if let Some(g) = avg_s {
-        let (lo, hi) = g.interval95();
+        let ci = match g.interval95() {
+            Some((lo, hi)) => format!("95 % CI [{:+.1}, {:+.1}]", 100.0 * lo, 100.0 * hi),
+            None => "no CI".to_string(),
+        };
         r.findings.push(format!(
             "average gain of SchedTask over the best of SelectiveOffload, FlexSC, RegionSched \
-             and SLICC per benchmark: {:+.1} % (95 % CI [{:+.1}, {:+.1}] over {} seed(s); {}); \
-             the paper reports {} on its machine. Predicted, not fitted: no parameter was tuned \
-             towards the paper's figure",
+             and SLICC per benchmark: {:+.1} % ({ci} over {} seed(s); {}); the paper reports \
+             {} on its machine. Predicted, not fitted: no parameter was tuned towards the \
+             paper's figure",
             100.0 * g.mean,
-            100.0 * lo,
-            100.0 * hi,
             ns,
             g.verdict().label(),
             pct(PAPER_AVERAGE_GAIN)
@@ -396,6 +399,7 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
                     Verdict::Loss => "the component helps",
                     Verdict::Gain => "the component costs throughput in this model",
                     Verdict::NoMeasurableGain => "no measurable effect",
+                    Verdict::OneSeed => "effect undecided: one seed",
                 }
             ));
         }
@@ -438,14 +442,8 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
                     errors: sums
                         .iter()
                         .map(|s| {
-                            s.map(|s| {
-                                let (lo, hi) = s.interval95();
-                                if lo.is_finite() && hi.is_finite() {
-                                    0.5 * (hi - lo)
-                                } else {
-                                    0.0
-                                }
-                            })
+                            // One seed: no interval, no error bar.
+                            s.and_then(|s| s.half_width95())
                         })
                         .collect(),
                 }

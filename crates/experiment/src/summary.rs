@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 pub struct Summary {
     /// Mean over seeds.
     pub mean: f64,
-    /// Sample standard deviation (n - 1); 0 for a single seed.
-    pub std: f64,
+    /// Sample standard deviation (n - 1); `None` (JSON `null`) for a single seed: one value
+    /// has no measurable spread, and a 0 would read as seeds that agree exactly.
+    pub std: Option<f64>,
     /// Smallest value.
     pub min: f64,
     /// Largest value.
@@ -27,6 +28,8 @@ pub enum Verdict {
     Loss,
     /// The interval includes zero.
     NoMeasurableGain,
+    /// One seed: there is no interval, so neither gain nor loss nor "no gain" can be said.
+    OneSeed,
 }
 
 impl Verdict {
@@ -36,9 +39,13 @@ impl Verdict {
             Verdict::Gain => "gain",
             Verdict::Loss => "loss",
             Verdict::NoMeasurableGain => "no measurable gain",
+            Verdict::OneSeed => UNDECIDED_ONE_SEED,
         }
     }
 }
+
+/// What every interval-derived verdict says when it rests on one seed.
+pub const UNDECIDED_ONE_SEED: &str = "undecided: one seed";
 
 /// Differences smaller than this are below the reports' last digit (0.001 of NP, 0.1 % of a
 /// gain) and never count as a gain or a loss.
@@ -66,11 +73,9 @@ impl Summary {
         }
         let n = values.len();
         let mean = values.iter().sum::<f64>() / n as f64;
-        let std = if n > 1 {
+        let std = (n > 1).then(|| {
             (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-        } else {
-            0.0
-        };
+        });
         Some(Self {
             mean,
             std,
@@ -80,21 +85,40 @@ impl Summary {
         })
     }
 
-    /// The 95 % confidence interval of the mean (Student's t over the seeds). One seed gives
-    /// the point itself when its value is exact (std 0), as deterministic runs are.
-    pub fn interval95(&self) -> (f64, f64) {
-        if self.std == 0.0 {
-            return (self.mean, self.mean);
+    /// The same summary in other units (every figure times `factor`, e.g. 100 for percent).
+    pub fn scaled(&self, factor: f64) -> Self {
+        let (a, b) = (self.min * factor, self.max * factor);
+        Self {
+            mean: self.mean * factor,
+            std: self.std.map(|s| s * factor.abs()),
+            min: a.min(b),
+            max: a.max(b),
+            n: self.n,
         }
-        let half = t975(self.n.saturating_sub(1)) * self.std / (self.n as f64).sqrt();
-        (self.mean - half, self.mean + half)
+    }
+
+    /// The 95 % confidence interval of the mean (Student's t over the seeds); `None` for one
+    /// seed, which has no spread to build an interval from. Seeds that all agree (std 0, as
+    /// deterministic runs do) give the zero-width interval at the mean: that is a finding.
+    pub fn interval95(&self) -> Option<(f64, f64)> {
+        let std = self.std?;
+        if self.n < 2 {
+            return None;
+        }
+        if std == 0.0 {
+            return Some((self.mean, self.mean));
+        }
+        let half = t975(self.n - 1) * std / (self.n as f64).sqrt();
+        Some((self.mean - half, self.mean + half))
     }
 
     /// Gain, loss, or no measurable gain: whether the 95 % interval of this difference
     /// excludes zero, by more than [`RESOLUTION`] (a deterministic difference of 1e-6 is not a
-    /// gain the reports could show).
+    /// gain the reports could show). [`Verdict::OneSeed`] when there is no interval.
     pub fn verdict(&self) -> Verdict {
-        let (lo, hi) = self.interval95();
+        let Some((lo, hi)) = self.interval95() else {
+            return Verdict::OneSeed;
+        };
         if lo > RESOLUTION {
             Verdict::Gain
         } else if hi < -RESOLUTION {
@@ -104,19 +128,37 @@ impl Summary {
         }
     }
 
-    /// `mean [lo, hi]` with `digits` decimals and a sign (a difference with its interval).
+    /// `mean [lo, hi]` with `digits` decimals and a sign (a difference with its interval);
+    /// `mean [one seed]` when there is no interval.
     pub fn show_interval(&self, digits: usize) -> String {
-        let (lo, hi) = self.interval95();
-        format!("{:+.d$} [{:+.d$}, {:+.d$}]", self.mean, lo, hi, d = digits)
+        match self.interval95() {
+            Some((lo, hi)) => {
+                format!("{:+.d$} [{:+.d$}, {:+.d$}]", self.mean, lo, hi, d = digits)
+            }
+            None => format!("{:+.d$} [one seed]", self.mean, d = digits),
+        }
+    }
+
+    /// `95 % CI lo, hi` with `digits` decimals (unsigned), or `one seed, no CI`: the bracket
+    /// text of the findings.
+    pub fn show_ci(&self, digits: usize) -> String {
+        match self.interval95() {
+            Some((lo, hi)) => format!("95 % CI {lo:.d$}, {hi:.d$}", d = digits),
+            None => "one seed, no CI".to_string(),
+        }
     }
 
     /// `mean ± std` with `digits` decimals (just the mean for one seed).
     pub fn show(&self, digits: usize) -> String {
-        if self.n > 1 {
-            format!("{:.d$} ± {:.d$}", self.mean, self.std, d = digits)
-        } else {
-            format!("{:.d$}", self.mean, d = digits)
+        match self.std {
+            Some(std) => format!("{:.d$} ± {:.d$}", self.mean, std, d = digits),
+            None => format!("{:.d$}", self.mean, d = digits),
         }
+    }
+
+    /// Half the 95 % interval's width, for an error bar (`None` for one seed: no bar).
+    pub fn half_width95(&self) -> Option<f64> {
+        self.interval95().map(|(lo, hi)| 0.5 * (hi - lo))
     }
 }
 
@@ -128,7 +170,7 @@ mod tests {
     fn mean_and_sample_spread() {
         let s = Summary::of(&[1.0, 2.0, 3.0]).unwrap();
         assert_eq!(s.mean, 2.0);
-        assert!((s.std - 1.0).abs() < 1e-12);
+        assert!((s.std.unwrap() - 1.0).abs() < 1e-12);
         assert_eq!((s.min, s.max, s.n), (1.0, 3.0, 3));
         assert_eq!(s.show(2), "2.00 ± 1.00");
         assert_eq!(Summary::of(&[0.5]).unwrap().show(3), "0.500");
@@ -149,14 +191,78 @@ mod tests {
         // Exact repeats: the point is the interval.
         let e = Summary::of(&[0.0, 0.0]).unwrap();
         assert_eq!(e.verdict(), Verdict::NoMeasurableGain);
-        assert_eq!(Summary::of(&[0.1]).unwrap().verdict(), Verdict::Gain);
         // A deterministic difference below the resolution is no gain and no loss.
         let tiny = Summary::of(&[-1e-6, -1e-6]).unwrap();
         assert_eq!(tiny.verdict(), Verdict::NoMeasurableGain);
         // Two seeds with spread: the t quantile is wide.
         let two = Summary::of(&[0.01, 0.03]).unwrap();
-        let (lo, hi) = two.interval95();
+        let (lo, hi) = two.interval95().unwrap();
         assert!(lo < 0.0 && hi > 0.04, "{lo} {hi}");
         assert_eq!(g.show_interval(3), "+0.020 [+0.011, +0.029]");
+        assert_eq!(g.show_ci(3), "95 % CI 0.011, 0.029");
+    }
+
+    #[test]
+    fn one_seed_has_no_spread_no_interval_and_no_verdict() {
+        for v in [0.1, -0.1, 0.0, -0.001, 0.005] {
+            let s = Summary::of(&[v]).unwrap();
+            assert_eq!((s.n, s.std, s.min, s.max), (1, None, v, v));
+            assert_eq!(s.interval95(), None, "{v}");
+            assert_eq!(s.half_width95(), None);
+            // Not gain, not loss, and not "no measurable gain" either.
+            assert_eq!(s.verdict(), Verdict::OneSeed, "{v}");
+            assert_eq!(s.verdict().label(), "undecided: one seed");
+        }
+        let s = Summary::of(&[-0.001]).unwrap();
+        assert_eq!(s.show_interval(3), "-0.001 [one seed]");
+        assert_eq!(s.show_ci(2), "one seed, no CI");
+        assert_eq!(s.show(3), "-0.001");
+        // JSON: the spread is null, not a fake 0; the other fields are as before.
+        let j = serde_json::to_value(s).unwrap();
+        assert!(j["std"].is_null(), "{j}");
+        assert_eq!(j["n"], 1);
+        assert_eq!(j["mean"], -0.001);
+        // Old files with `"std": 0.0` and one seed still read, and still give no interval.
+        let old: Summary =
+            serde_json::from_str(r#"{"mean":0.5,"std":0.0,"min":0.5,"max":0.5,"n":1}"#).unwrap();
+        assert_eq!(old.verdict(), Verdict::OneSeed);
+        let back: Summary = serde_json::from_value(j).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn seeds_that_agree_keep_their_zero_width_interval() {
+        // A deterministic experiment over several seeds: std 0 is measured, and a real finding.
+        let s = Summary::of(&[0.125, 0.125, 0.125]).unwrap();
+        assert_eq!(s.std, Some(0.0));
+        assert_eq!(s.interval95(), Some((0.125, 0.125)));
+        assert_eq!(s.verdict(), Verdict::Gain);
+        assert_eq!(s.show_interval(3), "+0.125 [+0.125, +0.125]");
+        // Repeats whose mean is not exact in binary: a spread of ~1e-17, still a point.
+        let r = Summary::of(&[0.099, 0.099, 0.099]).unwrap();
+        assert_eq!(r.show_interval(3), "+0.099 [+0.099, +0.099]");
+        assert_eq!(r.verdict(), Verdict::Gain);
+        assert_eq!(s.half_width95(), Some(0.0));
+        assert_eq!(
+            Summary::of(&[-0.05, -0.05]).unwrap().verdict(),
+            Verdict::Loss
+        );
+        let j = serde_json::to_value(s).unwrap();
+        assert_eq!(j["std"], 0.0);
+    }
+
+    #[test]
+    fn scaling_keeps_the_interval_and_the_order() {
+        let s = Summary::of(&[0.01, 0.02, 0.03]).unwrap();
+        let p = s.scaled(100.0);
+        assert!((p.mean - 2.0).abs() < 1e-12 && (p.std.unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!((p.min, p.max, p.n), (1.0, 3.0, 3));
+        let (lo, hi) = s.interval95().unwrap();
+        let (plo, phi) = p.interval95().unwrap();
+        assert!((plo - 100.0 * lo).abs() < 1e-9 && (phi - 100.0 * hi).abs() < 1e-9);
+        let neg = s.scaled(-1.0);
+        assert_eq!((neg.min, neg.max), (-0.03, -0.01));
+        assert!(neg.std.unwrap() > 0.0);
+        assert_eq!(Summary::of(&[0.2]).unwrap().scaled(100.0).std, None);
     }
 }

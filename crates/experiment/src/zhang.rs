@@ -268,6 +268,8 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
             let ku = jitter_key(&format!("{p}-affinity"), jitter);
             let (gk, gu) = (r.get(&kk, GAIN), r.get(&ku, GAIN));
             let kept = match (gk, gu) {
+                // One seed: whether there is a kernel-level gain at all is not known.
+                (Some(k), _) if k.verdict() == Verdict::OneSeed => k.verdict().label().into(),
                 (Some(k), Some(u)) if k.verdict() == Verdict::Gain => {
                     if u.verdict() == Verdict::NoMeasurableGain {
                         "none measurable".to_string()
@@ -373,7 +375,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
                         .collect(),
                     errors: cats
                         .iter()
-                        .map(|c| r.get(c, metric).map(|s| s.std))
+                        .map(|c| r.get(c, metric).and_then(|s| s.std))
                         .collect(),
                 },
                 BarSeries {
@@ -384,7 +386,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
                         .collect(),
                     errors: cats
                         .iter()
-                        .map(|c| r.get(&user_key(c), metric).map(|s| s.std))
+                        .map(|c| r.get(&user_key(c), metric).and_then(|s| s.std))
                         .collect(),
                 },
                 BarSeries {
@@ -431,8 +433,13 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
         let published_diff = ph - pl;
         let verdict = ordering_verdict(published_diff, &d);
         findings.push(format!(
-            "paper ordering {hi} vs {lo}: published NP difference {published_diff:+.3}, ours {} (paired by seed, 95 % CI) — {verdict}",
-            d.show_interval(3)
+            "paper ordering {hi} vs {lo}: published NP difference {published_diff:+.3}, ours {}{} — {verdict}",
+            d.show_interval(3),
+            if d.interval95().is_some() {
+                " (paired by seed, 95 % CI)"
+            } else {
+                ""
+            }
         ));
     }
     for &(jitter, _) in setup.scenarios {
@@ -444,6 +451,9 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
                 continue;
             };
             let kept = match (k.verdict(), u.verdict()) {
+                (Verdict::OneSeed, _) | (_, Verdict::OneSeed) => {
+                    "whether user space keeps any of it is undecided: one seed".to_string()
+                }
                 (Verdict::Gain, Verdict::NoMeasurableGain) => {
                     "user space keeps no measurable part of the kernel-level gain".to_string()
                 }
@@ -466,7 +476,14 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
         .collect();
     let paper_share = paper::zhang_share(setup.experiment).unwrap_or(f64::NAN);
     if let Some(&(_, full)) = share_gain.last() {
-        if full.verdict() != Verdict::Gain {
+        if full.verdict() == Verdict::OneSeed {
+            findings.push(format!(
+                "counter-collection share: undecided, one seed: the full-share NP gain ({}) has \
+                 no interval, so no share threshold can be read (paper: about {:.0}%)",
+                full.show_interval(3),
+                paper_share * 100.0
+            ));
+        } else if full.verdict() != Verdict::Gain {
             findings.push(format!(
                 "counter-collection share: the full-share NP gain ({}) is not measurable, so no share threshold can be read (paper: about {:.0}%)",
                 full.show_interval(3),
@@ -490,8 +507,11 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
 /// Whether our paired NP difference `d` (over seeds) reproduces a published difference: a
 /// published difference under 0.01 is "no difference"; otherwise our 95 % interval must
 /// exclude zero on the published side and hold the published value (the same side alone
-/// reproduces only the sign).
+/// reproduces only the sign). One seed gives no interval, so nothing is decided.
 fn ordering_verdict(published_diff: f64, d: &crate::Summary) -> &'static str {
+    let Some((lo, hi)) = d.interval95() else {
+        return crate::summary::UNDECIDED_ONE_SEED;
+    };
     if published_diff.abs() < 0.01 {
         return match d.verdict() {
             Verdict::NoMeasurableGain => "reproduced (no difference either)",
@@ -503,7 +523,6 @@ fn ordering_verdict(published_diff: f64, d: &crate::Summary) -> &'static str {
     } else {
         Verdict::Loss
     };
-    let (lo, hi) = d.interval95();
     if d.verdict() != want {
         "not reproduced"
     } else if (lo..=hi).contains(&published_diff) {
@@ -535,5 +554,15 @@ mod tests {
             ordering_verdict(0.001, &nil),
             "reproduced (no difference either)"
         );
+        // Exact repeats over seeds keep their (zero-width) interval and are judged.
+        let exact = summary(&[0.099, 0.099]);
+        assert!(ordering_verdict(0.065, &exact).starts_with("sign reproduced, size not"));
+        // One seed: no interval, so neither reproduced nor not.
+        for published in [0.065, 0.001, -0.05] {
+            assert_eq!(
+                ordering_verdict(published, &summary(&[0.099])),
+                "undecided: one seed"
+            );
+        }
     }
 }

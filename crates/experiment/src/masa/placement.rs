@@ -274,7 +274,7 @@ pub fn placement(
                         .iter()
                         .map(|p| {
                             r.get(&format!("table{tn} {}", p.label), "total_time_s")
-                                .map(|s| s.std)
+                                .and_then(|s| s.std)
                         })
                         .collect(),
                 },

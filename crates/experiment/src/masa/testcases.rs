@@ -51,15 +51,8 @@ pub(super) struct TcRun {
 }
 
 pub(super) fn pct(s: Option<crate::Summary>) -> String {
-    s.map(|g| crate::Summary {
-        mean: g.mean * 100.0,
-        std: g.std * 100.0,
-        min: g.min * 100.0,
-        max: g.max * 100.0,
-        n: g.n,
-    })
-    .map(|g| g.show(1))
-    .unwrap_or_else(|| "n/a".into())
+    s.map(|g| g.scaled(100.0).show(1))
+        .unwrap_or_else(|| "n/a".into())
 }
 
 /// `masa-testcases`: test cases 1 and 2 without and with MASA, swap counts per metric.
@@ -284,27 +277,25 @@ pub fn testcases(
                     .collect::<Vec<_>>(),
             );
             if let (Some(g), Some(l2), Some(fp), Some(order)) = (gain, l2, fp, order) {
-                let (lo, hi) = g.interval95();
                 let paper_order = if pl2 > pfp {
                     Verdict::Gain
                 } else {
                     Verdict::Loss
                 };
                 r.findings.push(format!(
-                    "{} ({vname}): gain {:.1}% [95 % CI {:.1}, {:.1}] (paper {:.1}%) — {}; swaps \
-                     L2 {:.1} vs FP {:.1} (paper {pl2} vs {pfp}) — {}",
+                    "{} ({vname}): gain {:.1}% [{}] (paper {:.1}%) — {}; swaps L2 {:.1} vs FP \
+                     {:.1} (paper {pl2} vs {pfp}) — {}",
                     tc.name,
                     100.0 * g.mean,
-                    100.0 * lo,
-                    100.0 * hi,
+                    g.scaled(100.0).show_ci(1),
                     100.0 * pg,
                     g.verdict().label(),
                     l2.mean,
                     fp.mean,
-                    if order.verdict() == paper_order {
-                        "the paper's order of swaps, reproduced"
-                    } else {
-                        "the paper's order of swaps not reproduced"
+                    match order.verdict() {
+                        Verdict::OneSeed => "the paper's order of swaps: undecided, one seed",
+                        v if v == paper_order => "the paper's order of swaps, reproduced",
+                        _ => "the paper's order of swaps not reproduced",
                     }
                 ));
             }
@@ -331,7 +322,8 @@ pub fn testcases(
                     .iter()
                     .map(|t| {
                         r.get(&format!("{} {vname}", t.name), "gain")
-                            .map(|s| 100.0 * s.std)
+                            .and_then(|s| s.std)
+                            .map(|std| 100.0 * std)
                     })
                     .collect(),
             })

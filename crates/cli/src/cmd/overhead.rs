@@ -186,7 +186,7 @@ fn hold(n: u32, waker_ms: u64) -> Result<ExitCode> {
             std::thread::sleep(Duration::from_secs(3600));
         }));
     }
-    println!("ready");
+    outln!("ready")?;
     let mut sink = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut sink);
     Ok(ExitCode::SUCCESS)
@@ -262,7 +262,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             steady.push(p);
         }
         if !args.json {
-            println!(
+            outln!(
                 "run {}: steady state {} over {:.2} s (intervals {}..{}); whole run {:.4} s CPU over {:.2} s = {:.3} % (start-up and restore included)",
                 i + 1,
                 cost.steady_percent
@@ -274,7 +274,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
                 cost.total_cpu_s,
                 cost.total_wall_s,
                 total
-            );
+            )?;
         }
     }
     drop(helper.stdin.take());
@@ -291,7 +291,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     };
     let meets = m < GOAL_PERCENT;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"watched_threads": threads, "interval": args.interval,
                 "intervals": args.intervals, "skipped_intervals": skip,
@@ -299,21 +299,21 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
                 "whole_run_percent": totals, "whole_run_median_percent": total_median,
                 "goal_percent": GOAL_PERCENT, "meets_goal": meets,
                 "waker_ms": args.waker_ms, "idle_gate": idle_gate})
-        );
+        )?;
     } else {
         let waker = if args.waker_ms > 0 {
             format!(" (one of them wakes every {} ms)", args.waker_ms)
         } else {
             " (all asleep)".into()
         };
-        println!("idle gate: {idle_gate}");
-        println!(
+        outln!("idle gate: {idle_gate}")?;
+        outln!(
             "watching {threads} threads{waker} at {} for {} intervals: steady state median {m:.3} % of one core; \
              goal < {GOAL_PERCENT} % (500 threads at 1 s): {}",
             args.interval,
             args.intervals,
             if meets { "MET" } else { "NOT MET" }
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

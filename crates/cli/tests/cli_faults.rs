@@ -282,3 +282,32 @@ fn top_level_help_lists_every_experiment_and_burn_kind() {
         assert!(burn.contains(kind), "burn kind {kind} missing from: {burn}");
     }
 }
+
+#[test]
+fn a_closed_stdout_still_ends_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(dir.path(), "linux");
+    let sc = sc.to_str().expect("utf-8 path");
+    for args in [&["metrics"][..], &["policies", "--json"], &["simulate", sc]] {
+        // A pipe whose read end is closed before the command starts: its first write fails.
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills two descriptors we then own.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors were just created and are owned here only.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(read);
+        let out = bin()
+            .args(args)
+            .stdout(Stdio::from(write))
+            .output()
+            .expect("run");
+        let what = args.join(" ");
+        assert!(
+            !out.status.success(),
+            "{what}: a closed stdout went unnoticed"
+        );
+        assert_ne!(out.status.code(), Some(101), "{what}: panicked");
+        assert!(out.stderr.is_empty(), "{what}: {}", stderr(&out));
+    }
+}

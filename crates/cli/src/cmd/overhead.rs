@@ -196,6 +196,8 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     if let Some(n) = args.hold_threads {
         return hold(n, args.waker_ms);
     }
+    // Refused before the helper and its threads start.
+    let interval_ns = super::parse_interval(&args.interval)?;
     let exe = std::env::current_exe().context("own executable")?;
     let mut helper = Command::new(&exe)
         .args([
@@ -218,7 +220,6 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         counterpoint_counters::tasks::thread_ids(std::path::Path::new("/proc"), hp as i32)
             .map(|t| t.len())
             .unwrap_or(0);
-    let interval_ns = super::agent::parse_interval(&args.interval)?;
     let interval = Duration::from_nanos(interval_ns);
     let skip = skip_intervals(args.intervals);
     if args.intervals < skip + 3 {

@@ -209,7 +209,7 @@ mod tests {
     }
 
     fn parse_window(s: &str) -> u64 {
-        match super::super::agent::parse_interval(s) {
+        match super::super::parse_interval(s) {
             Ok(ns) => ns,
             Err(e) => panic!("default interval {s:?} does not parse: {e}"),
         }

@@ -1,4 +1,21 @@
-//! One module per subcommand.
+//! One module per subcommand, and the one way they print to stdout.
+
+/// `print!` that returns an error instead of panicking: `out!("{x}")?`.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cmd::write_stdout(&format!($($arg)*))
+    };
+}
+
+/// `println!` that returns an error instead of panicking: `outln!("{x}")?`.
+macro_rules! outln {
+    () => {
+        $crate::cmd::write_stdout("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::cmd::write_stdout(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
 
 pub mod bench;
 pub mod metrics;
@@ -37,3 +54,99 @@ pub mod daemon;
 pub mod bench_c2c;
 // [mods: requests]
 pub mod requests;
+
+/// The error of a write to a stdout nobody reads any more (a closed pipe, `| head`): `main` ends
+/// the command quietly on it, with the status a process killed by SIGPIPE has.
+#[derive(Debug)]
+pub struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stdout closed")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
+/// Writes `text` to stdout and flushes it. `println!` panics when stdout cannot be written
+/// (`> /dev/full`); this returns "writing to stdout: ..." instead, or [`StdoutClosed`] for a
+/// closed pipe (only seen where SIGPIPE is not at its default: `stat`, `agent`).
+pub fn write_stdout(text: impl AsRef<[u8]>) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_ref()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        Err(e) => Err(anyhow::Error::new(e).context("writing to stdout")),
+    }
+}
+
+/// Whether `err` is (or wraps) a closed stdout.
+pub fn is_stdout_closed(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| c.is::<StdoutClosed>())
+}
+
+/// The longest run `--seconds` accepts (`burn`, `calibrate`): a week, far past any useful run
+/// and far inside what a `Duration` holds.
+pub const MAX_RUN_SECONDS: f64 = 7.0 * 86_400.0;
+
+/// clap's parser for a run length in decimal seconds: finite, above zero, at most a week.
+pub fn parse_run_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= MAX_RUN_SECONDS => Ok(v),
+        _ => Err(format!(
+            "expected seconds in (0, {MAX_RUN_SECONDS}] (above zero, at most a week), e.g. 0.5"
+        )),
+    }
+}
+
+/// Fail now, before any work, if the `what` (report, results) of `--out DIR` cannot be written
+/// into `dir`: creates it and writes (then removes) an empty probe file.
+pub fn check_out_dir(dir: &std::path::Path, what: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "--out {}: not a directory (--out names a directory to write the {what} into)",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the {what} directory {}", dir.display()))?;
+    let probe = dir.join(".counterpoint-write-check");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("cannot write into the {what} directory {}", dir.display()))?;
+    // Best effort: the probe is empty and hidden if it cannot be removed.
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// clap's parser for a number of CPUs (`--hungry-cpus`): finite and above zero.
+pub fn parse_cpus(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        Ok(_) => Err("expected a number of CPUs above 0 and finite, e.g. 0.5 or 2".into()),
+        Err(_) => Err("not a number: expected a number of CPUs above 0, e.g. 0.5 or 2".into()),
+    }
+}
+
+/// `--interval` (`1s`, `250ms`, `2.5s`, `1m`) in nanoseconds, through the host's one duration
+/// parser; a unit it does not know (`100us`) is named as such rather than as a bad number.
+pub fn parse_interval(s: &str) -> anyhow::Result<u64> {
+    use counterpoint_host::duration::{parse_interval_ns, DurationError};
+    match parse_interval_ns(s) {
+        Err(DurationError::NotANumber { flag, text, number }) => {
+            let unit_at = number
+                .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                .len();
+            if unit_at < number.len() && number[..unit_at].trim().parse::<f64>().is_ok() {
+                let unit = &text.trim()[unit_at..];
+                anyhow::bail!(
+                    "{flag} {text:?}: the unit {unit:?} is not supported (units: ms, s, m, h; \
+                     e.g. 250ms, 1s)"
+                );
+            }
+            Err(DurationError::NotANumber { flag, text, number }.into())
+        }
+        other => Ok(other?),
+    }
+}

@@ -41,9 +41,10 @@ enum Command {
     /// Run a scenario on the simulated machine: per-task NP, system metrics, time series.
     Simulate(cmd::simulate::SimulateArgs),
     // [commands: policy]
-    /// Run the seed papers' experiments and checks from outside them on the simulated machine
-    /// (zhang-spec, zhang-server, masa-placement, masa-testcases, clock-scaling, corun-slowdown,
-    /// di-vs-oracle, leak, schedtask, all).
+    /// Run the seed papers' experiments and checks from outside them, on the simulated machine
+    /// unless named (zhang-spec, zhang-server, masa-placement, masa-testcases, clock-scaling,
+    /// corun-slowdown, di-vs-oracle, leak, replica, model-validation, requests on PostgreSQL,
+    /// schedtask, all).
     Experiment(cmd::experiment::ExperimentArgs),
     /// List the placement policies: name, level (pick-next or epoch), required events.
     Policies(cmd::policies::PoliciesArgs),
@@ -52,7 +53,8 @@ enum Command {
     Topology(cmd::topology::TopologyArgs),
     /// Observe, decide, act on this host with a placement policy; always restores affinities.
     Agent(cmd::agent::AgentArgs),
-    /// Run a MASA probe program: int, fp, l2 (cache-resident) or mem (streaming).
+    /// Run a MASA probe program: int, fp, l2 (cache-resident) or mem (streaming); or replica, a
+    /// group of processes meeting at a futex barrier (seed 001).
     Burn(cmd::burn::BurnArgs),
     /// Co-run the probe programs in pairs and report ΔT per pair (ΔL where a PMU exists).
     Calibrate(cmd::calibrate::CalibrateArgs),
@@ -129,6 +131,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // A reader that went away ends the command quietly, as SIGPIPE at its default would.
+        Err(err) if cmd::is_stdout_closed(&err) => ExitCode::from(128 + libc::SIGPIPE as u8),
         Err(err) => {
             // Never a panic on a closed stderr: the exit status still says it failed.
             use std::io::Write;

@@ -46,7 +46,9 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     ("masa-placement", 0.3),
     ("masa-testcases", 2.5),
     ("di-vs-oracle", 2.0),
-    ("leak", 0.5),
+    // Measured user time per seed: release `experiment leak --seeds 150` 10.1 s (21 s wall at
+    // load average 8), `--seeds 20` 1.35 s; a debug build 23.3 s for 20 seeds (17x).
+    ("leak", 0.07),
     // Mostly fixed: ~20 short engine runs whatever the seeds (3 seeds: 1.2 s, debug build).
     ("replica", 0.2),
     // Both models of the five covered experiments (under `all`, v1 is reused: half of this).

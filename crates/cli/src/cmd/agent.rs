@@ -63,8 +63,9 @@ pub struct AgentArgs {
     /// Count through the broker (`counterpoint daemon`) at SOCKET, or at the default socket
     /// without it; when none answers there, count directly. The default socket is tried
     /// even without this flag.
-    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "")]
-    daemon: Option<PathBuf>,
+    // Absent: None; bare: Some(None), the default socket; with SOCKET: Some(Some(SOCKET)).
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1)]
+    daemon: Option<Option<PathBuf>>,
     /// Never use a broker: open the agent's own counters.
     #[arg(long, conflicts_with = "daemon")]
     direct: bool,
@@ -211,7 +212,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let source = if args.direct {
         None
     } else {
-        let socket = args.daemon.as_deref().filter(|p| !p.as_os_str().is_empty());
+        let socket = args.daemon.as_ref().and_then(Option::as_deref);
         let (source, line) = super::daemon::host_counter_source(socket, true);
         // The start line says where counting goes (`counters`); a broker asked for and not
         // found is worth a warning of its own.

@@ -362,10 +362,10 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
     if let Some(n) = args.fuzz {
         let t = Instant::now();
         let (n, ok) = fuzz(n);
-        println!(
+        outln!(
             "fuzz: {n} inputs through the request decoder without a panic ({ok} decoded as valid requests) in {:.1} s",
             t.elapsed().as_secs_f64()
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     let d1 = Daemon::start(1, 5)?;
@@ -395,7 +395,7 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
         percentile(&direct, 0.99),
     );
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "shares": {"running_ns": r, "fractions": got, "worst_relative_error": worst},
@@ -410,21 +410,21 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
                 "latency_ns": {"socket_p50": v50, "socket_p99": v99, "direct_p50": d50, "direct_p99": d99,
                                "reads": args.reads},
             })
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "(a) shares 1:2:5 on one slot, {} s: counted time {:.3} : {:.3} : {:.3} (of 1:2:5 = 0.125 : 0.250 : 0.625); worst relative error {:.2} %",
             args.seconds, got[0], got[1], got[2], 100.0 * worst
-        );
-        println!(
+        )?;
+        outln!(
             "(b) {} consumers x 4 events {mode} at 10 Hz, {} s: broker CPU {:.2} % of one core (user {:.2} %, system {:.2} %; on-CPU time by schedstat {:.2} %); {} pushes; {} kernel counters (deduplicated); broker context switches {:.0}/s voluntary, {:.0}/s involuntary",
             args.consumers, args.seconds, c.cpu_pct, c.user_pct, c.sys_pct, c.on_cpu_pct, c.pushes,
             c.kernel, c.voluntary_per_s, c.involuntary_per_s
-        );
-        println!(
+        )?;
+        outln!(
             "(c) read latency over {} reads: socket p50 {} ns p99 {} ns; direct read(2) p50 {} ns p99 {} ns",
             args.reads, v50, v99, d50, d99
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

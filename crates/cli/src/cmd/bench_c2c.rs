@@ -7,7 +7,6 @@ use clap::Args;
 use counterpoint_core::cpuset::CpuSet;
 use counterpoint_host::c2c::{self, C2cOptions, C2cReport};
 use plotters::prelude::*;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -88,11 +87,8 @@ pub fn run(args: BenchC2cArgs) -> Result<ExitCode> {
     } else {
         render(&report)
     };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        r => r.map(|()| ExitCode::SUCCESS).context("writing to stdout"),
-    }
+    super::write_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn opt(v: Option<f64>) -> String {

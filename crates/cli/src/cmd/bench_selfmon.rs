@@ -119,21 +119,22 @@ pub fn bench(args: BenchSelfmonArgs) -> Result<ExitCode> {
             "synthetic_page_read_ns": synthetic,
             "lock_costs": "see `counterpoint bench lockprof`",
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
     } else {
-        println!(
+        outln!(
             "counterpoint bench selfmon: medians of {} rounds x {} ops (load average {load})",
-            args.rounds, args.iterations
-        );
-        println!("  read path here: {path}");
-        println!("  region begin+end (task-clock read at both ends)  {region:>9.1} ns");
-        println!("  read through selfmon                            {ours:>9.1} ns");
-        println!(
+            args.rounds,
+            args.iterations
+        )?;
+        outln!("  read path here: {path}")?;
+        outln!("  region begin+end (task-clock read at both ends)  {region:>9.1} ns")?;
+        outln!("  read through selfmon                            {ours:>9.1} ns")?;
+        outln!(
             "  raw read(2) on the same fd                      {raw:>9.1} ns  (ours/raw {:.3})",
             ours / raw
-        );
-        println!("  seqlock read, synthetic page, fake rdpmc        {synthetic:>9.1} ns  (protocol cost only; no rdpmc on this machine)");
-        println!("  lock+unlock with and without the profiler: `counterpoint bench lockprof`");
+        )?;
+        outln!("  seqlock read, synthetic page, fake rdpmc        {synthetic:>9.1} ns  (protocol cost only; no rdpmc on this machine)")?;
+        outln!("  lock+unlock with and without the profiler: `counterpoint bench lockprof`")?;
     }
     Ok(ExitCode::SUCCESS)
 }

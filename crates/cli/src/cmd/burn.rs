@@ -42,7 +42,8 @@ pub struct BurnArgs {
     #[arg(long, value_name = "BYTES", default_value = "1M")]
     ws_bytes: String,
     /// How long to run, in seconds of wall time (decimal: 0.25 is a quarter second).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0,
+          value_parser = super::parse_run_seconds)]
     seconds: f64,
     /// Print the result as JSON.
     #[arg(long)]
@@ -61,35 +62,29 @@ pub fn run(args: BurnArgs) -> Result<ExitCode> {
             args.kind
         );
     };
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        bail!("--seconds {}: must be a positive number", args.seconds);
-    }
     let topo = counterpoint_host::sysfs::host_topology()?;
     let sizes = ProbeSizes::for_topology(&topo);
     let r = probe::run(kind, sizes, Duration::from_secs_f64(args.seconds), &STOP);
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"kind": kind, "units": r.units, "elapsed_s": r.elapsed_s,
                 "units_per_s": r.units_per_s(), "sizes": sizes})
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "burn {}: {} units in {:.2} s ({:.1} units/s)",
             kind.name(),
             r.units,
             r.elapsed_s,
             r.units_per_s()
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn replica(args: BurnArgs) -> Result<ExitCode> {
     use counterpoint_host::replica_burn::{self, ReplicaBurnSpec};
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        bail!("--seconds {}: must be a positive number", args.seconds);
-    }
     let Some(ws) = counterpoint_host::sysfs::parse_size_bytes(&args.ws_bytes) else {
         bail!(
             "--ws-bytes {:?}: expected a size such as 65536, 512K or 4M",
@@ -104,10 +99,10 @@ fn replica(args: BurnArgs) -> Result<ExitCode> {
     };
     let r = replica_burn::run(spec, &STOP)?;
     if args.json {
-        println!("{}", serde_json::to_string(&r)?);
+        outln!("{}", serde_json::to_string(&r)?)?;
     } else {
         let pids: Vec<String> = r.replicas.iter().map(|x| x.pid.to_string()).collect();
-        println!(
+        outln!(
             "burn replica: {} processes (pids {}), {} B working set each, {} steps per meeting: \
              {:.0} meetings/s over {:.2} s",
             r.replicas.len(),
@@ -116,7 +111,7 @@ fn replica(args: BurnArgs) -> Result<ExitCode> {
             r.steps_per_sync,
             r.syncs_per_s,
             r.elapsed_s
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -29,8 +29,9 @@ Progress goes to stderr, one line per run (4 solo runs, then 10 pairs).
 Each run also measures the share of its CPU the probe got: a slowdown while other work takes
 the CPUs (a loaded machine, a VM's steal time) is CPU theft, not interference, and is flagged.")]
 pub struct CalibrateArgs {
-    /// Seconds per run (4 solo runs + 10 pairs).
-    #[arg(long, default_value_t = 2.0)]
+    /// Seconds per run (4 solo runs + 10 pairs), decimal, at most a week.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0,
+          value_parser = super::parse_run_seconds)]
     seconds: f64,
     /// Print the table as JSON.
     #[arg(long)]
@@ -179,15 +180,12 @@ fn theft_note(
 }
 
 pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        bail!("--seconds {}: must be a positive number", args.seconds);
-    }
     let topo = counterpoint_host::sysfs::host_topology()?;
     if let Some(path) = &args.masa {
         let table = masa_table(&topo, &args, Duration::from_secs_f64(args.seconds))?;
         let text = serde_json::to_string_pretty(&table)? + "\n";
         std::fs::write(path, text).with_context(|| format!("--masa {}", path.display()))?;
-        println!("wrote MASA's load calibration to {}", path.display());
+        outln!("wrote MASA's load calibration to {}", path.display())?;
         return Ok(ExitCode::SUCCESS);
     }
     let Some((c0, c1, smt)) = probe::calibration_cpus(&topo) else {
@@ -311,10 +309,10 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
             }))
             .collect::<Vec<_>>());
         v["warnings"] = serde_json::json!(warnings);
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "load calibration on CPUs {} and {} ({}), {:.1} s per run; l2 working set {} KiB, mem buffer {} MiB",
         t.cpus.0,
         t.cpus.1,
@@ -322,13 +320,20 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
         t.seconds_per_run,
         t.sizes.l2_working_set_bytes >> 10,
         t.sizes.mem_buffer_bytes >> 20
-    );
-    println!(
+    )?;
+    outln!(
         "{:<6} {:<6} {:>10} {:>10} {:>12} {:>12} {:>7} {:>7}",
-        "a", "b", "ΔT a %", "ΔT b %", "ΔT/cpu a %", "ΔT/cpu b %", "CPU a%", "CPU b%"
-    );
+        "a",
+        "b",
+        "ΔT a %",
+        "ΔT b %",
+        "ΔT/cpu a %",
+        "ΔT/cpu b %",
+        "CPU a%",
+        "CPU b%"
+    )?;
     for (a, b, dt, dt_cpu, ma, mb, theft) in &rows {
-        println!(
+        outln!(
             "{:<6} {:<6} {:>10.1} {:>10.1} {:>12.1} {:>12.1} {:>7.0} {:>7.0}{}",
             a.name(),
             b.name(),
@@ -339,19 +344,19 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
             ma.cpu_share * 100.0,
             mb.cpu_share * 100.0,
             if *theft { "  * CPU theft" } else { "" }
-        );
+        )?;
     }
-    println!(
+    outln!(
         "ΔT: slowdown per wall second; ΔT/cpu: per second of CPU the probe had (theft discounted); \
          CPU%: share of its CPU the probe got"
-    );
+    )?;
     if let Some(note) = &t.delta_l {
-        println!("{note}");
+        outln!("{note}")?;
     }
     if !warnings.is_empty() {
-        println!();
+        outln!()?;
         for w in &warnings {
-            println!("warning: {w}");
+            outln!("warning: {w}")?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -360,6 +365,14 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
 /// MASA's method on this host: for each load metric its probe runs alone on one CPU, then two
 /// copies on two logical CPUs of one core (SMT siblings where there are), while the CPUs'
 /// events are counted; ΔT from the probes' work rates, ΔL from the event rates.
+/// Why an event reads nothing, in words (not the enum's Debug form).
+fn status_text(s: &counterpoint_counters::count::Status) -> &str {
+    match s {
+        counterpoint_counters::count::Status::NotSupported(why) => why,
+        counterpoint_counters::count::Status::Counting => "counted, but no value read",
+    }
+}
+
 fn masa_table(
     topo: &counterpoint_core::Topology,
     args: &CalibrateArgs,
@@ -382,9 +395,9 @@ fn masa_table(
         // An event that did not open is refused before any probe runs.
         if let Some(r) = set.read_all()?.into_iter().find(|r| r.value.is_none()) {
             bail!(
-                "MASA's calibration needs ΔL from the PMU: {} cannot be counted here ({:?})",
+                "MASA's calibration needs ΔL from the PMU: {} cannot be counted here ({})",
                 r.spec.name,
-                r.status
+                status_text(&r.status)
             );
         }
         let t0 = std::time::Instant::now();
@@ -416,9 +429,9 @@ fn masa_table(
             match r.display_value() {
                 Some(v) => events.push(v / secs),
                 None => bail!(
-                    "MASA's calibration needs ΔL from the PMU: {} cannot be counted here ({:?})",
+                    "MASA's calibration needs ΔL from the PMU: {} cannot be counted here ({})",
                     r.spec.name,
-                    r.status
+                    status_text(&r.status)
                 ),
             }
         }

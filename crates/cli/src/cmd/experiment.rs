@@ -7,8 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use counterpoint_experiment::{self as experiment, Progress};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -80,18 +80,6 @@ impl Progress for Bar {
     }
 }
 
-/// Fail now, before any work, if the report cannot be written into `dir`.
-fn check_writable(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create the report directory {}", dir.display()))?;
-    let probe = dir.join(".counterpoint-write-check");
-    std::fs::write(&probe, b"")
-        .with_context(|| format!("cannot write into the report directory {}", dir.display()))?;
-    // Best effort: the probe is empty and hidden if it cannot be removed.
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
-}
-
 pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     if !experiment::names().contains(&args.name.as_str()) {
         bail!(
@@ -140,7 +128,7 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
         _ => None,
     };
     if let Some(dir) = &out_dir {
-        check_writable(dir)?;
+        super::check_out_dir(dir, "report")?;
     }
     let mut lab = experiment::sim_lab::SimLab::new()
         .context("cannot load the simulator's scenario catalog")?;
@@ -241,12 +229,7 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
         }
     }
     if !text.is_empty() {
-        let mut out = std::io::stdout().lock();
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            // A reader that went away (`| head`) ends the command quietly.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
-            r => r.context("writing the results to stdout")?,
-        }
+        super::write_stdout(&text)?;
     }
     if !args.json && (out_dir.is_none() || args.name != "all") {
         eprintln!("counterpoint: {:.1} s", elapsed.as_secs_f64());

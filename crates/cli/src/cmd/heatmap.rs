@@ -10,7 +10,7 @@ use counterpoint_core::heatmap::OverlapTable;
 use counterpoint_counters::sampling::{
     parse_code_maps, thread_heatmaps, IpSampler, SyscallTracepoints,
 };
-use std::io::Write;
+use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -134,7 +134,7 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
             Err(e) => format!("not visible: {e}"),
         }
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = String::new();
     if args.json {
         let v = serde_json::json!({
             "pid": args.pid,
@@ -172,6 +172,7 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
             "overlap": table.overlap,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        super::write_stdout(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(
@@ -253,6 +254,7 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
             "no samples: the threads used no CPU while sampled (cpu-clock counts CPU time)"
         )?;
     }
+    super::write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -271,9 +273,10 @@ pub fn bench_schedtask(args: BenchSchedtaskArgs) -> Result<ExitCode> {
         &[Technique::Linux, Technique::SCHEDTASK],
         1,
     )?;
-    let mut out = std::io::stdout().lock();
+    let mut out = String::new();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        super::write_stdout(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(
@@ -288,5 +291,6 @@ pub fn bench_schedtask(args: BenchSchedtaskArgs) -> Result<ExitCode> {
             r.benchmark, r.technique, r.wall_s, r.invocations_per_s, r.core_ms_per_s
         )?;
     }
+    super::write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
 }

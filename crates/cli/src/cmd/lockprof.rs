@@ -17,7 +17,6 @@ use counterpoint_lockprof_report::{
     aggregate, parse_duration_ns, read_all_processes, summarize, Filter, SortKey,
 };
 use serde_json::json;
-use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -116,6 +115,9 @@ fn resolve_program(name: &str) -> Result<PathBuf> {
         let p = PathBuf::from(name);
         if p.is_file() {
             return Ok(p);
+        }
+        if p.is_dir() {
+            bail!("{name} is a directory, not a program");
         }
         bail!("program not found: {name}");
     }
@@ -250,12 +252,9 @@ fn wait_unreaped(pid: libc::pid_t) -> std::io::Result<()> {
 
 /// A line on stderr that never panics (a closed stderr must not stop the cleanup).
 fn note(msg: std::fmt::Arguments) {
+    use std::io::Write as _;
     let _ = writeln!(std::io::stderr(), "{msg}");
 }
-
-/// Shell status of a command ended by SIGPIPE: this command's status when its own output is a
-/// closed pipe (it ignores SIGPIPE while printing, so its temporary directory is removed).
-const EXIT_SIGPIPE: u8 = 128 + libc::SIGPIPE as u8;
 
 /// Check `--events LIST` on this machine before the program runs: every event must parse and
 /// open (through the counters crate, on this thread, at once closed). A machine without a PMU
@@ -271,8 +270,9 @@ fn check_events(list: &str) -> Result<()> {
 }
 
 pub fn run(args: LockprofArgs) -> Result<ExitCode> {
-    let lib = find_library()?;
+    // The user's mistake (a wrong program) before the build's (no library).
     let prog = resolve_program(&args.command[0])?;
+    let lib = find_library()?;
     let head = std::fs::read(&prog).with_context(|| format!("reading {}", prog.display()))?;
     if elf_is_dynamic(&head) == Some(false) {
         bail!(
@@ -408,17 +408,7 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     match &args.output {
         Some(path) => std::fs::write(path, text)
             .with_context(|| format!("writing the report to {}", path.display()))?,
-        None => {
-            let mut out = std::io::stdout().lock();
-            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-                Ok(()) => {}
-                // Nobody reads any more: end quietly (the temporary directory is removed).
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                    return Ok(ExitCode::from(EXIT_SIGPIPE))
-                }
-                Err(e) => return Err(e).context("writing the report"),
-            }
-        }
+        None => super::write_stdout(&text)?,
     }
     Ok(exit)
 }
@@ -661,18 +651,18 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         });
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
     } else {
-        println!("lock+unlock (uncontended, median of {} rounds): {b:.1} ns without, {p:.1} ns with the profiler, +{:.1} ns", args.rounds, p - b);
-        println!("lock-heavy mutex_grid 2x500000 on 1 mutex: {gb:.3} s without, {gp:.3} s with, slowdown x{:.2}", gp / gb);
-        println!("hold time of 2x40 programmed 200 us holds: profiler mean vs the program's own clock, median error {herr:+.2}%");
-        println!("library: {}", lib.display());
+        outln!("lock+unlock (uncontended, median of {} rounds): {b:.1} ns without, {p:.1} ns with the profiler, +{:.1} ns", args.rounds, p - b)?;
+        outln!("lock-heavy mutex_grid 2x500000 on 1 mutex: {gb:.3} s without, {gp:.3} s with, slowdown x{:.2}", gp / gb)?;
+        outln!("hold time of 2x40 programmed 200 us holds: profiler mean vs the program's own clock, median error {herr:+.2}%")?;
+        outln!("library: {}", lib.display())?;
         if let Some((c, cp, cg)) = &compare {
-            println!(
+            outln!(
                 "compared, same rounds: {c}: {cp:.1} ns with it, +{:.1} ns; mutex_grid {cg:.3} s, slowdown x{:.2}",
                 cp - b,
                 cg / gb
-            );
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -27,11 +27,11 @@ pub fn run(args: MetricsArgs) -> Result<ExitCode> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
     } else {
         let width = metrics.iter().map(|m| m.name.len()).max().unwrap_or(0);
         for m in &metrics {
-            println!("{:width$}  = {}   [{}]", m.name, m.expr, m.unit);
+            outln!("{:width$}  = {}   [{}]", m.name, m.expr, m.unit)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -303,7 +303,7 @@ fn hold(n: u32, waker_ms: u64) -> Result<ExitCode> {
             std::thread::sleep(Duration::from_secs(3600));
         }));
     }
-    println!("ready");
+    outln!("ready")?;
     let mut sink = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut sink);
     Ok(ExitCode::SUCCESS)
@@ -313,6 +313,8 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     if let Some(n) = args.hold_threads {
         return hold(n, args.waker_ms);
     }
+    // Refused before the helper and its threads start.
+    let interval_ns = super::parse_interval(&args.interval)?;
     let exe = std::env::current_exe().context("own executable")?;
     // Caught before anything starts (the agent and the helper get the default actions back at
     // exec): a stop ends the agent through its restore path, then everything is cleaned up.
@@ -339,7 +341,6 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         counterpoint_counters::tasks::thread_ids(std::path::Path::new("/proc"), hp as i32)
             .map(|t| t.len())
             .unwrap_or(0);
-    let interval_ns = super::agent::parse_interval(&args.interval)?;
     let interval = Duration::from_nanos(interval_ns);
     let skip = skip_intervals(args.intervals);
     if args.intervals < skip + 3 {
@@ -379,7 +380,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             steady.push(p);
         }
         if !args.json {
-            println!(
+            outln!(
                 "run {}: steady state {} over {:.2} s (intervals {}..{}); whole run {:.4} s CPU over {:.2} s = {:.3} % (start-up and restore included)",
                 i + 1,
                 cost.steady_percent
@@ -391,7 +392,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
                 cost.total_cpu_s,
                 cost.total_wall_s,
                 total
-            );
+            )?;
         }
     }
     drop(run);
@@ -409,7 +410,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     };
     let meets = m < GOAL_PERCENT;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"watched_threads": threads, "interval": args.interval,
                 "intervals": args.intervals, "skipped_intervals": skip,
@@ -417,21 +418,21 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
                 "whole_run_percent": totals, "whole_run_median_percent": total_median,
                 "goal_percent": GOAL_PERCENT, "meets_goal": meets,
                 "waker_ms": args.waker_ms, "idle_gate": idle_gate})
-        );
+        )?;
     } else {
         let waker = if args.waker_ms > 0 {
             format!(" (one of them wakes every {} ms)", args.waker_ms)
         } else {
             " (all asleep)".into()
         };
-        println!("idle gate: {idle_gate}");
-        println!(
+        outln!("idle gate: {idle_gate}")?;
+        outln!(
             "watching {threads} threads{waker} at {} for {} intervals: steady state median {m:.3} % of one core; \
              goal < {GOAL_PERCENT} % (500 threads at 1 s): {}",
             args.interval,
             args.intervals,
             if meets { "MET" } else { "NOT MET" }
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

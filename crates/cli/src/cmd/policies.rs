@@ -37,12 +37,8 @@ pub fn run(args: PoliciesArgs) -> Result<ExitCode> {
     } else {
         table()
     };
-    // A closed output pipe (`counterpoint policies | head -1`) ends the command quietly.
-    use std::io::Write as _;
-    match std::io::stdout().lock().write_all(out.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    super::write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Where a policy can run: pick-next hooks and the oracle (whose cost is simulated runs) only

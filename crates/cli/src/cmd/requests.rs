@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use counterpoint_requests::analysis::analyze;
 use counterpoint_requests::attrib::{BoundarySession, DEFAULT_EVENTS};
 use counterpoint_requests::run::{run_pg, RunConfig};
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -104,7 +104,7 @@ fn run_pg_cmd(a: RunPgArgs) -> Result<ExitCode> {
     } else {
         analysis.to_markdown(&out)
     };
-    std::io::stdout().write_all(text.as_bytes())?;
+    super::write_stdout(&text)?;
     for (e, why) in &out.unsupported {
         eprintln!("counterpoint: {e}: not supported: {why}");
     }
@@ -124,28 +124,27 @@ fn external(pid: i32, events: &str, csv: bool) -> Result<ExitCode> {
         .filter(|n| !s.counters().unsupported().contains_key(*n))
         .cloned()
         .collect();
-    let stdout = std::io::stdout();
-    let mut w = stdout.lock();
     if csv {
-        counterpoint_requests::attrib::write_csv(&mut w, &[], &names)?;
+        let mut header = Vec::new();
+        counterpoint_requests::attrib::write_csv(&mut header, &[], &names)?;
+        super::write_stdout(&header)?;
     }
     for (i, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.context("reading stdin")?;
         if let Some(row) = s.line(&line, i + 1)? {
-            let res = if csv {
-                // Header already written: only the row.
-                let mut buf = Vec::new();
+            let mut buf = Vec::new();
+            if csv {
                 counterpoint_requests::attrib::write_csv(&mut buf, &[row], &names)?;
-                let body = buf
-                    .splitn(2, |&b| b == b'\n')
-                    .nth(1)
-                    .unwrap_or(&[])
-                    .to_vec();
-                w.write_all(&body)
+                // Header already written: only the row.
+                let body_at = buf
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(buf.len(), |i| i + 1);
+                buf.drain(..body_at);
             } else {
-                counterpoint_requests::attrib::write_json_lines(&mut w, &[row])
-            };
-            res.and_then(|_| w.flush()).context("writing stdout")?;
+                counterpoint_requests::attrib::write_json_lines(&mut buf, &[row])?;
+            }
+            super::write_stdout(&buf)?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -215,19 +214,20 @@ pub fn bench(a: BenchRequestsArgs) -> Result<ExitCode> {
     let _ = child.wait();
     let (inproc, external, n_ext) = result?;
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"in_process_ns_per_boundary": inproc, "in_process_events": 1,
                 "external_ns_per_boundary": external, "external_events": n_ext,
                 "rounds": a.rounds, "iterations": a.iterations})
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "request boundary cost (median of {} rounds x {} requests):",
-            a.rounds, a.iterations
-        );
-        println!("  in process (selfmon request begin/end, 1 event, read(2) here): {inproc:.1} ns per boundary");
-        println!("  external (counters layer, {n_ext} events on another task):     {external:.1} ns per boundary");
+            a.rounds,
+            a.iterations
+        )?;
+        outln!("  in process (selfmon request begin/end, 1 event, read(2) here): {inproc:.1} ns per boundary")?;
+        outln!("  external (counters layer, {n_ext} events on another task):     {external:.1} ns per boundary")?;
     }
     Ok(ExitCode::SUCCESS)
 }

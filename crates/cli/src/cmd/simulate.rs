@@ -33,8 +33,8 @@ pub struct SimulateArgs {
     /// agent's hold-back; default 0 = none).
     #[arg(long, default_value_t = 0)]
     min_residency: u32,
-    /// `spread` only: CPUs used from which a task counts as hungry.
-    #[arg(long)]
+    /// `spread` only: CPUs used from which a task counts as hungry (a finite number above 0).
+    #[arg(long, value_name = "CPUS", value_parser = super::parse_cpus)]
     hungry_cpus: Option<f64>,
     /// Print the whole result as JSON on stdout.
     #[arg(long)]
@@ -47,6 +47,20 @@ pub struct SimulateArgs {
     force: bool,
 }
 
+/// A scenario file's `policy` must name a registry policy: the message names the file and the
+/// field (no flag was passed).
+fn check_scenario_policy(path: &Path, scenario: &Scenario) -> Result<()> {
+    if counterpoint_policy::registry::lookup(&scenario.policy).is_err() {
+        anyhow::bail!(
+            "{}: policy: unknown policy {:?} (known: {})",
+            path.display(),
+            scenario.policy,
+            counterpoint_policy::registry::names().join(", ")
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let catalog = Catalog::builtin();
     let limits = if args.force {
@@ -55,6 +69,13 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         counterpoint_sim::scenario::Limits::default()
     };
     let scenario = Scenario::from_file_with(&args.scenario, &catalog, limits)?;
+    if args.policy.is_none() {
+        check_scenario_policy(&args.scenario, &scenario)?;
+    }
+    // Before the run, which can be long: a directory that cannot be written fails now.
+    if let Some(dir) = &args.out {
+        super::check_out_dir(dir, "results")?;
+    }
     let seed = args.seed.unwrap_or(scenario.seed);
     let policy_name = args
         .policy
@@ -69,8 +90,23 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     };
     let built = lab
         .build_policy(&policy_name, &scenario, seed, &options)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("--policy {policy_name}"))?;
+        .map_err(|e| {
+            // The library's "use the paper's table" has a flag here.
+            let needs_calibration =
+                counterpoint_policy::registry::lookup(&policy_name).is_ok_and(|e| {
+                    e.needs
+                        .contains(&counterpoint_policy::registry::Need::Calibration)
+                });
+            if needs_calibration && !args.paper_calibration {
+                anyhow::anyhow!("{e}; pass --paper-calibration to use the paper's table")
+            } else {
+                anyhow::anyhow!("{e}")
+            }
+        })
+        .with_context(|| match &args.policy {
+            Some(_) => format!("--policy {policy_name}"),
+            None => format!("{}: policy {policy_name:?}", args.scenario.display()),
+        })?;
     let mut epoch: Option<Box<dyn Policy + Send>> = None;
     let mut pick: Option<Box<dyn PickNext + Send>> = None;
     match built {
@@ -109,20 +145,23 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     .with_context(|| format!("simulating {}", args.scenario.display()))?;
     bar.finish_and_clear();
     result.policy = policy_name;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        print!("{}", summary(&result));
-    }
+    // The files first: a stdout that fails (a full disk, a closed pipe) does not lose them.
     if let Some(dir) = &args.out {
         write_out(dir, &result).with_context(|| format!("writing results to {}", dir.display()))?;
-        if !args.json {
-            println!(
-                "wrote {}/{{result.json,series.csv,bus.csv,np.svg,bus.svg,ipc.svg}}",
-                dir.display()
-            );
-        }
     }
+    let mut text = if args.json {
+        serde_json::to_string_pretty(&result)? + "\n"
+    } else {
+        summary(&result)
+    };
+    if let (Some(dir), false) = (&args.out, args.json) {
+        let _ = writeln!(
+            text,
+            "wrote {}/{{result.json,series.csv,bus.csv,np.svg,bus.svg,ipc.svg}}",
+            dir.display()
+        );
+    }
+    super::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -250,9 +289,9 @@ pub struct SimBenchArgs {
     /// scaling points; the waiting-tasks points always run both).
     #[arg(long, value_parser = ["v1", "v2"])]
     model: Option<String>,
-    /// Repetitions; the median is reported.
-    #[arg(long, default_value_t = 5)]
-    repeat: usize,
+    /// Repetitions (1 to 1000); the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=MAX_REPEAT))]
+    repeat: u64,
     /// Also measure how the cost grows with cores (8, 64, 512 at 4 tasks per core) and with
     /// waiting tasks (64 cores with 64 to 4096 tasks, under v1 and v2), with a verdict per
     /// model on whether the cost per tick stays flat from 128 to 4096 tasks.
@@ -263,7 +302,11 @@ pub struct SimBenchArgs {
     json: bool,
 }
 
-fn median_point(sc: &Scenario, repeat: usize) -> Result<counterpoint_sim::bench::BenchPoint> {
+/// The most `bench sim --repeat` accepts: far more than a stable median needs, and a bound on a
+/// typo's cost.
+const MAX_REPEAT: u64 = 1000;
+
+fn median_point(sc: &Scenario, repeat: u64) -> Result<counterpoint_sim::bench::BenchPoint> {
     let mut pts = Vec::new();
     for _ in 0..repeat.max(1) {
         pts.push(counterpoint_sim::bench::measure(sc)?);
@@ -280,11 +323,15 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("scenarios/bench-64.toml"));
     let mut main_sc = Scenario::from_file(&path, &catalog).with_context(|| {
-        format!(
-            "loading the bench scenario {} (run from the repository root or pass --scenario)",
-            path.display()
-        )
+        // The hint only for the default path, which is relative to the repository.
+        let hint = if args.scenario.is_none() {
+            " (run from the repository root or pass --scenario)"
+        } else {
+            ""
+        };
+        format!("loading the bench scenario {}{hint}", path.display())
     })?;
+    check_scenario_policy(&path, &main_sc)?;
     let model = args.model.as_deref().map(parse_model).transpose()?;
     if let Some(m) = model {
         main_sc.machine.model = m;
@@ -310,18 +357,18 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
         }
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "scenario": path.display().to_string(),
-                "median_of": args.repeat.max(1),
+                "median_of": args.repeat,
                 "result": main,
                 "scaling": scaling,
                 "verdicts": verdicts,
             }))?
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "{} (model {}): {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall; {:.3} solves, {:.3} light updates, {:.3} latency updates and {:.3} local warm-up steps per tick)",
             path.display(),
             main.model,
@@ -329,15 +376,15 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
             main.tasks,
             main.simulated_ms,
             main.core_ticks_per_s / 1e6,
-            args.repeat.max(1),
+            args.repeat,
             main.wall_s,
             main.solves_per_tick,
             main.light_updates_per_tick,
             main.latency_updates_per_tick,
             main.local_steps_per_tick,
-        );
+        )?;
         for p in &scaling {
-            println!(
+            outln!(
                 "  {} {:>10} {:>5} CPUs {:>5} tasks: {:>7.1} M core-ticks/s ({:.3} s wall for {} ms; {:.3} solves, {:.3} light updates per tick)",
                 p.model,
                 p.machine,
@@ -348,10 +395,10 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
                 p.simulated_ms,
                 p.solves_per_tick,
                 p.light_updates_per_tick,
-            );
+            )?;
         }
         for v in &verdicts {
-            println!(
+            outln!(
                 "  {}: {} -> {} tasks on 64 CPUs: speed x{:.2}, work per tick (solve iterations, light and latency updates, local steps) at most x{:.2}: cost per tick {} (goal: flat, speed ratio >= {})",
                 v.model,
                 v.reference_tasks,
@@ -360,7 +407,7 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
                 v.work_ratio,
                 if v.flat { "stays flat" } else { "GROWS" },
                 counterpoint_sim::bench::FLAT_SPEED_RATIO,
-            );
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -78,8 +78,9 @@ pub struct StatArgs {
     #[arg(long = "per-thread")]
     per_thread: bool,
     /// Count through the broker (`counterpoint daemon`) at SOCKET (default socket without it).
-    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "")]
-    daemon: Option<PathBuf>,
+    // Absent: None; bare: Some(None), the default socket; with SOCKET: Some(Some(SOCKET)).
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1)]
+    daemon: Option<Option<PathBuf>>,
     /// Command to run (after `--`); with -p/-a/-C it only sets how long to count.
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
@@ -230,12 +231,42 @@ mod stat_daemon;
 
 pub fn run(args: StatArgs) -> Result<ExitCode> {
     if let Some(socket) = args.daemon.clone() {
-        return stat_daemon::run(&args, Some(&socket));
+        return stat_daemon::run(&args, socket.as_deref());
     }
     match run_counting(args) {
         // An error nobody can read: end as quietly as a closed output does.
         Err(_) if stderr_gone() => Ok(ExitCode::from(EXIT_SIGPIPE)),
         other => other,
+    }
+}
+
+/// The `-o FILE` writer: a failed write names the file (`-o /dev/full`), keeping the error's kind
+/// so that a closed pipe is still recognised.
+struct NamedOutput {
+    file: std::fs::File,
+    name: String,
+}
+
+impl NamedOutput {
+    fn new(file: std::fs::File, path: &std::path::Path) -> Self {
+        NamedOutput {
+            file,
+            name: path.display().to_string(),
+        }
+    }
+
+    fn label(&self, e: std::io::Error) -> std::io::Error {
+        std::io::Error::new(e.kind(), format!("writing {}: {e}", self.name))
+    }
+}
+
+impl Write for NamedOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.write(buf).map_err(|e| self.label(e))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush().map_err(|e| self.label(e))
     }
 }
 
@@ -308,7 +339,9 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
     }
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => {
-            Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
+            let file =
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            Box::new(NamedOutput::new(file, p))
         }
         None => Box::new(std::io::stderr()),
     };
@@ -1153,39 +1186,40 @@ pub fn bench_read(args: BenchReadArgs) -> Result<ExitCode> {
     let b = counterpoint_counters::readbench::measure(args.rounds, args.iterations)
         .context("opening task-clock counters on this thread")?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&b)?);
+        outln!("{}", serde_json::to_string_pretty(&b)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "counter read cost, task-clock on this thread (median of {} rounds x {} reads)",
-        b.rounds, b.iterations_per_round
-    );
-    println!(
+        b.rounds,
+        b.iterations_per_round
+    )?;
+    outln!(
         "  our layer (one read(2), stack buffer)  {:>8.1} ns",
         b.ours_ns
-    );
-    println!(
+    )?;
+    outln!(
         "  raw read(2), same fd                   {:>8.1} ns",
         b.raw_read_ns
-    );
-    println!(
+    )?;
+    outln!(
         "  ours / raw (median per round)          {:>8.3}x",
         b.ours_over_raw
-    );
-    println!(
+    )?;
+    outln!(
         "  perf-event2 Counter::read_full         {:>8.1} ns",
         b.perf_event2_read_full_ns
-    );
-    println!(
+    )?;
+    outln!(
         "  group of three, one read(2)            {:>8.1} ns",
         b.group3_ns
-    );
-    println!("  user-space read (rdpmc): {}", b.user_space.explanation);
+    )?;
+    outln!("  user-space read (rdpmc): {}", b.user_space.explanation)?;
     if let Some(cap) = b.user_space.software_cap_user_rdpmc {
-        println!(
+        outln!(
             "    task-clock mmap page: cap_user_rdpmc = {}",
             u8::from(cap)
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -104,7 +104,7 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
             bail!("-I {ms}: the interval must be at least 10 ms");
         }
     }
-    let socket = socket.filter(|p| !p.as_os_str().is_empty()).map_or_else(
+    let socket = socket.map_or_else(
         counterpoint_broker::server::default_socket,
         Path::to_path_buf,
     );
@@ -166,7 +166,9 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     };
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => {
-            Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
+            let file =
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            Box::new(super::NamedOutput::new(file, p))
         }
         None => Box::new(std::io::stderr()),
     };

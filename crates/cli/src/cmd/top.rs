@@ -46,8 +46,8 @@ pub struct TopArgs {
     /// JSON output, one document per interval (no live view).
     #[arg(long)]
     json: bool,
-    /// Stop after this many intervals (text/JSON output).
-    #[arg(long)]
+    /// Stop after this many intervals (text/JSON output; 1 or more).
+    #[arg(long, value_parser = parse_count)]
     count: Option<u64>,
     /// Rows to print in text/JSON output (the live view shows all and scrolls).
     #[arg(long, default_value_t = 20)]
@@ -55,8 +55,9 @@ pub struct TopArgs {
     /// Count through the broker (`counterpoint daemon`) at SOCKET, or at the default socket
     /// without it; when none answers there, count directly. The default socket is tried
     /// even without this flag.
-    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "")]
-    daemon: Option<PathBuf>,
+    // Absent: None; bare: Some(None), the default socket; with SOCKET: Some(Some(SOCKET)).
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1)]
+    daemon: Option<Option<PathBuf>>,
     /// Never use a broker: open this process's own counters.
     #[arg(long, conflicts_with = "daemon")]
     direct: bool,
@@ -87,6 +88,31 @@ fn default_interval(once: bool) -> &'static str {
     }
 }
 
+/// `--count`: how many intervals, at least one (0 would still print one).
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("expected a number of intervals, 1 or more".into()),
+    }
+}
+
+/// A pid list none of whose processes exists is refused, with the agent's message (`top` would
+/// print an empty table and succeed); some missing are shown by what remains.
+fn refuse_missing_pids(targets: &TargetSpec, text: &str) -> Result<()> {
+    if let TargetSpec::Pids(pids) = targets {
+        let proc_ = counterpoint_host::procfs::Proc::default();
+        if pids.iter().all(|&p| proc_.stat(p).is_none()) {
+            let missing: Vec<String> = pids.iter().map(u32::to_string).collect();
+            return Err(counterpoint_host::agent::AgentError::NoTargets {
+                spec: text.to_string(),
+                missing: missing.join(", "),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// Whether the host counts the hardware events IPC and MPKI are made of.
 fn host_has_pmu(host: &Host) -> bool {
     let ev = host.counted_events();
@@ -98,12 +124,13 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
         .interval
         .as_deref()
         .unwrap_or(default_interval(args.once));
-    let interval_ns = super::agent::parse_interval(interval)?;
+    let interval_ns = super::parse_interval(interval)?;
     let key = SortKey::parse(&args.sort)?;
     let targets = TargetSpec::parse(&args.targets)?;
+    refuse_missing_pids(&targets, &args.targets)?;
     let mut source = None;
     if !args.direct {
-        let socket = args.daemon.as_deref().filter(|p| !p.as_os_str().is_empty());
+        let socket = args.daemon.as_ref().and_then(Option::as_deref);
         let (s, line) = super::daemon::host_counter_source(socket, false);
         if s.is_none() && args.daemon.is_some() {
             // Asked for a broker and none answered: say so (otherwise the default socket was
@@ -149,7 +176,7 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
     let pmu = host_has_pmu(&host);
     let mut n = 0u64;
     if code_note.is_none() && !args.json {
-        println!("{NO_HEATMAPS}");
+        outln!("{NO_HEATMAPS}")?;
     }
     loop {
         let obs = host.advance(interval_ns)?;
@@ -158,9 +185,9 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
         s.code_note = code_note.clone();
         sort_rows(&mut s.rows, key, args.reverse);
         if args.json {
-            println!("{}", json_doc(&s, args.rows, key, args.reverse));
+            outln!("{}", json_doc(&s, args.rows, key, args.reverse))?;
         } else {
-            print_text(&s, args.rows, key, args.reverse, n);
+            print_text(&s, args.rows, key, args.reverse, n)?;
         }
         if count.is_some_and(|c| n >= c) {
             return Ok(ExitCode::SUCCESS);
@@ -182,7 +209,7 @@ mod tests {
     }
 
     fn parse_window(s: &str) -> u64 {
-        match super::super::agent::parse_interval(s) {
+        match super::super::parse_interval(s) {
             Ok(ns) => ns,
             Err(e) => panic!("default interval {s:?} does not parse: {e}"),
         }

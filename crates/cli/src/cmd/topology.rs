@@ -38,9 +38,9 @@ pub fn run(args: TopologyArgs) -> Result<ExitCode> {
             sysfs_root: args.sysfs.display().to_string(),
             sysfs: &s,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
     } else {
-        print!("{}", render(&args.sysfs.display().to_string(), &s));
+        out!("{}", render(&args.sysfs.display().to_string(), &s))?;
     }
     Ok(ExitCode::SUCCESS)
 }

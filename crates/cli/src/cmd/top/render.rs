@@ -83,29 +83,35 @@ pub(super) fn thread_list(v: &[(u64, String)]) -> String {
         .join(", ")
 }
 
-pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool, n: u64) {
-    println!(
+pub(super) fn print_text(
+    s: &Snapshot,
+    rows: usize,
+    key: SortKey,
+    reverse: bool,
+    n: u64,
+) -> anyhow::Result<()> {
+    outln!(
         "interval {n}: {:.2} s, {} tasks, sorted by {}{}",
         s.interval_ns as f64 / 1e9,
         s.rows.len(),
         key.name(),
         if reverse { " (reversed)" } else { "" }
-    );
+    )?;
     for c in &s.cpus {
-        println!(
+        outln!(
             "cpu{}: {:5.1} % busy  runs: {}  pinned here: {}",
             c.cpu,
             c.busy_fraction * 100.0,
             task_list(&c.running),
             task_list(&c.pinned)
-        );
+        )?;
     }
-    println!("{}", sources_text(&s.sources));
+    outln!("{}", sources_text(&s.sources))?;
     if !s.pmu {
-        println!("{NO_PMU_NOTE}");
+        outln!("{NO_PMU_NOTE}")?;
     }
     if s.rows.iter().take(rows).any(|r| r.counted_fraction < 1.0) {
-        println!("{MULTIPLEXED_NOTE}");
+        outln!("{MULTIPLEXED_NOTE}")?;
     }
     // Without a PMU the three hardware columns would read n/a on every row: hidden (the note
     // above says why once).
@@ -115,17 +121,24 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
         String::new()
     };
     if let Some(note) = &s.code_note {
-        println!("SUPERFUNCTION: {note}");
+        outln!("SUPERFUNCTION: {note}")?;
     }
     let sf_head = if s.code_note.is_some() {
         " SUPERFUNCTION".to_string()
     } else {
         String::new()
     };
-    println!(
+    outln!(
         "{:>8} {:<16} {:>7} {:>9} {:>8}{hw_head} {:>5} {:>4} {:<10}{sf_head}",
-        "PID", "COMM", "CPU%", "CS/s", "MIG/s", "CNT%", "CPU", "AFFINITY"
-    );
+        "PID",
+        "COMM",
+        "CPU%",
+        "CS/s",
+        "MIG/s",
+        "CNT%",
+        "CPU",
+        "AFFINITY"
+    )?;
     for r in s.rows.iter().take(rows) {
         let hw = if s.pmu {
             format!(
@@ -142,7 +155,7 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
         } else {
             String::new()
         };
-        println!(
+        outln!(
             "{:>8} {:<16} {:>7.1} {:>9.1} {:>8}{hw} {:>5} {:>4} {:<10}{sf}",
             r.pid,
             r.name,
@@ -152,13 +165,14 @@ pub(super) fn print_text(s: &Snapshot, rows: usize, key: SortKey, reverse: bool,
             counted_cell(r.counted_fraction),
             r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into()),
             r.affinity.to_list()
-        );
+        )?;
         // Each sampled thread's own type, when the process has more than one.
         if r.thread_superfns.len() > 1 {
-            println!("{:>8}   threads: {}", "", thread_list(&r.thread_superfns));
+            outln!("{:>8}   threads: {}", "", thread_list(&r.thread_superfns))?;
         }
     }
-    println!();
+    outln!()?;
+    Ok(())
 }
 
 pub(super) fn json_doc(

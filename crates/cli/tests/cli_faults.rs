@@ -1,0 +1,313 @@
+//! Faults of the command line found by probing: an unwritable stdout, absurd numbers, flags
+//! without their value, scenario-file mistakes, and messages that must name what went wrong.
+//! Every check is deterministic: exit statuses and message text, never a time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_counterpoint"))
+}
+
+/// A scenario short enough for a test (0.3 s simulated on two CPUs).
+fn scenario(dir: &Path, policy: &str) -> PathBuf {
+    let path = dir.join(format!("tiny-{policy}.toml"));
+    let text = format!(
+        "name = \"tiny\"\nmachine = \"zhang-smp\"\nduration_ms = 300\nseed = 2\n\
+         policy = \"{policy}\"\n\n[[task]]\nprogram = \"gzip\"\ncpus = \"0\"\n\n\
+         [[task]]\nprogram = \"swim\"\ncpus = \"1\"\n"
+    );
+    std::fs::write(&path, text).expect("write the scenario");
+    path
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs `args` with stdout on /dev/full (every write fails with ENOSPC).
+fn to_dev_full(args: &[&str]) -> Output {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    bin()
+        .args(args)
+        .stdout(Stdio::from(full))
+        .output()
+        .expect("run counterpoint")
+}
+
+/// A refused command: a non-zero status that is not a panic's (101), no panic text, and a
+/// message containing `want`.
+fn assert_refused(out: &Output, want: &str, what: &str) {
+    let err = stderr(out);
+    assert!(!out.status.success(), "{what}: succeeded; stderr: {err}");
+    assert_ne!(out.status.code(), Some(101), "{what}: panicked: {err}");
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    assert!(err.contains(want), "{what}: expected {want:?} in: {err}");
+}
+
+#[test]
+fn a_full_stdout_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(dir.path(), "linux");
+    let sc = sc.to_str().expect("utf-8 path");
+    let sysfs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../host/tests/data/sysfs/vm-2cpu");
+    let sysfs = sysfs.to_str().expect("utf-8 path");
+    let outdir = dir.path().join("out");
+    let outdir = outdir.to_str().expect("utf-8 path");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["simulate", sc, "--json"],
+        vec!["simulate", sc],
+        vec!["simulate", sc, "--out", outdir],
+        vec!["bench", "sim", "--scenario", sc, "--repeat", "1", "--json"],
+        vec!["metrics"],
+        vec!["metrics", "--json"],
+        vec!["topology", "--sysfs", sysfs],
+        vec!["topology", "--sysfs", sysfs, "--json"],
+        vec!["policies"],
+        vec!["policies", "--json"],
+    ];
+    for args in &cases {
+        let out = to_dev_full(args);
+        assert_refused(
+            &out,
+            "writing to stdout: No space left on device",
+            &args.join(" "),
+        );
+    }
+    // The files of --out are written before stdout fails.
+    assert!(Path::new(outdir).join("result.json").is_file());
+}
+
+#[test]
+fn absurd_run_lengths_are_refused_at_parsing() {
+    for args in [
+        &["burn", "--kind", "int", "--seconds", "1e300"][..],
+        &["burn", "--kind", "int", "--seconds", "inf"],
+        &["burn", "--kind", "int", "--seconds", "0"],
+        &["calibrate", "--seconds", "1e300", "--json"],
+    ] {
+        let out = bin().args(args).output().expect("run");
+        assert_refused(&out, "--seconds", &args.join(" "));
+        assert!(stderr(&out).contains("604800"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn bare_daemon_flag_means_the_default_socket() {
+    // Not "a value is required": the bare flag parses (whether a broker answers is another
+    // matter, so only the parse is checked).
+    let out = bin()
+        .args(["stat", "--daemon", "-e", "task-clock", "--", "true"])
+        .output()
+        .expect("run");
+    assert!(
+        !stderr(&out).contains("a value is required"),
+        "{}",
+        stderr(&out)
+    );
+    for cmd in ["top", "agent"] {
+        let out = bin()
+            .args([cmd, "--daemon", "--direct"])
+            .output()
+            .expect("run");
+        // clap got past the value and reached the conflict check.
+        assert_refused(&out, "cannot be used with", cmd);
+        assert!(
+            !stderr(&out).contains("a value is required"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn bench_sim_repeat_is_bounded() {
+    for n in ["0", "1001", "18446744073709551615"] {
+        let out = bin()
+            .args(["bench", "sim", "--repeat", n])
+            .output()
+            .expect("run");
+        assert_refused(&out, "--repeat", n);
+        assert!(stderr(&out).contains("1..=1000"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn an_unknown_policy_in_a_scenario_names_the_file_and_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(dir.path(), "nosuch");
+    let want = format!(
+        "{}: policy: unknown policy \"nosuch\" (known: ",
+        sc.display()
+    );
+    let out = bin().arg("simulate").arg(&sc).output().expect("run");
+    assert_refused(&out, &want, "simulate");
+    assert!(!stderr(&out).contains("--policy"), "{}", stderr(&out));
+    let out = bin()
+        .args(["bench", "sim", "--repeat", "1", "--scenario"])
+        .arg(&sc)
+        .output()
+        .expect("run");
+    assert_refused(&out, &want, "bench sim");
+}
+
+#[test]
+fn simulate_out_is_checked_before_the_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(dir.path(), "linux");
+    // A file where the directory should be.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").expect("write");
+    let out = bin()
+        .arg("simulate")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .expect("run");
+    assert_refused(&out, "not a directory", "--out FILE");
+    // Refused before the run: nothing on stdout.
+    assert!(out.stdout.is_empty());
+    // A directory that cannot be created (its parent is a file).
+    let out = bin()
+        .arg("simulate")
+        .arg(&sc)
+        .arg("--out")
+        .arg(file.join("sub"))
+        .output()
+        .expect("run");
+    assert_refused(
+        &out,
+        "cannot create the results directory",
+        "--out FILE/sub",
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn messages_name_what_was_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.toml");
+    let out = bin()
+        .args(["bench", "sim", "--repeat", "1", "--scenario"])
+        .arg(&missing)
+        .output()
+        .expect("run");
+    assert_refused(&out, "missing.toml", "bench sim --scenario missing");
+    assert!(
+        !stderr(&out).contains("pass --scenario"),
+        "{}",
+        stderr(&out)
+    );
+
+    // zhang-smp has one CPU per package: MASA cannot calibrate it, and the flag is named.
+    let sc = scenario(dir.path(), "linux");
+    let out = bin()
+        .arg("simulate")
+        .arg(&sc)
+        .args(["--policy", "masa"])
+        .output()
+        .expect("run");
+    assert_refused(&out, "--paper-calibration", "masa on zhang-smp");
+
+    let out = bin()
+        .arg("simulate")
+        .arg(&sc)
+        .args(["--policy", "spread", "--hungry-cpus", "inf"])
+        .output()
+        .expect("run");
+    assert_refused(&out, "--hungry-cpus", "--hungry-cpus inf");
+    assert!(!stderr(&out).contains("must be a positive number"));
+
+    let out = bin()
+        .args(["top", "--once", "--interval", "100us"])
+        .output()
+        .expect("run");
+    assert_refused(&out, "unit \"us\" is not supported", "--interval 100us");
+
+    let out = bin()
+        .arg("lockprof")
+        .arg("--")
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    assert_refused(&out, "is a directory", "lockprof -- DIR");
+
+    let out = bin()
+        .args(["stat", "-e", "task-clock", "-o", "/dev/full", "--", "true"])
+        .output()
+        .expect("run");
+    assert_refused(&out, "/dev/full", "stat -o /dev/full");
+}
+
+#[test]
+fn top_refuses_what_the_agent_refuses() {
+    // A pid far above any pid_max the kernel allows (4194304), so it never exists.
+    let out = bin()
+        .args(["top", "--once", "--targets", "pid:999999999"])
+        .output()
+        .expect("run");
+    assert_refused(&out, "no such process (999999999)", "top pid:999999999");
+    let out = bin().args(["top", "--count", "0"]).output().expect("run");
+    assert_refused(&out, "--count", "top --count 0");
+}
+
+/// The entry of `command` in the top-level help: its line and the wrapped lines under it.
+fn command_entry(help: &str, command: &str) -> String {
+    let mut lines = help.lines().skip_while(|l| {
+        !(l.starts_with("  ") && l.trim_start().starts_with(&format!("{command} ")))
+    });
+    let first = lines.next().unwrap_or_default().to_string();
+    // Continuation lines are indented past the command column.
+    let rest: Vec<&str> = lines.take_while(|l| l.starts_with("    ")).collect();
+    format!("{first} {}", rest.join(" "))
+}
+
+#[test]
+fn top_level_help_lists_every_experiment_and_burn_kind() {
+    let out = bin().arg("--help").output().expect("run");
+    let help = String::from_utf8_lossy(&out.stdout);
+    let experiment = command_entry(&help, "experiment");
+    for (name, _) in counterpoint_experiment::EXPERIMENTS {
+        assert!(
+            experiment.contains(name),
+            "{name} missing from: {experiment}"
+        );
+    }
+    let burn = command_entry(&help, "burn");
+    for kind in ["int", "fp", "l2", "mem", "replica"] {
+        assert!(burn.contains(kind), "burn kind {kind} missing from: {burn}");
+    }
+}
+
+#[test]
+fn a_closed_stdout_still_ends_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(dir.path(), "linux");
+    let sc = sc.to_str().expect("utf-8 path");
+    for args in [&["metrics"][..], &["policies", "--json"], &["simulate", sc]] {
+        // A pipe whose read end is closed before the command starts: its first write fails.
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills two descriptors we then own.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors were just created and are owned here only.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(read);
+        let out = bin()
+            .args(args)
+            .stdout(Stdio::from(write))
+            .output()
+            .expect("run");
+        let what = args.join(" ");
+        assert!(
+            !out.status.success(),
+            "{what}: a closed stdout went unnoticed"
+        );
+        assert_ne!(out.status.code(), Some(101), "{what}: panicked");
+        assert!(out.stderr.is_empty(), "{what}: {}", stderr(&out));
+    }
+}

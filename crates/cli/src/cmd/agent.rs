@@ -39,7 +39,7 @@ pub struct AgentArgs {
     #[arg(long)]
     restore_only: bool,
     /// `spread` only: CPUs used (task-clock / wall time) from which a task counts as hungry.
-    #[arg(long)]
+    #[arg(long, value_name = "CPUS", value_parser = super::parse_cpus)]
     hungry_cpus: Option<f64>,
     /// `spread` only: share of a CPU that other (non-target) processes must keep busy for the
     /// CPU to count as taken (default 0.5; above 1 other load is ignored).
@@ -86,9 +86,10 @@ pub struct AgentArgs {
     syscalls: bool,
 }
 
-/// Parse `1s`, `250ms`, `2.5s`, `1m` into nanoseconds (the one duration parser, in host).
+/// Parse `1s`, `250ms`, `2.5s`, `1m` into nanoseconds (the CLI's one parser, which names an
+/// unsupported unit as such).
 pub fn parse_interval(s: &str) -> Result<u64> {
-    Ok(counterpoint_host::duration::parse_interval_ns(s)?)
+    super::parse_interval(s)
 }
 
 /// The log goes to stderr, text or JSON lines; `COUNTERPOINT_LOG=debug` shows debug events.

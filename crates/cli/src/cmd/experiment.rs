@@ -21,7 +21,9 @@ pub struct ExperimentArgs {
     /// et al.'s measured slowdowns), di-vs-oracle, leak, replica, model-validation (every published figure under simulator models v1 and v2),
     /// requests (needs PostgreSQL), schedtask, all.
     name: String,
-    /// Number of seeds (each experiment runs every configuration once per seed).
+    /// Number of seeds (each experiment runs every configuration once per seed). Verdicts come
+    /// from 95 % intervals over the seeds: with one seed there is no interval and every verdict
+    /// reads "undecided: one seed"; use 2 or more.
     #[arg(long, default_value_t = 5)]
     seeds: u32,
     /// First seed; seeds are consecutive from here.

@@ -19,11 +19,12 @@ pub struct HeatmapArgs {
     /// Process whose threads to sample (every thread present when sampling starts).
     #[arg(long)]
     pid: u32,
-    /// How long to sample, ms.
-    #[arg(long, default_value_t = 2000)]
+    /// How long to sample, ms (1 ms to a day).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     duration_ms: u64,
-    /// Sampling period per thread, µs of the thread's CPU time (cpu-clock).
-    #[arg(long, default_value_t = 1000)]
+    /// Sampling period per thread, µs of the thread's CPU time (cpu-clock; 10 µs to 10 s: the
+    /// kernel does not sample a cpu-clock faster than every 10 µs).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
     period_us: u64,
     /// User-mode samples only (when perf_event_paranoid forbids kernel samples).
     #[arg(long, conflicts_with = "syscalls")]

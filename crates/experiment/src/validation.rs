@@ -38,7 +38,9 @@ const OUTSIDE_SEEDS: [(&str, &str); 2] = [
     ),
     (
         "corun-slowdown",
-        "the co-run slowdowns on the Xeon 5150 (outside the seeds)",
+        "the co-run slowdowns on the Xeon 5150 (outside the seeds; errors of the co-run \
+         time ratio against means over 15 co-runners, 6 not simulated: corun-slowdown \
+         compares against the bounds for the same co-runners)",
     ),
 ];
 

@@ -603,8 +603,6 @@ fn c_machine_masa() -> MachineSpec {
     }
 }
 
-/// A single Pentium 4 (Willamette) at `ghz` on an i850 board: the machines of Intel's 2001
-/// SPEC CPU2000 submissions at 1.3 and 1.7 GHz (docs/sim-catalog.md, [DeMone01]).
 /// Memory latency of the Xeon 5150 system, ns: AnandTech's measurement of a Xeon 5160 (the
 /// same die at 3.0 GHz) on the 5000P chipset with FB-DIMM DDR2-667, 113 ns (338 cycles)
 /// [AT2294] (docs/sim-catalog.md).
@@ -650,6 +648,8 @@ fn c_machine_core2(name: &str, ghz: f64, latency_ns: f64, sustained_gb_per_s: f6
     }
 }
 
+/// A single Pentium 4 (Willamette) at `ghz` on an i850 board: the machines of Intel's 2001
+/// SPEC CPU2000 submissions at 1.3 and 1.7 GHz (docs/sim-catalog.md, [DeMone01]).
 fn c_machine_willamette(name: &str, ghz: f64) -> MachineSpec {
     MachineSpec {
         name: name.into(),

@@ -530,6 +530,8 @@ pub struct Simulation {
     scratch_prev_f: Vec<f64>,
     /// The running CPUs of the bus being solved and their profiles (contention.rs).
     scratch_run: Vec<(u32, u32)>,
+    /// CPUs with a waiting task, collected by the tick's idle balancing.
+    scratch_sources: Vec<usize>,
     /// Per task: it has run since the last `take_interval` (tick.rs), so its counters may
     /// have moved.
     ran_in_interval: Vec<bool>,
@@ -746,6 +748,7 @@ impl Simulation {
             scratch_prev_x: vec![0.0; ncpu],
             scratch_prev_f: vec![0.0; ncpu],
             scratch_run: Vec::with_capacity(ncpu),
+            scratch_sources: Vec::new(),
             ran_in_interval: vec![false; ntasks],
             cpus,
             domains,

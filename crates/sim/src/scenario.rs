@@ -87,7 +87,8 @@ pub const TASK_TICK_BUDGET: u64 = 2_000_000_000;
 /// Most tasks a scenario file may declare in all (`count` summed): each is built up front, so
 /// `count = 4e9` is refused instead of aborting on allocation. Not lifted by `--force`.
 pub const MAX_TASKS: u64 = 100_000;
-/// Largest scenario file read, in bytes (the shipped ones are a few KB).
+/// Largest scenario file read from disk, in bytes (the shipped ones are a few KB); a string
+/// handed to `from_toml_str` is the caller's to bound.
 pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
 
 /// What a scenario file may ask for.
@@ -276,19 +277,21 @@ impl Scenario {
         };
         // A scenario is a page of TOML: refuse a huge file before reading it (the parser's
         // error path copies its whole input).
-        let mut src = String::new();
+        let mut bytes = Vec::new();
         std::fs::File::open(path)
             .and_then(|f| {
                 use std::io::Read;
-                f.take(MAX_SCENARIO_BYTES + 1).read_to_string(&mut src)
+                f.take(MAX_SCENARIO_BYTES + 1).read_to_end(&mut bytes)
             })
             .map_err(|e| refuse(format!("cannot read: {e}")))?;
-        if src.len() as u64 > MAX_SCENARIO_BYTES {
+        if bytes.len() as u64 > MAX_SCENARIO_BYTES {
             return Err(refuse(format!(
                 "larger than {} MiB: not a scenario file",
                 MAX_SCENARIO_BYTES >> 20
             )));
         }
+        let src = String::from_utf8(bytes)
+            .map_err(|e| refuse(format!("cannot read: not UTF-8 text ({e})")))?;
         Self::from_toml_str_with(&src, &file, catalog, limits)
     }
 
@@ -396,9 +399,8 @@ impl Scenario {
                     at,
                     format!(
                         "{name} {ms} is not a whole number of ticks ({tick_us} us each): \
-                         the engine would run {} ms; use a multiple of the tick",
+                         the engine would run {} us; use a multiple of the tick",
                         (u128::from(ms) * 1000).div_ceil(u128::from(tick_us)) * u128::from(tick_us)
-                            / 1000
                     ),
                 ));
             }
@@ -408,7 +410,13 @@ impl Scenario {
             ("balance_interval_ms", sched.balance_interval_ms),
         ] {
             if ms * 1000.0 < tick_us as f64 {
-                let off = src.find(name).unwrap_or(0);
+                // The key inside the `[sched]` table (not a comment or a name elsewhere).
+                let sched_at = src.find("[sched]").unwrap_or(0);
+                let off = src[sched_at..]
+                    .match_indices(name)
+                    .map(|(i, _)| sched_at + i)
+                    .find(|&i| src[i + name.len()..].trim_start().starts_with('='))
+                    .unwrap_or(sched_at);
                 return Err(err_at(
                     off,
                     format!("{name} must be at least one tick ({tick_us} us), got {ms}"),

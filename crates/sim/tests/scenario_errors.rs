@@ -168,7 +168,13 @@ fn times_the_engine_cannot_honour_are_refused() {
     assert!(e.message.contains("whole number of ticks"), "{e}");
     let e =
         load(&GOOD.replace("duration_ms = 100", "duration_ms = 120\ntick_us = 50000")).unwrap_err();
-    assert!(e.message.contains("would run 150 ms"), "{e}");
+    assert!(e.message.contains("would run 150000 us"), "{e}");
+    // The key is found in `[sched]`, not in a comment above it.
+    let e = load(&format!(
+        "# timeslice_ms is set below\n{GOOD}\n[sched]\ntimeslice_ms = 0.5\n"
+    ))
+    .unwrap_err();
+    assert_eq!(e.line, 11, "{e}");
     for (field, v) in [
         ("timeslice_ms", "0.001"),
         ("timeslice_ms", "18446744073710.0"),

@@ -332,8 +332,19 @@ impl Simulation {
 
     /// An idle CPU pulls a queued task from the busiest CPU that has one it may run.
     pub(super) fn idle_pull(&mut self, c: usize, pick: Option<&mut (dyn PickNext + '_)>) {
+        self.idle_pull_among(c, 0..self.cpus.len(), pick);
+    }
+
+    /// [`Self::idle_pull`] from the CPUs of `sources` only (those with a waiting task: the
+    /// tick's idle balancing collects them once instead of every idle CPU scanning them all).
+    pub(super) fn idle_pull_among(
+        &mut self,
+        c: usize,
+        sources: impl IntoIterator<Item = usize>,
+        pick: Option<&mut (dyn PickNext + '_)>,
+    ) {
         let mut best: Option<(usize, usize, usize)> = None; // (nr, src, pos)
-        for s in 0..self.cpus.len() {
+        for s in sources {
             if s == c || self.cpus[s].queue.is_empty() {
                 continue;
             }

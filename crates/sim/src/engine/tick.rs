@@ -331,14 +331,20 @@ impl Simulation {
         // An idle CPU pulls a waiting task it may run (the kernel's idle balancing at the
         // tick): otherwise a task queued behind a pinned co-runner waits while a CPU idles,
         // whenever the periodic balancer happens to run while it is the one running.
-        if self.cpus.iter().any(|c| c.current == NONE)
-            && self.cpus.iter().any(|c| !c.queue.is_empty())
-        {
-            for c in 0..self.cpus.len() {
-                if self.cpus[c].current == NONE {
-                    self.idle_pull(c, pick.as_deref_mut());
+        // The CPUs with a waiting task are collected once (usually none): a queue of pinned
+        // tasks beside many idle CPUs then costs each idle CPU a look at those queues only.
+        if self.cpus.iter().any(|c| c.current == NONE) {
+            let mut sources = std::mem::take(&mut self.scratch_sources);
+            sources.clear();
+            sources.extend((0..self.cpus.len()).filter(|&s| !self.cpus[s].queue.is_empty()));
+            if !sources.is_empty() {
+                for c in 0..self.cpus.len() {
+                    if self.cpus[c].current == NONE {
+                        self.idle_pull_among(c, sources.iter().copied(), pick.as_deref_mut());
+                    }
                 }
             }
+            self.scratch_sources = sources;
         }
         self.arrivals(pick.as_deref_mut());
         if self.now_ns >= self.next_balance_ns {

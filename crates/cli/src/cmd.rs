@@ -18,6 +18,7 @@ macro_rules! outln {
 }
 
 pub mod bench;
+pub mod child;
 pub mod metrics;
 
 // [mod: counters]

@@ -183,10 +183,6 @@ fn signal_name(sig: i32) -> &'static str {
 static PROGRAM: AtomicI32 = AtomicI32::new(0);
 /// A stop signal that came before the program's pid was known, to forward once it is.
 static PENDING: AtomicI32 = AtomicI32::new(0);
-/// `si_code` of a signal the kernel sent itself (a terminal's Ctrl-C or hang-up).
-const SI_KERNEL: libc::c_int = 0x80;
-/// The signals that end this command and its program together, the profile printed.
-const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // Async-signal-safe only: atomics and kill(2). A terminal's signal went to its whole
@@ -194,8 +190,7 @@ extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     // so it is passed on. (A signal to our whole group reaches the program twice: its profiler
     // blocks the second while it writes the profile, then the first ends it.)
     // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo.
-    let from_kernel = !info.is_null() && unsafe { (*info).si_code } == SI_KERNEL;
-    if from_kernel {
+    if unsafe { super::child::sent_by_kernel(info) } {
         return;
     }
     match PROGRAM.load(Ordering::SeqCst) {
@@ -204,49 +199,6 @@ extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
         pid => unsafe {
             libc::kill(pid, sig);
         },
-    }
-}
-
-/// Catch SIGINT, SIGTERM and SIGHUP (see [`on_stop`]): this command then outlives its
-/// program, prints the profile written so far and removes its temporary directory.
-fn catch_stop_signals() -> Result<()> {
-    for sig in STOP_SIGNALS {
-        // SAFETY: a zeroed sigaction is valid; we set the handler, an empty mask and flags.
-        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-        sa.sa_sigaction = on_stop as *const () as libc::sighandler_t;
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        // SAFETY: sa_mask is ours; sigemptyset only writes to it.
-        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
-        // SAFETY: the handler is async-signal-safe (atomics and kill).
-        if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("catching {}", signal_name(sig)));
-        }
-    }
-    Ok(())
-}
-
-/// Wait until child `pid` has ended without reaping it (its pid stays ours until then).
-fn wait_unreaped(pid: libc::pid_t) -> std::io::Result<()> {
-    loop {
-        // SAFETY: a zeroed siginfo is valid for waitid to fill.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid on our own child; WNOWAIT leaves it waitable.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
     }
 }
 
@@ -306,7 +258,7 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     }
     // Caught from before the start (a handler is reset to the default in the program at exec):
     // a stop signal ends the program, and this command prints what it profiled.
-    catch_stop_signals()?;
+    super::child::catch_stop_signals(on_stop)?;
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", prog.display()))?;
@@ -319,7 +271,7 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
             libc::kill(pid as i32, early);
         }
     }
-    let ended = wait_unreaped(pid as libc::pid_t);
+    let ended = super::child::wait_unreaped(pid as libc::pid_t);
     // From here the pid may be reaped: nothing is forwarded to it any more.
     PROGRAM.store(0, Ordering::SeqCst);
     ended.context("waiting for the program")?;

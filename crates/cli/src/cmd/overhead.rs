@@ -87,15 +87,13 @@ struct Cost {
 static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
 /// The running agent's pid while it is not yet reaped (0 otherwise): where a stop is passed on.
 static AGENT: AtomicI32 = AtomicI32::new(0);
-/// `si_code` of a signal the kernel sent itself (a terminal's Ctrl-C or hang-up, which the
-/// agent in the same foreground group receives too).
-const SI_KERNEL: libc::c_int = 0x80;
 
 extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // Async-signal-safe only: atomics and kill(2).
     let _ = STOPPED_BY.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo.
-    let from_kernel = !info.is_null() && unsafe { (*info).si_code } == SI_KERNEL;
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo (a terminal's signal reached
+    // the agent in the same foreground group too).
+    let from_kernel = unsafe { super::child::sent_by_kernel(info) };
     let agent = AGENT.load(Ordering::SeqCst);
     if agent > 0 && !from_kernel {
         // SAFETY: kill on our own unreaped child; the agent restores on SIGTERM.
@@ -103,22 +101,6 @@ extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
             libc::kill(agent, libc::SIGTERM);
         }
     }
-}
-
-fn catch_stop_signals() -> Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction is valid; we set the handler, an empty mask and flags.
-        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-        sa.sa_sigaction = on_stop as *const () as libc::sighandler_t;
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        // SAFETY: sa_mask is ours; sigemptyset only writes to it.
-        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
-        // SAFETY: the handler is async-signal-safe (atomics and kill).
-        if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
-            return Err(std::io::Error::last_os_error()).context("catching stop signals");
-        }
-    }
-    Ok(())
 }
 
 fn stopped() -> bool {
@@ -216,7 +198,7 @@ fn run_agent(cmd: &mut Command, interval: Duration, intervals: u64) -> Result<Co
     }
     // Ended but not reaped first: until then its pid cannot name another process, so a stop
     // signal can still be passed on to it.
-    let ended = wait_unreaped(pid as libc::pid_t);
+    let ended = super::child::wait_unreaped(pid as libc::pid_t);
     AGENT.store(0, Ordering::SeqCst);
     ended.context("waiting for the agent")?;
     let (cpu_s, code) = wait_rusage(pid as libc::pid_t)?;
@@ -241,30 +223,6 @@ fn idle_gate_of(line: &str) -> String {
         .and_then(|(_, rest)| rest.split_once('"'))
         .map(|(v, _)| v.to_string())
         .unwrap_or_else(|| "not stated".into())
-}
-
-/// Wait until child `pid` has ended without reaping it.
-fn wait_unreaped(pid: libc::pid_t) -> std::io::Result<()> {
-    loop {
-        // SAFETY: a zeroed siginfo is valid for waitid to fill.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid on our own child; WNOWAIT leaves it waitable.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
 }
 
 /// Wait for child `pid`: (user+sys CPU seconds, exit code or -1).
@@ -318,7 +276,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     let exe = std::env::current_exe().context("own executable")?;
     // Caught before anything starts (the agent and the helper get the default actions back at
     // exec): a stop ends the agent through its restore path, then everything is cleaned up.
-    catch_stop_signals()?;
+    super::child::catch_stop_signals(on_stop)?;
     let helper = Command::new(&exe)
         .args([
             "agent-overhead",

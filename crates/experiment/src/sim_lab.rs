@@ -45,6 +45,14 @@ impl SimLab {
         self
     }
 
+    /// The same lab building its jobs from `catalog` instead of the built-in one (a machine or
+    /// program edited for a sensitivity run; the built-in catalog is what every experiment
+    /// reports).
+    pub fn with_catalog(mut self, catalog: Catalog) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
     /// The catalog jobs are built from.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog

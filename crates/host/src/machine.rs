@@ -145,6 +145,10 @@ pub struct Host {
     proc_stat: Option<std::fs::File>,
     /// SchedTask's IP sampler, when a policy or `top --heatmaps` asked for code heatmaps.
     code: Option<crate::code::CodeSampling>,
+    /// For `pid:` targets, each listed user process alive when the host was made, with its
+    /// start time (a pid reused by a new process is not the target): when none is left, the
+    /// host is [finished](Machine::finished). `None` for other specs, which can gain members.
+    listed: Option<Vec<(u32, u64)>>,
 }
 
 /// A process's thread list is re-read at least this often (in intervals) even when its thread
@@ -162,6 +166,11 @@ fn sleep_interruptible(d: Duration) {
     };
     // SAFETY: nanosleep reads a timespec we own; no remainder is asked for.
     unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
+/// A zombie (`Z`) or dead (`X`) process: it has exited, only its entry is left until it is reaped.
+fn is_exited(st: &procfs::Stat) -> bool {
+    matches!(st.state, 'Z' | 'X')
 }
 
 impl Host {
@@ -222,7 +231,19 @@ impl Host {
             stat_files: procfs::KeptStats::default(),
             proc_stat: std::fs::File::open("/proc/stat").ok(),
             code: None,
+            listed: None,
         };
+        if let TargetSpec::Pids(_) = &h.targets {
+            let alive = h
+                .target_pids()
+                .into_iter()
+                .filter_map(|pid| {
+                    let st = h.proc_.stat(pid)?;
+                    (!is_exited(&st)).then_some((pid, st.starttime_ticks))
+                })
+                .collect();
+            h.listed = Some(alive);
+        }
         h.set_idle_gate(true);
         match &avail.software {
             Ok(()) => {
@@ -1048,6 +1069,18 @@ impl Machine for Host {
 
     fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// Every process a `pid:` spec listed has exited (or its pid now names another process):
+    /// nothing is left to watch, and none can come back.
+    fn finished(&self) -> bool {
+        self.listed.as_ref().is_some_and(|listed| {
+            listed.iter().all(|&(pid, start)| {
+                self.proc_
+                    .stat(pid)
+                    .is_none_or(|st| is_exited(&st) || st.starttime_ticks != start)
+            })
+        })
     }
 
     fn tasks(&self) -> Vec<TaskInfo> {

@@ -105,7 +105,7 @@ fn refuse_missing_pids(targets: &TargetSpec, text: &str) -> Result<()> {
             let missing: Vec<String> = pids.iter().map(u32::to_string).collect();
             return Err(counterpoint_host::agent::AgentError::NoTargets {
                 spec: text.to_string(),
-                missing: missing.join(", "),
+                missing: format!("no such process ({})", missing.join(", ")),
             }
             .into());
         }

@@ -1379,3 +1379,37 @@ fn agent_refuses_kernel_thread_targets() {
     assert!(e.contains("kernel thread") && e.contains("(2)"), "{e}");
     assert!(!j.exists(), "nothing created for a refused start");
 }
+
+/// The missing-policy message lists only what the agent can run (never `oracle`, which needs
+/// the simulator's cost), and a calibration table for a policy that reads none is refused.
+#[test]
+fn policy_list_and_ignored_options_are_refused_honestly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let j = dir.path().join("j");
+    let j = j.to_str().expect("utf8");
+    let e = run_fails(&["agent", "--journal", j, "--dry-run"]);
+    assert!(
+        e.contains("--policy is required") && e.contains("spread"),
+        "{e}"
+    );
+    assert!(!e.contains("oracle"), "{e}");
+    assert!(
+        !e.contains("bus-pair,") && !e.contains("ipc-pair,"),
+        "pick-next hooks: {e}"
+    );
+    let e = run_fails(&[
+        "agent",
+        "--policy",
+        "spread",
+        "--masa-calibration",
+        "paper",
+        "--dry-run",
+        "--journal",
+        j,
+    ]);
+    assert!(
+        e.contains("--masa-calibration") && e.contains("\"spread\"") && e.contains("masa"),
+        "{e}"
+    );
+    assert!(!std::path::Path::new(j).exists(), "nothing created");
+}

@@ -828,3 +828,37 @@ fn sigterm_to_stat_is_passed_on_to_the_command() {
         "the command {cmd_pid} was left behind"
     );
 }
+
+/// Counting another user's process unprivileged fails for want of ptrace access, which no
+/// perf_event_paranoid value grants: the message says so instead of "lower it". Needs root (to
+/// drop to `nobody` with setpriv) and setpriv; skipped otherwise.
+#[test]
+fn another_users_process_names_the_owner_not_paranoid() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        return eprintln!("skipped: needs root and setpriv");
+    }
+    let mut target = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    let pid = target.id().to_string();
+    let o = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+        .args(["stat", "-p", &pid, "-e", "task-clock", "--", "true"])
+        .output()
+        .expect("run setpriv");
+    let _ = target.kill();
+    let _ = target.wait();
+    let err = stderr(&o);
+    if err.contains("Permission denied") && err.contains("setpriv") {
+        return eprintln!("skipped: the binary is not reachable as nobody: {err}");
+    }
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("-p {pid}: the process belongs to root (uid 0)")),
+        "{err}"
+    );
+    assert!(err.contains("ptrace access"), "{err}");
+    assert!(!err.contains("sysctl"), "{err}");
+}

@@ -268,6 +268,52 @@ fn target_pids(args: &StatArgs) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// A permission error counting `-p` processes of another user is not about
+/// `perf_event_paranoid` (lowering it does not help): the kernel asks for ptrace access to the
+/// target. Say so, naming the owner; any other error is passed through.
+fn explain_foreign_owner(e: counterpoint_counters::CountError, args: &StatArgs) -> anyhow::Error {
+    use std::os::unix::fs::MetadataExt;
+    let (event, errno) = match &e {
+        counterpoint_counters::CountError::Permission { event, errno, .. } => {
+            (event.clone(), *errno)
+        }
+        _ => return e.into(),
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if me == 0 {
+        return e.into();
+    }
+    // The user's name from /etc/passwd when listed there, else the number.
+    let name = |uid: u32| {
+        std::fs::read_to_string("/etc/passwd")
+            .ok()
+            .and_then(|t| {
+                t.lines().find_map(|l| {
+                    let f: Vec<&str> = l.split(':').collect();
+                    (f.get(2) == Some(&uid.to_string().as_str())).then(|| f[0].to_string())
+                })
+            })
+            .map_or_else(|| format!("uid {uid}"), |n| format!("{n} (uid {uid})"))
+    };
+    for pid in target_pids(args) {
+        let Ok(meta) = std::fs::metadata(format!("/proc/{pid}")) else {
+            continue;
+        };
+        if meta.uid() != me {
+            return anyhow::anyhow!(
+                "-p {pid}: the process belongs to {}, not to you ({}): counting another user's \
+                 process needs ptrace access to it (run as its owner, as root, or with \
+                 CAP_SYS_PTRACE); lowering perf_event_paranoid does not lift that (opening \
+                 '{event}' was refused: {errno})",
+                name(meta.uid()),
+                name(me)
+            );
+        }
+    }
+    e.into()
+}
+
 /// Whether stderr is a pipe nobody reads any more (where an error message would go nowhere,
 /// and printing it would fail).
 fn stderr_gone() -> bool {
@@ -497,7 +543,8 @@ fn measure_once(
     };
     let workload_only =
         matches!(target, Target::Threads(_) | Target::Cpus(_)) && !args.command.is_empty();
-    let mut set = CounterSet::open(list, &target, tree)?;
+    let mut set =
+        CounterSet::open(list, &target, tree).map_err(|e| explain_foreign_owner(e, args))?;
     let cpu_before = children_cpu_time();
     let start = Instant::now();
     let mut child: Option<RunningChild> = None;

@@ -1078,7 +1078,7 @@ impl Machine for Host {
             listed.iter().all(|&(pid, start)| {
                 self.proc_
                     .stat(pid)
-                    .is_none_or(|st| is_exited(&st) || st.starttime_ticks != start)
+                    .map_or(true, |st| is_exited(&st) || st.starttime_ticks != start)
             })
         })
     }

@@ -485,8 +485,9 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
             if run < args.repeat {
                 note(format_args!(
                     "counterpoint stat: stopped by a signal after run {run} of {}: the report \
-                     covers {run} runs",
-                    args.repeat
+                     covers {run} run{}",
+                    args.repeat,
+                    if run == 1 { "" } else { "s" }
                 ));
             }
             break;

@@ -1318,6 +1318,41 @@ mod thread_list_tests {
     use super::*;
 
     #[test]
+    fn a_pid_spec_host_finishes_when_its_processes_have_exited() {
+        let mut a = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let mut b = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let h = Host::new(TargetSpec::Pids(vec![a.id(), b.id()]), None).expect("host");
+        assert!(!h.finished());
+        // One left: not finished. A zombie (killed, not reaped) counts as exited.
+        a.kill().expect("kill");
+        a.wait().expect("reap");
+        assert!(!h.finished());
+        b.kill().expect("kill");
+        while !std::fs::read_to_string(format!("/proc/{}/stat", b.id()))
+            .map(|s| s.contains(") Z"))
+            .unwrap_or(true)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(h.finished());
+        b.wait().expect("reap");
+        assert!(h.finished());
+        // Other specs never finish by themselves (members may appear).
+        let all = Host::new(
+            TargetSpec::Comm(regex::Regex::new("^no-such-comm$").expect("re")),
+            None,
+        )
+        .expect("host");
+        assert!(!all.finished());
+    }
+
+    #[test]
     fn thread_lists_are_reread_when_the_count_changes_or_they_are_old() {
         let mut child = std::process::Command::new("sleep")
             .arg("30")

@@ -1309,3 +1309,107 @@ fn a_panic_in_the_loop_still_restores() {
     assert_eq!((cpus_allowed(a.pid()), cpus_allowed(b.pid())), before);
     assert_eq!(fs::read(&journal).expect("journal").len(), 0);
 }
+
+/// When every process `pid:` listed has exited, the agent says so, restores and exits 0 by
+/// itself (it used to run on, watching nothing, until a signal).
+#[test]
+fn agent_ends_when_its_pid_targets_are_gone() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("j");
+    // `cat` ends when its stdin closes: the test decides when, not a clock.
+    let mut target = Command::new("cat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn cat");
+    let pid = target.id();
+    let mut agent = Kill(
+        Command::new(BIN)
+            .args(["agent", "--policy", "spread", "--interval", "100ms"])
+            .args([
+                "--log-json",
+                "--targets",
+                &format!("pid:{pid}"),
+                "--journal",
+            ])
+            .arg(&journal)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn agent"),
+    );
+    // Let it start (its journal is created before the loop), then end the target. Not reaped:
+    // a zombie counts as gone too.
+    assert!(wait_until(Duration::from_secs(30), || journal.exists()));
+    drop(target.stdin.take());
+    // A hang guard, not a timing assertion: the agent must end on its own.
+    let ended = wait_until(Duration::from_secs(60), || {
+        matches!(agent.0.try_wait(), Ok(Some(_)))
+    });
+    assert!(ended, "the agent kept running after its only target exited");
+    let status = agent.0.wait().expect("wait agent");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut agent.0.stderr.take().expect("stderr"), &mut err)
+        .expect("read stderr");
+    assert!(status.success(), "exit {status:?}: {err}");
+    assert!(err.contains("\"targets_gone\""), "{err}");
+    assert!(err.contains("\"restored\""), "{err}");
+    let _ = target.wait();
+}
+
+/// A `pid:` list of kernel threads only (kthreadd is pid 2 on Linux) has nothing to place.
+#[test]
+fn agent_refuses_kernel_thread_targets() {
+    let comm = fs::read_to_string("/proc/2/comm").unwrap_or_default();
+    if comm.trim() != "kthreadd" {
+        eprintln!("skipped: pid 2 is not kthreadd here");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let j = dir.path().join("j");
+    let e = run_fails(&[
+        "agent",
+        "--policy",
+        "spread",
+        "--targets",
+        "pid:2",
+        "--journal",
+        j.to_str().expect("utf8"),
+    ]);
+    assert!(e.contains("kernel thread") && e.contains("(2)"), "{e}");
+    assert!(!j.exists(), "nothing created for a refused start");
+}
+
+/// The missing-policy message lists only what the agent can run (never `oracle`, which needs
+/// the simulator's cost), and a calibration table for a policy that reads none is refused.
+#[test]
+fn policy_list_and_ignored_options_are_refused_honestly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let j = dir.path().join("j");
+    let j = j.to_str().expect("utf8");
+    let e = run_fails(&["agent", "--journal", j, "--dry-run"]);
+    assert!(
+        e.contains("--policy is required") && e.contains("spread"),
+        "{e}"
+    );
+    assert!(!e.contains("oracle"), "{e}");
+    assert!(
+        !e.contains("bus-pair,") && !e.contains("ipc-pair,"),
+        "pick-next hooks: {e}"
+    );
+    let e = run_fails(&[
+        "agent",
+        "--policy",
+        "spread",
+        "--masa-calibration",
+        "paper",
+        "--dry-run",
+        "--journal",
+        j,
+    ]);
+    assert!(
+        e.contains("--masa-calibration") && e.contains("\"spread\"") && e.contains("masa"),
+        "{e}"
+    );
+    assert!(!std::path::Path::new(j).exists(), "nothing created");
+}

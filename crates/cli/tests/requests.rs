@@ -199,3 +199,104 @@ fn without_postgres_run_pg_fails_and_the_experiment_says_skipped() {
         "{findings}"
     );
 }
+
+/// Once the counted task has exited, `requests --pid` says so and stops (it used to report
+/// zeros "fully covered" for requests nobody served): exit 0 after some measured requests,
+/// 1 when none was.
+#[test]
+fn pid_mode_stops_when_the_task_is_gone() {
+    use std::io::BufRead;
+    let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
+    let pid = sleeper.id().to_string();
+    let mut child = counterpoint()
+        .args(["requests", "--pid", &pid, "--events", "task-clock"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run counterpoint");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"begin 1\nend 1\n").expect("write");
+    stdin.flush().expect("flush");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("read");
+    if first.is_empty() {
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("perf_event"), "{err}");
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        return eprintln!("skipped: counters unavailable: {err}");
+    }
+    assert!(first.contains("\"id\":1"), "{first}");
+    // The server ends (reaped: its pid no longer exists) before the next request.
+    sleeper.kill().expect("kill");
+    sleeper.wait().expect("reap");
+    // A closed pipe if it has already stopped: fine either way.
+    let _ = stdin.write_all(b"begin 2\nend 2\nbegin 3\nend 3\n");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        err.contains(&format!("task {pid} has exited")) && err.contains("input line 3"),
+        "{err}"
+    );
+    assert!(err.contains("after 1 measured request"), "{err}");
+
+    // Gone before any request (a zombie: killed, not yet reaped): nothing measured, exit 1.
+    let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
+    let pid = sleeper.id().to_string();
+    let mut child = counterpoint()
+        .args(["requests", "--pid", &pid, "--events", "task-clock"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run counterpoint");
+    let stdin = child.stdin.take().expect("stdin");
+    // Killed only once its counters are open (a perf_event descriptor in its fd table).
+    let fds = format!("/proc/{}/fd", child.id());
+    let has_perf_fd = || {
+        std::fs::read_dir(&fds).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
+            })
+        })
+    };
+    let t0 = std::time::Instant::now();
+    // A hang guard only (the command may also have failed to open them: checked below).
+    while !has_perf_fd() && t0.elapsed() < std::time::Duration::from_secs(30) {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut stdin = stdin;
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(sleeper.id() as i32, libc::SIGKILL) };
+    // Now a zombie until reaped below: /proc/PID/stat says Z.
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.contains(") Z"))
+        .unwrap_or(true)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = stdin.write_all(b"begin 1\nend 1\n");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let _ = sleeper.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("perf_event") {
+        return eprintln!("skipped: counters unavailable: {err}");
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("after 0 measured requests"), "{err}");
+}

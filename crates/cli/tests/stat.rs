@@ -734,3 +734,131 @@ fn interval_prints_perfs_header_once() {
     ]);
     assert!(!stderr(&o).contains('#'), "{}", stderr(&o));
 }
+
+/// Every run of -r is made even when the command dies of a signal, each death is named on
+/// stderr, and the exit status is the last run's (perf's behaviour; it used to stop after the
+/// first death without a word).
+#[test]
+fn repeat_runs_all_and_names_each_death() {
+    let o = stat(&[
+        "-r",
+        "3",
+        "-e",
+        "task-clock",
+        "--",
+        "sh",
+        "-c",
+        "kill -TERM $$",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(128 + 15), "{err}");
+    for run in 1..=3 {
+        let line = format!("run {run} of 3: the command was killed by SIGTERM (15)");
+        assert!(err.contains(&line), "{line:?} missing: {err}");
+    }
+    assert!(err.contains("(3 runs)"), "{err}");
+    // The last run's status, whatever the earlier ones: only the third run fails here.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let counter = dir.path().join("n");
+    let script = "n=$(cat \"$1\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$1\"; \
+                  [ $n -lt 3 ] || exit 7";
+    let o = stat(&[
+        "-r",
+        "3",
+        "-e",
+        "task-clock",
+        "--",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        counter.to_str().expect("utf8"),
+    ]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(&counter).expect("counter").trim(),
+        "3"
+    );
+    // Bounded: a typo does not run a command for ever.
+    let o = stat(&["-r", "100001", "--", "true"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("from 1 to 100000"), "{}", stderr(&o));
+}
+
+/// SIGTERM sent to `stat` alone (not to the command) is passed on to the command: `stat` waits
+/// for it, prints the counts, and leaves nothing running (it used to die and orphan it).
+#[test]
+fn sigterm_to_stat_is_passed_on_to_the_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ready = dir.path().join("ready");
+    let pidfile = dir.path().join("pid");
+    // The command says it runs (its pid in a file), then waits long: only a signal ends it.
+    let script = "echo $$ > \"$1\"; touch \"$2\"; exec sleep 1000";
+    let mut child = std::process::Command::new(BIN)
+        .args(["stat", "-e", "task-clock", "--", "sh", "-c", script, "sh"])
+        .arg(&pidfile)
+        .arg(&ready)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn stat");
+    let t0 = std::time::Instant::now();
+    // A hang guard only.
+    while !ready.exists() && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(ready.exists(), "the command never started");
+    let cmd_pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // SAFETY: kill(2) on the stat we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("wait stat");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("read stderr");
+    assert_eq!(status.code(), Some(128 + 15), "{err}");
+    assert!(err.contains("Performance counter stats for"), "{err}");
+    assert!(err.contains("task-clock"), "{err}");
+    assert!(err.contains("killed by SIGTERM"), "{err}");
+    // The command is gone (stat reaped it: no zombie, no orphan).
+    assert!(
+        !std::path::Path::new(&format!("/proc/{cmd_pid}")).exists(),
+        "the command {cmd_pid} was left behind"
+    );
+}
+
+/// Counting another user's process unprivileged fails for want of ptrace access, which no
+/// perf_event_paranoid value grants: the message says so instead of "lower it". Needs root (to
+/// drop to `nobody` with setpriv) and setpriv; skipped otherwise.
+#[test]
+fn another_users_process_names_the_owner_not_paranoid() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        return eprintln!("skipped: needs root and setpriv");
+    }
+    let mut target = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    let pid = target.id().to_string();
+    let o = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+        .args(["stat", "-p", &pid, "-e", "task-clock", "--", "true"])
+        .output()
+        .expect("run setpriv");
+    let _ = target.kill();
+    let _ = target.wait();
+    let err = stderr(&o);
+    if err.contains("Permission denied") && err.contains("setpriv") {
+        return eprintln!("skipped: the binary is not reachable as nobody: {err}");
+    }
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("-p {pid}: the process belongs to root (uid 0)")),
+        "{err}"
+    );
+    assert!(err.contains("ptrace access"), "{err}");
+    assert!(!err.contains("sysctl"), "{err}");
+}

@@ -272,3 +272,35 @@ fn heatmaps_show_a_busy_shell_loop_as_user_code() {
         .expect("a SuperFunction cell");
     assert!(sf.starts_with("user "), "{sf}: {doc}");
 }
+
+/// Without a PMU the hardware columns are hidden, so sorting by one is refused with the reason
+/// (it used to order the rows by a column nobody saw).
+#[test]
+fn sorting_by_a_hardware_column_needs_a_pmu() {
+    let me = format!("pid:{}", std::process::id());
+    let probe = Command::new(BIN)
+        .args(["top", "--json", "--once", "--targets", &me])
+        .output()
+        .expect("top");
+    assert!(probe.status.success());
+    let doc: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&probe.stdout).trim()).expect("JSON");
+    let pmu = doc["pmu"].as_bool().expect("pmu flag");
+    for key in ["ipc", "mpki", "bw"] {
+        let out = Command::new(BIN)
+            .args(["top", "--json", "--once", "--sort", key, "--targets", &me])
+            .output()
+            .expect("top");
+        let err = String::from_utf8_lossy(&out.stderr);
+        if pmu {
+            assert!(out.status.success(), "{key}: {err}");
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{key}: {err}");
+            assert!(
+                err.contains(&format!("--sort {key}")) && err.contains("needs a hardware PMU"),
+                "{err}"
+            );
+            assert!(out.stdout.is_empty(), "nothing printed for a refused sort");
+        }
+    }
+}

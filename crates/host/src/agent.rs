@@ -198,13 +198,11 @@ pub enum AgentError {
     #[error(transparent)]
     Signal(#[from] SignalError),
     /// `--targets` names processes none of which exists.
-    #[error(
-        "--targets {spec}: no such process ({missing}); refusing to start with nothing to watch"
-    )]
+    #[error("--targets {spec}: {missing}; refusing to start with nothing to watch")]
     NoTargets {
         /// The spec as given.
         spec: String,
-        /// The pids that do not exist.
+        /// Why each listed pid cannot be watched (`no such process (PIDS)`, `kernel thread ...`).
         missing: String,
     },
     /// The loop panicked (a bug); the affinities were restored.
@@ -690,15 +688,33 @@ pub struct HostAgentConfig {
 fn check_targets(cfg: &HostAgentConfig, log: &mut Logger) -> Result<(), AgentError> {
     let proc_ = crate::procfs::Proc::default();
     if let TargetSpec::Pids(pids) = &cfg.targets {
-        let missing: Vec<String> = pids
-            .iter()
-            .filter(|&&p| proc_.stat(p).is_none())
-            .map(|p| p.to_string())
-            .collect();
-        if missing.len() == pids.len() {
+        let mut missing = Vec::new();
+        let mut kernel = Vec::new();
+        for &p in pids {
+            match proc_.stat(p) {
+                None => missing.push(p.to_string()),
+                Some(st) if matches!(st.state, 'Z' | 'X') => missing.push(p.to_string()),
+                // A kernel thread has no user threads to place: it is never watched.
+                Some(st) if crate::procfs::is_kernel_stat(p, Some(&st)) => {
+                    kernel.push(p.to_string())
+                }
+                Some(_) => {}
+            }
+        }
+        if missing.len() + kernel.len() == pids.len() {
+            let mut why = Vec::new();
+            if !missing.is_empty() {
+                why.push(format!("no such process ({})", missing.join(", ")));
+            }
+            if !kernel.is_empty() {
+                why.push(format!(
+                    "kernel thread, nothing to place ({})",
+                    kernel.join(", ")
+                ));
+            }
             return Err(AgentError::NoTargets {
                 spec: cfg.targets_text.clone(),
-                missing: missing.join(", "),
+                missing: why.join("; "),
             });
         }
         if !missing.is_empty() {
@@ -707,6 +723,14 @@ fn check_targets(cfg: &HostAgentConfig, log: &mut Logger) -> Result<(), AgentErr
                 "targets_missing",
                 "some target processes do not exist",
                 &[("missing", json!(missing.join(",")))],
+            );
+        }
+        if !kernel.is_empty() {
+            log.emit(
+                Level::Warn,
+                "targets_kernel",
+                "some targets are kernel threads, which have no user threads to place: not watched",
+                &[("kernel", json!(kernel.join(",")))],
             );
         }
     } else if cfg.targets.select(&proc_, std::process::id()).is_empty() {
@@ -902,7 +926,19 @@ pub fn run_on_host_with(
         )
     }));
     let result = match caught {
-        Ok(r) => r.map_err(AgentError::from),
+        Ok(Ok(report)) => {
+            // Only a host with `pid:` targets finishes by itself: every listed process ended.
+            if report.stop == StopReason::MachineFinished {
+                log.emit(
+                    Level::Info,
+                    "targets_gone",
+                    "every target process has exited: nothing is left to watch; restoring and exiting",
+                    &[("targets", json!(cfg.targets_text))],
+                );
+            }
+            Ok(report)
+        }
+        Ok(Err(e)) => Err(AgentError::from(e)),
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()

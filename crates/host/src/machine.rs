@@ -145,6 +145,10 @@ pub struct Host {
     proc_stat: Option<std::fs::File>,
     /// SchedTask's IP sampler, when a policy or `top --heatmaps` asked for code heatmaps.
     code: Option<crate::code::CodeSampling>,
+    /// For `pid:` targets, each listed user process alive when the host was made, with its
+    /// start time (a pid reused by a new process is not the target): when none is left, the
+    /// host is [finished](Machine::finished). `None` for other specs, which can gain members.
+    listed: Option<Vec<(u32, u64)>>,
 }
 
 /// A process's thread list is re-read at least this often (in intervals) even when its thread
@@ -162,6 +166,11 @@ fn sleep_interruptible(d: Duration) {
     };
     // SAFETY: nanosleep reads a timespec we own; no remainder is asked for.
     unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
+/// A zombie (`Z`) or dead (`X`) process: it has exited, only its entry is left until it is reaped.
+fn is_exited(st: &procfs::Stat) -> bool {
+    matches!(st.state, 'Z' | 'X')
 }
 
 impl Host {
@@ -222,7 +231,19 @@ impl Host {
             stat_files: procfs::KeptStats::default(),
             proc_stat: std::fs::File::open("/proc/stat").ok(),
             code: None,
+            listed: None,
         };
+        if let TargetSpec::Pids(_) = &h.targets {
+            let alive = h
+                .target_pids()
+                .into_iter()
+                .filter_map(|pid| {
+                    let st = h.proc_.stat(pid)?;
+                    (!is_exited(&st)).then_some((pid, st.starttime_ticks))
+                })
+                .collect();
+            h.listed = Some(alive);
+        }
         h.set_idle_gate(true);
         match &avail.software {
             Ok(()) => {
@@ -1050,6 +1071,18 @@ impl Machine for Host {
         &self.topology
     }
 
+    /// Every process a `pid:` spec listed has exited (or its pid now names another process):
+    /// nothing is left to watch, and none can come back.
+    fn finished(&self) -> bool {
+        self.listed.as_ref().is_some_and(|listed| {
+            listed.iter().all(|&(pid, start)| {
+                self.proc_
+                    .stat(pid)
+                    .map_or(true, |st| is_exited(&st) || st.starttime_ticks != start)
+            })
+        })
+    }
+
     fn tasks(&self) -> Vec<TaskInfo> {
         self.target_pids()
             .into_iter()
@@ -1283,6 +1316,41 @@ mod counting_tests {
 #[cfg(test)]
 mod thread_list_tests {
     use super::*;
+
+    #[test]
+    fn a_pid_spec_host_finishes_when_its_processes_have_exited() {
+        let mut a = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let mut b = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let h = Host::new(TargetSpec::Pids(vec![a.id(), b.id()]), None).expect("host");
+        assert!(!h.finished());
+        // One left: not finished. A zombie (killed, not reaped) counts as exited.
+        a.kill().expect("kill");
+        a.wait().expect("reap");
+        assert!(!h.finished());
+        b.kill().expect("kill");
+        while !std::fs::read_to_string(format!("/proc/{}/stat", b.id()))
+            .map(|s| s.contains(") Z"))
+            .unwrap_or(true)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(h.finished());
+        b.wait().expect("reap");
+        assert!(h.finished());
+        // Other specs never finish by themselves (members may appear).
+        let all = Host::new(
+            TargetSpec::Comm(regex::Regex::new("^no-such-comm$").expect("re")),
+            None,
+        )
+        .expect("host");
+        assert!(!all.finished());
+    }
 
     #[test]
     fn thread_lists_are_reread_when_the_count_changes_or_they_are_old() {

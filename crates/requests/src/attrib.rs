@@ -183,6 +183,9 @@ fn csv_field(s: &str) -> String {
 pub struct BoundarySession {
     counters: TaskCounters,
     tid: i32,
+    /// The task's `/proc` stat file, kept open: once the task has exited, reading it fails
+    /// (even if its id is reused), so a dead server is noticed at the next boundary.
+    stat: Option<std::fs::File>,
     t0: std::time::Instant,
     open: Option<(u64, String, Snapshot, std::time::Instant)>,
 }
@@ -190,9 +193,11 @@ pub struct BoundarySession {
 impl BoundarySession {
     /// Count `events` on `tid` from now.
     pub fn new(tid: i32, events: &str) -> Result<Self, RequestsError> {
+        let counters = TaskCounters::open(tid, events)?;
         Ok(BoundarySession {
-            counters: TaskCounters::open(tid, events)?,
+            counters,
             tid,
+            stat: std::fs::File::open(format!("/proc/{tid}/stat")).ok(),
             t0: std::time::Instant::now(),
             open: None,
         })
@@ -203,8 +208,30 @@ impl BoundarySession {
         &self.counters
     }
 
+    /// Whether the counted task still runs: its kept-open stat file still reads, and it is
+    /// not a zombie (`Z`) or dead (`X`). Without the file (no `/proc`), assumed alive.
+    pub fn task_alive(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        let Some(f) = &self.stat else {
+            return true;
+        };
+        let mut buf = [0u8; 512];
+        match f.read_at(&mut buf, 0) {
+            Ok(n) if n > 0 => {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                // The state follows the last `)` (the name may hold any character).
+                let state = text
+                    .rfind(')')
+                    .and_then(|i| text[i + 1..].split_whitespace().next());
+                !matches!(state, Some("Z" | "X"))
+            }
+            _ => false,
+        }
+    }
+
     /// Handle one input line (`lineno` counts from 1, for messages); a finished request comes
-    /// back on its `end` line.
+    /// back on its `end` line. A boundary after the task has exited is
+    /// [`RequestsError::TaskGone`]: its counters stopped, a delta would say 0 wrongly.
     pub fn line(&mut self, line: &str, lineno: usize) -> Result<Option<RequestRow>, RequestsError> {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -222,6 +249,9 @@ impl BoundarySession {
                     "request id in '{line}' is not a non-negative integer"
                 ))
             })?;
+        if matches!(verb, "begin" | "end") && !self.task_alive() {
+            return Err(RequestsError::TaskGone { tid: self.tid });
+        }
         match verb {
             "begin" => {
                 if let Some((open, ..)) = &self.open {

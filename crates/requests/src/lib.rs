@@ -60,6 +60,13 @@ pub enum RequestsError {
     /// A file or OS operation failed.
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),
+    /// The counted task exited (or is a zombie): its counters can no longer change, so no
+    /// further request can be measured on it.
+    #[error("task {tid} has exited: no further request can be measured on it")]
+    TaskGone {
+        /// The task.
+        tid: i32,
+    },
     /// Bad parameters or input.
     #[error("{0}")]
     Invalid(String),

@@ -112,12 +112,42 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     }
 
     // Everything that can be refused is checked before anything on the host changes.
+    use counterpoint_policy::registry::{Need, REGISTRY};
     let Some(policy_name) = args.policy.as_deref() else {
+        // Only what the agent can run: epoch-level policies that need no placement cost (the
+        // oracle's comes from the simulator's short runs, which the agent has none of).
+        let runnable: Vec<&str> = REGISTRY
+            .iter()
+            .filter(|e| {
+                e.level == counterpoint_policy::Level::Epoch
+                    && !e.needs.contains(&Need::PlacementCost)
+            })
+            .map(|e| e.name)
+            .collect();
         bail!(
-            "--policy is required (known: {})",
-            counterpoint_policy::registry::names_at(counterpoint_policy::Level::Epoch).join(", ")
+            "--policy is required (the agent runs: {}; see `counterpoint policies`)",
+            runnable.join(", ")
         );
     };
+    // A table the policy would ignore is refused, as --syscalls is below (an unknown name is
+    // refused with the list by the build).
+    if let (Some(_), Ok(entry)) = (
+        &args.masa_calibration,
+        counterpoint_policy::registry::lookup(policy_name),
+    ) {
+        if !entry.needs.contains(&Need::Calibration) {
+            let users: Vec<&str> = REGISTRY
+                .iter()
+                .filter(|e| e.needs.contains(&Need::Calibration))
+                .map(|e| e.name)
+                .collect();
+            bail!(
+                "--masa-calibration: policy {policy_name:?} uses no load calibration, so the \
+                 table would be ignored (only {} do)",
+                users.join(" and ")
+            );
+        }
+    }
     // The registry builds the policy (pick-next hooks are refused: they need the simulator).
     let calibration = match args.masa_calibration.as_deref() {
         None => counterpoint_policy::CalibrationSource::None,

@@ -65,3 +65,30 @@ pub fn wait_unreaped(pid: libc::pid_t) -> std::io::Result<()> {
         }
     }
 }
+
+/// Whether child `pid` has ended, without waiting and without reaping it (see
+/// [`wait_unreaped`]).
+pub fn has_ended(pid: libc::pid_t) -> std::io::Result<bool> {
+    loop {
+        // SAFETY: a zeroed siginfo is valid for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child; WNOWAIT leaves it waitable, WNOHANG returns at once.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT | libc::WNOHANG,
+            )
+        };
+        if rc == 0 {
+            // With WNOHANG and no change, si_pid is left 0.
+            // SAFETY: waitid filled (or left zeroed) the siginfo.
+            return Ok(unsafe { info.si_pid() } != 0);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

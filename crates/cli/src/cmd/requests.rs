@@ -129,9 +129,29 @@ fn external(pid: i32, events: &str, csv: bool) -> Result<ExitCode> {
         counterpoint_requests::attrib::write_csv(&mut header, &[], &names)?;
         super::write_stdout(&header)?;
     }
+    let mut measured = 0u64;
     for (i, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.context("reading stdin")?;
-        if let Some(row) = s.line(&line, i + 1)? {
+        let row = match s.line(&line, i + 1) {
+            Ok(row) => row,
+            // The server ended: say so and stop, rather than report zeros it never counted.
+            Err(counterpoint_requests::RequestsError::TaskGone { tid }) => {
+                eprintln!(
+                    "counterpoint requests: task {tid} has exited (noticed at input line {}): \
+                     stopping after {measured} measured request{}",
+                    i + 1,
+                    if measured == 1 { "" } else { "s" }
+                );
+                return Ok(if measured == 0 {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(row) = row {
+            measured += 1;
             let mut buf = Vec::new();
             if csv {
                 counterpoint_requests::attrib::write_csv(&mut buf, &[row], &names)?;

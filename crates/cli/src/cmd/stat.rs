@@ -9,13 +9,14 @@ use counterpoint_core::metric::{self, Metric};
 use counterpoint_core::sample::{CounterValue, Sample};
 use counterpoint_counters::count::{
     spawn_stopped, ChildExit, EventReading, Instance, InstanceReading, RunningChild, Status,
+    StoppedChild,
 };
 use counterpoint_counters::spec::{EventList, EventSpec};
 use counterpoint_counters::{parse_event_list, CounterSet, PmuTree, Target};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// perf stat's default event set (the hardware ones are reported unsupported without a PMU).
@@ -69,6 +70,9 @@ pub struct StatArgs {
     sysfs_root: PathBuf,
     /// Run the command N times and print the mean of each count, with its spread
     /// (`+- x%`: the standard error of the mean relative to the mean, as perf prints it).
+    /// Every run is made, whatever the command's exit; a run killed by a signal is named on
+    /// stderr, and the exit status is the last run's. A stop signal to `stat` (Ctrl-C, or
+    /// SIGTERM/SIGHUP passed on to the command) ends the repeats after the current run.
     #[arg(short = 'r', long = "repeat", value_name = "N", default_value_t = 1)]
     repeat: u32,
     /// One row per CPU instead of the sum (with -a or -C), as `perf stat -A`.
@@ -86,6 +90,15 @@ pub struct StatArgs {
     command: Vec<String>,
 }
 
+/// A line on stderr that never panics (a closed stderr must not stop the report).
+fn note(msg: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// The most runs `-r` makes (perf has no bound; a typo like `-r 1000000000` should not run
+/// a command for ever).
+const MAX_REPEAT: u32 = 100_000;
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop(_: libc::c_int) {
@@ -101,12 +114,55 @@ fn install_stop_handler() {
     }
 }
 
-fn ignore_sigint() {
-    // The terminal's Ctrl-C goes to the child; we print its counts when it ends, as perf does.
-    // SAFETY: setting a signal disposition.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
+/// The command's pid while it runs and is not yet reaped (0 otherwise): where a stop signal
+/// sent to `stat` is passed on. Unreaped, the pid cannot name another process.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+/// A stop signal that came before the command's pid was stored, to pass on once it is.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // Async-signal-safe only: atomics and kill(2). Any stop signal ends the repeats of -r.
+    STOP.store(true, Ordering::SeqCst);
+    // A terminal's Ctrl-C or hang-up went to the whole foreground group, the command included;
+    // one sent by a process (`kill PID`) only to us: it is passed on, and the counts of what
+    // ran are printed when the command ends, as for Ctrl-C.
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo.
+    if unsafe { super::child::sent_by_kernel(info) } {
+        return;
     }
+    match CHILD.load(Ordering::SeqCst) {
+        0 => PENDING.store(sig, Ordering::SeqCst),
+        // SAFETY: kill on our own unreaped child.
+        pid => unsafe {
+            libc::kill(pid, sig);
+        },
+    }
+}
+
+/// From now on a stop signal sent to `stat` goes to the command `pid` (forked, not reaped), so
+/// nothing is left running when `stat` is stopped.
+fn forward_stop_signals_to(pid: i32) -> Result<()> {
+    CHILD.store(pid, Ordering::SeqCst);
+    super::child::catch_stop_signals(on_forward)?;
+    let early = PENDING.swap(0, Ordering::SeqCst);
+    if early != 0 {
+        // SAFETY: kill on our own unreaped child.
+        unsafe {
+            libc::kill(pid, early);
+        }
+    }
+    Ok(())
+}
+
+/// Start the forked command, its stop signals passed on to it from before it runs.
+fn start_forwarding(stopped: StoppedChild) -> Result<RunningChild> {
+    forward_stop_signals_to(stopped.pid())?;
+    let started = stopped.start();
+    if started.is_err() {
+        // Reaped by `start`: its pid is no longer ours.
+        CHILD.store(0, Ordering::SeqCst);
+    }
+    Ok(started?)
 }
 
 /// perf stat's default set when counting CPUs (-a/-C): cpu-clock instead of task-clock.
@@ -212,6 +268,52 @@ fn target_pids(args: &StatArgs) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// A permission error counting `-p` processes of another user is not about
+/// `perf_event_paranoid` (lowering it does not help): the kernel asks for ptrace access to the
+/// target. Say so, naming the owner; any other error is passed through.
+fn explain_foreign_owner(e: counterpoint_counters::CountError, args: &StatArgs) -> anyhow::Error {
+    use std::os::unix::fs::MetadataExt;
+    let (event, errno) = match &e {
+        counterpoint_counters::CountError::Permission { event, errno, .. } => {
+            (event.clone(), *errno)
+        }
+        _ => return e.into(),
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if me == 0 {
+        return e.into();
+    }
+    // The user's name from /etc/passwd when listed there, else the number.
+    let name = |uid: u32| {
+        std::fs::read_to_string("/etc/passwd")
+            .ok()
+            .and_then(|t| {
+                t.lines().find_map(|l| {
+                    let f: Vec<&str> = l.split(':').collect();
+                    (f.get(2) == Some(&uid.to_string().as_str())).then(|| f[0].to_string())
+                })
+            })
+            .map_or_else(|| format!("uid {uid}"), |n| format!("{n} (uid {uid})"))
+    };
+    for pid in target_pids(args) {
+        let Ok(meta) = std::fs::metadata(format!("/proc/{pid}")) else {
+            continue;
+        };
+        if meta.uid() != me {
+            return anyhow::anyhow!(
+                "-p {pid}: the process belongs to {}, not to you ({}): counting another user's \
+                 process needs ptrace access to it (run as its owner, as root, or with \
+                 CAP_SYS_PTRACE); lowering perf_event_paranoid does not lift that (opening \
+                 '{event}' was refused: {errno})",
+                name(meta.uid()),
+                name(me)
+            );
+        }
+    }
+    e.into()
+}
+
 /// Whether stderr is a pipe nobody reads any more (where an error message would go nowhere,
 /// and printing it would fail).
 fn stderr_gone() -> bool {
@@ -282,8 +384,11 @@ enum Aggr {
 }
 
 fn check_modes(args: &StatArgs) -> Result<Aggr> {
-    if args.repeat == 0 {
-        bail!("-r 0: the number of runs must be at least 1");
+    if !(1..=MAX_REPEAT).contains(&args.repeat) {
+        bail!(
+            "-r {}: the number of runs must be from 1 to {MAX_REPEAT}",
+            args.repeat
+        );
     }
     if args.repeat > 1 {
         if args.command.is_empty() {
@@ -352,7 +457,7 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
     };
     let mut runs: Vec<Measured> = Vec::new();
     let mut exit = None;
-    for _ in 0..args.repeat {
+    for run in 1..=args.repeat {
         let (m, e) = match measure_once(&args, &list, &tree, &fmt, &mut out) {
             Ok(v) => v,
             Err(err) if is_broken_pipe(&err) => return Ok(ExitCode::from(EXIT_SIGPIPE)),
@@ -362,8 +467,29 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
         if let Some(m) = m {
             runs.push(m);
         }
-        // A command killed by a signal (Ctrl-C) ends the repeats, as in perf.
-        if matches!(e, Some(ChildExit::Signal(_))) || STOP.load(Ordering::SeqCst) {
+        // Said on stderr, as perf names each death; the counts of what ran until then are in
+        // the report. Not SIGPIPE: `stat -- yes | head` is a normal end (shells say nothing).
+        if let Some(ChildExit::Signal(sig)) = e.filter(|&e| e != ChildExit::Signal(libc::SIGPIPE)) {
+            let which = if args.repeat > 1 {
+                format!("run {run} of {}: ", args.repeat)
+            } else {
+                String::new()
+            };
+            note(format_args!(
+                "counterpoint stat: {which}the command was killed by {} ({sig})",
+                counterpoint_host::signals::name(sig)
+            ));
+        }
+        // A stop signal to `stat` (Ctrl-C, or one passed on to the command) ends the repeats.
+        if STOP.load(Ordering::SeqCst) {
+            if run < args.repeat {
+                note(format_args!(
+                    "counterpoint stat: stopped by a signal after run {run} of {}: the report \
+                     covers {run} run{}",
+                    args.repeat,
+                    if run == 1 { "" } else { "s" }
+                ));
+            }
             break;
         }
     }
@@ -418,13 +544,13 @@ fn measure_once(
     };
     let workload_only =
         matches!(target, Target::Threads(_) | Target::Cpus(_)) && !args.command.is_empty();
-    let mut set = CounterSet::open(list, &target, tree)?;
+    let mut set =
+        CounterSet::open(list, &target, tree).map_err(|e| explain_foreign_owner(e, args))?;
     let cpu_before = children_cpu_time();
     let start = Instant::now();
     let mut child: Option<RunningChild> = None;
     if let Some(s) = stopped {
-        child = Some(s.start()?);
-        ignore_sigint();
+        child = Some(start_forwarding(s)?);
     } else {
         set.enable()?;
         if let (Some(pids), Target::Threads(first)) = (&args.pid, &target) {
@@ -432,9 +558,7 @@ fn measure_once(
         }
         if workload_only {
             // With -p/-a/-C the command only times the measurement.
-            let s = spawn_stopped(&args.command)?;
-            child = Some(s.start()?);
-            ignore_sigint();
+            child = Some(start_forwarding(spawn_stopped(&args.command)?)?);
         } else {
             install_stop_handler();
         }
@@ -468,6 +592,7 @@ fn measure_once(
         Err(err) => {
             // Never leave the command we started running (or unreaped) behind us.
             if let (Some(c), None) = (&session.child, session.exit) {
+                CHILD.store(0, Ordering::SeqCst);
                 let _ = c.terminate(TERM_GRACE);
             }
             Err(err)
@@ -669,10 +794,14 @@ impl Session<'_> {
     /// ended.
     fn poll_end(&mut self, pids: &[i32]) -> Result<bool> {
         if let Some(c) = &self.child {
-            if let Some(e) = c.try_wait()? {
-                self.exit = Some(e);
-                return Ok(true);
+            // With a command, only its end ends the count: a stop signal was passed on to it.
+            // Checked without reaping, so that its pid stays ours until nothing is forwarded.
+            if !super::child::has_ended(c.pid()).context("waiting for the command")? {
+                return Ok(false);
             }
+            CHILD.store(0, Ordering::SeqCst);
+            self.exit = Some(c.wait()?);
+            return Ok(true);
         }
         if STOP.load(Ordering::SeqCst) {
             return Ok(true);
@@ -735,7 +864,13 @@ impl Session<'_> {
             }
             None => {
                 match &self.child {
-                    Some(c) => self.exit = Some(c.wait()?),
+                    Some(c) => {
+                        let ended = super::child::wait_unreaped(c.pid());
+                        // From here the pid may be reaped: nothing is forwarded to it any more.
+                        CHILD.store(0, Ordering::SeqCst);
+                        ended.context("waiting for the command")?;
+                        self.exit = Some(c.wait()?);
+                    }
                     None => {
                         while !self.poll_end(&pids)? {
                             std::thread::sleep(Duration::from_millis(20));

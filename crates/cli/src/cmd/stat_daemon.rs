@@ -108,7 +108,7 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
         counterpoint_broker::server::default_socket,
         Path::to_path_buf,
     );
-    if args.repeat > 1 || args.no_aggr || args.per_thread {
+    if args.repeat != 1 || args.no_aggr || args.per_thread {
         bail!("--daemon counts one run summed over its target: -r, -A and --per-thread are for direct counting");
     }
     let events = if args.events.is_empty() && system_wide(args) {
@@ -141,12 +141,11 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     }
     let start = Instant::now();
     let mut child = None;
+    // A stop signal sent to `stat` is passed on to the command (see `stat`'s own path).
     if let Some(s) = stopped {
-        child = Some(s.start()?);
-        super::ignore_sigint();
+        child = Some(super::start_forwarding(s)?);
     } else if !args.command.is_empty() {
-        child = Some(spawn_stopped(&args.command)?.start()?);
-        super::ignore_sigint();
+        child = Some(super::start_forwarding(spawn_stopped(&args.command)?)?);
     } else {
         super::install_stop_handler();
     }
@@ -155,11 +154,13 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     // Whether counting is over: the command ended, a stop signal came, or every -p process.
     let ended = |exit: &mut Option<ChildExit>| -> Result<bool> {
         if let Some(c) = &child {
-            if let Some(e) = c.try_wait()? {
-                *exit = Some(e);
-                return Ok(true);
+            // Not reaped until it has ended: its pid stays ours while signals are passed on.
+            if !super::super::child::has_ended(c.pid()).context("waiting for the command")? {
+                return Ok(false);
             }
-            return Ok(false);
+            super::CHILD.store(0, std::sync::atomic::Ordering::SeqCst);
+            *exit = Some(c.wait()?);
+            return Ok(true);
         }
         Ok(super::STOP.load(std::sync::atomic::Ordering::SeqCst)
             || (!pids.is_empty() && pids.iter().all(|&p| super::process_ended(p))))

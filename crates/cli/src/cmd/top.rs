@@ -105,7 +105,7 @@ fn refuse_missing_pids(targets: &TargetSpec, text: &str) -> Result<()> {
             let missing: Vec<String> = pids.iter().map(u32::to_string).collect();
             return Err(counterpoint_host::agent::AgentError::NoTargets {
                 spec: text.to_string(),
-                missing: missing.join(", "),
+                missing: format!("no such process ({})", missing.join(", ")),
             }
             .into());
         }
@@ -141,6 +141,16 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
     }
     let mut host = Host::with_source(targets, None, source)?;
     host.set_detailed(true);
+    // The hardware columns are hidden without a PMU: sorting by one would order the rows by
+    // a value nobody sees (every row n/a). Refused, naming what is there to sort by.
+    if matches!(key, SortKey::Ipc | SortKey::Mpki | SortKey::Bandwidth) && !host_has_pmu(&host) {
+        anyhow::bail!(
+            "--sort {}: {} needs a hardware PMU (cycles, instructions, LLC misses), which this \
+             host lacks, so the column is not shown; sort by pid, comm, cpu, cs or migrations",
+            args.sort,
+            key.header()
+        );
+    }
     let code_note = args.heatmaps.then(|| {
         let st = host.enable_code_heatmaps(counterpoint_host::code::CodeSamplingConfig {
             period_ns: args.heatmap_period_us.max(10) * 1000,

@@ -23,7 +23,9 @@ pub trait Machine {
     /// Carry out one action.
     fn apply(&mut self, action: &Action) -> Result<(), Self::Error>;
     /// Nothing is left to run (the simulator reached its duration or every task is done); the
-    /// [`driver`](crate::driver) stops. A live host never finishes by itself.
+    /// [`driver`](crate::driver) stops. A live host finishes only when it watches an explicit
+    /// list of processes and every one of them has exited; other target specs can always gain
+    /// new matching tasks.
     fn finished(&self) -> bool {
         false
     }

@@ -151,16 +151,8 @@ pub fn run(
         y_label: "speed-up".into(),
         categories,
         series: vec![
-            BarSeries {
-                name: "Intel's SPEC results".into(),
-                errors: vec![None; fig_paper.len()],
-                values: fig_paper,
-            },
-            BarSeries {
-                name: "simulated".into(),
-                errors: vec![None; fig_ours.len()],
-                values: fig_ours,
-            },
+            BarSeries::plain("Intel's SPEC results", fig_paper),
+            BarSeries::plain("simulated", fig_ours),
         ],
     });
     for ((n, err_sum, points_sum), what) in

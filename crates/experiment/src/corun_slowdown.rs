@@ -285,16 +285,8 @@ pub fn run(
         y_label: "co-run time / time alone".into(),
         categories,
         series: vec![
-            BarSeries {
-                name: "Tian et al. (measured, over 15 co-runners)".into(),
-                errors: vec![None; fig_paper.len()],
-                values: fig_paper,
-            },
-            BarSeries {
-                name: "simulated (over the 9 the catalog has)".into(),
-                errors: vec![None; fig_ours.len()],
-                values: fig_ours,
-            },
+            BarSeries::plain("Tian et al. (measured, over 15 co-runners)", fig_paper),
+            BarSeries::plain("simulated (over the 9 the catalog has)", fig_ours),
         ],
     });
     let k = paper_means.len();

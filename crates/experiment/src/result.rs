@@ -240,6 +240,17 @@ pub struct BarSeries {
     pub errors: Vec<Option<f64>>,
 }
 
+impl BarSeries {
+    /// A series without error bars (a published figure, or one that does not vary by seed).
+    pub fn plain(name: &str, values: Vec<Option<f64>>) -> Self {
+        Self {
+            name: name.to_string(),
+            errors: vec![None; values.len()],
+            values,
+        }
+    }
+}
+
 /// Format an optional paper number.
 pub fn paper_cell(v: Option<f64>, digits: usize) -> String {
     match v {

@@ -430,61 +430,10 @@ mod tests {
         assert_eq!(mix(&progs[..2], 3, 1, 0).len(), 3);
     }
 
-    /// The simulator with every mix cut to `cap_ns` of simulated time: the verdicts' plumbing,
-    /// not the report's figures.
-    struct Capped {
-        lab: crate::sim_lab::SimLab,
-        cap_ns: u64,
-    }
-
-    impl Capped {
-        fn cut(&self, job: &Job) -> Job {
-            match job {
-                Job::Custom {
-                    machine,
-                    tasks,
-                    duration_ns,
-                    tick_ns,
-                } => Job::Custom {
-                    machine: machine.clone(),
-                    tasks: tasks.clone(),
-                    duration_ns: (*duration_ns).min(self.cap_ns),
-                    tick_ns: *tick_ns,
-                },
-                other => other.clone(),
-            }
-        }
-    }
-
-    impl Lab for Capped {
-        fn topology(&self, job: &Job) -> Result<counterpoint_core::topology::Topology, LabError> {
-            self.lab.topology(job)
-        }
-        fn run(
-            &self,
-            job: &Job,
-            spec: RunSpec,
-            policy: &mut dyn Policy,
-            pick: &mut dyn counterpoint_core::machine::PickNext,
-        ) -> Result<Outcome, LabError> {
-            self.lab.run(&self.cut(job), spec, policy, pick)
-        }
-        fn run_light(
-            &self,
-            job: &Job,
-            spec: RunSpec,
-            policy: &mut dyn Policy,
-        ) -> Result<Outcome, LabError> {
-            self.lab.run_light(&self.cut(job), spec, policy)
-        }
-        fn mix_programs(&self) -> Vec<String> {
-            self.lab.mix_programs()
-        }
-    }
-
     #[test]
     fn one_seed_judges_no_machine_shape() {
-        let lab = Capped {
+        // Every mix cut to 0.2 s of simulated time: the verdicts' plumbing, not the figures.
+        let lab = crate::lab::ShortLab {
             lab: crate::sim_lab::SimLab::new().expect("the built-in catalog loads"),
             cap_ns: 200_000_000,
         };

@@ -139,3 +139,62 @@ pub trait Lab: Sync {
         None
     }
 }
+
+/// A lab that runs every job whose tasks all repeat for at most `cap_ns` of simulated time
+/// (jobs that run their work once keep their length: their completion times are the point).
+/// For exercising an experiment's plumbing (jobs, seeds, summaries, verdicts) in seconds;
+/// its figures are not the report's.
+pub struct ShortLab<L> {
+    /// The lab that runs the shortened jobs.
+    pub lab: L,
+    /// Longest simulated time of a repeating job, ns.
+    pub cap_ns: u64,
+}
+
+impl<L: Lab> ShortLab<L> {
+    fn cut(&self, job: &Job) -> Job {
+        match job {
+            Job::Custom {
+                machine,
+                tasks,
+                duration_ns,
+                tick_ns,
+            } if tasks.iter().all(|t| t.repeat) => Job::Custom {
+                machine: machine.clone(),
+                tasks: tasks.clone(),
+                duration_ns: (*duration_ns).min(self.cap_ns),
+                tick_ns: *tick_ns,
+            },
+            other => other.clone(),
+        }
+    }
+}
+
+impl<L: Lab> Lab for ShortLab<L> {
+    fn topology(&self, job: &Job) -> Result<Topology, LabError> {
+        self.lab.topology(job)
+    }
+    fn run(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+        pick: &mut dyn PickNext,
+    ) -> Result<Outcome, LabError> {
+        self.lab.run(&self.cut(job), spec, policy, pick)
+    }
+    fn run_light(
+        &self,
+        job: &Job,
+        spec: RunSpec,
+        policy: &mut dyn Policy,
+    ) -> Result<Outcome, LabError> {
+        self.lab.run_light(&self.cut(job), spec, policy)
+    }
+    fn mix_programs(&self) -> Vec<String> {
+        self.lab.mix_programs()
+    }
+    fn forced_model(&self) -> Option<counterpoint_sim::Model> {
+        self.lab.forced_model()
+    }
+}

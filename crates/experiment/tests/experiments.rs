@@ -1,70 +1,19 @@
-//! The experiments on the real simulator (no stand-in model), shortened: a [`Short`] lab caps
-//! every custom job's simulated duration so the plumbing (jobs, seeds, summaries, tables,
+//! The experiments on the real simulator (no stand-in model), shortened: a [`ShortLab`] caps
+//! every repeating custom job's simulated duration so the plumbing (jobs, seeds, summaries, tables,
 //! JSON, progress) and the registry's policies run end to end in seconds. The figures of
 //! shortened runs are not the report's; only structure and determinism are asserted here.
 
-use counterpoint_core::machine::{PickNext, Policy};
-use counterpoint_core::topology::Topology;
-use counterpoint_experiment::lab::{Job, Lab, LabError, Outcome, RunSpec};
+use counterpoint_experiment::lab::ShortLab;
 use counterpoint_experiment::sim_lab::{SimLab, SimPolicyOptions};
 use counterpoint_experiment::CountProgress;
 use counterpoint_policy::Built;
 use std::sync::atomic::Ordering;
 
 /// The simulator with every repeating custom job cut to `cap_ns` of simulated time.
-struct Short {
-    lab: SimLab,
-    cap_ns: u64,
-}
-
-impl Short {
-    fn new(cap_ns: u64) -> Self {
-        Self {
-            lab: SimLab::new().expect("the built-in catalog loads"),
-            cap_ns,
-        }
-    }
-    fn cut(&self, job: &Job) -> Job {
-        match job {
-            Job::Custom {
-                machine,
-                tasks,
-                duration_ns,
-                tick_ns,
-            } if tasks.iter().all(|t| t.repeat) => Job::Custom {
-                machine: machine.clone(),
-                tasks: tasks.clone(),
-                duration_ns: (*duration_ns).min(self.cap_ns),
-                tick_ns: *tick_ns,
-            },
-            other => other.clone(),
-        }
-    }
-}
-
-impl Lab for Short {
-    fn topology(&self, job: &Job) -> Result<Topology, LabError> {
-        self.lab.topology(job)
-    }
-    fn run(
-        &self,
-        job: &Job,
-        spec: RunSpec,
-        policy: &mut dyn Policy,
-        pick: &mut dyn PickNext,
-    ) -> Result<Outcome, LabError> {
-        self.lab.run(&self.cut(job), spec, policy, pick)
-    }
-    fn run_light(
-        &self,
-        job: &Job,
-        spec: RunSpec,
-        policy: &mut dyn Policy,
-    ) -> Result<Outcome, LabError> {
-        self.lab.run_light(&self.cut(job), spec, policy)
-    }
-    fn mix_programs(&self) -> Vec<String> {
-        self.lab.mix_programs()
+fn short(cap_ns: u64) -> ShortLab<SimLab> {
+    ShortLab {
+        lab: SimLab::new().expect("the built-in catalog loads"),
+        cap_ns,
     }
 }
 
@@ -94,7 +43,7 @@ fn zhang_spec_runs_every_form_on_the_simulator() {
 #[test]
 fn di_vs_oracle_compares_registry_policies_with_the_oracle() {
     // 0.5 s mixes instead of 10 s: the structure, not the figures.
-    let lab = Short::new(500_000_000);
+    let lab = short(500_000_000);
     let p = CountProgress::default();
     let results = counterpoint_experiment::run("di-vs-oracle", &lab, &[7], &p).unwrap();
     let r = &results[0];

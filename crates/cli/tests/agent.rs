@@ -1338,8 +1338,8 @@ fn agent_ends_when_its_pid_targets_are_gone() {
             .spawn()
             .expect("spawn agent"),
     );
-    // Let it start (its journal is created before the loop), then end the target. Not reaped:
-    // a zombie counts as gone too.
+    // Let it start (its journal is created before the loop; 30 s is a hang guard, not a
+    // timing claim), then end the target. Not reaped: a zombie counts as gone too.
     assert!(wait_until(Duration::from_secs(30), || journal.exists()));
     drop(target.stdin.take());
     // A hang guard, not a timing assertion: the agent must end on its own.

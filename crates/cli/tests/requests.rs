@@ -200,6 +200,17 @@ fn without_postgres_run_pg_fails_and_the_experiment_says_skipped() {
     );
 }
 
+/// `counterpoint requests --pid PID --events task-clock` with every stream piped.
+fn requests_on(pid: &str) -> std::process::Child {
+    counterpoint()
+        .args(["requests", "--pid", pid, "--events", "task-clock"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run counterpoint")
+}
+
 /// Once the counted task has exited, `requests --pid` says so and stops (it used to report
 /// zeros "fully covered" for requests nobody served): exit 0 after some measured requests,
 /// 1 when none was.
@@ -208,13 +219,7 @@ fn pid_mode_stops_when_the_task_is_gone() {
     use std::io::BufRead;
     let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
     let pid = sleeper.id().to_string();
-    let mut child = counterpoint()
-        .args(["requests", "--pid", &pid, "--events", "task-clock"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run counterpoint");
+    let mut child = requests_on(&pid);
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(b"begin 1\nend 1\n").expect("write");
     stdin.flush().expect("flush");
@@ -253,13 +258,7 @@ fn pid_mode_stops_when_the_task_is_gone() {
     // Gone before any request (a zombie: killed, not yet reaped): nothing measured, exit 1.
     let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
     let pid = sleeper.id().to_string();
-    let mut child = counterpoint()
-        .args(["requests", "--pid", &pid, "--events", "task-clock"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run counterpoint");
+    let mut child = requests_on(&pid);
     let stdin = child.stdin.take().expect("stdin");
     // Killed only once its counters are open (a perf_event descriptor in its fd table).
     let fds = format!("/proc/{}/fd", child.id());

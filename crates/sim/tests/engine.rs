@@ -350,7 +350,8 @@ fn an_idle_cpu_pulls_a_task_waiting_behind_a_pinned_one() {
         let r = run(&sc, 1, None, None, 100_000_000).unwrap();
         let (gzip, art) = (&r.tasks[0], &r.tasks[1]);
         assert_eq!(gzip.migrations, 1, "balance {balance_ms} ms");
-        // Time-shared for at most its first slice, alone on CPU 1 after.
+        // Simulated CPU time (deterministic): time-shared for at most its first slice, alone
+        // on CPU 1 after.
         assert!(gzip.cpu_time_ns >= 800_000_000, "{}", gzip.cpu_time_ns);
         assert!(art.cpu_time_ns >= 800_000_000, "{}", art.cpu_time_ns);
     }

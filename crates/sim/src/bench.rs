@@ -186,6 +186,101 @@ pub fn scaling_verdict(points: &[BenchPoint]) -> Option<ScalingVerdict> {
     })
 }
 
+/// Median speed of `repeat` runs of `scenario` (`measure` each time; the point returned is the
+/// median run's).
+pub fn median_point(scenario: &Scenario, repeat: u64) -> Result<BenchPoint, SimError> {
+    let mut pts = Vec::new();
+    for _ in 0..repeat.max(1) {
+        pts.push(measure(scenario)?);
+    }
+    Ok(median_of(pts))
+}
+
+fn median_of(mut pts: Vec<BenchPoint>) -> BenchPoint {
+    pts.sort_by(|a, b| a.core_ticks_per_s.total_cmp(&b.core_ticks_per_s));
+    pts.swap_remove(pts.len() / 2)
+}
+
+/// Simulated time of every scaling point: the default bench scenario's. At 10 s (before
+/// session 13) a bench-64 point took 2-20 ms of wall time, so one scheduler preemption on the
+/// shared 2-vCPU VM moved a speed by a third and the v1 verdict flipped between runs
+/// (x0.63 and x0.95 for the same binary).
+pub const SCALING_SIMULATED_MS: u64 = 60_000;
+
+/// The scaling points `counterpoint bench sim --scaling` reports: cores (bench-8, bench-64,
+/// bench-512 at four tasks per core, under `cores_model`), then waiting tasks (bench-64 with
+/// 64 to 4096 tasks, under v1 and then v2), each the median of `repeat` runs; and a verdict
+/// per model for the waiting-tasks points. The runs of one series go in rounds (each point
+/// once per round), so a change of the machine's load falls on every point of the round
+/// alike instead of on whichever point was running. `progress` is called before each run
+/// with the point's label.
+pub fn scaling(
+    catalog: &Catalog,
+    cores_model: Model,
+    repeat: u64,
+    progress: impl FnMut(&str),
+) -> Result<(Vec<BenchPoint>, Vec<ScalingVerdict>), SimError> {
+    let plan = ScalingPlan {
+        cores: &[("bench-8", 32), ("bench-64", 256), ("bench-512", 2048)],
+        waiting_machine: "bench-64",
+        waiting_tasks: &[64, 128, 256, 1024, 4096],
+        simulated_ms: SCALING_SIMULATED_MS,
+    };
+    scaling_with(catalog, &plan, cores_model, repeat, progress)
+}
+
+/// The points `scaling` runs (smaller plans in tests).
+struct ScalingPlan<'a> {
+    cores: &'a [(&'a str, usize)],
+    waiting_machine: &'a str,
+    waiting_tasks: &'a [usize],
+    simulated_ms: u64,
+}
+
+fn scaling_with(
+    catalog: &Catalog,
+    plan: &ScalingPlan<'_>,
+    cores_model: Model,
+    repeat: u64,
+    mut progress: impl FnMut(&str),
+) -> Result<(Vec<BenchPoint>, Vec<ScalingVerdict>), SimError> {
+    let mut series: Vec<Vec<(String, Scenario)>> = Vec::new();
+    let mut cores = Vec::new();
+    for &(machine, tasks) in plan.cores {
+        let mut sc = mix(catalog, machine, tasks, plan.simulated_ms)?;
+        sc.machine.model = cores_model;
+        let label = format!("{} {machine} {tasks} tasks", cores_model.label());
+        cores.push((label, sc));
+    }
+    series.push(cores);
+    let machine = plan.waiting_machine;
+    for m in [Model::V1, Model::V2] {
+        let mut waiting = Vec::new();
+        for &tasks in plan.waiting_tasks {
+            let mut sc = mix(catalog, machine, tasks, plan.simulated_ms)?;
+            sc.machine.model = m;
+            waiting.push((format!("{} {machine} {tasks} tasks", m.label()), sc));
+        }
+        series.push(waiting);
+    }
+    let (mut points, mut verdicts) = (Vec::new(), Vec::new());
+    for (k, s) in series.iter().enumerate() {
+        let mut runs: Vec<Vec<BenchPoint>> = vec![Vec::new(); s.len()];
+        for _ in 0..repeat.max(1) {
+            for (i, (label, sc)) in s.iter().enumerate() {
+                progress(label);
+                runs[i].push(measure(sc)?);
+            }
+        }
+        let medians: Vec<BenchPoint> = runs.into_iter().map(median_of).collect();
+        if k > 0 {
+            verdicts.extend(scaling_verdict(&medians));
+        }
+        points.extend(medians);
+    }
+    Ok((points, verdicts))
+}
+
 /// Parse `v1` / `v2`.
 pub fn parse_model(s: &str) -> Result<Model, SimError> {
     match s {
@@ -240,5 +335,51 @@ mod tests {
         let v = scaling_verdict(&steps).unwrap();
         assert!(v.flat && (v.work_ratio - 3.0).abs() < 1e-9);
         assert!(parse_model("v3").is_err() && matches!(parse_model("v2"), Ok(Model::V2)));
+    }
+
+    #[test]
+    fn scaling_runs_every_point_repeat_times_in_rounds_with_a_verdict_per_model() {
+        let catalog = Catalog::builtin();
+        let plan = ScalingPlan {
+            cores: &[("bench-8", 16)],
+            waiting_machine: "bench-8",
+            waiting_tasks: &[8, 16, 32],
+            simulated_ms: 200,
+        };
+        let mut labels = Vec::new();
+        let (points, verdicts) = scaling_with(&catalog, &plan, Model::V2, 2, |l| {
+            labels.push(l.to_string())
+        })
+        .unwrap();
+        // Rounds: every point of a series once before any point twice.
+        let series = |m: &str| [8, 16, 32].map(|t| format!("{m} bench-8 {t} tasks"));
+        let mut expect = vec!["v2 bench-8 16 tasks".to_string(); 2];
+        for m in ["v1", "v2"] {
+            expect.extend(series(m));
+            expect.extend(series(m));
+        }
+        assert_eq!(labels, expect);
+        let shape: Vec<(&str, usize, u64)> = points
+            .iter()
+            .map(|p| (p.model.as_str(), p.tasks, p.simulated_ms))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("v2", 16, 200),
+                ("v1", 8, 200),
+                ("v1", 16, 200),
+                ("v1", 32, 200),
+                ("v2", 8, 200),
+                ("v2", 16, 200),
+                ("v2", 32, 200),
+            ]
+        );
+        // The cores series has no verdict; each waiting-tasks series has one, 16 against 32.
+        let v: Vec<(&str, usize, usize)> = verdicts
+            .iter()
+            .map(|v| (v.model.as_str(), v.reference_tasks, v.largest_tasks))
+            .collect();
+        assert_eq!(v, [("v1", 16, 32), ("v2", 16, 32)]);
     }
 }

@@ -429,12 +429,19 @@ impl Catalog {
         add(modern("bench-1024", 16, 64, 1, 8, 32.0));
         // Seed 001 (Döbel & Härtig): two Xeon X5650 (Westmere-EP), 6 cores x 2 threads, 12 MB
         // L3 each, one memory controller per socket (docs/sim-catalog.md, docs/replica.md).
+        // v2's sustained bandwidth per socket is the platform's too, not the modern shapes'
+        // 45 GB/s (docs/sim-catalog.md, machine physics table).
+        let x5650 = modern("x5650-2s", 2, 6, 2, 1, 12.0);
         add(MachineSpec {
             name: "x5650-2s".into(),
             freq_ghz: 2.66,
             mem_latency_ns: 70.0,
             peak_bandwidth_gb_per_s: 20.0,
-            ..modern("x5650-2s", 2, 6, 2, 1, 12.0)
+            v2: PhysicsV2 {
+                sustained_bandwidth_gb_per_s: 20.0,
+                ..x5650.v2.clone()
+            },
+            ..x5650
         });
         for &(name, gi, cpi, apki, curve, mlp) in SPEC_INT_2006 {
             let curve = match curve {
@@ -732,6 +739,15 @@ fn p4_smt() -> SmtSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seed 001's platform keeps its own memory system under v2: the modern shapes it is built
+    /// from sustain 45 GB/s per socket, a Westmere-EP socket 20 (docs/sim-catalog.md).
+    #[test]
+    fn x5650_sustains_its_own_bandwidth_under_v2() {
+        let m = Catalog::builtin().machine("x5650-2s").unwrap();
+        assert_eq!(m.v2.sustained_bandwidth_gb_per_s, 20.0);
+        assert!(m.v2.sustained_bandwidth_gb_per_s <= m.peak_bandwidth_gb_per_s);
+    }
 
     /// Every server request class has a v2 profile (a row of `SRV_V2` under its name).
     #[test]

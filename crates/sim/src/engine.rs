@@ -444,6 +444,10 @@ struct Bus {
     demand: f64,
     /// v2: the demand the other buses were last re-solved for.
     demand_seen: f64,
+    /// v2: `demand` as it stood when this tick's updates began: every bus's snoop load reads
+    /// the others' snapshot, so the order buses are solved in within a tick does not matter
+    /// and identical sockets stay identical.
+    demand_snap: f64,
     /// The bus's load terms packed by `pack_bus` (contention.rs) for the latency's Newton
     /// steps, one per running CPU that moves lines. The vector keeps its capacity, so packing
     /// allocates only at a bus's first solves.
@@ -498,6 +502,10 @@ pub struct Simulation {
     /// v2, snoop coupling: buses whose snoop load moved, for a latency update at the next tick
     /// (`latency_update`); `light` is also set when any is.
     latency_bus: Vec<bool>,
+    /// v2, snoop coupling: updates other buses asked for during this tick's updates (1: a
+    /// latency update, 2: a whole solve on the reference path), given at the next tick, when
+    /// the demand snapshot holds the demand that moved.
+    snoop_next: Vec<u8>,
     /// Latency updates so far.
     latency_updates: u64,
     /// Per bus, ticks since a task filled its share without a whole solve since (0: none).
@@ -769,6 +777,7 @@ impl Simulation {
             light_bus: vec![false; nbus],
             light: false,
             latency_bus: vec![false; nbus],
+            snoop_next: vec![0; nbus],
             latency_updates: 0,
             full_pending_ticks: vec![0; nbus],
             scratch_bus_warming: vec![0; nbus],

@@ -504,7 +504,7 @@ impl Simulation {
         let mut others = 0.0;
         for (a, x) in self.buses.iter().enumerate() {
             if a != b {
-                others += x.demand.max(0.0);
+                others += x.demand_snap.max(0.0);
             }
         }
         let load = crate::coupling::snoop_load_of(others, self.spec.line_bytes as f64, per_line);
@@ -537,16 +537,36 @@ impl Simulation {
             // sockets every tick while caches warmed (3.8 solves per tick on bench-64), and a
             // light update cost a fixed-point iteration for each of the other sockets at every
             // solve (2.7 light updates per tick). The reference path re-solves them whole.
+            // Given at the next tick (`take_snoop_requests`), when the others' snapshot of
+            // this bus's demand holds the new value.
+            let kind = if self.exact_warmup { 2 } else { 1 };
             for a in 0..self.buses.len() {
                 if a != b {
-                    if self.exact_warmup {
-                        self.dirty_bus[a] = true;
-                        self.dirty = true;
-                    } else {
-                        self.latency_bus[a] = true;
-                        self.light = true;
-                    }
+                    self.snoop_next[a] = self.snoop_next[a].max(kind);
                 }
+            }
+            self.light = true;
+        }
+    }
+}
+
+impl Simulation {
+    /// v2 snoop coupling, at the start of a tick's updates: the demand snapshot every bus's
+    /// snoop load reads during them.
+    pub(super) fn snap_bus_demands(&mut self) {
+        for bus in &mut self.buses {
+            bus.demand_snap = bus.demand;
+        }
+    }
+
+    /// The updates buses asked of the others (`note_bus_demand_v2`) become this tick's
+    /// flags: a latency update, or a whole solve on the reference path.
+    pub(super) fn take_snoop_requests(&mut self) {
+        for a in 0..self.snoop_next.len() {
+            match std::mem::take(&mut self.snoop_next[a]) {
+                1 => self.latency_bus[a] = true,
+                2 => self.dirty_bus[a] = true,
+                _ => {}
             }
         }
     }

@@ -7,6 +7,9 @@ impl Simulation {
     /// Advance one tick.
     pub(super) fn tick(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
         if self.dirty || self.light {
+            // Requests made outside a tick (a solve before the first one) are due now.
+            self.take_snoop_requests();
+            self.snap_bus_demands();
             for b in 0..self.buses.len() {
                 if self.dirty_bus[b] || self.light_bus[b] || self.latency_bus[b] {
                     // The update changes every rate on the bus: steady CPUs retire their
@@ -29,9 +32,10 @@ impl Simulation {
                 self.light_bus[b] = false;
                 self.latency_bus[b] = false;
             }
-            // A solve may mark other sockets for a latency update, or a whole solve on the
-            // reference path (snoop coupling, v2): those already passed in this loop keep it
-            // for the next tick.
+            // A solve may ask the other sockets for a latency update, or a whole solve on the
+            // reference path (snoop coupling, v2): all of them at the next tick, whether or not
+            // this loop had passed them, so that identical sockets are treated alike.
+            self.take_snoop_requests();
             self.dirty = self.dirty_bus.iter().any(|&d| d);
             self.light = self.light_bus.iter().any(|&l| l) || self.latency_bus.iter().any(|&l| l);
         }

@@ -419,6 +419,10 @@ fn sockets_couple_through_snoops_in_the_engine() {
     sim.advance_quiet(300_000_000, None);
     let first = sim.counters(0).unwrap().instructions;
     for t in 1..32 {
-        assert_eq!(sim.counters(t).unwrap().instructions, first, "swim copy {t}");
+        assert_eq!(
+            sim.counters(t).unwrap().instructions,
+            first,
+            "swim copy {t}"
+        );
     }
 }

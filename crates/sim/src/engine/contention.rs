@@ -76,6 +76,18 @@ impl Simulation {
         }
         self.buses[b].touch_lines = lines;
         self.buses[b].drift = 0.0;
+        // Elasticity of the loaded latency `L = L0 + S rho / (1 - rho)` in the traffic: with
+        // `x = L - L0`, `(dL / L) / (drho / rho) = x (x + S) / (S L)`, about `1 / (1 - rho)`
+        // near saturation and below 1 at moderate load.
+        let bus = &self.buses[b];
+        let gain = if bus.bw_eff > 0.0 {
+            let s = self.spec.line_bytes as f64 / bus.bw_eff;
+            let (l, x) = (bus.latency_cycles, bus.latency_cycles - self.l0_cycles);
+            (x * (x + s) / (s * l)).max(1.0)
+        } else {
+            1.0
+        };
+        self.buses[b].touch_gain = gain;
     }
 
     /// The fixed point of bus `b` with at most `max_iters` iterations (the cache shares, miss

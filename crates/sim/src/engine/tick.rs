@@ -74,6 +74,7 @@ impl Simulation {
             let mut refs = 0.0;
             let mut misses = 0.0;
             let mut transfers = 0.0;
+            let mut crossed = false;
             // Retire, crossing phase boundaries at the current rates.
             loop {
                 let p = &self.profs[t.prof as usize];
@@ -89,6 +90,7 @@ impl Simulation {
                     break;
                 }
                 // Phase done: next phase, program completion, or the end.
+                crossed = true;
                 match next_phase(&mut t.src, t.repeat) {
                     Next::Phase(p, n, ended) => {
                         t.prof = p;
@@ -113,6 +115,15 @@ impl Simulation {
                     break;
                 }
             }
+            let p = &self.profs[t.prof as usize];
+            let target = share.min(p.saturation_bytes);
+            if !crossed && !t.full && t.occ < target * (1.0 - 1e-9) {
+                // Within one phase a warming task's misses follow its fill curve, so they do
+                // not depend on how many instructions a tick holds (`FillTable`). A tick that
+                // crosses a phase keeps the miss ratio of its start (the bus is re-solved).
+                misses = p.warm_misses(t.occ, target, refs, line, &mut t.fill_k);
+                transfers = misses * p.lines_per_miss;
+            }
             let used_cycles = if t.state == State::Done {
                 (tick_instr * cpi).min(cyc)
             } else {
@@ -132,8 +143,6 @@ impl Simulation {
             };
             t.c.task_clock_ns += used_ns;
             // Warm-up: misses bring lines in until the task holds its share (or all it can use).
-            let p = &self.profs[t.prof as usize];
-            let target = share.min(p.saturation_bytes);
             let fill = misses * line;
             if t.full {
                 // A full task follows its share (the solve assumed so): down at once, up by what
@@ -183,7 +192,8 @@ impl Simulation {
                         let drift = relative(
                             r - cpu.touch_rate,
                             self.domains[cpu.domain as usize].touch_access,
-                        ) + relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
+                        ) + self.buses[bus].touch_gain
+                            * relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
                         self.buses[bus].drift += drift - cpu.drift;
                         cpu.drift = drift;
                         self.local_steps += 1;

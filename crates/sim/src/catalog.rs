@@ -439,7 +439,7 @@ impl Catalog {
             peak_bandwidth_gb_per_s: 20.0,
             v2: PhysicsV2 {
                 sustained_bandwidth_gb_per_s: 20.0,
-                ..x5650.v2.clone()
+                ..x5650.v2
             },
             ..x5650
         });

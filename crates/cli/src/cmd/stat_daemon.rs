@@ -98,6 +98,26 @@ fn targets(args: &StatArgs) -> Result<Vec<String>> {
     Ok(Vec::new())
 }
 
+/// What `--daemon` refuses, each option named with what it accepts there: the broker counts
+/// one run summed over its target.
+fn check_daemon_modes(args: &StatArgs) -> Result<()> {
+    if args.repeat != 1 {
+        bail!(
+            "-r {}: with --daemon the number of runs must be 1 (the broker counts one run; \
+             direct counting, without --daemon, repeats 1 to {} times)",
+            args.repeat,
+            super::MAX_REPEAT
+        );
+    }
+    if args.no_aggr {
+        bail!("-A/--no-aggr: --daemon prints the sum over the target's CPUs only; per-CPU rows are for direct counting");
+    }
+    if args.per_thread {
+        bail!("--per-thread: --daemon prints the sum over the target's threads only; per-thread rows are for direct counting");
+    }
+    Ok(())
+}
+
 pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     if let Some(ms) = args.interval_ms {
         if ms < 10 {
@@ -108,9 +128,7 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
         counterpoint_broker::server::default_socket,
         Path::to_path_buf,
     );
-    if args.repeat != 1 || args.no_aggr || args.per_thread {
-        bail!("--daemon counts one run summed over its target: -r, -A and --per-thread are for direct counting");
-    }
+    check_daemon_modes(args)?;
     let events = if args.events.is_empty() && system_wide(args) {
         DEFAULT_EVENTS_SYSTEM_WIDE.to_string()
     } else if args.events.is_empty() {

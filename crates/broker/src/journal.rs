@@ -73,6 +73,10 @@ pub struct Checkpoint {
     /// Raw count per event, in registration order; for a per-CPU registration per CPU then
     /// per event (CPU-major).
     pub raw: Vec<u64>,
+    /// The kernel counters' own running time credited with `raw`, in ns, in `raw`'s layout
+    /// (empty in a journal written before it was kept: counted from 0 again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counted_ns: Vec<u64>,
     /// Running time per scheduling unit (one per CPU of a per-CPU registration; empty for a
     /// task target, whose one unit's running time is `running_ns`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -135,6 +139,13 @@ impl State {
                         old.units_running_ns = cp.units_running_ns;
                     } else {
                         for (o, n) in old.units_running_ns.iter_mut().zip(cp.units_running_ns) {
+                            *o = (*o).max(n);
+                        }
+                    }
+                    if old.counted_ns.len() != cp.counted_ns.len() {
+                        old.counted_ns = cp.counted_ns;
+                    } else {
+                        for (o, n) in old.counted_ns.iter_mut().zip(cp.counted_ns) {
                             *o = (*o).max(n);
                         }
                     }
@@ -469,11 +480,13 @@ mod tests {
                     enabled_ns: e,
                     running_ns: r,
                     raw: vec![r],
+                    counted_ns: vec![r * 2],
                     units_running_ns: vec![r, r + 1],
                 },
             });
         }
         assert_eq!(st.regs[&1].1.raw, vec![5]);
+        assert_eq!(st.regs[&1].1.counted_ns, vec![10]);
         assert_eq!(st.regs[&1].1.units_running_ns, vec![5, 6]);
         assert_eq!(st.regs[&1].1.enabled_ns, 10);
     }

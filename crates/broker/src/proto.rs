@@ -124,6 +124,12 @@ pub struct EventCount {
     /// `raw * enabled_ns / running_ns` (the estimate over the whole enabled time); `null` when
     /// the consumer never ran.
     pub scaled: Option<f64>,
+    /// The kernel counter's own running time while this consumer was scheduled, in ns (summed
+    /// over the CPUs of a per-CPU target): what `perf stat` prints in its run-time column. For
+    /// a task target it is the task's time on a CPU in those windows (0 for a task that never
+    /// ran), not wall time. Absent from a broker that predates it; `null` when not supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_ns: Option<u64>,
     /// The event's unit scale (1e-6 for the ns clocks shown in msec), as the parser gives it.
     pub unit_scale: f64,
     /// The unit after `unit_scale`, if any.

@@ -165,6 +165,9 @@ struct Kernel {
     set: CounterSet,
     enabled: bool,
     last_raw: u64,
+    /// The counter's own running time at the last read (a task counter's: the task's time on
+    /// a CPU while the counter was enabled; a CPU counter's: the enabled time).
+    last_running_ns: u64,
     last_read: Option<Instant>,
     users: usize,
 }
@@ -176,6 +179,8 @@ struct RegEvent {
     key: Result<u64, String>,
     /// Counted during this broker's life while scheduled.
     raw_here: u64,
+    /// The kernel counter's own running time credited in the same windows as `raw_here`.
+    counted_here_ns: u64,
 }
 
 struct Reg {
@@ -437,20 +442,24 @@ impl Broker {
             return;
         }
         k.last_read = Some(Instant::now());
-        let raw = match k.set.read_all() {
+        let (raw, running_ns) = match k.set.read_all() {
             Ok(r) => r
                 .first()
                 .and_then(|r| r.value)
-                .map_or(k.last_raw, |v| v.raw),
+                .map_or((k.last_raw, k.last_running_ns), |v| {
+                    (v.raw, v.time_running_ns)
+                }),
             Err(e) => {
                 eprintln!("broker: reading {} on {}: {e}", k.event, k.target);
-                k.last_raw
+                (k.last_raw, k.last_running_ns)
             }
         };
         // A counter never goes backwards; a smaller value (target gone) credits nothing.
         let delta = raw.saturating_sub(k.last_raw);
         k.last_raw = k.last_raw.max(raw);
-        if delta == 0 {
+        let delta_running = running_ns.saturating_sub(k.last_running_ns);
+        k.last_running_ns = k.last_running_ns.max(running_ns);
+        if delta == 0 && delta_running == 0 {
             return;
         }
         // `None`: the scheduler's current running set (no copy of it on the read path).
@@ -467,6 +476,7 @@ impl Broker {
                 for e in &mut r.events {
                     if e.key == Ok(key) {
                         e.raw_here = e.raw_here.saturating_add(delta);
+                        e.counted_here_ns = e.counted_here_ns.saturating_add(delta_running);
                     }
                 }
             }
@@ -702,6 +712,9 @@ impl Broker {
                                                 set,
                                                 enabled: false,
                                                 last_raw: r.value.map_or(0, |v| v.raw),
+                                                last_running_ns: r
+                                                    .value
+                                                    .map_or(0, |v| v.time_running_ns),
                                                 last_read: None,
                                                 users: 0,
                                             },
@@ -738,6 +751,7 @@ impl Broker {
                     spec: spec.clone(),
                     key,
                     raw_here: 0,
+                    counted_here_ns: 0,
                 });
             }
         }
@@ -888,10 +902,20 @@ impl Broker {
                 raw.max(r.last.raw.get(i).copied().unwrap_or(0))
             })
             .collect();
+        let counted: Vec<u64> = r
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let ns = r.base.counted_ns.get(i).copied().unwrap_or(0) + e.counted_here_ns;
+                ns.max(r.last.counted_ns.get(i).copied().unwrap_or(0))
+            })
+            .collect();
         let nspec = r.nspec.max(1);
         let mut events = Vec::with_capacity(r.nspec);
         for j in 0..r.nspec {
             let mut raw = 0u64;
+            let mut counted_ns = 0u64;
             let mut scaled = Some(0.0);
             let mut reason = None;
             for (u, &unit_running) in units_running.iter().enumerate() {
@@ -902,6 +926,7 @@ impl Broker {
                     continue;
                 }
                 raw = raw.saturating_add(raws[i]);
+                counted_ns = counted_ns.saturating_add(counted[i]);
                 // Each unit scaled by its own coverage (each CPU is sliced on its own).
                 scaled = match scaled {
                     Some(sum) if unit_running > 0 => {
@@ -915,6 +940,7 @@ impl Broker {
                 event: e.spec.name.clone(),
                 supported: reason.is_none(),
                 scaled: if reason.is_none() { scaled } else { None },
+                counted_ns: reason.is_none().then_some(counted_ns),
                 reason,
                 raw,
                 unit_scale: e.spec.scale,
@@ -938,6 +964,7 @@ impl Broker {
             enabled_ns,
             running_ns,
             raw: raws,
+            counted_ns: counted,
             units_running_ns: if r.unit_cpus.is_empty() {
                 Vec::new()
             } else {

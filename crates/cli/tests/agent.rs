@@ -1397,6 +1397,17 @@ fn policy_list_and_ignored_options_are_refused_honestly() {
         !e.contains("bus-pair,") && !e.contains("ipc-pair,"),
         "pick-next hooks: {e}"
     );
+    // An unknown name (or one only the simulator runs) is refused with the same list.
+    for asked in ["nosuch", "oracle", "bus-pair"] {
+        let e = run_fails(&["agent", "--policy", asked, "--journal", j, "--dry-run"]);
+        let listed = e.trim().rsplit(": ").next().unwrap_or("");
+        assert!(listed.contains("spread"), "{asked}: {e}");
+        assert!(!listed.contains("oracle"), "{asked}: {e}");
+        assert!(
+            !listed.contains("bus-pair,") && !listed.contains("ipc-pair,"),
+            "{asked}: pick-next hooks: {e}"
+        );
+    }
     let e = run_fails(&[
         "agent",
         "--policy",

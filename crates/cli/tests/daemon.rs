@@ -104,6 +104,61 @@ fn stat_through_the_daemon_prints_what_direct_counting_prints() {
     assert_eq!(f.status.code(), Some(1));
 }
 
+/// The run-time column (JSON `time_running_ns`) is the counter's own running time, as perf's
+/// is: for a task, its time on a CPU, which task-clock counts (not the wall time since the
+/// broker registration); and a command `stat` runs gets its user and system time, as directly.
+#[test]
+fn daemon_run_time_is_the_counters_own_and_user_sys_are_given() {
+    let d = world_dir();
+    let daemon = Daemon::start(d.path(), &[]);
+    let sock = daemon.socket.to_str().unwrap();
+    // sleep is on a CPU for a small part of its life: wall time could not pass for it.
+    let o = stat(&[
+        "--daemon",
+        sock,
+        "--json",
+        "-e",
+        "task-clock",
+        "--",
+        "sleep",
+        "0.05",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stderr).trim()).unwrap();
+    let tc = &v["events"][0];
+    let raw = tc["raw"].as_u64().unwrap();
+    let running = tc["time_running_ns"].as_u64().unwrap();
+    assert!(raw > 0, "{v}");
+    // task-clock counts exactly the time its counter runs on the task.
+    assert!(raw.abs_diff(running) <= raw / 100 + 10_000, "{v}");
+    assert_eq!(tc["counted_percent"], 100.0, "{v}");
+    for k in ["user_ns", "sys_ns"] {
+        assert!(v[k].is_u64(), "{k}: {v}");
+    }
+    // The text output has the same lines as direct counting.
+    let o = stat(&["--daemon", sock, "-e", "task-clock", "--", "true"]);
+    let text = String::from_utf8_lossy(&o.stderr);
+    for what in ["seconds user", "seconds sys"] {
+        assert!(text.lines().any(|l| l.ends_with(what)), "{text}");
+    }
+    // -p: the processes are not stat's children, so no user/sys (nor directly, nor in perf).
+    let o = stat(&[
+        "--daemon",
+        sock,
+        "--json",
+        "-e",
+        "task-clock",
+        "-p",
+        &std::process::id().to_string(),
+        "--",
+        "true",
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stderr).trim()).unwrap();
+    assert!(v["user_ns"].is_null() && v["sys_ns"].is_null(), "{v}");
+}
+
 #[test]
 fn another_uid_is_refused_by_rule_and_the_broker_keeps_serving() {
     if !is_root() {

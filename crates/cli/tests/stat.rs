@@ -584,6 +584,30 @@ fn repeat_and_modes_refuse_what_perf_refuses() {
 }
 
 #[test]
+fn daemon_refuses_repeats_saying_what_r_accepts() {
+    // Refused before any broker is reached (the socket does not exist), as the direct path
+    // refuses -r 0: the message names the option and what it accepts with --daemon.
+    for n in ["0", "2"] {
+        let o = stat(&["--daemon", "/nonexistent/cp.sock", "-r", n, "--", "true"]);
+        assert_eq!(o.status.code(), Some(2), "-r {n}");
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("-r {n}:")) && err.contains("must be 1"),
+            "-r {n}: {err}"
+        );
+        assert!(!err.contains("connect"), "{err}");
+    }
+    for (flag, name) in [("-A", "-A/--no-aggr"), ("--per-thread", "--per-thread")] {
+        let o = stat(&["--daemon", "/nonexistent/cp.sock", flag, "--", "true"]);
+        assert!(
+            stderr(&o).contains(&format!("{name}: --daemon")),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
 fn command_prints_user_and_sys_seconds() {
     let o = stat(&["-e", "task-clock", "--", "true"]);
     let err = stderr(&o);

@@ -90,7 +90,8 @@ fn ns_per_instruction(cat: &Catalog, machine: &str, prog: &str) -> f64 {
         .duration_ms(600)
         .task(prog, Some(CpuSet::single(0)))
         .unwrap_or_else(|e| fail(e))
-        .build();
+        .build()
+        .unwrap();
     let mut sim = Simulation::new(&sc, 1).unwrap_or_else(|e| fail(e.to_string()));
     sim.advance_quiet(300_000_000, None);
     let a = sim.counters(0).copied().unwrap_or_default();

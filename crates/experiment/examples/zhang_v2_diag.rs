@@ -88,7 +88,7 @@ fn main() {
                 .task(n, Some(CpuSet::single(*cpu)))
                 .unwrap_or_else(|e| fail(e));
         }
-        let sc = b.build();
+        let sc = b.build().unwrap();
         let mut sim = Simulation::new(&sc, 1).unwrap_or_else(|e| fail(e.to_string()));
         sim.advance_quiet(1_000_000_000, None);
         let before: Vec<Counters> = (0..tasks.len())
@@ -258,7 +258,8 @@ fn solo_rate(cat: &Catalog, name: &str, line: f64) -> (f64, f64) {
         .duration_ms(3000)
         .task(name, Some(CpuSet::single(0)))
         .unwrap_or_else(|e| fail(e))
-        .build();
+        .build()
+        .unwrap();
     let mut sim = Simulation::new(&sc, 1).unwrap_or_else(|e| fail(e.to_string()));
     sim.advance_quiet(1_000_000_000, None);
     let a = sim.counters(0).copied().unwrap_or_default();

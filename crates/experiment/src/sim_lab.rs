@@ -123,7 +123,7 @@ impl SimLab {
                         start_ms: 0,
                     });
                 }
-                Ok(b.build())
+                b.build().map_err(|e| LabError(e.to_string()))
             }
         }
     }

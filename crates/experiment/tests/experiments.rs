@@ -98,7 +98,8 @@ fn the_simulator_builds_masa_with_its_own_calibration_and_the_oracle_by_search()
         .and_then(|b| b.task("swim", None))
         .and_then(|b| b.task("gzip", None))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     // MASA: calibrated on this machine; the table's ranking, not the paper's.
     let cal = lab.calibrate_machine(&sc.machine, 1).unwrap();
     assert_eq!(cal.entries.len(), 2);

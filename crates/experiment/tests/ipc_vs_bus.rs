@@ -34,7 +34,8 @@ fn mesa_alone(cat: &Catalog) -> (f64, f64) {
         .duration_ms(3000)
         .task("mesa", Some(CpuSet::single(0)))
         .expect("mesa")
-        .build();
+        .build()
+        .unwrap();
     let mut sim = Simulation::new(&sc, 1).expect("scenario is valid");
     sim.advance_quiet(1_000_000_000, None);
     let a = *sim.counters(0).expect("task 0");

@@ -101,7 +101,7 @@ fn simulated() -> Result<(), Box<dyn Error>> {
     for p in ["mcf", "swim", "gzip", "mesa"] {
         b = b.task(p, Some(counterpoint_core::CpuSet::single(0)))?;
     }
-    let scenario = b.build();
+    let scenario = b.build()?;
     let options = counterpoint_sim::RunOptions {
         min_residency_intervals: 3,
         ..counterpoint_sim::RunOptions::new(100_000_000)

@@ -58,8 +58,8 @@ pub use linux::{Linux, LinuxPick};
 pub use masa::{Calibration, CalibrationEntry, LimitCheck, LoadMetric, Masa, MasaParams};
 pub use oracle::{FnCost, Oracle, OracleResult, OracleSearch, PlacementCost};
 pub use registry::{
-    build, build_epoch, lookup, missing_events, names, BuildError, Built, CalibrationSource,
-    Context, Entry, Level, REGISTRY,
+    build, build_epoch, build_live, live_names, lookup, missing_events, names, BuildError, Built,
+    CalibrationSource, Context, Entry, Level, REGISTRY,
 };
 pub use schedtask::SchedTask;
 pub use spread::Spread;

@@ -160,6 +160,14 @@ pub enum BuildError {
         /// What the caller can run instead.
         why: String,
     },
+    /// An epoch-level policy only the simulator can build (the oracle, on a live host).
+    #[error("policy {name:?} runs only in the simulator: {why}")]
+    SimulatorOnly {
+        /// The policy.
+        name: &'static str,
+        /// Why, and what the caller can run instead.
+        why: String,
+    },
     /// `masa` without a calibration.
     #[error(
         "policy {name:?} needs a load calibration measured on this machine (the simulator \
@@ -432,6 +440,21 @@ pub fn names_at(level: Level) -> Vec<&'static str> {
         .collect()
 }
 
+/// Whether a live host can run `e`: an epoch-level policy that needs no placement cost (the
+/// oracle's cost is the simulator's short runs; pick-next hooks need the simulator's kernel).
+pub fn runs_live(e: &Entry) -> bool {
+    e.level == Level::Epoch && !e.needs.contains(&Need::PlacementCost)
+}
+
+/// Names of the policies a live host (the agent) can run, in registry order.
+pub fn live_names() -> Vec<&'static str> {
+    REGISTRY
+        .iter()
+        .filter(|e| runs_live(e))
+        .map(|e| e.name)
+        .collect()
+}
+
 /// The entry of `name`, or [`BuildError::Unknown`] with the list.
 pub fn lookup(name: &str) -> Result<&'static Entry, BuildError> {
     REGISTRY
@@ -480,6 +503,38 @@ pub fn build_epoch(
     Ok(build(name, ctx)?
         .into_epoch()
         .expect("an epoch-level entry builds an epoch-level policy"))
+}
+
+/// Build a policy a live host can run (what the agent runs): an unknown name, a pick-next
+/// hook or the oracle is refused with [`live_names`] only, never with names the host could
+/// not run either.
+pub fn build_live(name: &str, ctx: &mut Context<'_>) -> Result<Box<dyn Policy + Send>, BuildError> {
+    let live = || format!("a live host runs: {}", live_names().join(", "));
+    let entry = REGISTRY
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| BuildError::Unknown {
+            name: name.to_string(),
+            known: live_names(),
+        })?;
+    if entry.level != Level::Epoch {
+        return Err(BuildError::WrongLevel {
+            name: entry.name,
+            level: entry.level.label(),
+            why: format!("only the simulator can run it; {}", live()),
+        });
+    }
+    if !runs_live(entry) {
+        return Err(BuildError::SimulatorOnly {
+            name: entry.name,
+            why: format!(
+                "its placement cost is the simulator's short runs, which a live host has none \
+                 of; {}",
+                live()
+            ),
+        });
+    }
+    build_epoch(name, ctx)
 }
 
 /// The events of `name` that `available` says the host cannot count; empty = it can run.
@@ -539,6 +594,29 @@ mod tests {
         n.sort();
         n.dedup();
         assert_eq!(n.len(), REGISTRY.len(), "names are unique");
+    }
+
+    #[test]
+    fn live_refusals_list_only_what_a_live_host_runs() {
+        let live = live_names();
+        assert!(
+            live.contains(&"spread") && live.contains(&"linux"),
+            "{live:?}"
+        );
+        for name in ["oracle", "bus-pair", "ipc-pair"] {
+            assert!(!live.contains(&name), "{live:?}");
+        }
+        for asked in ["nosuch", "oracle", "bus-pair"] {
+            let msg = build_live(asked, &mut Context::default())
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(msg.contains(&format!("{asked:?}")), "{msg}");
+            // The list closes the message: exactly what a live host runs.
+            let listed: Vec<&str> = msg.rsplit(": ").next().unwrap().split(", ").collect();
+            assert_eq!(listed, live, "{asked}: {msg}");
+        }
+        assert!(build_live("spread", &mut Context::default()).is_ok());
     }
 
     #[test]

@@ -103,7 +103,8 @@ fn ips(
             repeat: true,
             start_ms: 0,
         })
-        .build();
+        .build()
+        .map_err(|e| RequestsError::Sim(e.to_string()))?;
     tweak(&mut sc);
     let r = run(&sc, 1, None, None, 100_000_000).map_err(|e| RequestsError::Sim(e.to_string()))?;
     if r.duration_ns == 0 {

@@ -112,7 +112,7 @@ fn zhang(c: &Catalog, ms: u64) -> (f64, f64, Vec<f64>) {
     ] {
         b = b.task(p, one(cpu)).unwrap();
     }
-    let r = run(&b.build(), 1, None, None, 100_000_000).unwrap();
+    let r = run(&b.build().unwrap(), 1, None, None, 100_000_000).unwrap();
     let m = r.metrics.unwrap();
     (
         m.normalized_performance,
@@ -130,7 +130,7 @@ fn masa(c: &Catalog, machine: &str, tasks: &[(&str, &str)], ms: u64) -> Vec<f64>
     for (p, cpu) in tasks {
         b = b.task(p, one(cpu)).unwrap();
     }
-    let r = run(&b.build(), 1, None, None, 100_000_000).unwrap();
+    let r = run(&b.build().unwrap(), 1, None, None, 100_000_000).unwrap();
     r.tasks
         .iter()
         .map(|t| r.duration_ns as f64 / t.solo_cpu_time_ns as f64)

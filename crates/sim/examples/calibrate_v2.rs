@@ -49,7 +49,8 @@ fn solo_time_s(cat: &Catalog, machine: &str, program: &str) -> f64 {
         .duration_ms(3000)
         .task(program, Some(CpuSet::single(0)))
         .unwrap_or_else(|e| fail(e))
-        .build();
+        .build()
+        .unwrap();
     let mut sim = Simulation::new(&sc, 1).unwrap_or_else(|e| fail(e.to_string()));
     sim.advance_quiet(3_000_000_000, None);
     let c = sim.counters(0).copied().unwrap_or_default();
@@ -198,7 +199,7 @@ fn placement_times(cat: &Catalog, machine: &str, tasks: &Pinned) -> Vec<f64> {
             .task(p, Some(CpuSet::single(*cpu)))
             .unwrap_or_else(|e| fail(e));
     }
-    let sc = b.build();
+    let sc = b.build().unwrap();
     let r = run(&sc, 1, None, None, 100_000_000).unwrap_or_else(|e| fail(e.to_string()));
     tasks
         .iter()

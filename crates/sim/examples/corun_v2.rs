@@ -29,7 +29,7 @@ fn victim(cat: &Catalog, machine: &str, program: &str, other: Option<&str>) -> (
             .task(o, Some(CpuSet::single(1)))
             .unwrap_or_else(|e| fail(e));
     }
-    let mut sc = b.build();
+    let mut sc = b.build().unwrap();
     for t in &mut sc.tasks {
         t.repeat = true;
     }

@@ -62,7 +62,8 @@ fn main() {
             .duration_ms(3000)
             .task(name, Some(CpuSet::single(0)))
             .unwrap_or_else(|e| fail(e))
-            .build();
+            .build()
+            .unwrap();
         let mut sc = sc;
         for t in &mut sc.tasks {
             t.repeat = true;

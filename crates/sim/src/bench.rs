@@ -120,7 +120,7 @@ pub fn mix(
             .task(MIX[i % MIX.len()], None)
             .map_err(SimError::Invalid)?;
     }
-    Ok(b.build())
+    Ok(b.build()?)
 }
 
 /// Whether the cost per simulated tick stays flat as waiting tasks grow: the speed with the

@@ -26,7 +26,8 @@
 //!     .task("gzip", None)
 //!     .and_then(|b| b.task("swim", None))
 //!     .unwrap()
-//!     .build();
+//!     .build()
+//!     .unwrap();
 //! let a = run(&scenario, 1, None, None, 100_000_000).unwrap();
 //! // A pure function of scenario and seed.
 //! assert_eq!(a, run(&scenario, 1, None, None, 100_000_000).unwrap());

@@ -329,7 +329,7 @@ pub fn compute(
             .task(program, Some(CpuSet::single(c)))
             .map_err(|e| SimError::Invalid(e.to_string()))?;
     }
-    let sc = b.build();
+    let sc = b.build().map_err(SimError::from)?;
     let mut sim = Simulation::new(&sc, 0)?;
     let mut deltas: Vec<Counters> = Vec::new();
     let mut bus = Vec::new();

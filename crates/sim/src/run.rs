@@ -610,6 +610,7 @@ mod tests {
             .and_then(|b| b.task("swim", None))
             .expect("catalog programs")
             .build()
+            .expect("a valid scenario")
     }
 
     /// Moves task 0 to the other CPU every epoch.

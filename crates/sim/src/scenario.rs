@@ -135,8 +135,11 @@ impl ScenarioError {
     /// `file:line:column: field: message`; without a position (an unreadable file) just
     /// `file: message`.
     fn render(&self) -> String {
-        if self.line == 0 {
+        if self.line == 0 && self.path == "<document>" {
             format!("{}: {}", self.file, self.message)
+        } else if self.line == 0 {
+            // A scenario built in code: no position, but the field.
+            format!("{}: {}: {}", self.file, self.path, self.message)
         } else {
             format!(
                 "{}:{}:{}: {}: {}",
@@ -255,7 +258,186 @@ fn path_at(src: &str, offset: usize) -> String {
     }
 }
 
+/// The field a check of [`check_times`] refuses (the file parser turns it into a position).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TimeField {
+    /// The `[sched]` table as a whole.
+    Sched,
+    /// A key of the `[sched]` table.
+    SchedKey(&'static str),
+    TickUs,
+    DurationMs,
+    EpochMs,
+}
+
+impl TimeField {
+    /// The field path as errors name it.
+    fn path(self) -> String {
+        match self {
+            TimeField::Sched => "sched".into(),
+            TimeField::SchedKey(k) => format!("sched.{k}"),
+            TimeField::TickUs => "tick_us".into(),
+            TimeField::DurationMs => "duration_ms".into(),
+            TimeField::EpochMs => "epoch_ms".into(),
+        }
+    }
+}
+
+/// Whether `ms` milliseconds fit in a u64 of nanoseconds (the engine's unit).
+fn fits_ns(ms: u64) -> bool {
+    ms.checked_mul(1_000_000).is_some()
+}
+
+/// The checks of a scenario's times and scheduler parameters, made the same way for a file
+/// ([`Scenario::from_toml_str_with`]) and for a scenario built in code
+/// ([`ScenarioBuilder::build`]): the first failing one, with the field it is about.
+fn check_times(
+    tick_us: u64,
+    duration_ms: u64,
+    epoch_ms: u64,
+    sched: &SchedParams,
+) -> Result<(), (TimeField, String)> {
+    sched.validate().map_err(|m| (TimeField::Sched, m))?;
+    if !(10..=100_000).contains(&tick_us) {
+        return Err((
+            TimeField::TickUs,
+            format!("tick_us must be between 10 and 100000, got {tick_us}"),
+        ));
+    }
+    if duration_ms == 0 {
+        return Err((
+            TimeField::DurationMs,
+            "duration_ms must be at least 1".into(),
+        ));
+    }
+    // Times become nanoseconds in the engine: refuse what would not fit in a u64.
+    if !fits_ns(epoch_ms) {
+        return Err((
+            TimeField::EpochMs,
+            format!(
+                "epoch_ms {epoch_ms} is too large (at most {} ms)",
+                u64::MAX / 1_000_000
+            ),
+        ));
+    }
+    if epoch_ms == 0 || epoch_ms * 1000 < tick_us {
+        return Err((
+            TimeField::EpochMs,
+            format!("epoch_ms must be at least one tick ({tick_us} us), got {epoch_ms}"),
+        ));
+    }
+    // The engine advances whole ticks: a duration or an epoch that is not a whole number
+    // of them would silently become another one.
+    for (field, name, ms) in [
+        (TimeField::DurationMs, "duration_ms", duration_ms),
+        (TimeField::EpochMs, "epoch_ms", epoch_ms),
+    ] {
+        if (u128::from(ms) * 1000) % u128::from(tick_us) != 0 {
+            return Err((
+                field,
+                format!(
+                    "{name} {ms} is not a whole number of ticks ({tick_us} us each): \
+                     the engine would run {} us; use a multiple of the tick",
+                    (u128::from(ms) * 1000).div_ceil(u128::from(tick_us)) * u128::from(tick_us)
+                ),
+            ));
+        }
+    }
+    for (name, ms) in [
+        ("timeslice_ms", sched.timeslice_ms),
+        ("balance_interval_ms", sched.balance_interval_ms),
+    ] {
+        if ms * 1000.0 < tick_us as f64 {
+            return Err((
+                TimeField::SchedKey(name),
+                format!("{name} must be at least one tick ({tick_us} us), got {ms}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Scenario {
+    /// Check a resolved scenario as a scenario file is checked (times, scheduler parameters,
+    /// tasks, affinities, the limits that keep the engine's arithmetic and memory sound; not
+    /// the file's cost budget, [`Limits`]): what [`ScenarioBuilder::build`] calls. The error
+    /// names the scenario and the field (no line: there is no file).
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        let refuse = |path: String, message: String| ScenarioError {
+            file: format!("scenario {:?}", self.name),
+            line: 0,
+            column: 0,
+            path,
+            message,
+        };
+        check_times(self.tick_us, self.duration_ms, self.epoch_ms, &self.sched)
+            .map_err(|(field, m)| refuse(field.path(), m))?;
+        if !fits_ns(self.duration_ms) {
+            return Err(refuse(
+                "duration_ms".into(),
+                format!(
+                    "duration_ms {} is too large (at most {} ms)",
+                    self.duration_ms,
+                    u64::MAX / 1_000_000
+                ),
+            ));
+        }
+        if self.tasks.is_empty() {
+            return Err(refuse(
+                "task".into(),
+                "a scenario needs at least one task".into(),
+            ));
+        }
+        if self.tasks.len() as u64 > MAX_TASKS {
+            return Err(refuse(
+                "task".into(),
+                format!("{} tasks: more than {MAX_TASKS} tasks", self.tasks.len()),
+            ));
+        }
+        let all = self
+            .machine
+            .topology()
+            .map_err(|e| refuse("machine".into(), e.to_string()))?
+            .all_cpus();
+        for (i, t) in self.tasks.iter().enumerate() {
+            if !fits_ns(t.start_ms) {
+                return Err(refuse(
+                    format!("task[{i}].start_ms"),
+                    format!(
+                        "start_ms {} is too large (at most {} ms)",
+                        t.start_ms,
+                        u64::MAX / 1_000_000
+                    ),
+                ));
+            }
+            if let Workload::Shell(ps) = &t.workload {
+                if ps.is_empty() {
+                    return Err(refuse(
+                        format!("task[{i}].shell"),
+                        "a shell needs at least one program".into(),
+                    ));
+                }
+            }
+            if let Some(set) = &t.affinity {
+                if set.is_empty() {
+                    return Err(refuse(format!("task[{i}].cpus"), "empty CPU list".into()));
+                }
+                if !set.is_subset(&all) {
+                    return Err(refuse(
+                        format!("task[{i}].cpus"),
+                        format!(
+                            "CPU list {:?} names CPUs the machine {} does not have (it has {})",
+                            set.to_list(),
+                            self.machine.name,
+                            all.to_list()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Load a scenario file within the default [`Limits`].
     pub fn from_file(path: &Path, catalog: &Catalog) -> Result<Self, ScenarioError> {
         Self::from_file_with(path, catalog, Limits::default())
@@ -350,79 +532,28 @@ impl Scenario {
             machine.model = m;
         }
         let sched = parsed.sched.unwrap_or_default();
-        sched.validate().map_err(|m| {
-            let off = src.find("[sched]").unwrap_or(0);
-            err_at(off, m)
-        })?;
         let (tick_us, duration_ms, epoch_ms) = (
             *parsed.tick_us.get_ref(),
             *parsed.duration_ms.get_ref(),
             *parsed.epoch_ms.get_ref(),
         );
-        if !(10..=100_000).contains(&tick_us) {
-            return Err(err_at(
-                parsed.tick_us.span().start,
-                format!("tick_us must be between 10 and 100000, got {tick_us}"),
-            ));
-        }
-        if duration_ms == 0 {
-            return Err(err_at(
-                parsed.duration_ms.span().start,
-                "duration_ms must be at least 1".into(),
-            ));
-        }
-        // Times become nanoseconds in the engine: refuse what would not fit in a u64.
-        let fits_ns = |ms: u64| ms.checked_mul(1_000_000).is_some();
-        if !fits_ns(epoch_ms) {
-            return Err(err_at(
-                parsed.epoch_ms.span().start,
-                format!(
-                    "epoch_ms {epoch_ms} is too large (at most {} ms)",
-                    u64::MAX / 1_000_000
-                ),
-            ));
-        }
-        if epoch_ms == 0 || epoch_ms * 1000 < tick_us {
-            return Err(err_at(
-                parsed.epoch_ms.span().start,
-                format!("epoch_ms must be at least one tick ({tick_us} us), got {epoch_ms}"),
-            ));
-        }
-        // The engine advances whole ticks: a duration or an epoch that is not a whole number
-        // of them would silently become another one.
-        for (name, ms, at) in [
-            ("duration_ms", duration_ms, parsed.duration_ms.span().start),
-            ("epoch_ms", epoch_ms, parsed.epoch_ms.span().start),
-        ] {
-            if (u128::from(ms) * 1000) % u128::from(tick_us) != 0 {
-                return Err(err_at(
-                    at,
-                    format!(
-                        "{name} {ms} is not a whole number of ticks ({tick_us} us each): \
-                         the engine would run {} us; use a multiple of the tick",
-                        (u128::from(ms) * 1000).div_ceil(u128::from(tick_us)) * u128::from(tick_us)
-                    ),
-                ));
-            }
-        }
-        for (name, ms) in [
-            ("timeslice_ms", sched.timeslice_ms),
-            ("balance_interval_ms", sched.balance_interval_ms),
-        ] {
-            if ms * 1000.0 < tick_us as f64 {
+        // The same checks as a scenario built in code; here the field becomes a position.
+        check_times(tick_us, duration_ms, epoch_ms, &sched).map_err(|(field, message)| {
+            let sched_at = src.find("[sched]").unwrap_or(0);
+            let off = match field {
+                TimeField::Sched => sched_at,
                 // The key inside the `[sched]` table (not a comment or a name elsewhere).
-                let sched_at = src.find("[sched]").unwrap_or(0);
-                let off = src[sched_at..]
+                TimeField::SchedKey(name) => src[sched_at..]
                     .match_indices(name)
                     .map(|(i, _)| sched_at + i)
                     .find(|&i| src[i + name.len()..].trim_start().starts_with('='))
-                    .unwrap_or(sched_at);
-                return Err(err_at(
-                    off,
-                    format!("{name} must be at least one tick ({tick_us} us), got {ms}"),
-                ));
-            }
-        }
+                    .unwrap_or(sched_at),
+                TimeField::TickUs => parsed.tick_us.span().start,
+                TimeField::DurationMs => parsed.duration_ms.span().start,
+                TimeField::EpochMs => parsed.epoch_ms.span().start,
+            };
+            err_at(off, message)
+        })?;
         let topo = machine.topology().map_err(|e| err_at(0, e.to_string()))?;
         let all = topo.all_cpus();
         // Where `key` is written inside task entry `t` (the entry's start if it is not).
@@ -696,9 +827,12 @@ impl ScenarioBuilder {
         self.scenario.tasks.push(spec);
         self
     }
-    /// The scenario.
-    pub fn build(self) -> Scenario {
-        self.scenario
+    /// The scenario, checked as a scenario file is ([`Scenario::validate`]): a duration or an
+    /// epoch that is not a whole number of ticks, a timeslice shorter than a tick, no task,
+    /// ... are refused here too.
+    pub fn build(self) -> Result<Scenario, ScenarioError> {
+        self.scenario.validate()?;
+        Ok(self.scenario)
     }
 }
 

@@ -170,7 +170,8 @@ fn v2_solo_times_match_masa() {
             .duration_ms(3000)
             .task(program, Some(CpuSet::single(0)))
             .unwrap()
-            .build();
+            .build()
+            .unwrap();
         let mut sim = Simulation::new(&sc, 1).unwrap();
         sim.advance_quiet(3_000_000_000, None);
         let c = *sim.counters(0).unwrap();

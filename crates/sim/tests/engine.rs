@@ -18,7 +18,8 @@ fn solo_task_has_np_one() {
         .duration_ms(300)
         .task("gzip", pinned("0"))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let r = run(&sc, 1, None, None, 100_000_000).unwrap();
     let np = r.tasks[0].np.unwrap();
     assert!((np - 1.0).abs() < 1e-6, "np {np}");
@@ -33,7 +34,8 @@ fn bus_contention_slows_memory_bound_tasks() {
         .unwrap()
         .task("art", pinned("1"))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let r = run(&sc, 1, None, None, 100_000_000).unwrap();
     for t in &r.tasks {
         let np = t.np.unwrap();
@@ -53,7 +55,8 @@ fn time_sharing_gives_equal_cpu_time() {
         .unwrap()
         .task("parser", pinned("0"))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let r = run(&sc, 3, None, None, 100_000_000).unwrap();
     let cpu: Vec<u64> = r.tasks.iter().map(|t| t.cpu_time_ns).collect();
     let (mn, mx) = (cpu.iter().min().unwrap(), cpu.iter().max().unwrap());
@@ -72,7 +75,8 @@ fn wakeup_prefers_idle_core_over_idle_sibling() {
         .unwrap()
         .task("mesa", None)
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let mut sim = Simulation::new(&sc, 1).unwrap();
     sim.advance(1_000_000).unwrap();
     let running: Vec<usize> = sim
@@ -97,7 +101,7 @@ fn balancer_spreads_unpinned_tasks_and_respects_affinity() {
     for _ in 0..32 {
         b = b.task("mesa", None).unwrap();
     }
-    let sc = b.build();
+    let sc = b.build().unwrap();
     let mut sim = Simulation::new(&sc, 5).unwrap();
     for _ in 0..5 {
         let obs = sim.advance(100_000_000).unwrap();
@@ -119,7 +123,8 @@ fn set_affinity_moves_running_task_and_counts_migration() {
         .duration_ms(100)
         .task("art", pinned("0"))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let mut sim = Simulation::new(&sc, 1).unwrap();
     sim.advance(20_000_000).unwrap();
     sim.apply(&Action::SetAffinity {
@@ -161,7 +166,8 @@ fn same_seed_same_json() {
         .unwrap()
         .task("tpch", None)
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let a = serde_json::to_string(&run(&sc, 9, None, None, 50_000_000).unwrap()).unwrap();
     let b = serde_json::to_string(&run(&sc, 9, None, None, 50_000_000).unwrap()).unwrap();
     assert_eq!(a, b);
@@ -198,7 +204,8 @@ fn observed_and_quiet_paths_agree() {
         .unwrap()
         .task("FP", None)
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let a = run(&sc, 4, None, None, 50_000_000).unwrap();
     let mut p = Passive;
     let b = run(&sc, 4, Some(&mut p), None, 50_000_000).unwrap();
@@ -237,7 +244,7 @@ fn pick_next_hook_chooses_and_changes_the_schedule() {
         for p in ["mesa", "wupwise", "art"] {
             b = b.task(p, pinned("1")).unwrap();
         }
-        b.build()
+        b.build().unwrap()
     };
     let base = run(&mk(), 1, None, None, 100_000_000).unwrap();
     let mut hook = TakeLast {
@@ -256,21 +263,22 @@ fn pick_next_hook_chooses_and_changes_the_schedule() {
 
 #[test]
 fn shells_run_programs_in_sequence_and_finish() {
-    let mut sc = Scenario::builder(&cat(), "zhang-smp")
-        .unwrap()
-        .duration_ms(5000)
-        .build();
     let mut small = cat().program("gzip").unwrap();
     small.phases[0].instructions = 1_000_000_000;
     let mut second = cat().program("art").unwrap();
     second.phases[0].instructions = 200_000_000;
-    sc.tasks.push(TaskSpec {
-        name: "shell".into(),
-        workload: Workload::Shell(vec![small, second]),
-        affinity: pinned("0"),
-        repeat: false,
-        start_ms: 0,
-    });
+    let sc = Scenario::builder(&cat(), "zhang-smp")
+        .unwrap()
+        .duration_ms(5000)
+        .task_spec(TaskSpec {
+            name: "shell".into(),
+            workload: Workload::Shell(vec![small, second]),
+            affinity: pinned("0"),
+            repeat: false,
+            start_ms: 0,
+        })
+        .build()
+        .unwrap();
     let r = run(&sc, 1, None, None, 100_000_000).unwrap();
     let t = &r.tasks[0];
     assert_eq!(t.completions, 2);
@@ -292,7 +300,8 @@ fn servers_complete_requests_and_draw_the_same_stream_alone() {
         .unwrap()
         .task("web-clip", pinned("1"))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let r = run(&sc, 3, None, None, 100_000_000).unwrap();
     for t in &r.tasks {
         assert!(t.completions > 0, "{}", t.name);
@@ -315,7 +324,8 @@ fn time_sharing_pollutes_the_cache() {
         .duration_ms(2000)
         .task("parser", pinned("0"))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let shared = Scenario::builder(&cat(), "masa-2x1")
         .unwrap()
         .duration_ms(2000)
@@ -323,7 +333,8 @@ fn time_sharing_pollutes_the_cache() {
         .unwrap()
         .task("art", pinned("0"))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     let a = run(&alone, 1, None, None, 100_000_000).unwrap();
     let s = run(&shared, 1, None, None, 100_000_000).unwrap();
     assert!((a.tasks[0].np.unwrap() - 1.0).abs() < 1e-9);
@@ -345,7 +356,8 @@ fn an_idle_cpu_pulls_a_task_waiting_behind_a_pinned_one() {
             .unwrap()
             .task("art", pinned("0"))
             .unwrap()
-            .build();
+            .build()
+            .unwrap();
         sc.sched.balance_interval_ms = balance_ms;
         let r = run(&sc, 1, None, None, 100_000_000).unwrap();
         let (gzip, art) = (&r.tasks[0], &r.tasks[1]);

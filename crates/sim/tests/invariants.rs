@@ -50,7 +50,7 @@ fn scenario(m: &MachineSpec, progs: &[(usize, Option<u32>)], ms: u64) -> Scenari
             )
             .unwrap();
     }
-    b.build()
+    b.build().unwrap()
 }
 
 proptest! {
@@ -193,9 +193,8 @@ proptest! {
     ) {
         let mut sc = scenario(&m, &progs, 120);
         if server {
-            sc = Scenario { tasks: sc.tasks, ..scenario(&m, &[], 120) };
             let cat = catalog_with(&m);
-            sc.tasks.push(Scenario::builder(&cat, &m.name).unwrap().task("tpch", None).unwrap().build().tasks.remove(0));
+            sc.tasks.push(Scenario::builder(&cat, &m.name).unwrap().task("tpch", None).unwrap().build().unwrap().tasks.remove(0));
         }
         if jitter {
             sc.sched.timeslice_jitter = 0.2;
@@ -217,7 +216,8 @@ fn ns_per_instruction_alone(program: &str, ghz: f64, model: Model) -> f64 {
         .duration_ms(600)
         .task(program, Some(CpuSet::single(0)))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     sc.machine.freq_ghz = ghz;
     let mut sim = Simulation::new(&sc, 1).unwrap();
     sim.advance_quiet(300_000_000, None);

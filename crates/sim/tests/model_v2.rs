@@ -20,7 +20,7 @@ fn v2_scenario(machine: &str, cat: &Catalog, tasks: &[(&str, Option<u32>)], ms: 
     for (p, pin) in tasks {
         b = b.task(p, pin.map(CpuSet::single)).unwrap();
     }
-    b.build()
+    b.build().unwrap()
 }
 
 /// Misses per instruction of task 0 over the second half of a run (warm caches).
@@ -198,6 +198,7 @@ fn v2_slices_drift_by_default() {
             .task("mesa", Some(CpuSet::single(0)))
             .unwrap()
             .build()
+            .unwrap()
     };
     let switches = |model| {
         let mut sim = Simulation::new(&mk(model), 3).unwrap();
@@ -234,7 +235,8 @@ fn v2_slice_ticks(share: f64, ms: u64, seed: u64) -> Vec<u64> {
         .unwrap()
         .task("mesa", Some(CpuSet::single(0)))
         .unwrap()
-        .build();
+        .build()
+        .unwrap();
     sc.machine.v2.background_tick_share = share;
     let mut sim = Simulation::new(&sc, seed).unwrap();
     let tick = sim.tick_ns();

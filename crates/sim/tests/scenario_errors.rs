@@ -194,3 +194,99 @@ fn times_the_engine_cannot_honour_are_refused() {
     assert!(e.message.contains("not a scenario file"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A scenario built in code is checked as a file is (one validation both paths call): the same
+/// message for the same bad value, and a typed error naming the scenario and the field.
+#[test]
+fn builder_refuses_what_the_file_parser_refuses() {
+    use counterpoint_sim::SchedParams;
+    let cat = Catalog::builtin();
+    let base = || {
+        Scenario::builder(&cat, "zhang-smp")
+            .unwrap()
+            .name("coded")
+            .duration_ms(100)
+            .task("gzip", None)
+            .unwrap()
+    };
+    assert!(base().build().is_ok());
+    let sched = |timeslice_ms: f64, balance_interval_ms: f64| SchedParams {
+        timeslice_ms,
+        balance_interval_ms,
+        ..SchedParams::default()
+    };
+    // (built in code, the same in a file, the field)
+    let cases = [
+        (
+            base().tick_us(300),
+            "duration_ms = 100\ntick_us = 300",
+            "duration_ms",
+        ),
+        (
+            base().duration_ms(120).tick_us(50_000).epoch_ms(100_000),
+            "duration_ms = 120\ntick_us = 50000\nepoch_ms = 100000",
+            "duration_ms",
+        ),
+        (
+            base().epoch_ms(0),
+            "duration_ms = 100\nepoch_ms = 0",
+            "epoch_ms",
+        ),
+        (
+            base().epoch_ms(150).tick_us(100_000),
+            "duration_ms = 100\nepoch_ms = 150\ntick_us = 100000",
+            "epoch_ms",
+        ),
+        (
+            base().tick_us(5),
+            "duration_ms = 100\ntick_us = 5",
+            "tick_us",
+        ),
+        (base().duration_ms(0), "duration_ms = 0", "duration_ms"),
+        (
+            base().sched(sched(0.5, 200.0)),
+            "duration_ms = 100\n[sched]\ntimeslice_ms = 0.5",
+            "sched.timeslice_ms",
+        ),
+        (
+            base().sched(sched(100.0, 0.2)),
+            "duration_ms = 100\n[sched]\nbalance_interval_ms = 0.2",
+            "sched.balance_interval_ms",
+        ),
+        (
+            base().sched(sched(-1.0, 200.0)),
+            "duration_ms = 100\n[sched]\ntimeslice_ms = -1.0",
+            "sched",
+        ),
+    ];
+    for (built, file_keys, field) in cases {
+        let coded = built.build().unwrap_err();
+        // The [sched] table goes after the top-level keys and before the tasks' tables.
+        let src = format!(
+            "name = \"t\"\nmachine = \"zhang-smp\"\n{file_keys}\n\n[[task]]\nprogram = \"gzip\"\n"
+        );
+        let filed = load(&src).unwrap_err();
+        assert_eq!(coded.message, filed.message, "{file_keys}");
+        assert_eq!((coded.line, coded.path.as_str()), (0, field), "{coded}");
+        assert_eq!(coded.file, "scenario \"coded\"");
+        assert!(
+            coded
+                .to_string()
+                .starts_with(&format!("scenario \"coded\": {field}: ")),
+            "{coded}"
+        );
+    }
+    // What a file refuses past the times: no task, a CPU the machine lacks, an empty shell.
+    let e = Scenario::builder(&cat, "zhang-smp")
+        .unwrap()
+        .build()
+        .unwrap_err();
+    assert!(e.message.contains("at least one task"), "{e}");
+    let e = base()
+        .task("swim", Some(counterpoint_core::CpuSet::single(7)))
+        .unwrap()
+        .build()
+        .unwrap_err();
+    assert_eq!(e.path, "task[1].cpus", "{e}");
+    assert!(e.message.contains("does not have"), "{e}");
+}

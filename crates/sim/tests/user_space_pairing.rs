@@ -24,7 +24,7 @@ fn scenario(tasks: &[(&str, &str)], ms: u64) -> Scenario {
     for (p, c) in tasks {
         b = b.task(p, pinned(c)).unwrap();
     }
-    b.build()
+    b.build().unwrap()
 }
 
 const ZHANG: [(&str, &str); 6] = [

@@ -116,17 +116,9 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let Some(policy_name) = args.policy.as_deref() else {
         // Only what the agent can run: epoch-level policies that need no placement cost (the
         // oracle's comes from the simulator's short runs, which the agent has none of).
-        let runnable: Vec<&str> = REGISTRY
-            .iter()
-            .filter(|e| {
-                e.level == counterpoint_policy::Level::Epoch
-                    && !e.needs.contains(&Need::PlacementCost)
-            })
-            .map(|e| e.name)
-            .collect();
         bail!(
             "--policy is required (the agent runs: {}; see `counterpoint policies`)",
-            runnable.join(", ")
+            counterpoint_policy::live_names().join(", ")
         );
     };
     // A table the policy would ignore is refused, as --syscalls is below (an unknown name is
@@ -148,7 +140,8 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             );
         }
     }
-    // The registry builds the policy (pick-next hooks are refused: they need the simulator).
+    // The registry builds the policy; an unknown name, a pick-next hook or the oracle is
+    // refused with the names the agent runs (never the simulator-only ones).
     let calibration = match args.masa_calibration.as_deref() {
         None => counterpoint_policy::CalibrationSource::None,
         Some("paper") => counterpoint_policy::CalibrationSource::PaperXeon,
@@ -160,7 +153,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             counterpoint_policy::CalibrationSource::Measured(table)
         }
     };
-    let mut policy = counterpoint_policy::build_epoch(
+    let mut policy = counterpoint_policy::build_live(
         policy_name,
         &mut counterpoint_policy::Context {
             calibration,

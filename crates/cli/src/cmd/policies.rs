@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use counterpoint_policy::registry::{Level, Need, REGISTRY};
+use counterpoint_policy::registry::REGISTRY;
 use serde_json::json;
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -44,7 +44,7 @@ pub fn run(args: PoliciesArgs) -> Result<ExitCode> {
 /// Where a policy can run: pick-next hooks and the oracle (whose cost is simulated runs) only
 /// in the simulator.
 fn runs_on(e: &counterpoint_policy::Entry) -> Vec<&'static str> {
-    if e.level == Level::PickNext || e.needs.contains(&Need::PlacementCost) {
+    if !counterpoint_policy::registry::runs_live(e) {
         vec!["simulator"]
     } else {
         vec!["simulator", "host"]

@@ -22,8 +22,13 @@ fn system_wide(args: &StatArgs) -> bool {
     args.all_cpus || args.cpus.is_some()
 }
 
-/// One run's counts over `span`, as `stat`'s printer takes them.
-fn one_run(readings: Vec<EventReading>, span: Duration) -> Summary {
+/// One run's counts over `span`, as `stat`'s printer takes them; `cpu`: the command's user and
+/// system time, when `stat` ran it.
+fn one_run(
+    readings: Vec<EventReading>,
+    span: Duration,
+    cpu: Option<(Duration, Duration)>,
+) -> Summary {
     Summary {
         rows: vec![Row {
             label: None,
@@ -33,7 +38,7 @@ fn one_run(readings: Vec<EventReading>, span: Duration) -> Summary {
         runs: 1,
         noise_pct: Vec::new(),
         wall_noise: None,
-        cpu: None,
+        cpu,
     }
 }
 
@@ -56,8 +61,9 @@ fn to_readings(args: &StatArgs, readings: &[Reading]) -> Result<Vec<EventReading
             if e.supported {
                 let v = value.get_or_insert_with(CounterValue::default);
                 v.raw = v.raw.wrapping_add(e.raw);
-                v.time_enabled_ns += r.enabled_ns;
-                v.time_running_ns += r.running_ns;
+                let (enabled_ns, running_ns) = counter_times(r, e);
+                v.time_enabled_ns += enabled_ns;
+                v.time_running_ns += running_ns;
             } else {
                 reason = e.reason.clone();
             }
@@ -73,6 +79,23 @@ fn to_readings(args: &StatArgs, readings: &[Reading]) -> Result<Vec<EventReading
         });
     }
     Ok(out)
+}
+
+/// An event's (enabled, running) times as direct counting gives them, so the run-time column
+/// (and JSON's times) mean what perf's do: running is the kernel counter's own running time
+/// while the consumer was scheduled (a task's time on a CPU, not wall time; 0 for a task that
+/// never ran, printed `<not counted>` as directly). Enabled is that time scaled by the
+/// consumer's coverage, so `% running` and the scaled value stay the broker's (exact at 100 %,
+/// estimated when the broker multiplexed). A broker without the counter's time: its own.
+fn counter_times(r: &Reading, e: &counterpoint_broker::proto::EventCount) -> (u64, u64) {
+    match e.counted_ns {
+        Some(counted) if r.running_ns > 0 => {
+            let enabled = u128::from(counted) * u128::from(r.enabled_ns) / u128::from(r.running_ns);
+            (u64::try_from(enabled).unwrap_or(u64::MAX), counted)
+        }
+        Some(counted) => (counted, counted),
+        None => (r.enabled_ns, r.running_ns),
+    }
 }
 
 fn targets(args: &StatArgs) -> Result<Vec<String>> {
@@ -98,6 +121,26 @@ fn targets(args: &StatArgs) -> Result<Vec<String>> {
     Ok(Vec::new())
 }
 
+/// What `--daemon` refuses, each option named with what it accepts there: the broker counts
+/// one run summed over its target.
+fn check_daemon_modes(args: &StatArgs) -> Result<()> {
+    if args.repeat != 1 {
+        bail!(
+            "-r {}: with --daemon the number of runs must be 1 (the broker counts one run; \
+             direct counting, without --daemon, repeats 1 to {} times)",
+            args.repeat,
+            super::MAX_REPEAT
+        );
+    }
+    if args.no_aggr {
+        bail!("-A/--no-aggr: --daemon prints the sum over the target's CPUs only; per-CPU rows are for direct counting");
+    }
+    if args.per_thread {
+        bail!("--per-thread: --daemon prints the sum over the target's threads only; per-thread rows are for direct counting");
+    }
+    Ok(())
+}
+
 pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     if let Some(ms) = args.interval_ms {
         if ms < 10 {
@@ -108,9 +151,7 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
         counterpoint_broker::server::default_socket,
         Path::to_path_buf,
     );
-    if args.repeat != 1 || args.no_aggr || args.per_thread {
-        bail!("--daemon counts one run summed over its target: -r, -A and --per-thread are for direct counting");
-    }
+    check_daemon_modes(args)?;
     let events = if args.events.is_empty() && system_wide(args) {
         DEFAULT_EVENTS_SYSTEM_WIDE.to_string()
     } else if args.events.is_empty() {
@@ -139,6 +180,11 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     for t in &tgts {
         ids.push(client.register(&events, t, 1, None)?);
     }
+    // As direct counting: user/sys time for a command `stat` counts itself (from its rusage,
+    // reaped by us), none where the command only times -p/-a/-C (those processes are not our
+    // children; perf prints none either).
+    let counts_command = stopped.is_some();
+    let cpu_before = super::children_cpu_time();
     let start = Instant::now();
     let mut child = None;
     // A stop signal sent to `stat` is passed on to the command (see `stat`'s own path).
@@ -211,7 +257,13 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
                     Some(_) => now.duration_since(next - step).min(step),
                     None => wall.min(step),
                 };
-                print_counts_at(&mut *out, &fmt, &one_run(delta, span), Some(wall), args)?;
+                print_counts_at(
+                    &mut *out,
+                    &fmt,
+                    &one_run(delta, span, None),
+                    Some(wall),
+                    args,
+                )?;
                 prev = Some(cur);
                 if over {
                     break;
@@ -225,7 +277,14 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
             }
             let span = start.elapsed();
             let readings = read_all(&mut client)?;
-            print_counts_at(&mut *out, &fmt, &one_run(readings, span), None, args)?;
+            let cpu = counts_command.then(|| {
+                let after = super::children_cpu_time();
+                (
+                    after.0.saturating_sub(cpu_before.0),
+                    after.1.saturating_sub(cpu_before.1),
+                )
+            });
+            print_counts_at(&mut *out, &fmt, &one_run(readings, span, cpu), None, args)?;
         }
     }
     out.flush()?;

@@ -143,7 +143,7 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
     host.set_detailed(true);
     // The hardware columns are hidden without a PMU: sorting by one would order the rows by
     // a value nobody sees (every row n/a). Refused, naming what is there to sort by.
-    if matches!(key, SortKey::Ipc | SortKey::Mpki | SortKey::Bandwidth) && !host_has_pmu(&host) {
+    if !key.shown(host_has_pmu(&host)) {
         anyhow::bail!(
             "--sort {}: {} needs a hardware PMU (cycles, instructions, LLC misses), which this \
              host lacks, so the column is not shown; sort by pid, comm, cpu, cs or migrations",
@@ -272,6 +272,73 @@ mod tests {
         assert_eq!(SortKey::Bandwidth.step(1), SortKey::Pid);
         assert_eq!(SortKey::Pid.step(-1), SortKey::Bandwidth);
         assert!(SortKey::parse("colour").is_err());
+    }
+
+    fn view(pmu: bool, key: SortKey) -> live::View {
+        live::View {
+            key,
+            reverse: false,
+            help: false,
+            selected: 0,
+            latest: None,
+            intervals: 0,
+            pmu,
+            status: None,
+        }
+    }
+
+    /// The live view's keys never select a column that is not on screen: without a PMU the
+    /// hardware ones (IPC, LLC MPKI, MEM BW) are skipped by s/S and refused by their digit.
+    #[test]
+    fn sort_keys_skip_hidden_hardware_columns() {
+        use live::{on_key, KeyOutcome};
+        use ratatui::crossterm::event::{KeyCode, KeyModifiers};
+        let none = KeyModifiers::NONE;
+        let mut v = view(false, SortKey::Migrations);
+        assert_eq!(
+            on_key(&mut v, KeyCode::Char('s'), none),
+            KeyOutcome::Changed
+        );
+        assert_eq!(
+            v.key,
+            SortKey::Pid,
+            "next after MIG/s wraps past the hidden columns"
+        );
+        assert_eq!(
+            on_key(&mut v, KeyCode::Char('S'), none),
+            KeyOutcome::Changed
+        );
+        assert_eq!(v.key, SortKey::Migrations);
+        // A full turn either way visits the five shown columns only.
+        for code in [KeyCode::Tab, KeyCode::BackTab] {
+            let mut seen = Vec::new();
+            for _ in 0..SortKey::ALL.len() {
+                on_key(&mut v, code, none);
+                seen.push(v.key);
+            }
+            assert!(seen.iter().all(|k| !k.is_hardware()), "{seen:?}");
+        }
+        for digit in ['6', '7', '8'] {
+            let mut v = view(false, SortKey::Cpu);
+            on_key(&mut v, KeyCode::Char(digit), none);
+            assert_eq!(v.key, SortKey::Cpu, "{digit} left the sort alone");
+            let status = v.status.clone().expect("a refused key says why");
+            assert!(
+                status.contains("hardware PMU") && status.contains("1-5"),
+                "{status}"
+            );
+            assert_eq!(render::footer_text(&v), status);
+            // The next key clears the message.
+            on_key(&mut v, KeyCode::Char('1'), none);
+            assert_eq!((v.key, v.status.as_deref()), (SortKey::Pid, None));
+        }
+        // With a PMU every column is shown and reachable.
+        let mut v = view(true, SortKey::Migrations);
+        on_key(&mut v, KeyCode::Char('s'), none);
+        assert_eq!(v.key, SortKey::Ipc);
+        on_key(&mut v, KeyCode::Char('8'), none);
+        assert_eq!((v.key, v.status.as_deref()), (SortKey::Bandwidth, None));
+        assert_eq!(on_key(&mut v, KeyCode::Char('q'), none), KeyOutcome::Quit);
     }
 
     #[test]

@@ -679,7 +679,7 @@ mod tests {
             for &p in &tasks {
                 b = b.task(PROGRAMS[p], None).unwrap();
             }
-            let mut sc = b.build();
+            let mut sc = b.build().unwrap();
             sc.machine.model = if v2 { Model::V2 } else { Model::V1 };
             let mut sim = Simulation::new(&sc, seed).unwrap();
             sim.advance_quiet(ms * 1_000_000, None);

@@ -40,6 +40,64 @@ pub(super) struct View {
     pub(super) selected: usize,
     pub(super) latest: Option<Snapshot>,
     pub(super) intervals: u64,
+    /// Whether the host counts hardware events (the IPC, MPKI and BW columns are shown).
+    pub(super) pmu: bool,
+    /// A one-key message for the footer (a refused key), cleared by the next key.
+    pub(super) status: Option<String>,
+}
+
+/// What a key press does to the view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum KeyOutcome {
+    /// End the view.
+    Quit,
+    /// Redraw.
+    Changed,
+    /// Not a key of the view.
+    Ignored,
+}
+
+/// Apply one key press: sort keys only ever select a column on screen (the hardware ones are
+/// skipped without a PMU; their digit is refused with a footer message).
+pub(super) fn on_key(
+    view: &mut View,
+    code: ratatui::crossterm::event::KeyCode,
+    modifiers: ratatui::crossterm::event::KeyModifiers,
+) -> KeyOutcome {
+    use ratatui::crossterm::event::{KeyCode, KeyModifiers};
+    view.status = None;
+    match code {
+        KeyCode::Char('q') | KeyCode::Esc => return KeyOutcome::Quit,
+        KeyCode::Char('c') if modifiers.contains(KeyModifiers::CONTROL) => return KeyOutcome::Quit,
+        KeyCode::Char('s') | KeyCode::Right | KeyCode::Tab => {
+            view.key = view.key.step_shown(1, view.pmu)
+        }
+        KeyCode::Char('S') | KeyCode::Left | KeyCode::BackTab => {
+            view.key = view.key.step_shown(-1, view.pmu)
+        }
+        KeyCode::Char('r') => view.reverse = !view.reverse,
+        KeyCode::Char('?') | KeyCode::Char('h') => view.help = !view.help,
+        KeyCode::Down | KeyCode::Char('j') => view.selected += 1,
+        KeyCode::Up | KeyCode::Char('k') => view.selected = view.selected.saturating_sub(1),
+        KeyCode::PageDown => view.selected += 10,
+        KeyCode::PageUp => view.selected = view.selected.saturating_sub(10),
+        KeyCode::Home => view.selected = 0,
+        KeyCode::Char(c @ '1'..='8') => {
+            let k = SortKey::ALL[c as usize - '1' as usize];
+            if k.shown(view.pmu) {
+                view.key = k;
+            } else {
+                view.status = Some(format!(
+                    "{c}: {} needs a hardware PMU, which this host lacks (column hidden); \
+                     sort by 1-{}",
+                    k.header(),
+                    SortKey::shown_count(view.pmu)
+                ));
+            }
+        }
+        _ => return KeyOutcome::Ignored,
+    }
+    KeyOutcome::Changed
 }
 
 pub(super) fn run_live(
@@ -49,7 +107,7 @@ pub(super) fn run_live(
     reverse: bool,
     code_note: Option<String>,
 ) -> Result<ExitCode> {
-    use ratatui::crossterm::event::{self as ev, Event, KeyCode, KeyEventKind, KeyModifiers};
+    use ratatui::crossterm::event::{self as ev, Event, KeyEventKind};
 
     // SIGTERM/SIGINT end the view through the normal path, so the terminal is restored.
     // SIGHUP keeps its default (exit): the terminal is gone, there is nothing to restore, and
@@ -105,6 +163,8 @@ pub(super) fn run_live(
         selected: 0,
         latest: None,
         intervals: 0,
+        pmu,
+        status: None,
     };
     let result = (|| -> Result<()> {
         let mut dirty = true;
@@ -141,32 +201,10 @@ pub(super) fn run_live(
             }
             match ev::read().context("reading the terminal")? {
                 Event::Key(k) if k.kind == KeyEventKind::Press => {
-                    dirty = true;
-                    match k.code {
-                        KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
-                        KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
-                            return Ok(())
-                        }
-                        KeyCode::Char('s') | KeyCode::Right | KeyCode::Tab => {
-                            view.key = view.key.step(1)
-                        }
-                        KeyCode::Char('S') | KeyCode::Left | KeyCode::BackTab => {
-                            view.key = view.key.step(-1)
-                        }
-                        KeyCode::Char('r') => view.reverse = !view.reverse,
-                        KeyCode::Char('?') | KeyCode::Char('h') => view.help = !view.help,
-                        KeyCode::Down | KeyCode::Char('j') => view.selected += 1,
-                        KeyCode::Up | KeyCode::Char('k') => {
-                            view.selected = view.selected.saturating_sub(1)
-                        }
-                        KeyCode::PageDown => view.selected += 10,
-                        KeyCode::PageUp => view.selected = view.selected.saturating_sub(10),
-                        KeyCode::Home => view.selected = 0,
-                        KeyCode::Char(c @ '1'..='8') => {
-                            let i = c as usize - '1' as usize;
-                            view.key = SortKey::ALL[i];
-                        }
-                        _ => dirty = false,
+                    match on_key(&mut view, k.code, k.modifiers) {
+                        KeyOutcome::Quit => return Ok(()),
+                        KeyOutcome::Changed => dirty = true,
+                        KeyOutcome::Ignored => {}
                     }
                 }
                 Event::Resize(..) => dirty = true,

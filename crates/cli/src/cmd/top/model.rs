@@ -81,6 +81,31 @@ impl SortKey {
         let i = Self::ALL.iter().position(|k| *k == self).unwrap_or(0) as isize;
         Self::ALL[((i + by).rem_euclid(n)) as usize]
     }
+
+    /// IPC, LLC MPKI and MEM BW: counted by a hardware PMU only.
+    pub(super) fn is_hardware(self) -> bool {
+        matches!(self, SortKey::Ipc | SortKey::Mpki | SortKey::Bandwidth)
+    }
+
+    /// Whether the column is on screen: the hardware ones are hidden without a PMU.
+    pub(super) fn shown(self, pmu: bool) -> bool {
+        pmu || !self.is_hardware()
+    }
+
+    /// The next column on screen `by` steps away (wrapping), skipping hidden ones, so the
+    /// rows are never ordered by a value nobody sees. PID is always shown: this ends.
+    pub(super) fn step_shown(self, by: isize, pmu: bool) -> Self {
+        let mut k = self.step(by);
+        while !k.shown(pmu) {
+            k = k.step(by.signum());
+        }
+        k
+    }
+
+    /// How many columns are on screen (the digit keys `1..=n` pick them).
+    pub(super) fn shown_count(pmu: bool) -> usize {
+        Self::ALL.iter().filter(|k| k.shown(pmu)).count()
+    }
 }
 
 /// One task's view of one interval.

@@ -274,10 +274,9 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
         title_a,
     );
 
-    let hw_key = |k: &SortKey| matches!(k, SortKey::Ipc | SortKey::Mpki | SortKey::Bandwidth);
     let mut head: Vec<Cell> = SortKey::ALL
         .iter()
-        .filter(|k| s.pmu || !hw_key(k))
+        .filter(|k| k.shown(s.pmu))
         .map(|k| {
             let arrow = if *k == view.key {
                 let natural_desc = !matches!(k, SortKey::Pid | SortKey::Comm);
@@ -401,8 +400,16 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
         let lines = vec![
             Line::from("s, Tab, →     next sort column"),
             Line::from("S, Shift-Tab, ← previous sort column"),
-            Line::from("1..8          sort by PID, COMM, CPU%, CS/s, MIG/s,"),
-            Line::from("              IPC, LLC MPKI, MEM BW"),
+            Line::from(if view.pmu {
+                "1..8          sort by PID, COMM, CPU%, CS/s, MIG/s,"
+            } else {
+                "1..5          sort by PID, COMM, CPU%, CS/s, MIG/s"
+            }),
+            Line::from(if view.pmu {
+                "              IPC, LLC MPKI, MEM BW"
+            } else {
+                "              (6..8, the hardware columns, are hidden)"
+            }),
             Line::from("r             reverse the sort order"),
             Line::from("↑ ↓ j k PgUp PgDn Home  move the selection"),
             Line::from("? h           this help"),
@@ -422,9 +429,13 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
 }
 
 pub(super) fn footer_text(view: &View) -> String {
+    if let Some(status) = &view.status {
+        return status.clone();
+    }
     format!(
-        "sort: {} {} | s/S next/prev column  1-8 pick  r reverse  ↑↓ scroll  ? help  q/Esc quit",
+        "sort: {} {} | s/S next/prev column  1-{} pick  r reverse  ↑↓ scroll  ? help  q/Esc quit",
         view.key.header(),
-        if view.reverse { "(reversed)" } else { "" }
+        if view.reverse { "(reversed)" } else { "" },
+        SortKey::shown_count(view.pmu)
     )
 }

@@ -260,7 +260,7 @@ fn run_mpki(machine: &str, model: Model, tasks: &[(&str, u32)], ms: u64) -> f64 
     for &(p, c) in tasks {
         b = b.task(p, Some(CpuSet::single(c))).unwrap();
     }
-    let sc = b.build();
+    let sc = b.build().unwrap();
     let mut sim = Simulation::new(&sc, 1).unwrap();
     sim.advance_quiet(ms * 1_000_000, None);
     let c = sim.counters(0).unwrap();

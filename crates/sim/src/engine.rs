@@ -399,15 +399,20 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// What the counters moved by since `base` (an earlier reading of the same task).
+    /// What the counters moved by since `base` (an earlier reading of the same task), in
+    /// whole events: the difference of the two readings each rounded to a count, as a
+    /// hardware counter read twice gives. Deltas over consecutive intervals then add up to
+    /// the rounded total exactly (rounding each delta instead drifted by a few counts over a
+    /// run: 867094230 summed against 867094227).
     pub fn since(&self, base: &Counters) -> Counters {
+        let d = |now: f64, then: f64| now.round() - then.round();
         Counters {
-            cycles: self.cycles - base.cycles,
-            instructions: self.instructions - base.instructions,
-            llc_references: self.llc_references - base.llc_references,
-            llc_misses: self.llc_misses - base.llc_misses,
-            mem_transactions: self.mem_transactions - base.mem_transactions,
-            fp_ops: self.fp_ops - base.fp_ops,
+            cycles: d(self.cycles, base.cycles),
+            instructions: d(self.instructions, base.instructions),
+            llc_references: d(self.llc_references, base.llc_references),
+            llc_misses: d(self.llc_misses, base.llc_misses),
+            mem_transactions: d(self.mem_transactions, base.mem_transactions),
+            fp_ops: d(self.fp_ops, base.fp_ops),
             task_clock_ns: self.task_clock_ns - base.task_clock_ns,
             context_switches: self.context_switches - base.context_switches,
             migrations: self.migrations - base.migrations,

@@ -291,3 +291,46 @@ fn a_co_runner_on_another_cache_never_lowers_the_victims_misses() {
         }
     }
 }
+
+/// A run's per-epoch series add up to its totals exactly: each epoch's count is the
+/// difference of two rounded readings, as a hardware counter's would be.
+#[test]
+fn epoch_series_add_up_to_the_totals() {
+    let cat = Catalog::builtin();
+    for (machine, model) in [("zhang-smp", Model::V1), ("p4-1300", Model::V2)] {
+        let sc = Scenario::builder(&cat, machine)
+            .unwrap()
+            .model(model)
+            .duration_ms(3000)
+            .task("mesa", Some(CpuSet::single(0)))
+            .unwrap()
+            .task("art", None)
+            .unwrap()
+            .build()
+            .unwrap();
+        let r = run(&sc, 1, None, None, 100_000_000).unwrap();
+        for (t, s) in r.tasks.iter().zip(&r.series.tasks) {
+            assert_eq!(
+                s.instructions.iter().sum::<u64>(),
+                t.instructions,
+                "{machine} {}",
+                t.name
+            );
+            assert_eq!(
+                s.cycles.iter().sum::<u64>(),
+                t.cycles,
+                "{machine} {}",
+                t.name
+            );
+            // The misses' total is not in the result; rebuilt from the series, the run's MPKI
+            // is the reported one.
+            let misses: u64 = s.llc_misses.iter().sum();
+            let mpki = misses as f64 * 1000.0 / t.instructions as f64;
+            assert!(
+                (mpki - t.llc_mpki).abs() <= 1e-6 * t.llc_mpki,
+                "{mpki} vs {}",
+                t.llc_mpki
+            );
+        }
+    }
+}

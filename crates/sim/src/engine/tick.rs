@@ -162,61 +162,73 @@ impl Simulation {
                 // light update (the reference path: a whole solve); once the share is filled,
                 // a whole solve, so that warm tasks run at exact steady-state rates.
                 let held = share.min(t.occ);
-                let m_now = p.miss_ratio(held);
-                // The next solve of this CPU starts from this evaluation (contention.rs
-                // `miss_at`): a warming task holds exactly this much in it.
-                let cpu = &mut self.cpus[c];
-                (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
-                if t.occ >= target {
-                    t.full = true;
-                    t.fill_bytes = fill;
-                }
-                if v2_fast {
+                if !v2_fast && !self.exact_warmup && t.occ < target {
+                    // v1, still filling: whether the miss ratio moved by 0.5 % since the bus's
+                    // last update, read from the fill table's exact values at its grid points
+                    // (linear within a cell of 4.4 %: off by about 1e-4 relative for the
+                    // catalog's curves, against a threshold of 5e-3), instead of evaluating
+                    // the curve at every tick of a warm-up; the light update evaluates it.
+                    if (p.fill.miss_at(held, &mut t.fill_k) - miss).abs() > 0.005 * miss {
+                        self.light = true;
+                        self.light_bus[bus] = true;
+                    }
+                } else {
+                    let m_now = p.miss_ratio(held);
+                    // The next solve of this CPU starts from this evaluation (contention.rs
+                    // `miss_at`): a warming task holds exactly this much in it.
+                    let cpu = &mut self.cpus[c];
+                    (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
                     if t.occ >= target {
-                        self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
+                        t.full = true;
+                        t.fill_bytes = fill;
                     }
-                    // A phase change in this tick already made the bus dirty.
-                    if m_now != miss && !self.dirty_bus[bus] {
-                        // Local step: the warming task's own miss ratio and CPI at its new
-                        // occupancy (the bus's latency and its core CPI as last solved); the
-                        // bus's other tasks keep their rates until the drift of the rates
-                        // from the bus's last update passes `V2_DRIFT_BOUND`, then the bus
-                        // gets a light update.
-                        let lat = self.buses[bus].latency_cycles;
-                        let cpi_now = self.scratch_cc[c] + p.api_per_mlp * m_now * lat;
-                        let cpu = &mut self.cpus[c];
-                        cpu.miss = m_now;
-                        cpu.cpi = cpi_now;
-                        cpu.ipc = 1.0 / cpi_now;
-                        let (r, n) = p.rates(m_now, cpu.ipc);
-                        let drift = relative(
-                            r - cpu.touch_rate,
-                            self.domains[cpu.domain as usize].touch_access,
-                        ) + self.buses[bus].touch_gain
-                            * relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
-                        self.buses[bus].drift += drift - cpu.drift;
-                        cpu.drift = drift;
-                        self.local_steps += 1;
-                        if self.buses[bus].drift > V2_DRIFT_BOUND {
-                            self.light = true;
-                            self.light_bus[bus] = true;
+                    if v2_fast {
+                        if t.occ >= target {
+                            self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
                         }
+                        // A phase change in this tick already made the bus dirty.
+                        if m_now != miss && !self.dirty_bus[bus] {
+                            // Local step: the warming task's own miss ratio and CPI at its new
+                            // occupancy (the bus's latency and its core CPI as last solved); the
+                            // bus's other tasks keep their rates until the drift of the rates
+                            // from the bus's last update passes `V2_DRIFT_BOUND`, then the bus
+                            // gets a light update.
+                            let lat = self.buses[bus].latency_cycles;
+                            let cpi_now = self.scratch_cc[c] + p.api_per_mlp * m_now * lat;
+                            let cpu = &mut self.cpus[c];
+                            cpu.miss = m_now;
+                            cpu.cpi = cpi_now;
+                            cpu.ipc = 1.0 / cpi_now;
+                            let (r, n) = p.rates(m_now, cpu.ipc);
+                            let drift = relative(
+                                r - cpu.touch_rate,
+                                self.domains[cpu.domain as usize].touch_access,
+                            ) + self.buses[bus].touch_gain
+                                * relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
+                            self.buses[bus].drift += drift - cpu.drift;
+                            cpu.drift = drift;
+                            self.local_steps += 1;
+                            if self.buses[bus].drift > V2_DRIFT_BOUND {
+                                self.light = true;
+                                self.light_bus[bus] = true;
+                            }
+                        }
+                    } else if self.exact_warmup
+                        && (t.occ >= target || (m_now - miss).abs() > 0.005 * miss)
+                    {
+                        self.dirty = true;
+                        self.dirty_bus[bus] = true;
+                    } else if t.occ >= target {
+                        // Filled: the bus is re-solved once no task on it is still warming up (see
+                        // below), so that warm tasks run at exact steady-state rates.
+                        self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
+                    } else if (m_now - miss).abs() > 0.005 * miss {
+                        // A warm-up step: one fixed-point iteration for the bus (light_update); the
+                        // number of whole solves per switch then does not grow with how cold
+                        // caches are.
+                        self.light = true;
+                        self.light_bus[bus] = true;
                     }
-                } else if self.exact_warmup
-                    && (t.occ >= target || (m_now - miss).abs() > 0.005 * miss)
-                {
-                    self.dirty = true;
-                    self.dirty_bus[bus] = true;
-                } else if t.occ >= target {
-                    // Filled: the bus is re-solved once no task on it is still warming up (see
-                    // below), so that warm tasks run at exact steady-state rates.
-                    self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
-                } else if (m_now - miss).abs() > 0.005 * miss {
-                    // A warm-up step: one fixed-point iteration for the bus (light_update); the
-                    // number of whole solves per switch then does not grow with how cold
-                    // caches are.
-                    self.light = true;
-                    self.light_bus[bus] = true;
                 }
             } else {
                 // Switched in with (or evicted down to) its whole target: full already.

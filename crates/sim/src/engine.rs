@@ -298,7 +298,9 @@ impl Prof {
         let a1 = self.fill.acc_at(occ, k) + refs;
         let o1 = self.fill.occ_at(a1, k);
         if o1 < target {
-            return (o1 - occ) / line;
+            // The table and its inverse agree to rounding: a step of no accesses brings in
+            // nothing, never a negative count.
+            return ((o1 - occ) / line).max(0.0);
         }
         let mut kt = *k;
         let rest = (a1 - self.fill.acc_at(target, &mut kt)).max(0.0);

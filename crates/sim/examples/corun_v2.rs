@@ -3,9 +3,11 @@
 //! studies report that a cache-hungry co-runner can multiply some victims' misses several
 //! times; this prints how far v2's sharing (by access frequency, over working-set curves) goes.
 //!
-//! `cargo run --release -p counterpoint-sim --example corun_v2 [-- MACHINE [PROGRAM...]]`
-//! (default: `dualcore-shared-l2`, a 4 MB L2 shared by two cores, and ten SPEC CPU2000
-//! programs). Rows are victims, columns co-runners; each cell is `misses x / CPI x`.
+//! `cargo run --release -p counterpoint-sim --example corun_v2 [-- [--footprint] MACHINE
+//! [PROGRAM...]]` (default: `dualcore-shared-l2`, a 4 MB L2 shared by two cores, and ten SPEC
+//! CPU2000 programs). Rows are victims, columns co-runners; each cell is `misses x / CPI x`.
+//! `--footprint` divides the cache by the footprints' natural partition under LRU instead of
+//! by frequency of access (`LlcSharing`, docs/sim.md).
 
 use counterpoint_core::CpuSet;
 use counterpoint_sim::*;
@@ -46,7 +48,11 @@ fn victim(cat: &Catalog, machine: &str, program: &str, other: Option<&str>) -> (
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let footprint = args.first().is_some_and(|a| a == "--footprint");
+    if footprint {
+        args.remove(0);
+    }
     let machine = args
         .first()
         .cloned()
@@ -59,15 +65,24 @@ fn main() {
         .map(String::from)
         .to_vec();
     }
-    let cat = Catalog::builtin();
-    let Some(spec) = cat.machine(&machine) else {
+    let mut cat = Catalog::builtin();
+    let Some(mut spec) = cat.machine(&machine) else {
         fail(format!("no machine {machine}"))
     };
+    if footprint {
+        spec.v2.llc_sharing = LlcSharing::Footprint;
+        cat.set_machine(spec.clone());
+    }
     if spec.packages * spec.cores_per_package * spec.threads_per_core < 2 {
         fail(format!("{machine} has fewer than two CPUs"));
     }
     print!(
-        "{machine}, model v2: victim (row) misses x / CPI x beside co-runner (column)\n{:10}",
+        "{machine}, model v2 ({}): victim (row) misses x / CPI x beside co-runner (column)\n{:10}",
+        if footprint {
+            "footprint sharing"
+        } else {
+            "sharing by access frequency"
+        },
         ""
     );
     for p in &programs {

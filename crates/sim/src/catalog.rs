@@ -6,8 +6,8 @@
 //! scheduler only (see `docs/calibration.md`).
 
 use crate::spec::{
-    MachineSpec, MemoryKind, MissCurve, Model, Phase, PhysicsV2, Profile, ProfileV2, Program,
-    RequestClass, Server, SmtSpec,
+    LlcSharing, MachineSpec, MemoryKind, MissCurve, Model, Phase, PhysicsV2, Profile, ProfileV2,
+    Program, RequestClass, Server, SmtSpec,
 };
 use std::collections::BTreeMap;
 
@@ -419,6 +419,7 @@ impl Catalog {
                 // another socket moves (est).
                 snoop_bytes_per_line: 16.0,
                 smt: None,
+                llc_sharing: LlcSharing::Foa,
             },
         };
         add(modern("xeon-4x8x1", 4, 8, 1, 1, 20.0));
@@ -507,6 +508,7 @@ impl Catalog {
                 // snoop of the other socket; est half of a broadcast's 16 bytes per line.
                 snoop_bytes_per_line: 8.0,
                 smt: None,
+                llc_sharing: LlcSharing::Foa,
             },
         });
         c
@@ -651,6 +653,7 @@ fn c_machine_core2(name: &str, ghz: f64, latency_ns: f64, sustained_gb_per_s: f6
             // One shared bus: every snoop is that bus's own transaction, already queued.
             snoop_bytes_per_line: 0.0,
             smt: None,
+            llc_sharing: LlcSharing::Foa,
         },
     }
 }
@@ -703,6 +706,7 @@ fn netburst_v2() -> PhysicsV2 {
         // Hyper-Threading sharing refitted for v2's core CPIs on MASA's pinned tables
         // (calibrate_v2 -- --fit; docs/calibration.md).
         smt: NETBURST_V2_SMT,
+        llc_sharing: LlcSharing::Foa,
     }
 }
 

@@ -167,6 +167,16 @@ impl FillTable {
         self.acc[i] + (o - o0) * ((self.acc[i + 1] - self.acc[i]) / (o1 - o0))
     }
 
+    /// `A^-1(a)` and its slope there (bytes per access: `line x` the cell's miss ratio),
+    /// found by binary search.
+    #[inline]
+    fn occ_and_slope(&self, a: f64) -> (f64, f64) {
+        let mut k = (self.acc.partition_point(|&v| v <= a).saturating_sub(1)) as u32;
+        let i = seek(&self.acc, a, &mut k);
+        let slope = (self.occ[i + 1] - self.occ[i]) / (self.acc[i + 1] - self.acc[i]);
+        (self.occ[i] + (a - self.acc[i]) * slope, slope)
+    }
+
     /// The miss ratio at `o`, linear between the exact values at the grid points (for a
     /// power law over a cell of 4.4 %, within about `alpha (alpha + 1) / 8 x 0.044^2` of the
     /// curve: 1e-4 relative). Searches from cell `k`, which it updates.
@@ -539,6 +549,9 @@ struct Domain {
     generation: u64,
     /// v2 fast path: total LLC access rate of the running tasks at the bus's last update.
     touch_access: f64,
+    /// v2 with footprint sharing: the cache's eviction time (cycles) at the last division,
+    /// where the next one starts (`footprint_shares`).
+    eviction_cycles: f64,
 }
 
 impl Domain {
@@ -656,6 +669,9 @@ pub struct Simulation {
     solve_iterations: u64,
     /// Re-solve the whole fixed point for warm-up steps too (the slow, reference path).
     exact_warmup: bool,
+    /// v2 with `LlcSharing::Footprint`: shares are the footprints' natural partition and a
+    /// warming task fills its whole share (no cap at what its curve can use).
+    footprint_sharing: bool,
     /// v2 fast path: steady CPUs retire lazily (tick.rs); off only to check it
     /// (`set_lazy_retire`).
     lazy_retire: bool,
@@ -924,6 +940,8 @@ impl Simulation {
             local_steps: 0,
             solve_iterations: 0,
             exact_warmup: false,
+            footprint_sharing: spec.model == Model::V2
+                && spec.v2.llc_sharing == crate::spec::LlcSharing::Footprint,
             lazy_retire: true,
             tick_passes: 0,
             spec,

@@ -61,8 +61,8 @@ pub use run::{
 };
 pub use scenario::{Scenario, ScenarioBuilder, ScenarioError, TaskSpec, Workload};
 pub use spec::{
-    MachineSpec, MemoryKind, MissCurve, Model, Phase, PhysicsV2, Profile, ProfileV2, Program,
-    RequestClass, SchedParams, Server, SmtSpec,
+    LlcSharing, MachineSpec, MemoryKind, MissCurve, Model, Phase, PhysicsV2, Profile, ProfileV2,
+    Program, RequestClass, SchedParams, Server, SmtSpec,
 };
 
 /// Errors of the simulator.

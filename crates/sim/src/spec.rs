@@ -103,6 +103,34 @@ pub struct PhysicsV2 {
     /// tables); `None` keeps the machine's `smt` (v1's fit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smt: Option<SmtSpec>,
+    /// How running co-runners divide a shared LLC: by frequency of access (`foa`, the default
+    /// and what every catalog figure was measured with) or by the natural partition of their
+    /// footprints under LRU (`footprint`, session 13, opt-in; docs/sim.md "LLC sharing").
+    #[serde(default, skip_serializing_if = "LlcSharing::is_foa")]
+    pub llc_sharing: LlcSharing,
+}
+
+/// How co-runners divide a shared last-level cache (model v2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LlcSharing {
+    /// Frequency of access: each running task's share is its LLC access rate's part of the
+    /// domain's (Chandra et al.'s FOA model).
+    #[default]
+    Foa,
+    /// Natural partition under LRU: every task holds what its own accesses touch within the
+    /// cache's common eviction time `T`, its footprint `fp(r T)`, with the footprints summing
+    /// to the capacity. The footprint is the inverse of the fill curve (`FillTable`): a
+    /// program whose misses stop past its working set stops growing there, a stream keeps
+    /// growing at its insertion rate.
+    Footprint,
+}
+
+impl LlcSharing {
+    /// The default (`foa`), left out of serialized machines.
+    pub fn is_foa(&self) -> bool {
+        *self == LlcSharing::Foa
+    }
 }
 
 fn prefetch_streams() -> f64 {
@@ -124,6 +152,7 @@ impl Default for PhysicsV2 {
             prefetch_depth_lines: prefetch_depth(),
             snoop_bytes_per_line: 0.0,
             smt: None,
+            llc_sharing: LlcSharing::Foa,
         }
     }
 }

@@ -184,12 +184,18 @@ impl Simulation {
                 self.scratch_rate[c] = rate;
                 self.scratch_dom_access[self.cpus[c].domain as usize] += rate;
             }
+            let footprint = self.footprint_sharing;
+            if footprint {
+                self.footprint_shares(&run);
+            }
             for &(c, _) in &run {
                 let c = c as usize;
                 let d = self.cpus[c].domain as usize;
                 let total = self.scratch_dom_access[d];
                 let cap = self.domains[d].capacity;
-                let share = if total > 0.0 {
+                let share = if footprint {
+                    self.scratch_share[c]
+                } else if total > 0.0 {
                     self.scratch_rate[c] * (cap / total)
                 } else {
                     cap / self.scratch_dom_running[d]
@@ -563,6 +569,82 @@ impl Simulation {
 }
 
 impl Simulation {
+    /// v2, `LlcSharing::Footprint`: each domain of `run` divided by its running tasks'
+    /// footprints under LRU. A task with access rate `r` (per cycle) touches, within the
+    /// cache's eviction time `T`, the bytes its fill curve reaches after `r T` accesses,
+    /// `A^-1(r T)` (`FillTable`: the footprint is the inverse of the fill curve); `T` is where
+    /// those sum to the capacity. The sum is concave and increasing in `T` (each `A^-1` is:
+    /// its slope is `line x m`, and `m` falls with the bytes held), so Newton's method from
+    /// the last `T` converges monotonically from the left. Writes `scratch_share`.
+    fn footprint_shares(&mut self, run: &[(u32, u32)]) {
+        let line = self.spec.line_bytes as f64;
+        for (i, &(c0, _)) in run.iter().enumerate() {
+            let d = self.cpus[c0 as usize].domain;
+            if run[..i]
+                .iter()
+                .any(|&(c, _)| self.cpus[c as usize].domain == d)
+            {
+                continue;
+            }
+            let d = d as usize;
+            let cap = self.domains[d].capacity;
+            let in_d = |sim: &Self, c: u32| sim.cpus[c as usize].domain as usize == d;
+            let total: f64 = run
+                .iter()
+                .filter(|&&(c, _)| in_d(self, c))
+                .map(|&(c, _)| self.scratch_rate[c as usize])
+                .sum();
+            if total <= 0.0 {
+                // Nothing touches the cache: equal shares, as frequency of access gives.
+                let n = self.scratch_dom_running[d];
+                for &(c, _) in run {
+                    if in_d(self, c) {
+                        self.scratch_share[c as usize] = cap / n;
+                    }
+                }
+                continue;
+            }
+            // From the last eviction time, or as if every access missed.
+            let mut t = self.domains[d].eviction_cycles;
+            if !(t > 0.0 && t.is_finite()) {
+                t = cap / (line * total);
+            }
+            for _ in 0..64 {
+                let (mut f, mut df) = (-cap, 0.0);
+                for &(c, prof) in run.iter().filter(|&&(c, _)| in_d(self, c)) {
+                    let r = self.scratch_rate[c as usize];
+                    if r > 0.0 {
+                        let (o, slope) = self.profs[prof as usize].fill.occ_and_slope(r * t);
+                        f += o;
+                        df += r * slope;
+                    }
+                }
+                if f.abs() <= 1e-12 * cap || df <= 0.0 {
+                    break;
+                }
+                let next = t - f / df;
+                let next = if next > 0.0 { next } else { 0.5 * t };
+                if (next - t).abs() <= 1e-15 * t {
+                    t = next;
+                    break;
+                }
+                t = next;
+            }
+            self.domains[d].eviction_cycles = t;
+            for &(c, prof) in run {
+                if !in_d(self, c) {
+                    continue;
+                }
+                let r = self.scratch_rate[c as usize];
+                self.scratch_share[c as usize] = if r > 0.0 {
+                    self.profs[prof as usize].fill.occ_and_slope(r * t).0
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+
     /// v2 snoop coupling, at the start of a tick's updates: the demand snapshot every bus's
     /// snoop load reads during them.
     pub(super) fn snap_bus_demands(&mut self) {
@@ -605,6 +687,58 @@ mod tests {
         for b in &mut sim.buses {
             b.latency_cycles = l0;
         }
+    }
+
+    /// Shares of CPUs 0 and 1 on `dualcore-shared-l2` (one 4 MB L2) under v2 after 1 s of
+    /// `a` beside `b`, the cache divided as `sharing` says.
+    fn pair_shares(a: &str, b: &str, sharing: crate::spec::LlcSharing) -> (f64, f64, f64) {
+        let mut cat = Catalog::builtin();
+        let mut m = cat.machine("dualcore-shared-l2").unwrap();
+        m.v2.llc_sharing = sharing;
+        cat.set_machine(m.clone());
+        let sc = crate::Scenario::builder(&cat, "dualcore-shared-l2")
+            .unwrap()
+            .model(Model::V2)
+            .duration_ms(1000)
+            .task(a, Some(counterpoint_core::CpuSet::single(0)))
+            .unwrap()
+            .task(b, Some(counterpoint_core::CpuSet::single(1)))
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut sim = Simulation::new(&sc, 1).unwrap();
+        sim.advance_quiet(1_000_000_000, None);
+        (sim.cpus[0].share, sim.cpus[1].share, m.llc_bytes as f64)
+    }
+
+    /// Footprint sharing divides the whole cache, and differs from frequency of access where
+    /// LRU does: a stream (swim, inserting a line at almost every access) holds more than its
+    /// access frequency gives it, and a program whose misses stop past a small working set
+    /// (gzip beside art) holds less.
+    #[test]
+    fn footprint_shares_fill_the_cache_and_follow_insertions() {
+        use crate::spec::LlcSharing::{Foa, Footprint};
+        for (a, b) in [("twolf", "swim"), ("gzip", "art"), ("mcf", "art")] {
+            let (x, y, cap) = pair_shares(a, b, Footprint);
+            assert!(x > 0.0 && y > 0.0, "{a} {x}, {b} {y}");
+            assert!(
+                (x + y - cap).abs() <= 1e-9 * cap,
+                "{a} + {b}: {} of {cap}",
+                x + y
+            );
+        }
+        let (twolf_lru, _, _) = pair_shares("twolf", "swim", Footprint);
+        let (twolf_foa, _, _) = pair_shares("twolf", "swim", Foa);
+        assert!(
+            twolf_lru < twolf_foa,
+            "twolf beside swim: {twolf_lru} vs {twolf_foa}"
+        );
+        let (gzip_lru, _, _) = pair_shares("gzip", "art", Footprint);
+        let (gzip_foa, _, _) = pair_shares("gzip", "art", Foa);
+        assert!(
+            gzip_lru < gzip_foa,
+            "gzip beside art: {gzip_lru} vs {gzip_foa}"
+        );
     }
 
     fn rates(sim: &Simulation) -> Vec<(f64, f64, f64)> {

@@ -116,7 +116,12 @@ impl Simulation {
                 }
             }
             let p = &self.profs[t.prof as usize];
-            let target = share.min(p.saturation_bytes);
+            // Under footprint sharing the share is what LRU leaves the task, used or not.
+            let target = if self.footprint_sharing {
+                share
+            } else {
+                share.min(p.saturation_bytes)
+            };
             if !crossed && !t.full && t.occ < target * (1.0 - 1e-9) {
                 // Within one phase a warming task's misses follow its fill curve, so they do
                 // not depend on how many instructions a tick holds (`FillTable`). A tick that

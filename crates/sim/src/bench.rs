@@ -220,14 +220,21 @@ pub fn scaling(
     repeat: u64,
     progress: impl FnMut(&str),
 ) -> Result<(Vec<BenchPoint>, Vec<ScalingVerdict>), SimError> {
-    let plan = ScalingPlan {
-        cores: &[("bench-8", 32), ("bench-64", 256), ("bench-512", 2048)],
-        waiting_machine: "bench-64",
-        waiting_tasks: &[64, 128, 256, 1024, 4096],
-        simulated_ms: SCALING_SIMULATED_MS,
-    };
-    scaling_with(catalog, &plan, cores_model, repeat, progress)
+    scaling_with(catalog, &SHIPPED_PLAN, cores_model, repeat, progress)
 }
+
+/// The plan `scaling` runs.
+const SHIPPED_PLAN: ScalingPlan<'static> = ScalingPlan {
+    cores: &[("bench-8", 32), ("bench-64", 256), ("bench-512", 2048)],
+    waiting_machine: "bench-64",
+    waiting_tasks: &[64, 128, 256, 1024, 4096],
+    simulated_ms: SCALING_SIMULATED_MS,
+};
+
+/// Runs of one repeat of `scaling` (the cores points, and the waiting-tasks points under each
+/// model): for a progress bar.
+pub const SCALING_RUNS_PER_REPEAT: u64 =
+    (SHIPPED_PLAN.cores.len() + 2 * SHIPPED_PLAN.waiting_tasks.len()) as u64;
 
 /// The points `scaling` runs (smaller plans in tests).
 struct ScalingPlan<'a> {
@@ -381,5 +388,8 @@ mod tests {
             .map(|v| (v.model.as_str(), v.reference_tasks, v.largest_tasks))
             .collect();
         assert_eq!(v, [("v1", 16, 32), ("v2", 16, 32)]);
+        // The progress bar's count is the number of progress calls per repeat.
+        let plan_runs = (plan.cores.len() + 2 * plan.waiting_tasks.len()) as u64;
+        assert_eq!(labels.len() as u64, 2 * plan_runs);
     }
 }

@@ -1,9 +1,9 @@
 //! The engine's fast paths against its reference path (docs/sim.md, "Speed"): warm-up steps
 //! take one fixed-point iteration (light updates) instead of re-solving the contention fixed
 //! point to convergence, and the whole solve waits for the end of a burst of warm-ups; the
-//! difference this makes to what tasks retire is bounded (measured at most 3.4e-3 of a task's
-//! work and 5.4e-4 of the total over 3 s, on masa-2x2ht under v1; the bounds below leave a
-//! margin). Under v2 with several sockets, another socket's demand moving costs a latency
+//! difference this makes to what tasks retire is bounded (session 13: at most 4.8e-3 of a
+//! task's work, x5650-2s under v2 with both controllers near saturation, where the bound of
+//! 5e-3 is nearly reached; elsewhere at most 2.8e-3, and 8.1e-4 of the total over 3 s). Under v2 with several sockets, another socket's demand moving costs a latency
 //! update instead of a whole re-solve (x5650-2s). The v2 fast path also lets a warming task's
 //! own rates follow its warm-up locally, touching its bus only when the rates drift by more
 //! than a bound, and solves a warming bus loosely (docs/sim.md, "Speed and scaling", third

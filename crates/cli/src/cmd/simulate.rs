@@ -331,8 +331,8 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
     }
     let main = median_point(&main_sc, args.repeat)?;
     let (scaling, verdicts) = if args.scaling {
-        // About 20 s of runs with the default repeat: say what is running.
-        let runs = 13 * args.repeat.min(3);
+        // About 10 s of runs with the default repeat: say what is running.
+        let runs = counterpoint_sim::bench::SCALING_RUNS_PER_REPEAT * args.repeat.min(3);
         let bar = indicatif::ProgressBar::with_draw_target(
             Some(runs),
             indicatif::ProgressDrawTarget::stderr(),

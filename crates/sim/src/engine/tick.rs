@@ -7,7 +7,7 @@ impl Simulation {
     /// Advance one tick.
     pub(super) fn tick(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
         if self.dirty || self.light {
-            // Requests made outside a tick (a solve before the first one) are due now.
+            // Requests made outside a tick (only unit tests solve there) are due now.
             self.take_snoop_requests();
             self.snap_bus_demands();
             for b in 0..self.buses.len() {
@@ -154,6 +154,15 @@ impl Simulation {
                 // this tick's misses brought in. A share that grew by more than that (a co-runner
                 // left) makes it a warming task again, under the warming rule below from the
                 // next tick.
+                if target > t.occ
+                    && t.occ + t.fill_bytes < target * (1.0 - 1e-9)
+                    && fill > t.fill_bytes
+                {
+                    // It grows past what the last solve counted it as holding (its occupancy
+                    // plus the fills of its previous tick): its rates want that solve again,
+                    // or they would stay those of the smaller holding (review, session 13).
+                    self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
+                }
                 t.occ = if target > t.occ {
                     (t.occ + fill).min(target)
                 } else {
@@ -170,9 +179,10 @@ impl Simulation {
                 if !v2_fast && !self.exact_warmup && t.occ < target {
                     // v1, still filling: whether the miss ratio moved by 0.5 % since the bus's
                     // last update, read from the fill table's exact values at its grid points
-                    // (linear within a cell of 4.4 %: off by about 1e-4 relative for the
-                    // catalog's curves, against a threshold of 5e-3), instead of evaluating
-                    // the curve at every tick of a warm-up; the light update evaluates it.
+                    // (`FillTable::miss_at`: about 1e-4 off on smooth stretches, a few 1e-3
+                    // next to a kink, against a threshold of 5e-3, so near a kink a light
+                    // update can come a tick early or late), instead of evaluating the curve at
+                    // every tick of a warm-up; the light update evaluates it exactly.
                     if (p.fill.miss_at(held, &mut t.fill_k) - miss).abs() > 0.005 * miss {
                         self.light = true;
                         self.light_bus[bus] = true;
@@ -185,7 +195,12 @@ impl Simulation {
                     (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
                     if t.occ >= target {
                         t.full = true;
-                        t.fill_bytes = fill;
+                        // What the solve lets a full task follow its share by: a whole tick
+                        // of fills at its miss ratio there. This tick's fill was only the rest
+                        // of the warm-up (plus the remainder at that ratio): counted as the
+                        // holding's headroom it left the next solve below the share, and the
+                        // share then filled without a solve (review, session 13).
+                        t.fill_bytes = fill.max(refs * p.miss_ratio(target) * line);
                     }
                     if v2_fast {
                         if t.occ >= target {

@@ -4,13 +4,17 @@
 //! 65 % of the bus's 10.7 GB/s) and at the bus's peak (10.7), under both models, and prints each
 //! run's findings (mean slowdown, bounds, rank correlation, contradictions).
 //!
+//! Last, under v2 at the shipped bandwidth, the same check with the L2 divided by the
+//! footprints' natural partition under LRU instead of by frequency of access
+//! (`LlcSharing::Footprint`, opt-in; docs/sim.md "LLC sharing").
+//!
 //! `cargo run --release -p counterpoint-experiment --example corun_bandwidth [-- SEEDS]`
 //! (default 1 seed: the pinned pairs give the same value for every seed).
 
 use counterpoint_experiment::corun_slowdown::{self, MACHINE};
 use counterpoint_experiment::sim_lab::SimLab;
 use counterpoint_experiment::NoProgress;
-use counterpoint_sim::{Catalog, Model};
+use counterpoint_sim::{Catalog, LlcSharing, Model};
 
 fn fail(msg: String) -> ! {
     eprintln!("corun_bandwidth: {msg}");
@@ -48,6 +52,23 @@ fn main() {
             for f in r.findings.iter().take(2) {
                 println!("  - {f}");
             }
+        }
+    }
+    // The run as shipped (frequency of access) is the v2 one at the shipped bandwidth above.
+    for sharing in [LlcSharing::Footprint] {
+        let mut cat = builtin.clone();
+        let mut m = shipped.clone();
+        m.v2.llc_sharing = sharing;
+        cat.set_machine(m);
+        let lab = SimLab::new()
+            .unwrap_or_else(|e| fail(e.to_string()))
+            .with_catalog(cat)
+            .with_model(Model::V2);
+        let r =
+            corun_slowdown::run(&lab, &seeds, &NoProgress).unwrap_or_else(|e| fail(e.to_string()));
+        println!("{MACHINE}, v2, LLC divided by {sharing:?}:");
+        for f in r.findings.iter().take(2) {
+            println!("  - {f}");
         }
     }
 }

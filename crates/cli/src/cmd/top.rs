@@ -275,16 +275,7 @@ mod tests {
     }
 
     fn view(pmu: bool, key: SortKey) -> live::View {
-        live::View {
-            key,
-            reverse: false,
-            help: false,
-            selected: 0,
-            latest: None,
-            intervals: 0,
-            pmu,
-            status: None,
-        }
+        live::View::new(key, false, pmu)
     }
 
     /// The live view's keys never select a column that is not on screen: without a PMU the

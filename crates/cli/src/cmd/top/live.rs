@@ -46,6 +46,22 @@ pub(super) struct View {
     pub(super) status: Option<String>,
 }
 
+impl View {
+    /// A fresh view sorted by `key`, before any snapshot.
+    pub(super) fn new(key: SortKey, reverse: bool, pmu: bool) -> Self {
+        View {
+            key,
+            reverse,
+            help: false,
+            selected: 0,
+            latest: None,
+            intervals: 0,
+            pmu,
+            status: None,
+        }
+    }
+}
+
 /// What a key press does to the view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum KeyOutcome {
@@ -156,16 +172,7 @@ pub(super) fn run_live(
 
     let guard = TerminalGuard;
     let mut terminal = ratatui::try_init().context("cannot set up the terminal")?;
-    let mut view = View {
-        key,
-        reverse,
-        help: false,
-        selected: 0,
-        latest: None,
-        intervals: 0,
-        pmu,
-        status: None,
-    };
+    let mut view = View::new(key, reverse, pmu);
     let result = (|| -> Result<()> {
         let mut dirty = true;
         loop {

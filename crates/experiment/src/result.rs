@@ -83,6 +83,15 @@ impl ExperimentResult {
         Some(s)
     }
 
+    /// Record a summary made elsewhere (another experiment's, as `model-validation` carries
+    /// each model's figures), with the basis that figure has there.
+    pub fn put_summary(&mut self, policy: &str, metric: &str, summary: Summary, basis: Basis) {
+        self.policies
+            .entry(policy.to_string())
+            .or_default()
+            .insert(metric.to_string(), Entry { summary, basis });
+    }
+
     /// Whether `policy`'s `metric` was fitted or predicted (predicted if never recorded).
     pub fn basis(&self, policy: &str, metric: &str) -> Basis {
         self.policies

@@ -194,12 +194,14 @@ pub fn compare(
                 err_cell(e2),
             ],
         );
+        // The JSON keeps each model's whole summary over seeds and the figure's basis (it
+        // kept only the mean, as one value, and called every figure predicted).
         let key = format!("{}/{}", row.experiment, row.row);
         if let Some(s) = row.v1 {
-            r.put(&format!("v1 {key}"), &row.metric, &[s.mean]);
+            r.put_summary(&format!("v1 {key}"), &row.metric, s, row.basis);
         }
         if let Some(s) = row.v2 {
-            r.put(&format!("v2 {key}"), &row.metric, &[s.mean]);
+            r.put_summary(&format!("v2 {key}"), &row.metric, s, row.basis);
         }
     }
     r.tables.push(t);
@@ -242,8 +244,8 @@ mod tests {
     use super::*;
 
     fn result(exp: &str, np: f64) -> ExperimentResult {
-        let mut r = ExperimentResult::new(exp, "t", "m", &[1]);
-        r.put("linux", "normalized_performance", &[np]);
+        let mut r = ExperimentResult::new(exp, "t", "m", &[1, 2]);
+        r.put("linux", "normalized_performance", &[np - 0.01, np + 0.01]);
         r.put_paper("linux", "normalized_performance", 0.8);
         r
     }
@@ -260,9 +262,15 @@ mod tests {
         assert!((e2 - 0.025).abs() < 1e-12, "{e2}");
         let c = compare(&v1, &v2, &[1]);
         assert_eq!(c.tables[0].rows.len(), 1);
-        assert_eq!(c.tables[0].rows[0][4], "0.900");
+        assert_eq!(c.tables[0].rows[0][4], "0.900 ± 0.014");
         assert_eq!(c.tables[0].rows[0][3], "0.8");
         assert_eq!(published_cell(0.17495501390479296), "0.175");
         assert_eq!(published_cell(11036.0), "11036");
+        // The JSON entry is the model's whole summary, with the figure's basis (zhang-spec's
+        // linux NP is a calibration target).
+        let e = c.policies["v1 zhang-spec/linux"]["normalized_performance"];
+        assert_eq!(e.n, 2);
+        assert!(e.std.is_some_and(|s| s > 0.0));
+        assert_eq!(e.basis, Basis::Calibrated);
     }
 }

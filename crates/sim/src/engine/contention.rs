@@ -574,8 +574,11 @@ impl Simulation {
     /// cache's eviction time `T`, the bytes its fill curve reaches after `r T` accesses,
     /// `A^-1(r T)` (`FillTable`: the footprint is the inverse of the fill curve); `T` is where
     /// those sum to the capacity. The sum is concave and increasing in `T` (each `A^-1` is:
-    /// its slope is `line x m`, and `m` falls with the bytes held), so Newton's method from
-    /// the last `T` converges monotonically from the left. Writes `scratch_share`.
+    /// its slope is `line x m`, and `m` falls with the bytes held), so Newton's method
+    /// converges monotonically from any point left of the root. The last `T` may lie right of
+    /// it; a step that would go below `T_cold = capacity / (line x total rate)` stops there
+    /// instead, and `T_cold` is always left of the root (no slope exceeds `line x total
+    /// rate`, since `m <= 1`). Writes `scratch_share`.
     fn footprint_shares(&mut self, run: &[(u32, u32)]) {
         let line = self.spec.line_bytes as f64;
         for (i, &(c0, _)) in run.iter().enumerate() {
@@ -605,9 +608,10 @@ impl Simulation {
                 continue;
             }
             // From the last eviction time, or as if every access missed.
+            let t_cold = cap / (line * total);
             let mut t = self.domains[d].eviction_cycles;
             if !(t > 0.0 && t.is_finite()) {
-                t = cap / (line * total);
+                t = t_cold;
             }
             for _ in 0..64 {
                 let (mut f, mut df) = (-cap, 0.0);
@@ -622,8 +626,9 @@ impl Simulation {
                 if f.abs() <= 1e-12 * cap || df <= 0.0 {
                     break;
                 }
-                let next = t - f / df;
-                let next = if next > 0.0 { next } else { 0.5 * t };
+                // Never left of `T_cold`: from a start right of the root, Newton's step can
+                // overshoot towards 0, and halving back costs an iteration per factor of two.
+                let next = (t - f / df).max(t_cold);
                 if (next - t).abs() <= 1e-15 * t {
                     t = next;
                     break;
@@ -743,10 +748,12 @@ mod tests {
 
     /// After warm-up the engine's rates are those a whole solve of its state gives: no task
     /// holds more than the last solve counted it as holding without asking for that solve
-    /// again. The fill table had a task end its warm-up with a smaller headroom than a tick's
-    /// fills, after which its share filled silently: mesa on CPU 0 of a 2 x 3 x 2 machine
-    /// beside parser and two swim kept CPI 1.2983 for the whole run where a solve gives 1.2415
-    /// (review, session 13; the proptest `more_contention_never_speeds_a_task_up` caught it).
+    /// again. Once the fill table had made warm-ups longer, a solve that raised a full task's
+    /// share past its occupancy plus headroom (mesa on CPU 0 of a 2 x 3 x 2 machine beside
+    /// parser and two swim: 48830 -> 131950 bytes) let the share fill with no solve after it:
+    /// mesa kept CPI 1.2983 for the whole run where a solve gives 1.2415 (review, session 13;
+    /// the proptest `more_contention_never_speeds_a_task_up` caught it). v1 only: under v2 the
+    /// case runs within 4e-6 with or without the guard (the fast path's bounded drift).
     #[test]
     fn warmed_up_rates_are_those_of_a_whole_solve() {
         let cat = Catalog::builtin();

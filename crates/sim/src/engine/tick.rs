@@ -195,11 +195,10 @@ impl Simulation {
                     (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
                     if t.occ >= target {
                         t.full = true;
-                        // What the solve lets a full task follow its share by: a whole tick
-                        // of fills at its miss ratio there. This tick's fill was only the rest
-                        // of the warm-up (plus the remainder at that ratio): counted as the
-                        // holding's headroom it left the next solve below the share, and the
-                        // share then filled without a solve (review, session 13).
+                        // The headroom the solve gives a full task (`held_bytes`): at least a
+                        // whole tick of fills at its target's miss ratio, though this tick's
+                        // fill was only the rest of the warm-up. (A share that then grows past
+                        // occupancy plus headroom is the guard's case above.)
                         t.fill_bytes = fill.max(refs * p.miss_ratio(target) * line);
                     }
                     if v2_fast {

@@ -228,7 +228,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
         let pnp = r.paper_value(p, NP);
         let punf = r.paper_value(p, UNF);
         let delta = |a: Option<crate::Summary>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => format!("{:+.3}", a.mean - b),
+            (Some(a), Some(b)) => show_delta(a.mean - b),
             _ => "—".into(),
         };
         let gain = r.get(p, GAIN);
@@ -404,12 +404,12 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
         if let (Some(np), Some(unf)) = (r.get(p, NP), r.get(p, UNF)) {
             let ok = (np.mean - pnp).abs() <= 0.03 && (unf.mean - punf).abs() <= 0.03;
             findings.push(format!(
-                "{p} ({}): NP {:.3} vs {pnp:.3} ({:+.3}), unfairness {:.3} vs {punf:.3} ({:+.3}) — {}",
+                "{p} ({}): NP {:.3} vs {pnp:.3} ({}), unfairness {:.3} vs {punf:.3} ({}) — {}",
                 r.basis(p, NP).label(),
                 np.mean,
-                np.mean - pnp,
+                show_delta(np.mean - pnp),
                 unf.mean,
-                unf.mean - punf,
+                show_delta(unf.mean - punf),
                 if ok {
                     "within ±0.03 of the paper"
                 } else {
@@ -534,9 +534,29 @@ fn ordering_verdict(published_diff: f64, d: &crate::Summary) -> &'static str {
     }
 }
 
+/// A difference from the paper as printed: three decimals, or four where three would print
+/// the ±0.03 bound itself (+0.0305 is outside it; "+0.030" beside "NOT within" read as a
+/// contradiction).
+fn show_delta(d: f64) -> String {
+    let three = format!("{d:+.3}");
+    if three == "+0.030" || three == "-0.030" {
+        format!("{d:+.4}")
+    } else {
+        three
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_difference_at_the_bound_shows_which_side_it_is() {
+        assert_eq!(show_delta(0.0305), "+0.0305");
+        assert_eq!(show_delta(-0.0296), "-0.0296");
+        assert_eq!(show_delta(0.012), "+0.012");
+        assert_eq!(show_delta(-0.084), "-0.084");
+    }
 
     fn summary(v: &[f64]) -> crate::Summary {
         crate::Summary::of(v).expect("non-empty")

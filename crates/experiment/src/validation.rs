@@ -226,7 +226,7 @@ pub fn compare(
         if let Some(d) = set
             .iter()
             .find(|e| e.experiment == "zhang-spec")
-            .and_then(|e| e.get("bus-pair minus ipc-pair", "normalized_performance"))
+            .and_then(|e| e.get(crate::zhang::BUS_MINUS_IPC, crate::zhang::NP_DIFFERENCE))
         {
             r.findings.push(format!(
                 "{label}: zhang-spec bus-pair minus ipc-pair NP {} over {} seeds (paper: {:+.3})",
@@ -269,6 +269,21 @@ mod tests {
         // The JSON entry is the model's whole summary, with the figure's basis (zhang-spec's
         // linux NP is a calibration target).
         let e = c.policies["v1 zhang-spec/linux"]["normalized_performance"];
+        // zhang-spec's bus-pair minus ipc-pair, a difference of NPs, gives the finding.
+        let mut v1d = v1.clone();
+        v1d[0].put(
+            crate::zhang::BUS_MINUS_IPC,
+            crate::zhang::NP_DIFFERENCE,
+            &[-0.004, -0.006],
+        );
+        let cd = compare(&v1d, &v2, &[1, 2]);
+        assert!(
+            cd.findings
+                .iter()
+                .any(|f| f.starts_with("v1: zhang-spec bus-pair minus ipc-pair NP -0.005")),
+            "{:?}",
+            cd.findings
+        );
         assert_eq!(e.n, 2);
         assert!(e.std.is_some_and(|s| s > 0.0));
         assert_eq!(e.basis, Basis::Calibrated);

@@ -190,11 +190,10 @@ impl FillTable {
     }
 
     /// `A^-1(a)` and its slope there (bytes per access: `line x` the cell's miss ratio),
-    /// found by binary search.
+    /// found by `seek`'s binary search.
     #[inline]
     fn occ_and_slope(&self, a: f64) -> (f64, f64) {
-        let mut k = (self.acc.partition_point(|&v| v <= a).saturating_sub(1)) as u32;
-        let i = seek(&self.acc, a, &mut k);
+        let i = seek(&self.acc, a, &mut 0);
         let slope = (self.occ[i + 1] - self.occ[i]) / (self.acc[i + 1] - self.acc[i]);
         (self.occ[i] + (a - self.acc[i]) * slope, slope)
     }

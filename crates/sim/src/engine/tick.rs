@@ -7,8 +7,6 @@ impl Simulation {
     /// Advance one tick.
     pub(super) fn tick(&mut self, mut pick: Option<&mut (dyn PickNext + '_)>) {
         if self.dirty || self.light {
-            // Requests made outside a tick (only unit tests solve there) are due now.
-            self.take_snoop_requests();
             self.snap_bus_demands();
             for b in 0..self.buses.len() {
                 if self.dirty_bus[b] || self.light_bus[b] || self.latency_bus[b] {
@@ -238,15 +236,11 @@ impl Simulation {
                         self.dirty = true;
                         self.dirty_bus[bus] = true;
                     } else if t.occ >= target {
-                        // Filled: the bus is re-solved once no task on it is still warming up (see
-                        // below), so that warm tasks run at exact steady-state rates.
+                        // v1, filled (a v1 task still filling took the branch above, where a
+                        // warm-up step is one fixed-point iteration for the bus): the bus is
+                        // re-solved once no task on it is still warming up (see below), so that
+                        // warm tasks run at exact steady-state rates.
                         self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
-                    } else if (m_now - miss).abs() > 0.005 * miss {
-                        // A warm-up step: one fixed-point iteration for the bus (light_update); the
-                        // number of whole solves per switch then does not grow with how cold
-                        // caches are.
-                        self.light = true;
-                        self.light_bus[bus] = true;
                     }
                 }
             } else {

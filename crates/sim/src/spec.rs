@@ -78,7 +78,10 @@ pub struct PhysicsV2 {
     /// Sustained (STREAM-class) bandwidth of one bus / controller; the queue's service rate.
     pub sustained_bandwidth_gb_per_s: f64,
     /// Share of the sustained bandwidth lost when two equal streams interleave at the memory
-    /// controller (row-buffer conflicts); scaled by how mixed the traffic is.
+    /// controller (row-buffer conflicts); scaled by how mixed the traffic is. 0 in every
+    /// catalog machine: the sustained figure is a many-stream (STREAM-class) measurement, which
+    /// has the conflicts in it already, and a loss on top makes another copy of a streaming
+    /// program lower the bytes the bus moves (docs/sim.md, "Memory"). A what-if only.
     pub row_conflict_loss: f64,
     /// Share of each CPU's timer ticks taken by other tasks woken in process context (daemons,
     /// kernel threads): the baseline's round-robin slices drift only through these. A Linux 2.6
@@ -146,7 +149,7 @@ impl Default for PhysicsV2 {
             branch_penalty_cycles: 20.0,
             llc_hit_cycles: 18.0,
             sustained_bandwidth_gb_per_s: 3.0,
-            row_conflict_loss: 0.5,
+            row_conflict_loss: 0.0,
             background_tick_share: 0.001,
             prefetch_streams: prefetch_streams(),
             prefetch_depth_lines: prefetch_depth(),

@@ -42,8 +42,11 @@ pub(super) fn draw(classes: &[(f64, u32, u64)], rng: &mut ChaCha8Rng) -> (u32, u
 }
 
 pub(super) enum Next {
-    /// Next phase (profile, instructions) and whether the finished phase ended a program.
-    Phase(u32, u64, bool),
+    /// Next phase (profile, instructions), whether the finished phase ended a program, and
+    /// whether the next phase starts a new process (a shell's or a repetition's next program:
+    /// its data is in none of the finished program's cache lines). A server's next request
+    /// ends one (a completion) but runs in the same process, on the same warm cache.
+    Phase(u32, u64, bool, bool),
     Done,
 }
 
@@ -63,11 +66,11 @@ pub(super) fn next_phase(src: &mut Source, repeat: bool) -> Next {
                 return Next::Done;
             }
             let (p, n) = phases[*pos];
-            Next::Phase(p, n, ended)
+            Next::Phase(p, n, ended, ended)
         }
         Source::Server { classes, rng } => {
             let (p, n) = draw(classes, rng);
-            Next::Phase(p, n, true)
+            Next::Phase(p, n, true, false)
         }
     }
 }

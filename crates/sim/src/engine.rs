@@ -368,6 +368,29 @@ impl Prof {
     }
 }
 
+/// Each task's request stream key: FNV-1a of its name, and of how many tasks before it have
+/// the same name (two copies listed apart get two streams), below the CPUs' streams. A task
+/// keeps its key wherever the scenario lists it.
+fn stream_keys(scenario: &Scenario) -> Vec<u64> {
+    let mut seen: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    scenario
+        .tasks
+        .iter()
+        .map(|t| {
+            let k = seen.entry(t.name.as_str()).or_insert(0);
+            let occurrence = *k;
+            *k += 1;
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in t.name.bytes().chain(occurrence.to_le_bytes()) {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            // Top bit clear: apart from the CPUs' streams (`u64::MAX - cpu`).
+            h >> 1
+        })
+        .collect()
+}
+
 /// Capacity beyond which more cache does not help a curve (for warm-up targets).
 fn saturation_of(curve: &MissCurve) -> f64 {
     match curve {
@@ -653,7 +676,8 @@ pub struct Simulation {
     sib_off: Vec<u32>,
     domains: Vec<Domain>,
     buses: Vec<Bus>,
-    rng: ChaCha8Rng,
+    /// Per CPU, the scheduler's random stream.
+    cpu_rngs: Vec<ChaCha8Rng>,
     now_ns: u64,
     tick_ns: u64,
     cycles_per_tick: f64,
@@ -725,8 +749,7 @@ pub struct Simulation {
 impl Simulation {
     /// Build the machine and its tasks from a scenario; `seed` drives every random choice.
     pub fn new(scenario: &Scenario, seed: u64) -> Result<Self, SimError> {
-        let ids: Vec<usize> = (0..scenario.tasks.len()).collect();
-        Self::build(scenario, seed, &ids)
+        Self::build(scenario, seed, &stream_keys(scenario))
     }
 
     /// A machine running only task `i` of `full` (given as the one-task scenario `solo`), with
@@ -738,10 +761,12 @@ impl Simulation {
         i: usize,
     ) -> Result<Self, SimError> {
         debug_assert!(i < full.tasks.len());
-        Self::build(solo, seed, &[i])
+        let key = stream_keys(full).get(i).copied().unwrap_or(0);
+        Self::build(solo, seed, &[key])
     }
 
-    fn build(scenario: &Scenario, seed: u64, stream_ids: &[usize]) -> Result<Self, SimError> {
+    /// `stream_keys[i]`: the random stream of task `i`'s requests ([`stream_keys`]).
+    fn build(scenario: &Scenario, seed: u64, stream_keys: &[u64]) -> Result<Self, SimError> {
         let mut spec = scenario.machine.clone();
         // The SMT sharing the engine reads (`spec.smt`) is the model's (v2 may refit it).
         spec.smt = spec.smt_for_model();
@@ -819,7 +844,18 @@ impl Simulation {
         for b in &mut buses {
             b.latency_cycles = l0_cycles;
         }
-        let rng = ChaCha8Rng::seed_from_u64(seed);
+        // The scheduler's draws (slice jitter, a new task's first slice, background ticks)
+        // come from each CPU's own stream: on a CPU they follow that CPU's events only, so
+        // listing pinned tasks in another order across CPUs changes nothing but their numbers
+        // (physics probe, session 14: with one generator for the machine it acted as a new
+        // seed under v2). Streams from the top of the range, apart from the tasks' (below).
+        let cpu_rngs: Vec<ChaCha8Rng> = (0..ncpu)
+            .map(|c| {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(u64::MAX - c as u64);
+                r
+            })
+            .collect();
         let mut profs: Vec<Prof> = Vec::new();
         let mut prof_keys: Vec<Profile> = Vec::new();
         let mut intern = |p: &Profile| -> Result<u32, SimError> {
@@ -862,10 +898,11 @@ impl Simulation {
                         acc += c.weight / total;
                         classes.push((acc, intern(&c.profile)?, c.instructions.max(1)));
                     }
-                    // Each server's request stream has its own generator: the same task draws
-                    // the same requests alone and shared.
+                    // Each server's request stream has its own generator, keyed by the task's
+                    // name: the same task draws the same requests alone and shared, wherever
+                    // the scenario lists it.
                     let mut stream = ChaCha8Rng::seed_from_u64(seed);
-                    stream.set_stream(stream_ids[i] as u64 + 1);
+                    stream.set_stream(stream_keys.get(i).copied().unwrap_or(0));
                     Source::Server {
                         classes,
                         rng: Box::new(stream),
@@ -939,7 +976,7 @@ impl Simulation {
             cpus,
             domains,
             buses,
-            rng,
+            cpu_rngs,
             now_ns: 0,
             tick_ns,
             cycles_per_tick: freq_hz * tick_ns as f64 * 1e-9,

@@ -28,17 +28,17 @@ impl Simulation {
             .max(1.0) as u64
     }
 
-    pub(super) fn slice_ns(&mut self) -> u64 {
+    pub(super) fn slice_ns(&mut self, c: usize) -> u64 {
         let j = self.sched.timeslice_jitter;
         let f = if j > 0.0 {
-            1.0 + self.rng.gen_range(-j..j)
+            1.0 + self.cpu_rngs[c].gen_range(-j..j)
         } else {
             1.0
         };
         let ticks = self.slice_ticks(f);
         let extra = match self.spec.model {
             Model::V1 => 0,
-            Model::V2 => self.background_ticks(ticks),
+            Model::V2 => self.background_ticks(c, ticks),
         };
         (ticks + extra) * self.tick_ns
     }
@@ -49,12 +49,12 @@ impl Simulation {
     /// slice: so the first slice is `(r + 1) / 2` ticks with `r` uniform over a whole slice.
     /// Two CPUs' rotations therefore start at an offset that differs from run to run, and the
     /// background ticks then keep it (`background_ticks`).
-    fn first_slice_ns(&mut self) -> u64 {
+    fn first_slice_ns(&mut self, c: usize) -> u64 {
         let whole = self.slice_ticks(1.0);
-        let parent_left = self.rng.gen_range(1..=whole);
+        let parent_left = self.cpu_rngs[c].gen_range(1..=whole);
         // `(r + 1) >> 1`, the kernel's rounding up.
         let ticks = parent_left.div_ceil(2);
-        (ticks + self.background_ticks(ticks)) * self.tick_ns
+        (ticks + self.background_ticks(c, ticks)) * self.tick_ns
     }
 
     /// v2: ticks of a slice of `ticks` that land while a woken daemon or kernel thread runs
@@ -63,14 +63,14 @@ impl Simulation {
     /// `time_slice` once per tick, whatever interrupt work the tick held); a tick charged to a
     /// preempting task delays the rotation by one tick. So a rotation's phase drifts by whole
     /// ticks, at the background's share of the CPU.
-    fn background_ticks(&mut self, ticks: u64) -> u64 {
+    fn background_ticks(&mut self, c: usize, ticks: u64) -> u64 {
         let share = self.spec.v2.background_tick_share;
         if share <= 0.0 {
             return 0;
         }
         // `share` is in (0, 1) (validated with the machine), so the distribution exists.
         match rand_distr::Binomial::new(ticks, share) {
-            Ok(d) => self.rng.sample(d),
+            Ok(d) => self.cpu_rngs[c].sample(d),
             Err(_) => 0,
         }
     }
@@ -127,9 +127,9 @@ impl Simulation {
         debug_assert_eq!(self.cpus[c].current, NONE);
         let first = self.tasks[t as usize].last_cpu == NONE;
         let slice = if first && self.spec.model == Model::V2 {
-            self.first_slice_ns()
+            self.first_slice_ns(c)
         } else {
-            self.slice_ns()
+            self.slice_ns(c)
         };
         let now = self.now_ns;
         let d = self.cpus[c].domain;

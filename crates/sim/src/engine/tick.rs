@@ -358,7 +358,7 @@ impl Simulation {
         for c in 0..self.cpus.len() {
             if self.cpus[c].current != NONE && self.cpus[c].slice_end_ns <= self.now_ns {
                 if self.cpus[c].queue.is_empty() {
-                    let slice = self.slice_ns();
+                    let slice = self.slice_ns(c);
                     self.cpus[c].slice_end_ns = self.now_ns + slice;
                 } else {
                     let t = self.cpus[c].current;

@@ -550,9 +550,10 @@ fn pinned_tasks_listed_in_another_order_run_alike() {
                 .unwrap()
                 .model(model)
                 .duration_ms(1_000);
-            let mut sched = SchedParams::default();
-            sched.timeslice_jitter = jitter;
-            b = b.sched(sched);
+            b = b.sched(SchedParams {
+                timeslice_jitter: jitter,
+                ..SchedParams::default()
+            });
             for &i in order {
                 b = b
                     .task(tasks[i].0, Some(CpuSet::single(tasks[i].1)))

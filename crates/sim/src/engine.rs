@@ -368,20 +368,34 @@ impl Prof {
     }
 }
 
-/// Each task's request stream key: FNV-1a of its name, and of how many tasks before it have
-/// the same name (two copies listed apart get two streams), below the CPUs' streams. A task
-/// keeps its key wherever the scenario lists it.
+/// Each task's request stream key: FNV-1a of its name, its affinity (kernel list format, `*`
+/// when unpinned) and how many tasks before it have both the same name and the same affinity
+/// (two copies listed apart get two streams), below the CPUs' streams. A task keeps its key
+/// wherever the scenario lists it, unless it is listed past another task of the same name
+/// and the same affinity — two tasks no run can tell apart.
 fn stream_keys(scenario: &Scenario) -> Vec<u64> {
-    let mut seen: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    let mut seen: std::collections::BTreeMap<(&str, String), u64> =
+        std::collections::BTreeMap::new();
     scenario
         .tasks
         .iter()
         .map(|t| {
-            let k = seen.entry(t.name.as_str()).or_insert(0);
+            let affinity = t
+                .affinity
+                .as_ref()
+                .map_or_else(|| "*".to_string(), |a| a.to_string());
+            let k = seen.entry((t.name.as_str(), affinity.clone())).or_insert(0);
             let occurrence = *k;
             *k += 1;
             let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for b in t.name.bytes().chain(occurrence.to_le_bytes()) {
+            let bytes = t
+                .name
+                .bytes()
+                .chain([0xff])
+                .chain(affinity.bytes())
+                .chain([0xff])
+                .chain(occurrence.to_le_bytes());
+            for b in bytes {
                 h ^= b as u64;
                 h = h.wrapping_mul(0x0000_0100_0000_01b3);
             }

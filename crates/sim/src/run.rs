@@ -573,7 +573,8 @@ fn solo_curve(
     task.repeat = true;
     solo.tasks = vec![task];
     // Same request stream as in the shared run: servers draw from a generator derived from the
-    // seed and the task index, so build the solo machine with the stream of task i.
+    // seed and the task's stream key in the whole scenario (its name, affinity and occurrence),
+    // so build the solo machine with the key of task i.
     let mut sim = Simulation::new_solo(&solo, seed, scenario, i)?;
     let mut points = Vec::new();
     let tick = sim.tick_ns();

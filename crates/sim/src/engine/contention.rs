@@ -452,8 +452,9 @@ impl Simulation {
             self.buses[b].bw_eff = 0.0;
             return;
         }
-        // Interleaved streams from several tasks break DRAM row-buffer locality: the bandwidth
-        // the controller sustains falls with how mixed its traffic is (Gini-Simpson index of
+        // What-if only (`row_conflict_loss` is 0 on every catalog machine, whose sustained
+        // bandwidth is a many-stream figure): interleaved streams losing DRAM row-buffer
+        // locality, the bandwidth falling with how mixed the traffic is (Gini-Simpson index of
         // the tasks' unloaded demands: 0 for one stream, 1/2 for two equal ones).
         let (mut sq, inv_d0) = (0.0, 1.0 / d0);
         for t in &self.buses[b].pk {

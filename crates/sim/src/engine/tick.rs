@@ -73,6 +73,9 @@ impl Simulation {
             let mut misses = 0.0;
             let mut transfers = 0.0;
             let mut crossed = false;
+            // The tick's misses before a new program started in it: those lines belong to the
+            // finished program, not to the new one's occupancy (review, session 14).
+            let mut misses_before_new = 0.0;
             // Retire, crossing phase boundaries at the current rates.
             loop {
                 let p = &self.profs[t.prof as usize];
@@ -98,6 +101,7 @@ impl Simulation {
                         }
                         if new_process {
                             start_cold(t);
+                            misses_before_new = misses;
                         }
                         self.dirty = true;
                         self.dirty_bus[bus] = true;
@@ -149,7 +153,7 @@ impl Simulation {
             };
             t.c.task_clock_ns += used_ns;
             // Warm-up: misses bring lines in until the task holds its share (or all it can use).
-            let fill = misses * line;
+            let fill = (misses - misses_before_new) * line;
             if t.full {
                 // A full task follows its share (the solve assumed so): down at once, up by what
                 // this tick's misses brought in. A share that grew by more than that (a co-runner

@@ -913,8 +913,8 @@ impl Simulation {
                         classes.push((acc, intern(&c.profile)?, c.instructions.max(1)));
                     }
                     // Each server's request stream has its own generator, keyed by the task's
-                    // name: the same task draws the same requests alone and shared, wherever
-                    // the scenario lists it.
+                    // name and affinity (`stream_keys`): the same task draws the same requests
+                    // alone and shared, wherever the scenario lists it.
                     let mut stream = ChaCha8Rng::seed_from_u64(seed);
                     stream.set_stream(stream_keys.get(i).copied().unwrap_or(0));
                     Source::Server {

@@ -766,17 +766,15 @@ impl Simulation {
         Self::build(scenario, seed, &stream_keys(scenario))
     }
 
-    /// A machine running only task `i` of `full` (given as the one-task scenario `solo`), with
-    /// the same request stream it has in `full`.
-    pub(crate) fn new_solo(
-        solo: &Scenario,
-        seed: u64,
-        full: &Scenario,
-        i: usize,
-    ) -> Result<Self, SimError> {
-        debug_assert!(i < full.tasks.len());
-        let key = stream_keys(full).get(i).copied().unwrap_or(0);
-        Self::build(solo, seed, &[key])
+    /// A machine running the one-task scenario `solo`, its task drawing requests from the
+    /// stream `stream_key` it has in the whole scenario ([`Simulation::stream_keys`]).
+    pub(crate) fn new_solo(solo: &Scenario, seed: u64, stream_key: u64) -> Result<Self, SimError> {
+        Self::build(solo, seed, &[stream_key])
+    }
+
+    /// Each task's request stream key in `scenario` (see the free function `stream_keys`).
+    pub(crate) fn stream_keys(scenario: &Scenario) -> Vec<u64> {
+        stream_keys(scenario)
     }
 
     /// `stream_keys[i]`: the random stream of task `i`'s requests ([`stream_keys`]).

@@ -391,8 +391,15 @@ pub fn run_with<'p, 'k>(
         let e = targets.entry(key).or_insert((i, 0.0));
         e.1 = e.1.max(instr);
     }
+    // Every task's request stream key, computed once (a solo run takes the key its task has in
+    // the whole scenario).
+    let stream_keys = Simulation::stream_keys(scenario);
     for (key, (i, target)) in &targets {
-        solo_cache.insert(key.clone(), solo_curve(scenario, seed, *i, *target)?);
+        let stream_key = stream_keys.get(*i).copied().unwrap_or(0);
+        solo_cache.insert(
+            key.clone(),
+            solo_curve(scenario, seed, *i, stream_key, *target)?,
+        );
     }
     let mut tasks = Vec::with_capacity(n);
     let mut nps = Vec::new();
@@ -565,17 +572,28 @@ fn solo_curve(
     scenario: &Scenario,
     seed: u64,
     i: usize,
+    stream_key: u64,
     target: f64,
 ) -> Result<SoloCurve, SimError> {
-    let mut solo = scenario.clone();
     let mut task = scenario.tasks[i].clone();
     task.start_ms = 0;
     task.repeat = true;
-    solo.tasks = vec![task];
+    // The scenario with task i alone, built without cloning every other task (a scenario of
+    // thousands of servers takes one solo run per server).
+    let solo = Scenario {
+        name: scenario.name.clone(),
+        machine: scenario.machine.clone(),
+        sched: scenario.sched,
+        tick_us: scenario.tick_us,
+        duration_ms: scenario.duration_ms,
+        epoch_ms: scenario.epoch_ms,
+        seed: scenario.seed,
+        policy: scenario.policy.clone(),
+        tasks: vec![task],
+    };
     // Same request stream as in the shared run: servers draw from a generator derived from the
-    // seed and the task's stream key in the whole scenario (its name, affinity and occurrence),
-    // so build the solo machine with the key of task i.
-    let mut sim = Simulation::new_solo(&solo, seed, scenario, i)?;
+    // seed and the task's stream key in the whole scenario (its name, affinity and occurrence).
+    let mut sim = Simulation::new_solo(&solo, seed, stream_key)?;
     let mut points = Vec::new();
     let tick = sim.tick_ns();
     // Bound: the shared run's duration times a generous factor (a task alone is never slower).

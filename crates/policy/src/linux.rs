@@ -20,6 +20,9 @@ impl Policy for Linux {
     fn decide(&mut self, _topology: &Topology, _observation: &Observation) -> Vec<Action> {
         Vec::new()
     }
+    fn reads_observations(&self) -> bool {
+        false
+    }
 }
 
 /// Kernel-level baseline: run-queue order.
@@ -49,6 +52,8 @@ mod tests {
         let obs = observation(&t, vec![task(1, 0, &all, &[]), task(2, 0, &all, &[])]);
         assert!(Linux.decide(&t, &obs).is_empty());
         assert!(Linux.required_events().is_empty());
+        // It never reads an observation, so a simulated machine need not build one.
+        assert!(!Linux.reads_observations());
         let s = |id| TaskStats {
             task: TaskId(id),
             ipc: 1.0,

@@ -206,6 +206,8 @@ fn observed_and_quiet_paths_agree() {
         .unwrap()
         .build()
         .unwrap();
+    // No policy: the run reads each interval from the engine and builds no observation
+    // (`Policy::reads_observations`); a passive policy gets (and checks) full observations.
     let a = run(&sc, 4, None, None, 50_000_000).unwrap();
     let mut p = Passive;
     let b = run(&sc, 4, Some(&mut p), None, 50_000_000).unwrap();

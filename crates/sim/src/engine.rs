@@ -1317,3 +1317,63 @@ mod fill_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod cold_start_tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::scenario::{TaskSpec, Workload};
+    use counterpoint_core::CpuSet;
+
+    /// A new program's occupancy after the tick it started in counts only the misses taken
+    /// after it started: swim's misses earlier in that tick brought in swim's lines, not
+    /// gzip's (review, session 14: they were added to gzip's occupancy).
+    #[test]
+    fn a_new_programs_occupancy_excludes_the_finished_programs_misses() {
+        let cat = Catalog::builtin();
+        for model in [Model::V1, Model::V2] {
+            let mut swim = cat.program("swim").unwrap();
+            // Part of a tick's work at swim's rate on this machine, in one phase.
+            swim.phases.truncate(1);
+            swim.phases[0].instructions = 200_000;
+            let gzip = cat.program("gzip").unwrap();
+            // (programs ended, misses, occupancy) after one tick.
+            let one_tick = |work: Workload| {
+                let sc = Scenario::builder(&cat, "bench-8")
+                    .unwrap()
+                    .model(model)
+                    .duration_ms(10)
+                    .task_spec(TaskSpec {
+                        name: "t".into(),
+                        workload: work,
+                        affinity: Some(CpuSet::single(0)),
+                        repeat: false,
+                        start_ms: 0,
+                    })
+                    .build()
+                    .unwrap();
+                let mut sim = Simulation::new(&sc, 1).unwrap();
+                sim.advance_quiet(sim.tick_ns(), None);
+                let t = &sim.tasks[0];
+                (t.c.completions, t.c.llc_misses, t.occ)
+            };
+            // swim alone ends inside the tick with the misses it takes in the shell too (the
+            // same program from the same cold start).
+            let (swim_done, swim_misses, _) = one_tick(Workload::Program(swim.clone()));
+            let (done, misses, occ) = one_tick(Workload::Shell(vec![swim, gzip]));
+            assert_eq!(
+                (swim_done, done),
+                (1, 1),
+                "{model:?}: swim ends inside the tick"
+            );
+            let line = 64.0; // bench-8's lines
+            let gzip_lines = (misses - swim_misses) * line;
+            assert!(
+                gzip_lines > 0.0 && (occ - gzip_lines).abs() <= 1e-6 * gzip_lines,
+                "{model:?}: gzip holds {occ} bytes; its own misses brought {gzip_lines}, \
+                 the tick's {}",
+                misses * line
+            );
+        }
+    }
+}

@@ -893,23 +893,16 @@ impl Broker {
         let enabled_ns = (r.base.enabled_ns + acc_enabled)
             .max(r.last.enabled_ns)
             .max(units_running.iter().copied().max().unwrap_or(0));
-        let raws: Vec<u64> = r
-            .events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let raw = r.base.raw.get(i).copied().unwrap_or(0) + e.raw_here;
-                raw.max(r.last.raw.get(i).copied().unwrap_or(0))
-            })
+        // Each event's total: the journal's base plus this broker's share, never below the
+        // last total reported.
+        let total = |base: &[u64], last: &[u64], i: usize, here: u64| {
+            (base.get(i).copied().unwrap_or(0) + here).max(last.get(i).copied().unwrap_or(0))
+        };
+        let raws: Vec<u64> = (r.events.iter().enumerate())
+            .map(|(i, e)| total(&r.base.raw, &r.last.raw, i, e.raw_here))
             .collect();
-        let counted: Vec<u64> = r
-            .events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let ns = r.base.counted_ns.get(i).copied().unwrap_or(0) + e.counted_here_ns;
-                ns.max(r.last.counted_ns.get(i).copied().unwrap_or(0))
-            })
+        let counted: Vec<u64> = (r.events.iter().enumerate())
+            .map(|(i, e)| total(&r.base.counted_ns, &r.last.counted_ns, i, e.counted_here_ns))
             .collect();
         let nspec = r.nspec.max(1);
         let mut events = Vec::with_capacity(r.nspec);

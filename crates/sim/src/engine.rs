@@ -184,9 +184,7 @@ impl FillTable {
     /// slope.
     #[inline]
     fn acc_at(&self, o: f64, k: &mut u32) -> f64 {
-        let i = seek(&self.occ, o, k);
-        let (o0, o1) = (self.occ[i], self.occ[i + 1]);
-        self.acc[i] + (o - o0) * ((self.acc[i + 1] - self.acc[i]) / (o1 - o0))
+        lerp(&self.occ, &self.acc, o, k)
     }
 
     /// `A^-1(a)` and its slope there (bytes per access: `line x` the cell's miss ratio),
@@ -205,18 +203,23 @@ impl FillTable {
     /// few 1e-3. Searches from cell `k`, which it updates.
     #[inline]
     fn miss_at(&self, o: f64, k: &mut u32) -> f64 {
-        let i = seek(&self.occ, o, k);
-        let (o0, o1) = (self.occ[i], self.occ[i + 1]);
-        self.m[i] + (o - o0) * ((self.m[i + 1] - self.m[i]) / (o1 - o0))
+        lerp(&self.occ, &self.m, o, k)
     }
 
     /// `A^-1(a)`, searching from cell `k` (left at `a`'s cell).
     #[inline]
     fn occ_at(&self, a: f64, k: &mut u32) -> f64 {
-        let i = seek(&self.acc, a, k);
-        let (a0, a1) = (self.acc[i], self.acc[i + 1]);
-        self.occ[i] + (a - a0) * ((self.occ[i + 1] - self.occ[i]) / (a1 - a0))
+        lerp(&self.acc, &self.occ, a, k)
     }
+}
+
+/// `ys` at `x`, linear between the points `(xs[i], ys[i])` (the end cells extended), searching
+/// from cell `k` ([`seek`], which updates it).
+#[inline]
+fn lerp(xs: &[f64], ys: &[f64], x: f64, k: &mut u32) -> f64 {
+    let i = seek(xs, x, k);
+    let (x0, x1) = (xs[i], xs[i + 1]);
+    ys[i] + (x - x0) * ((ys[i + 1] - ys[i]) / (x1 - x0))
 }
 
 /// The cell `i` of increasing `xs` with `xs[i] <= x < xs[i + 1]` (the first or last cell
@@ -373,7 +376,7 @@ impl Prof {
 /// (two copies listed apart get two streams), below the CPUs' streams. A task keeps its key
 /// wherever the scenario lists it, unless it is listed past another task of the same name
 /// and the same affinity — two tasks no run can tell apart.
-fn stream_keys(scenario: &Scenario) -> Vec<u64> {
+pub(crate) fn stream_keys(scenario: &Scenario) -> Vec<u64> {
     let mut seen: std::collections::BTreeMap<(&str, String), u64> =
         std::collections::BTreeMap::new();
     scenario
@@ -767,14 +770,9 @@ impl Simulation {
     }
 
     /// A machine running the one-task scenario `solo`, its task drawing requests from the
-    /// stream `stream_key` it has in the whole scenario ([`Simulation::stream_keys`]).
+    /// stream `stream_key` it has in the whole scenario ([`stream_keys`]).
     pub(crate) fn new_solo(solo: &Scenario, seed: u64, stream_key: u64) -> Result<Self, SimError> {
         Self::build(solo, seed, &[stream_key])
-    }
-
-    /// Each task's request stream key in `scenario` (see the free function `stream_keys`).
-    pub(crate) fn stream_keys(scenario: &Scenario) -> Vec<u64> {
-        stream_keys(scenario)
     }
 
     /// `stream_keys[i]`: the random stream of task `i`'s requests ([`stream_keys`]).

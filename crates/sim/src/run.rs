@@ -418,7 +418,7 @@ pub fn run_with<'p, 'k>(
     }
     // Every task's request stream key, computed once (a solo run takes the key its task has in
     // the whole scenario).
-    let stream_keys = Simulation::stream_keys(scenario);
+    let stream_keys = crate::engine::stream_keys(scenario);
     for (key, (i, target)) in &targets {
         let stream_key = stream_keys.get(*i).copied().unwrap_or(0);
         solo_cache.insert(

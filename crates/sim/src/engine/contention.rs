@@ -453,16 +453,21 @@ impl Simulation {
             return;
         }
         // What-if only (`row_conflict_loss` is 0 on every catalog machine, whose sustained
-        // bandwidth is a many-stream figure): interleaved streams losing DRAM row-buffer
-        // locality, the bandwidth falling with how mixed the traffic is (Gini-Simpson index of
-        // the tasks' unloaded demands: 0 for one stream, 1/2 for two equal ones).
-        let (mut sq, inv_d0) = (0.0, 1.0 / d0);
-        for t in &self.buses[b].pk {
-            sq += (t.d0 * inv_d0) * (t.d0 * inv_d0);
-        }
-        let mixed = (1.0 - sq).clamp(0.0, 1.0);
-        self.buses[b].bw_eff =
-            self.peak_bytes_per_cycle * (1.0 - self.spec.v2.row_conflict_loss * mixed);
+        // bandwidth is a many-stream figure, so the pass over the terms is skipped there):
+        // interleaved streams losing DRAM row-buffer locality, the bandwidth falling with how
+        // mixed the traffic is (Gini-Simpson index of the tasks' unloaded demands: 0 for one
+        // stream, 1/2 for two equal ones).
+        let loss = self.spec.v2.row_conflict_loss;
+        self.buses[b].bw_eff = if loss > 0.0 {
+            let (mut sq, inv_d0) = (0.0, 1.0 / d0);
+            for t in &self.buses[b].pk {
+                sq += (t.d0 * inv_d0) * (t.d0 * inv_d0);
+            }
+            let mixed = (1.0 - sq).clamp(0.0, 1.0);
+            self.peak_bytes_per_cycle * (1.0 - loss * mixed)
+        } else {
+            self.peak_bytes_per_cycle
+        };
         self.latency_v2(b, steps);
     }
 

@@ -148,38 +148,63 @@ fn baseline_targets_come_from_the_paper_module() {
     assert_eq!(t.value(), 0.818);
 }
 
-/// Model v2's calibrated base CPIs (gzip, mesa, parser: `calibrate_v2 -- --fit`) still give
-/// MASA's solo times on `masa-2x2ht` after any change of the v2 physics: re-run the fit when
-/// this fails.
-#[test]
-fn v2_solo_times_match_masa() {
+/// v2 CPI of `program` alone on `machine` over a 3 s run (as `calibrate_v2` measures it).
+fn v2_solo_cpi(cat: &Catalog, machine: &str, program: &str) -> f64 {
     use counterpoint_core::CpuSet;
     use counterpoint_sim::{Model, Simulation};
+    let sc = Scenario::builder(cat, machine)
+        .unwrap()
+        .model(Model::V2)
+        .duration_ms(3000)
+        .task(program, Some(CpuSet::single(0)))
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut sim = Simulation::new(&sc, 1).unwrap();
+    sim.advance_quiet(3_000_000_000, None);
+    let c = *sim.counters(0).unwrap();
+    c.cycles / c.instructions
+}
+
+/// Model v2's calibrated base CPIs of MASA's probes (INT, FP, L2C: `calibrate_v2 -- --fit`)
+/// still give MASA's solo times on `masa-2x2ht` after any change of the v2 physics: re-run the
+/// fit when this fails.
+#[test]
+fn v2_solo_times_match_masa() {
     let cat = Catalog::builtin();
     for (program, id) in [
-        ("gzip", "masa-solo/INT/time_s"),
-        ("mesa", "masa-solo/FP/time_s"),
-        ("parser", "masa-solo/L2C/time_s"),
+        ("INT", "masa-solo/INT/time_s"),
+        ("FP", "masa-solo/FP/time_s"),
+        ("L2C", "masa-solo/L2C/time_s"),
     ] {
         let want = counterpoint_experiment::paper::calibration_target(id)
             .unwrap()
             .value();
-        let sc = Scenario::builder(&cat, "masa-2x2ht")
-            .unwrap()
-            .model(Model::V2)
-            .duration_ms(3000)
-            .task(program, Some(CpuSet::single(0)))
-            .unwrap()
-            .build()
-            .unwrap();
-        let mut sim = Simulation::new(&sc, 1).unwrap();
-        sim.advance_quiet(3_000_000_000, None);
-        let c = *sim.counters(0).unwrap();
+        let cpi = v2_solo_cpi(&cat, "masa-2x2ht", program);
         let instr = cat.program(program).unwrap().instructions() as f64;
-        let got = instr * c.cycles / c.instructions / (sc.machine.freq_ghz * 1e9);
+        let ghz = cat.machine("masa-2x2ht").unwrap().freq_ghz;
+        let got = instr * cpi / (ghz * 1e9);
         assert!(
             (got / want - 1.0).abs() < 0.005,
             "{program}: solo {got:.1} s, MASA {want} s"
+        );
+    }
+}
+
+/// Every SPEC CPU2000 program's v2 CPI alone on `xeon-2800` is the one Weaver & McKee measured
+/// on that 2.8 GHz Xeon (the fit's stage 0): re-run `calibrate_v2 -- --fit` when this fails.
+#[test]
+fn v2_solo_cpis_match_the_measured_xeon() {
+    use counterpoint_experiment::paper;
+    let cat = Catalog::builtin();
+    for &(program, _, _, _) in paper::XEON2800_SOLO {
+        let want = paper::calibration_target(&format!("xeon-2800-solo/{program}/cpi"))
+            .unwrap()
+            .value();
+        let got = v2_solo_cpi(&cat, "xeon-2800", program);
+        assert!(
+            (got / want - 1.0).abs() < 0.005,
+            "{program}: CPI {got:.3} on xeon-2800, measured {want:.3}"
         );
     }
 }

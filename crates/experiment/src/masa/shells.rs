@@ -2,25 +2,26 @@
 
 use super::*;
 
-/// The paper's shells (§4.3).
+/// The paper's shells (§4.3). MASA ran its own builds: gzip, parser and mesa are its probes
+/// INT, L2C and FP (the same programs, MASA's core CPIs).
 pub fn shells() -> Vec<(&'static str, Vec<&'static str>)> {
     vec![
         (
             "shell_0",
-            vec!["gzip", "gcc", "crafty", "eon", "gap", "bzip2"],
+            vec![INT, "gcc", "crafty", "eon", "gap", "bzip2"],
         ),
         (
             "shell_1",
-            vec!["vpr", "mcf", "parser", "perlbmk", "vortex", "twolf"],
+            vec!["vpr", "mcf", L2C, "perlbmk", "vortex", "twolf"],
         ),
         (
             "shell_2",
             vec![
-                "wupwise", "mgrid", "mesa", "art", "facerec", "lucas", "sixtrack",
+                "wupwise", "mgrid", FP, "art", "facerec", "lucas", "sixtrack",
             ],
         ),
-        ("shell_fp", vec!["mesa"; 7]),
-        ("shell_l2c", vec!["parser"; 5]),
+        ("shell_fp", vec![FP; 7]),
+        ("shell_l2c", vec![L2C; 5]),
     ]
 }
 

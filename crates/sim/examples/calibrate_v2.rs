@@ -97,7 +97,13 @@ fn v2_field(cat: &Catalog, program: &str, f: impl Fn(&ProfileV2) -> f64) -> f64 
 
 fn v2_curve(cat: &Catalog, program: &str) -> MissCurve {
     cat.program(program)
-        .and_then(|p| p.phases[0].profile.v2.as_ref().map(|v| v.miss_curve.clone()))
+        .and_then(|p| {
+            p.phases[0]
+                .profile
+                .v2
+                .as_ref()
+                .map(|v| v.miss_curve.clone())
+        })
         .unwrap_or_else(|| fail(format!("{program} has no v2 profile")))
 }
 
@@ -379,9 +385,8 @@ fn main() {
         let curve0 = v2_curve(&cat, prog);
         let fp0 = v2_field(&cat, prog, |v| v.fp_dep_cycles);
         let k_max = 1.0 / curve_top(&curve0);
-        let at_floor = |cat: &Catalog| {
-            v2_field(cat, prog, |v| v.base_cpi) <= BASE_CPI_RANGE.0 * (1.0 + 1e-6)
-        };
+        let at_floor =
+            |cat: &Catalog| v2_field(cat, prog, |v| v.base_cpi) <= BASE_CPI_RANGE.0 * (1.0 + 1e-6);
         let fit_core = |cat: &mut Catalog| {
             set_fp_dep(cat, prog, fp0);
             let bisect = |cat: &mut Catalog,

@@ -215,6 +215,8 @@ fn short_shells(cat: &Catalog) -> Scenario {
     for name in [
         "gzip", "gcc", "crafty", "eon", "gap", "bzip2", "vpr", "mcf", "parser", "perlbmk",
         "vortex", "twolf", "wupwise", "mgrid", "mesa", "art", "facerec", "lucas", "sixtrack",
+        // MASA's builds of gzip, parser and mesa, which its test cases run.
+        "INT", "L2C", "FP",
     ] {
         let mut p = cut.program(name).unwrap();
         for ph in &mut p.phases {

@@ -6,10 +6,7 @@ use super::*;
 /// INT, L2C and FP (the same programs, MASA's core CPIs).
 pub fn shells() -> Vec<(&'static str, Vec<&'static str>)> {
     vec![
-        (
-            "shell_0",
-            vec![INT, "gcc", "crafty", "eon", "gap", "bzip2"],
-        ),
+        ("shell_0", vec![INT, "gcc", "crafty", "eon", "gap", "bzip2"]),
         (
             "shell_1",
             vec!["vpr", "mcf", L2C, "perlbmk", "vortex", "twolf"],

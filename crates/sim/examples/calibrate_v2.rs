@@ -435,6 +435,7 @@ fn main() {
         }
         let base = v2_field(&cat, prog, |v| v.base_cpi);
         let fp = v2_field(&cat, prog, |v| v.fp_dep_cycles);
+        // The misses' scale this run fitted (1 without `--fit` or for a program not split).
         let k = curve_top(&v2_curve(&cat, prog)) / curve_top(&curve0);
         let (cpi, stalls, memory) = solo_cpi(&cat, "xeon-2800", prog);
         let speedup = clock_speedup(&cat, prog);
@@ -456,7 +457,7 @@ fn main() {
             );
         }
         println!(
-            "  {prog:9} base_cpi {base:.4} fp_dep {fp:.3} miss x{k:.3}: CPI {cpi:.3} (measured {want:.3}, {:+.2} %) = base + other core {stalls:.3} + memory {memory:.3} ({:.0} % of the time); speed-up {speedup:.3} {}",
+            "  {prog:9} base_cpi {base:.4} fp_dep {fp:.3} misses x{k:.3} this run: CPI {cpi:.3} (measured {want:.3}, {:+.2} %) = base + other core {stalls:.3} + memory {memory:.3} ({:.0} % of the time); speed-up {speedup:.3} {}",
             (cpi / want - 1.0) * 100.0,
             memory / cpi * 100.0,
             notes.join(", ")

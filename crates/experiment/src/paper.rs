@@ -113,6 +113,7 @@ pub const P4_CLOCK_SCALING: &[(&str, f64, f64)] = &[
     ("lucas", 700.0, 836.0),
     ("sixtrack", 223.0, 290.0),
 ];
+const WEAVER_3460: &str = "Weaver & McKee, IISWC 2008: raw pfmon counts in deater/deterministic (commit 210d2fa), spec/iiswc2008/final/i686.0/pentium_d/, host domori24";
 const WEAVER: &str = "Weaver & McKee, \"Can Hardware Performance Counters be Trusted?\", IISWC 2008: raw pfmon counts in the authors' repository deater/deterministic (commit 210d2fa), spec/iiswc2008/final/i686.0/pentium_4/, host sampaka12";
 /// Every SPEC CPU2000 program of the catalog run alone to completion on its reference inputs on
 /// a "2-way 2800MHz/0.5MB -- Intel(R) Xeon(TM) CPU 2.80GHz (stepping 9)" (the files' header;
@@ -142,6 +143,33 @@ pub const XEON2800_SOLO: &[(&str, u32, u64, u64)] = &[
     ("facerec", 1, 309_631_507_255, 1_149_709_536_056),
     ("lucas", 1, 299_128_257_535, 881_423_837_248),
     ("sixtrack", 1, 907_227_501_523, 734_042_792_064),
+];
+/// The same gcc builds on a "4-way 3467MHz/2.0MB -- Intel(R) Xeon(TM) CPU 3.46GHz (stepping 4)"
+/// (the files' header, host domori24, folder `pentium_d`; `INSTR_COMPLETED:NBOGUS` and
+/// `GLOBAL_POWER_EVENTS:RUNNING`, user mode), summed over the same reference inputs: a second
+/// NetBurst generation with a 2 MB L2 and a faster bus. Read by no fit: validation of the v2
+/// profiles fitted on [`XEON2800_SOLO`] (`crates/sim/examples/xeon3460_check.rs`).
+pub const XEON3460_SOLO: &[(&str, u32, u64, u64)] = &[
+    ("gzip", 5, 325_255_983_802, 504_916_583_526),
+    ("parser", 1, 372_095_846_702, 649_908_172_764),
+    ("mesa", 1, 282_924_019_331, 632_994_073_930),
+    ("wupwise", 1, 502_204_580_700, 480_166_539_866),
+    ("swim", 1, 301_163_961_108, 671_063_197_786),
+    ("art", 2, 239_293_926_323, 1_180_447_477_508),
+    ("vpr", 2, 203_735_875_330, 523_525_326_966),
+    ("gcc", 5, 148_688_997_392, 226_692_872_230),
+    ("mcf", 1, 69_384_478_897, 538_026_558_066),
+    ("crafty", 1, 215_657_907_761, 331_504_788_580),
+    ("eon", 3, 257_462_912_608, 395_341_830_472),
+    ("perlbmk", 7, 374_216_108_380, 416_651_324_430),
+    ("gap", 1, 221_616_808_190, 282_580_143_352),
+    ("vortex", 3, 467_781_529_338, 574_455_278_836),
+    ("bzip2", 3, 307_421_413_253, 495_347_657_962),
+    ("twolf", 1, 311_868_525_610, 657_120_754_142),
+    ("mgrid", 1, 502_690_408_058, 745_863_569_986),
+    ("facerec", 1, 309_900_357_698, 729_095_656_268),
+    ("lucas", 1, 299_119_979_896, 987_554_910_648),
+    ("sixtrack", 1, 907_227_412_515, 815_743_901_770),
 ];
 /// The programs whose estimated stalls (docs/sim-catalog.md) exceed the CPI measured alone on
 /// the 2.8 GHz Xeon ([`XEON2800_SOLO`]): the v2 fit splits their CPI into core and memory time
@@ -380,6 +408,14 @@ pub fn figures() -> Vec<Figure> {
             );
         }
     }
+    for &(p, _, instructions, cycles) in XEON3460_SOLO {
+        fig(
+            format!("xeon-3460-solo/{p}/cpi"),
+            WEAVER_3460,
+            cycles as f64 / instructions as f64,
+            Use::Validation,
+        );
+    }
     for &(p, slow, fast) in P4_CLOCK_SCALING {
         fig(
             format!("clock-scaling/{p}/clock_speedup"),
@@ -532,7 +568,8 @@ mod tests {
                 || f.id.starts_with("di-vs-oracle/")
                 || f.id.starts_with("schedtask/")
                 // Outside the seeds, read by no fit.
-                || f.id.starts_with("corun-slowdown/");
+                || f.id.starts_with("corun-slowdown/")
+                || f.id.starts_with("xeon-3460-solo/");
             if policy_row {
                 assert_eq!(f.use_, Use::Validation, "{}", f.id);
             }

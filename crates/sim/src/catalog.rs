@@ -372,6 +372,11 @@ impl Catalog {
             llc_bytes: (512.0 * KB) as u64,
             ..c_machine_zhang()
         });
+        // Weaver & McKee's "domori24": a "4-way 3467MHz/2.0MB" NetBurst Xeon, where the same
+        // gcc builds ran (est: a dual Xeon 5070, Dempsey, two cores per package with a 2 MB L2
+        // each, 1066 MT/s buses, the 5000P chipset with FB-DIMM; none of it is in the files
+        // but the clock and the L2). A check of the v2 profiles only (xeon3460_check).
+        add(c_machine_xeon3460());
         // MASA: dual Xeon with Hyper-Threading, 512 KB L2 per package, shared FSB.
         add(c_machine_masa());
         // The same dual Xeon with Hyper-Threading disabled in the BIOS.
@@ -583,6 +588,32 @@ const SPEC_INT_2006: &[(&str, f64, f64, f64, Curve2006, f64)] = &[
 pub fn knee_curve(ws_bytes: f64, m_fit: f64) -> MissCurve {
     MissCurve::Table {
         points: vec![(0.8 * ws_bytes, 1.0), (ws_bytes, m_fit)],
+    }
+}
+
+/// Weaver & McKee's second NetBurst machine (est, see its entry in `builtin`): the 2.8 GHz
+/// Xeon's NetBurst physics with Prescott's deeper pipeline (31 stages, est from the 2.8 GHz
+/// part's 20), a 2 MB L2 at 27 cycles (est), the 5000P's memory latency measured with a Xeon
+/// 5160, 113 ns [AT2294], and a 1066 MT/s x 8 B bus at the 65 % sustained share this catalog
+/// takes for the Core 2 buses (5.5 GB/s, est).
+fn c_machine_xeon3460() -> MachineSpec {
+    MachineSpec {
+        name: "xeon-3460".into(),
+        packages: 2,
+        cores_per_package: 2,
+        threads_per_core: 1,
+        llc_domains_per_package: 2,
+        llc_bytes: (2.0 * MB) as u64,
+        freq_ghz: 3.467,
+        mem_latency_ns: XEON5150_LATENCY_NS,
+        peak_bandwidth_gb_per_s: 5.5,
+        v2: PhysicsV2 {
+            branch_penalty_cycles: 31.0,
+            llc_hit_cycles: 27.0,
+            sustained_bandwidth_gb_per_s: 5.5,
+            ..netburst_v2()
+        },
+        ..c_machine_zhang()
     }
 }
 

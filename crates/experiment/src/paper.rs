@@ -175,9 +175,7 @@ pub const XEON3460_SOLO: &[(&str, u32, u64, u64)] = &[
 /// the 2.8 GHz Xeon ([`XEON2800_SOLO`]): the v2 fit splits their CPI into core and memory time
 /// with their clock speed-up, which is then a calibration target; every other program's
 /// speed-up stays a prediction.
-pub const CLOCK_SCALING_SPLITS: [&str; 7] = [
-    "wupwise", "swim", "art", "mcf", "mgrid", "lucas", "sixtrack",
-];
+pub const CLOCK_SCALING_SPLITS: [&str; 5] = ["wupwise", "swim", "art", "mcf", "mgrid"];
 const TIAN: &str = "Tian, Jiang, Shen & Mao, \"Optimal Co-Scheduling to Minimize Makespan on Chip Multiprocessors\", JSSPP 2012 (LNCS 7698), Table 1";
 /// Co-run degradation of SPEC CPU2000 programs on a Xeon 5150 at 2.66 GHz (two cores sharing a
 /// 4 MB L2), Tian et al.'s Table 1, for the ten programs of their 16-job set that the catalog

@@ -9,7 +9,6 @@
 //!
 //! `cargo run --release -p counterpoint-sim --example xeon3460_check`
 
-use counterpoint_core::CpuSet;
 use counterpoint_experiment::paper;
 use counterpoint_sim::*;
 
@@ -20,18 +19,8 @@ fn fail(msg: String) -> ! {
 
 /// v2 CPI of `program` alone on `machine` over a 3 s run (as `calibrate_v2` measures it).
 fn solo_cpi(cat: &Catalog, machine: &str, program: &str) -> f64 {
-    let sc = Scenario::builder(cat, machine)
-        .and_then(|b| {
-            b.model(Model::V2)
-                .duration_ms(3000)
-                .task(program, Some(CpuSet::single(0)))
-        })
-        .unwrap_or_else(|e| fail(e))
-        .build()
+    let c = solo_counters(cat, machine, program, Model::V2, 3000)
         .unwrap_or_else(|e| fail(e.to_string()));
-    let mut sim = Simulation::new(&sc, 1).unwrap_or_else(|e| fail(e.to_string()));
-    sim.advance_quiet(3_000_000_000, None);
-    let c = sim.counters(0).copied().unwrap_or_default();
     c.cycles / c.instructions.max(1.0)
 }
 

@@ -5,8 +5,10 @@
 //! until it has retired the same number of instructions. Solo runs are shared between tasks
 //! with the same workload (and, for servers, the same request stream).
 
+use crate::catalog::Catalog;
 use crate::engine::{Counters, Simulation};
 use crate::scenario::{Scenario, Workload};
+use crate::spec::Model;
 use crate::SimError;
 use counterpoint_core::driver::{Driver, DriverConfig, DriverError, Observer};
 use counterpoint_core::stats::{system_metrics, SystemMetrics};
@@ -135,6 +137,32 @@ impl RunOptions {
             dry_run: false,
         }
     }
+}
+
+/// The counters of `program` run alone on CPU 0 of catalog machine `machine` under `model` for
+/// `duration_ms` (a solo measurement, as the calibration programs and checks take it: CPI is
+/// `cycles / instructions`).
+pub fn solo_counters(
+    cat: &Catalog,
+    machine: &str,
+    program: &str,
+    model: Model,
+    duration_ms: u64,
+) -> Result<Counters, SimError> {
+    let sc = Scenario::builder(cat, machine)
+        .and_then(|b| {
+            b.model(model)
+                .duration_ms(duration_ms)
+                .task(program, Some(counterpoint_core::CpuSet::single(0)))
+        })
+        .map_err(SimError::Invalid)?
+        .build()
+        .map_err(|e| SimError::Invalid(e.to_string()))?;
+    let mut sim = Simulation::new(&sc, 1)?;
+    sim.advance_quiet(duration_ms.saturating_mul(1_000_000), None);
+    sim.counters(0)
+        .copied()
+        .ok_or_else(|| SimError::Invalid(format!("{program} on {machine}: no counters")))
 }
 
 /// Run a scenario. The epoch-level `policy` decides after every epoch of `epoch_ns` and its

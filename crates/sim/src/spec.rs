@@ -400,6 +400,37 @@ pub enum MissCurve {
 }
 
 impl MissCurve {
+    /// The same curve with every miss ratio times `k` (misses per access scaled, shapes kept):
+    /// the v2 fit's knob for a program whose estimated misses a measurement contradicts. A
+    /// table's or power law's ratio that would pass 1 is capped there; a knee curve's caller
+    /// keeps `floor` plus the sets' fractions at most 1 (`calibrate_v2` bounds `k` so).
+    pub fn scaled(&self, k: f64) -> MissCurve {
+        match self {
+            MissCurve::PowerLaw {
+                m_ref,
+                c_ref_bytes,
+                alpha,
+                m_min,
+            } => MissCurve::PowerLaw {
+                m_ref: m_ref * k,
+                c_ref_bytes: *c_ref_bytes,
+                alpha: *alpha,
+                m_min: (m_min * k).min(1.0),
+            },
+            MissCurve::Table { points } => MissCurve::Table {
+                points: points.iter().map(|&(c, m)| (c, (m * k).min(1.0))).collect(),
+            },
+            MissCurve::Knees {
+                floor,
+                sets,
+                sharpness,
+            } => MissCurve::Knees {
+                floor: floor * k,
+                sets: sets.iter().map(|&(w, f)| (w, f * k)).collect(),
+                sharpness: *sharpness,
+            },
+        }
+    }
     /// Miss ratio with `capacity_bytes` of cache.
     #[inline]
     pub fn miss_ratio(&self, capacity_bytes: f64) -> f64 {

@@ -150,19 +150,9 @@ fn baseline_targets_come_from_the_paper_module() {
 
 /// v2 CPI of `program` alone on `machine` over a 3 s run (as `calibrate_v2` measures it).
 fn v2_solo_cpi(cat: &Catalog, machine: &str, program: &str) -> f64 {
-    use counterpoint_core::CpuSet;
-    use counterpoint_sim::{Model, Simulation};
-    let sc = Scenario::builder(cat, machine)
-        .unwrap()
-        .model(Model::V2)
-        .duration_ms(3000)
-        .task(program, Some(CpuSet::single(0)))
-        .unwrap()
-        .build()
-        .unwrap();
-    let mut sim = Simulation::new(&sc, 1).unwrap();
-    sim.advance_quiet(3_000_000_000, None);
-    let c = *sim.counters(0).unwrap();
+    let c =
+        counterpoint_sim::solo_counters(cat, machine, program, counterpoint_sim::Model::V2, 3000)
+            .unwrap();
     c.cycles / c.instructions
 }
 

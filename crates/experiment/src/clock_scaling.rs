@@ -6,8 +6,10 @@
 //! time is spent where the clock does not help (memory latency and bandwidth are fixed in
 //! nanoseconds): all of the 30.8 % for a program that never waits for memory, none for one that
 //! only waits. This is the per-program split that decides whether IPC and bus use tell programs
-//! apart (docs/sim-catalog.md), measured on real hardware by a source outside the seeds, and
-//! never read by either model's fit: every figure here is validation.
+//! apart (docs/sim-catalog.md), measured on real hardware by a source outside the seeds. v1's fit
+//! reads none of it; v2's fit reads the speed-ups of [`paper::CLOCK_SCALING_SPLITS`] (the
+//! programs whose measured CPI on a 2.8 GHz Xeon its estimated stalls cannot give), which are
+//! calibrated under v2; every other figure is validation.
 //!
 //! Published: Intel's SPEC CPU2000 submissions for the Pentium 4 (Willamette, 256 KB L2, i850
 //! with PC800 RDRAM) at 1.3 and 1.7 GHz, as tabulated by P. DeMone, "A Better Crystal Ball",

@@ -189,8 +189,8 @@ pub fn run(
         "A program that never waits for memory speeds up by the clock's x{clock_gain:.3}; one that \
          only waits, not at all; the memory share at 1.3 GHz is (g/s - 1)/(g - 1) for clock \
          gain g and speed-up s. v1's fit reads none of these results; v2's fit reads the \
-         speed-ups of {} (their CPI measured alone on a 2.8 GHz Xeon leaves no room for \
-         their estimated stalls, and these speed-ups split it: docs/calibration.md), which are \
+         speed-ups of {} (their estimated stalls cannot give the CPI measured alone on a \
+         2.8 GHz Xeon, and these speed-ups split it: docs/calibration.md), which are \
          therefore calibrated under v2 (the basis column is v2's). The machines' memory latency is an estimate (120 ns) and their v2 \
          sustained bandwidth a measurement of the same board (1.5 GB/s; docs/sim-catalog.md).",
         paper::CLOCK_SCALING_SPLITS.join(", ")

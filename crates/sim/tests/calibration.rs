@@ -236,10 +236,16 @@ fn v2_split_programs_run_at_their_clock_speedups() {
                 panic!("art has no knee curve")
             };
             let top = floor + sets.iter().map(|s| s.1).sum::<f64>();
-            assert!((top - 1.0).abs() < 1e-3, "art's misses at {top}, not their bound");
+            assert!(
+                (top - 1.0).abs() < 1e-3,
+                "art's misses at {top}, not their bound"
+            );
             assert!(got > want, "art {got:.4} against {want:.4}");
         } else {
-            assert!((got / want - 1.0).abs() < 0.005, "{p}: {got:.4} against {want:.4}");
+            assert!(
+                (got / want - 1.0).abs() < 0.005,
+                "{p}: {got:.4} against {want:.4}"
+            );
         }
     }
 }
@@ -251,10 +257,17 @@ fn v2_fitted_profiles_are_physical() {
     use counterpoint_sim::catalog::{spec_v2_estimate, SPEC_V2_FIT};
     use counterpoint_sim::MissCurve;
     let cat = Catalog::builtin();
-    assert_eq!(SPEC_V2_FIT.len(), counterpoint_experiment::paper::XEON2800_SOLO.len());
+    assert_eq!(
+        SPEC_V2_FIT.len(),
+        counterpoint_experiment::paper::XEON2800_SOLO.len()
+    );
     for &(name, base, fp_share, miss_scale) in SPEC_V2_FIT {
         let est = spec_v2_estimate(name).unwrap();
-        let v = cat.program(name).unwrap().phases[0].profile.v2.clone().unwrap();
+        let v = cat.program(name).unwrap().phases[0]
+            .profile
+            .v2
+            .clone()
+            .unwrap();
         assert!(base >= 0.4 - 1e-9 && v.base_cpi == base, "{name}");
         assert!((0.0..=1.0).contains(&fp_share), "{name}");
         assert!(v.fp_dep_cycles <= est.fp_dep_cycles, "{name}");

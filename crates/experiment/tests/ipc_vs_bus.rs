@@ -1,5 +1,6 @@
 //! Model v2 and Zhang et al.'s point that IPC misleads (issue 13; docs/sim-catalog.md, "Why
-//! ipc-pair and bus-pair choose alike"). IPC pairing and bus pairing differ only when a program
+//! ipc-pair and bus-pair chose alike on Zhang's mix before session 15", and "The measured CPIs",
+//! where the catalog's measured IPCs make it mislead). IPC pairing and bus pairing differ only when a program
 //! loses cycles that use no bus: these tests make one low-bus program of the mix FP-latency
 //! bound (a counterfactual profile, never the catalog's) and check that its IPC falls while its
 //! bus use per instruction does not, and that the IPC hook then picks worse co-runners than the

@@ -672,6 +672,17 @@ mod tests {
     use crate::Catalog;
     use counterpoint_core::{Action, CpuSet, Observation, TaskId, Topology};
 
+    /// A solo measurement of a machine or program the catalog lacks is an error, not a panic;
+    /// of a catalog program, its counters.
+    #[test]
+    fn solo_counters_refuses_unknown_names() {
+        let cat = Catalog::builtin();
+        assert!(solo_counters(&cat, "no-such-machine", "gzip", Model::V2, 10).is_err());
+        assert!(solo_counters(&cat, "zhang-smp", "no-such-program", Model::V2, 10).is_err());
+        let c = solo_counters(&cat, "zhang-smp", "gzip", Model::V2, 10).expect("gzip alone");
+        assert!(c.instructions > 0.0 && c.cycles > 0.0);
+    }
+
     fn scenario() -> Scenario {
         let catalog = Catalog::builtin();
         Scenario::builder(&catalog, "zhang-smp")

@@ -402,8 +402,9 @@ pub enum MissCurve {
 impl MissCurve {
     /// The same curve with every miss ratio times `k` (misses per access scaled, shapes kept):
     /// the v2 fit's knob for a program whose estimated misses a measurement contradicts. A
-    /// table's or power law's ratio that would pass 1 is capped there; a knee curve's caller
-    /// keeps `floor` plus the sets' fractions at most 1 (`calibrate_v2` bounds `k` so).
+    /// table's points and a power law's ratios that would pass 1 are capped there (a table still
+    /// rises to 1 at no cache below its first point); a knee curve's caller keeps `floor` plus
+    /// the sets' fractions at most 1 (`calibrate_v2` bounds `k` so).
     pub fn scaled(&self, k: f64) -> MissCurve {
         match self {
             MissCurve::PowerLaw {
@@ -850,6 +851,51 @@ impl SchedParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `scaled(k)` multiplies every miss ratio by `k` and keeps the curve's shape; a table's or
+    /// power law's ratio stops at 1.
+    #[test]
+    fn scaled_curves_multiply_every_miss_ratio() {
+        let knees = MissCurve::Knees {
+            floor: 0.05,
+            sets: vec![(256.0 * 1024.0, 0.2), (4.0 * 1024.0 * 1024.0, 0.3)],
+            sharpness: 3.0,
+        };
+        let table = MissCurve::Table {
+            points: vec![(1024.0, 0.9), (1024.0 * 1024.0, 0.1)],
+        };
+        let power = MissCurve::PowerLaw {
+            m_ref: 0.4,
+            c_ref_bytes: 1024.0 * 1024.0,
+            alpha: 0.5,
+            m_min: 0.05,
+        };
+        for c in [1e3, 64e3, 512e3, 2e6, 16e6, 1e9] {
+            for k in [0.1, 0.5, 1.0, 1.5] {
+                let (a, b) = (knees.miss_ratio(c), knees.scaled(k).miss_ratio(c));
+                assert!(
+                    (b - k * a).abs() <= 1e-12 * a.max(1e-300),
+                    "knees at {c}: {a} x {k} -> {b}"
+                );
+                // From its first point on (below it a table still rises to 1 at no cache), and
+                // where no point is capped (then the capped points are interpolated).
+                if c >= 1024.0 && k * 0.9 <= 1.0 {
+                    let t = table.scaled(k).miss_ratio(c);
+                    let want = (k * table.miss_ratio(c)).min(1.0);
+                    assert!(
+                        t <= 1.0 && (t - want).abs() < 1e-12,
+                        "table at {c}: {t} {want}"
+                    );
+                }
+                let p = power.scaled(k).miss_ratio(c);
+                assert!(
+                    p <= 1.0 && p >= 0.05 * k - 1e-12,
+                    "power law at {c} x {k}: {p}"
+                );
+            }
+        }
+        assert_eq!(table.scaled(2.0).miss_ratio(0.0), 1.0);
+    }
 
     #[test]
     fn power_law_is_clamped_and_decreasing() {

@@ -255,23 +255,40 @@ fn main() {
     }
 }
 
-/// `cat` with one v2 field of one program changed (a counterfactual, never the catalog).
-fn catalog_with(cat: &Catalog, prog: &str, field: &str, value: f64) -> Catalog {
+/// `cat` with `prog`'s v2 profile changed by `edit` (a counterfactual, never the catalog).
+fn edited(cat: &Catalog, prog: &str, edit: impl Fn(&mut ProfileV2)) -> Catalog {
     let mut c2 = cat.clone();
     let Some(mut p) = c2.program(prog) else {
         fail(format!("no program {prog}"))
     };
     for ph in &mut p.phases {
         if let Some(v) = ph.profile.v2.as_mut() {
-            match field {
-                "fp_dep_cycles" => v.fp_dep_cycles = value,
-                "base_cpi" => v.base_cpi = value,
-                _ => v.branch_mpki = value,
-            }
+            edit(v);
         }
     }
     c2.set_program(p);
     c2
+}
+
+/// `cat` with one v2 field of one program changed.
+fn catalog_with(cat: &Catalog, prog: &str, field: &str, value: f64) -> Catalog {
+    edited(cat, prog, |v| match field {
+        "fp_dep_cycles" => v.fp_dep_cycles = value,
+        "base_cpi" => v.base_cpi = value,
+        _ => v.branch_mpki = value,
+    })
+}
+
+/// Miss ratio of `prog`'s v2 knee curve with no cache (floor plus every working set).
+fn miss_top(cat: &Catalog, prog: &str) -> f64 {
+    cat.program(prog)
+        .and_then(|p| p.phases[0].profile.v2.as_ref()?.miss_curve.knee_total())
+        .unwrap_or_else(|| fail(format!("{prog} has no v2 knee curve")))
+}
+
+/// `cat` with `prog`'s v2 miss curve scaled by `k`.
+fn with_misses_scaled(cat: &Catalog, prog: &str, k: f64) -> Catalog {
+    edited(cat, prog, |v| v.miss_curve = v.miss_curve.scaled(k))
 }
 
 fn show(v: &[f64]) -> String {
@@ -358,35 +375,4 @@ fn policies(cat: &Catalog, seeds: u64, verbose: bool) -> Vec<Vec<f64>> {
         println!("  {}", cells.join(", "));
     }
     all
-}
-
-/// Miss ratio of `prog`'s v2 knee curve with no cache (floor plus every working set).
-fn miss_top(cat: &Catalog, prog: &str) -> f64 {
-    match cat.program(prog).and_then(|p| {
-        p.phases[0]
-            .profile
-            .v2
-            .as_ref()
-            .map(|v| v.miss_curve.clone())
-    }) {
-        Some(counterpoint_sim::MissCurve::Knees { floor, sets, .. }) => {
-            floor + sets.iter().map(|s| s.1).sum::<f64>()
-        }
-        _ => fail(format!("{prog} has no v2 knee curve")),
-    }
-}
-
-/// `cat` with `prog`'s v2 miss curve scaled by `k` (a counterfactual, never the catalog).
-fn with_misses_scaled(cat: &Catalog, prog: &str, k: f64) -> Catalog {
-    let mut c2 = cat.clone();
-    let Some(mut p) = c2.program(prog) else {
-        fail(format!("no program {prog}"))
-    };
-    for ph in &mut p.phases {
-        if let Some(v) = ph.profile.v2.as_mut() {
-            v.miss_curve = v.miss_curve.scaled(k);
-        }
-    }
-    c2.set_program(p);
-    c2
 }

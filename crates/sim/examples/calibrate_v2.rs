@@ -83,30 +83,17 @@ fn solo_cpi(cat: &Catalog, machine: &str, program: &str) -> (f64, f64, f64) {
 /// Smallest scale of a program's estimated misses the fit may take.
 const MISS_SCALE_MIN: f64 = 0.01;
 
-fn v2_field(cat: &Catalog, program: &str, f: impl Fn(&ProfileV2) -> f64) -> f64 {
+/// `program`'s v2 profile (of its first phase, as every SPEC program has one).
+fn v2_of(cat: &Catalog, program: &str) -> ProfileV2 {
     cat.program(program)
-        .and_then(|p| p.phases[0].profile.v2.as_ref().map(&f))
-        .unwrap_or_else(|| fail(format!("{program} has no v2 profile")))
-}
-
-fn v2_curve(cat: &Catalog, program: &str) -> MissCurve {
-    cat.program(program)
-        .and_then(|p| {
-            p.phases[0]
-                .profile
-                .v2
-                .as_ref()
-                .map(|v| v.miss_curve.clone())
-        })
+        .and_then(|p| p.phases[0].profile.v2.clone())
         .unwrap_or_else(|| fail(format!("{program} has no v2 profile")))
 }
 
 /// Miss ratio of a knee curve with no cache at all (floor plus every working set).
 fn curve_top(c: &MissCurve) -> f64 {
-    match c {
-        MissCurve::Knees { floor, sets, .. } => floor + sets.iter().map(|s| s.1).sum::<f64>(),
-        _ => fail("the v2 SPEC profiles have knee curves".into()),
-    }
+    c.knee_total()
+        .unwrap_or_else(|| fail("the v2 SPEC profiles have knee curves".into()))
 }
 
 fn set_v2(cat: &mut Catalog, program: &str, f: impl Fn(&mut ProfileV2)) {
@@ -142,16 +129,8 @@ fn clock_speedup(cat: &Catalog, program: &str) -> f64 {
     t("p4-1300") / t("p4-1700")
 }
 
-fn set_base_cpi(cat: &mut Catalog, program: &str, v: f64) {
-    let Some(mut p) = cat.program(program) else {
-        fail(format!("no program {program}"))
-    };
-    for ph in &mut p.phases {
-        if let Some(v2) = &mut ph.profile.v2 {
-            v2.base_cpi = v;
-        }
-    }
-    cat.set_program(p);
+fn set_base_cpi(cat: &mut Catalog, program: &str, x: f64) {
+    set_v2(cat, program, |v| v.base_cpi = x);
 }
 
 /// Zhang's SPEC mix under the baseline with drifting slices: mean (NP, unfairness) over seeds.
@@ -374,13 +353,13 @@ fn main() {
         let top = curve_top(&est.miss_curve);
         let k_max = 1.0 / top;
         let fit_of = |cat: &Catalog| -> (f64, f64, f64) {
-            let base = v2_field(cat, prog, |v| v.base_cpi);
+            let v = v2_of(cat, prog);
             let share = if est.fp_dep_cycles > 0.0 {
-                v2_field(cat, prog, |v| v.fp_dep_cycles) / est.fp_dep_cycles
+                v.fp_dep_cycles / est.fp_dep_cycles
             } else {
                 1.0
             };
-            (base, share, curve_top(&v2_curve(cat, prog)) / top)
+            (v.base_cpi, share, curve_top(&v.miss_curve) / top)
         };
         let met = |cat: &Catalog| (solo_cpi(cat, "xeon-2800", prog).0 / want - 1.0).abs() < 1e-3;
         let fit_core = |cat: &mut Catalog| {
@@ -400,7 +379,7 @@ fn main() {
                 set(cat, 0.5 * (lo + hi));
             };
             bisect(cat, BASE_CPI_RANGE, &|c, v| set_base_cpi(c, prog, v));
-            if v2_field(cat, prog, |v| v.base_cpi) <= BASE_CPI_RANGE.0 * (1.0 + 1e-6) {
+            if v2_of(cat, prog).base_cpi <= BASE_CPI_RANGE.0 * (1.0 + 1e-6) {
                 bisect(cat, (0.0, 1.0), &|c, v| {
                     set_fp_dep(c, prog, est.fp_dep_cycles * v)
                 });
@@ -484,7 +463,7 @@ fn main() {
     // MASA's probes are MASA's own builds of gzip, mesa and parser: the same data, so the same
     // misses as the program's fit; their core CPI is their own (stage 1).
     for (probe, of) in [("INT", "gzip"), ("FP", "mesa"), ("L2C", "parser")] {
-        let base = v2_field(&cat, probe, |v| v.base_cpi);
+        let base = v2_of(&cat, probe).base_cpi;
         let Some(mut p) = cat.program(of) else {
             fail(format!("no program {of}"))
         };
@@ -513,10 +492,7 @@ fn main() {
             }
             set_base_cpi(&mut cat, prog, 0.5 * (lo + hi));
         }
-        let base = cat
-            .program(prog)
-            .and_then(|p| p.phases[0].profile.v2.as_ref().map(|v| v.base_cpi))
-            .unwrap_or(f64::NAN);
+        let base = v2_of(&cat, prog).base_cpi;
         let got = solo_time_s(&cat, "masa-2x2ht", prog);
         println!(
             "{prog}: base_cpi {base:.4}, solo on masa-2x2ht {got:.1} s (published {want_s} s, residual {:+.2} %)",

@@ -400,6 +400,17 @@ pub enum MissCurve {
 }
 
 impl MissCurve {
+    /// A knee curve's miss ratio with no cache, before the clamp to 1: `floor` plus every working
+    /// set's fraction (at most 1 for a valid curve, and the bound on how far [`Self::scaled`]
+    /// may scale it). `None` for the other shapes.
+    pub fn knee_total(&self) -> Option<f64> {
+        match self {
+            MissCurve::Knees { floor, sets, .. } => {
+                Some(floor + sets.iter().map(|s| s.1).sum::<f64>())
+            }
+            _ => None,
+        }
+    }
     /// The same curve with every miss ratio times `k` (misses per access scaled, shapes kept):
     /// the v2 fit's knob for a program whose estimated misses a measurement contradicts. A
     /// table's points and a power law's ratios that would pass 1 are capped there (a table still
@@ -541,7 +552,6 @@ impl MissCurve {
                         "miss_curve.sharpness must be positive, got {sharpness}"
                     ));
                 }
-                let mut total = *floor;
                 for (i, &(w, f)) in sets.iter().enumerate() {
                     if !(w.is_finite() && w > 0.0) {
                         return Err(format!(
@@ -553,8 +563,8 @@ impl MissCurve {
                             "miss_curve.sets[{i}] fraction must be in [0, 1], got {f}"
                         ));
                     }
-                    total += f;
                 }
+                let total = self.knee_total().unwrap_or(0.0);
                 if total > 1.0 + 1e-9 {
                     return Err(format!(
                         "miss_curve floor plus set fractions must not exceed 1, got {total}"

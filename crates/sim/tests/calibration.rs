@@ -220,7 +220,6 @@ fn v2_solo_cpis_match_the_measured_xeon() {
 #[test]
 fn v2_split_programs_run_at_their_clock_speedups() {
     use counterpoint_experiment::paper;
-    use counterpoint_sim::MissCurve;
     let cat = Catalog::builtin();
     for p in paper::CLOCK_SCALING_SPLITS {
         let want = paper::calibration_target(&format!("clock-scaling/{p}/clock_speedup"))
@@ -230,12 +229,14 @@ fn v2_split_programs_run_at_their_clock_speedups() {
         let got = t("p4-1300") / t("p4-1700");
         if p == "art" {
             let prof = cat.program(p).unwrap();
-            let Some(MissCurve::Knees { floor, sets, .. }) =
-                prof.phases[0].profile.v2.as_ref().map(|v| &v.miss_curve)
-            else {
-                panic!("art has no knee curve")
-            };
-            let top = floor + sets.iter().map(|s| s.1).sum::<f64>();
+            let top = prof.phases[0]
+                .profile
+                .v2
+                .as_ref()
+                .unwrap()
+                .miss_curve
+                .knee_total();
+            let top = top.expect("art has a knee curve");
             assert!(
                 (top - 1.0).abs() < 1e-3,
                 "art's misses at {top}, not their bound"
@@ -255,7 +256,6 @@ fn v2_split_programs_run_at_their_clock_speedups() {
 #[test]
 fn v2_fitted_profiles_are_physical() {
     use counterpoint_sim::catalog::{spec_v2_estimate, SPEC_V2_FIT};
-    use counterpoint_sim::MissCurve;
     let cat = Catalog::builtin();
     assert_eq!(
         SPEC_V2_FIT.len(),
@@ -272,8 +272,7 @@ fn v2_fitted_profiles_are_physical() {
         assert!((0.0..=1.0).contains(&fp_share), "{name}");
         assert!(v.fp_dep_cycles <= est.fp_dep_cycles, "{name}");
         assert!(miss_scale > 0.0, "{name}");
-        if let MissCurve::Knees { floor, sets, .. } = &v.miss_curve {
-            let top = floor + sets.iter().map(|s| s.1).sum::<f64>();
+        if let Some(top) = v.miss_curve.knee_total() {
             assert!(top <= 1.0 + 1e-6, "{name}: miss ratio {top} with no cache");
         }
     }

@@ -298,7 +298,7 @@ impl Prof {
                 saturation_bytes: saturation_of(&v.miss_curve),
                 curve: v.miss_curve.clone(),
                 fp: p.fp_fraction,
-                lines_per_miss: 1.0 + v.writeback_fraction,
+                lines_per_miss: v.lines_per_miss(&spec.v2),
                 dma_lpi: v.dma_lines_pki / 1000.0,
                 knees: FastKnees::of(&v.miss_curve),
                 fill: FillTable::new(

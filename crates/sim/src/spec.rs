@@ -102,6 +102,14 @@ pub struct PhysicsV2 {
     /// all sockets share one bus (the snoop is that bus's own transaction). See `coupling.rs`.
     #[serde(default)]
     pub snoop_bytes_per_line: f64,
+    /// Lines one read miss brings over the bus: 2 on NetBurst, whose L2 fetches a sector of
+    /// two adjacent 64-byte lines on every read miss (Intel's IA-32 optimization manual,
+    /// 2006, Table 1-1: "Each read due to a cache miss fetches a sector, consisting of two
+    /// adjacent cache lines; a write operation is 64 bytes"); 1 elsewhere. A stream uses the
+    /// second line (it is the next miss's line, already counted); any other miss wastes it
+    /// (`ProfileV2::lines_per_miss`).
+    #[serde(default = "one_line")]
+    pub lines_per_read: f64,
     /// SMT sharing refitted for v2's core CPIs (`calibrate_v2 -- --fit`, on MASA's pinned
     /// tables); `None` keeps the machine's `smt` (v1's fit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +150,9 @@ fn prefetch_streams() -> f64 {
 fn prefetch_depth() -> f64 {
     2.0
 }
+fn one_line() -> f64 {
+    1.0
+}
 
 impl Default for PhysicsV2 {
     fn default() -> Self {
@@ -154,6 +165,7 @@ impl Default for PhysicsV2 {
             prefetch_streams: prefetch_streams(),
             prefetch_depth_lines: prefetch_depth(),
             snoop_bytes_per_line: 0.0,
+            lines_per_read: one_line(),
             smt: None,
             llc_sharing: LlcSharing::Foa,
         }
@@ -344,6 +356,12 @@ impl MachineSpec {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{n} must be a non-negative number, got {v}"));
             }
+        }
+        if !(self.v2.lines_per_read.is_finite() && self.v2.lines_per_read >= 1.0) {
+            return Err(format!(
+                "v2.lines_per_read must be at least 1 (the missed line itself), got {}",
+                self.v2.lines_per_read
+            ));
         }
         if !(self.v2.background_tick_share >= 0.0 && self.v2.background_tick_share < 1.0) {
             return Err(format!(
@@ -663,6 +681,13 @@ impl ProfileV2 {
         let c = self.prefetch_coverage(phys);
         let ahead = 1.0 + phys.prefetch_depth_lines.max(0.0);
         1.0 / ((1.0 - c) / self.mlp + c / (self.mlp * ahead))
+    }
+    /// Lines the bus moves per LLC miss on a machine with `phys`: the missed line, the
+    /// sector's other lines where nothing uses them (the non-stream share: a stream's next
+    /// line is its next miss, already counted), and the dirty victim written back.
+    pub fn lines_per_miss(&self, phys: &PhysicsV2) -> f64 {
+        let wasted = (phys.lines_per_read - 1.0).max(0.0) * (1.0 - self.stream_fraction);
+        1.0 + wasted + self.writeback_fraction
     }
     /// Check the parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {

@@ -335,6 +335,33 @@ proptest! {
         prop_assert!(c1 <= s1 + 1e-12 && c4 <= c1 + 1e-12);
     }
 
+    /// A sector fetch only adds bus lines, and only for misses no stream uses: the lines per
+    /// miss never fall as the machine fetches more per read, never rise with the stream share,
+    /// and a pure stream (or a machine fetching one line) moves its line plus the write-back.
+    #[test]
+    fn sector_fetches_only_add_unused_lines(
+        p in 0usize..PROGRAMS.len(),
+        s1 in 0.0f64..1.0, ds in 0.0f64..1.0,
+        read in 1.0f64..4.0, dread in 0.0f64..4.0,
+    ) {
+        let cat = Catalog::builtin();
+        let v = cat.program(PROGRAMS[p]).unwrap().phases[0].profile.v2.clone().unwrap();
+        let lines = |sf: f64, read: f64| {
+            let mut w = v.clone();
+            w.stream_fraction = sf;
+            let mut ph = cat.machine("zhang-smp").unwrap().v2;
+            ph.lines_per_read = read;
+            w.lines_per_miss(&ph)
+        };
+        let own = 1.0 + v.writeback_fraction;
+        let s2 = (s1 + ds).min(1.0);
+        prop_assert!(lines(s1, read) >= own - 1e-12);
+        prop_assert!(lines(s1, read + dread) >= lines(s1, read) - 1e-12);
+        prop_assert!(lines(s2, read) <= lines(s1, read) + 1e-12);
+        prop_assert!((lines(1.0, read) - own).abs() < 1e-12);
+        prop_assert!((lines(s1, 1.0) - own).abs() < 1e-12);
+    }
+
     /// Snoop traffic never lowers a socket's latency, grows it as another socket moves more,
     /// and is symmetric: swapping two sockets' traffic swaps their latencies.
     #[test]
@@ -587,4 +614,46 @@ fn pinned_tasks_listed_in_another_order_run_alike() {
             "{model:?}"
         );
     }
+}
+
+/// The engine moves the sector's unused lines over the bus: art alone on `zhang-smp` (NetBurst,
+/// two lines a read) counts `lines_per_miss` bus lines per miss, and the same machine fetching
+/// one line a read counts only the line and its write-back; the misses themselves (and so
+/// the miss curve) are the same per instruction.
+#[test]
+fn netburst_reads_move_the_whole_sector() {
+    let run = |read: f64| {
+        let mut cat = Catalog::builtin();
+        let mut m = cat.machine("zhang-smp").unwrap();
+        m.v2.lines_per_read = read;
+        cat.set_machine(m);
+        let sc = v2_scenario("zhang-smp", &cat, &[("art", Some(0))], 2000);
+        let mut sim = Simulation::new(&sc, 1).unwrap();
+        sim.advance_quiet(1_000_000_000, None);
+        let a = *sim.counters(0).unwrap();
+        sim.advance_quiet(1_000_000_000, None);
+        let b = *sim.counters(0).unwrap();
+        let misses = b.llc_misses - a.llc_misses;
+        (
+            (b.mem_transactions - a.mem_transactions) / misses,
+            misses / (b.instructions - a.instructions),
+        )
+    };
+    let cat = Catalog::builtin();
+    let v = cat.program("art").unwrap().phases[0]
+        .profile
+        .v2
+        .clone()
+        .unwrap();
+    let phys = cat.machine("zhang-smp").unwrap().v2;
+    assert_eq!(phys.lines_per_read, 2.0);
+    let (sector, mpi_sector) = run(2.0);
+    let (single, mpi_single) = run(1.0);
+    assert!((sector - v.lines_per_miss(&phys)).abs() < 1e-3, "{sector}");
+    assert!(
+        (single - (1.0 + v.writeback_fraction)).abs() < 1e-3,
+        "{single}"
+    );
+    assert!(sector > single + 0.5, "{sector} vs {single}");
+    assert!((mpi_sector / mpi_single - 1.0).abs() < 1e-3);
 }

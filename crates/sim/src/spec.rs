@@ -93,8 +93,9 @@ pub struct PhysicsV2 {
     /// Intel's IA-32 optimization manual); streams beyond these are not prefetched.
     #[serde(default = "prefetch_streams")]
     pub prefetch_streams: f64,
-    /// Lines the prefetcher runs ahead of a stream's demand misses (NetBurst: 2): a covered
-    /// miss finds `1 + depth` lines of the stream already in flight.
+    /// Lines (of `line_bytes`) the prefetcher runs ahead of a stream's demand misses
+    /// (NetBurst: 4, its 256 bytes; 2 when a machine file leaves it out): a covered miss
+    /// finds `1 + depth` lines of the stream already in flight.
     #[serde(default = "prefetch_depth")]
     pub prefetch_depth_lines: f64,
     /// Queue occupancy, in bytes, that one line moved by another socket costs this socket's

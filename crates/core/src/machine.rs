@@ -64,7 +64,8 @@ pub struct TaskStats {
     pub task: TaskId,
     /// Instructions per cycle over the task's last time slice.
     pub ipc: f64,
-    /// Memory-bus transactions per second over the last slice divided by the bus's peak.
+    /// Lines the task moved over the memory bus per second over the last slice (its
+    /// `mem-transactions`, in cache lines) divided by the bus's peak in lines per second.
     pub bus_utilization: f64,
     /// LLC misses per thousand instructions over the last slice.
     pub llc_mpki: f64,

@@ -104,7 +104,7 @@ const SPEC_V2: &[SpecV2Row] = &[
     ("sixtrack", 0.75,        0.8, 1.5, 2.0,  0.01,  &[(128.0, 0.10)],                1.5, 0.2,  0.3,  2.0),
 ];
 /// The v2 fit of each SPEC CPU2000 program (`calibrate_v2 -- --fit`, stage 0; docs/calibration.md,
-/// "Session 15"): (name, `base_cpi`, share of the estimated `fp_dep_cycles` kept, scale of the
+/// "Session 15", refitted in "Session 16" for NetBurst's sector reads and prefetch depth): (name, `base_cpi`, share of the estimated `fp_dep_cycles` kept, scale of the
 /// estimated miss curve). `base_cpi` makes the program's CPI alone on `xeon-2800` the one Weaver &
 /// McKee measured on that 2.8 GHz Xeon; where `base_cpi` would fall below its floor (0.4) the
 /// estimated FP dependency latency gives way first; where even that cannot give the measured

@@ -108,7 +108,9 @@ pub struct PhysicsV2 {
     /// 2006, Table 1-1: "Each read due to a cache miss fetches a sector, consisting of two
     /// adjacent cache lines; a write operation is 64 bytes"); 1 elsewhere. A stream uses the
     /// second line (it is the next miss's line, already counted); any other miss wastes it
-    /// (`ProfileV2::lines_per_miss`).
+    /// (`ProfileV2::lines_per_miss`; the stream share as the measure of spatial locality is
+    /// an estimate). A fraction is allowed (an adjacent-line fetch that is throttled or
+    /// switched off on part of the runs); a machine file that leaves it out gets 1.
     #[serde(default = "one_line")]
     pub lines_per_read: f64,
     /// SMT sharing refitted for v2's core CPIs (`calibrate_v2 -- --fit`, on MASA's pinned

@@ -171,8 +171,8 @@ fn v2_solo_cpi(cat: &Catalog, machine: &str, program: &str) -> f64 {
 
 /// Model v2's calibrated base CPIs of MASA's probes (INT, FP, L2C: `calibrate_v2 -- --fit`)
 /// still give MASA's solo times on `masa-2x2ht` after any change of the v2 physics: re-run the
-/// fit when this fails. L2C's base sits at the probes' floor (0.4) since session 16's sector
-/// fetches added to parser's bus time, and its solo time is then 0.65 % long: within 1.5 %.
+/// fit when this fails. A probe whose base the fit left at its floor (0.4) may be up to 1.5 %
+/// off: L2C since session 16's sector reads added to parser's bus time (0.65 % long).
 #[test]
 fn v2_solo_times_match_masa() {
     let cat = Catalog::builtin();
@@ -188,9 +188,17 @@ fn v2_solo_times_match_masa() {
         let instr = cat.program(program).unwrap().instructions() as f64;
         let ghz = cat.machine("masa-2x2ht").unwrap().freq_ghz;
         let got = instr * cpi / (ghz * 1e9);
+        // A base the fit left at its floor (0.4) cannot shorten the solo time further.
+        let base = cat.program(program).unwrap().phases[0]
+            .profile
+            .v2
+            .as_ref()
+            .unwrap()
+            .base_cpi;
+        let at_floor = (base - 0.4).abs() < 1e-9;
         assert!(
-            (got / want - 1.0).abs() < if program == "L2C" { 0.015 } else { 0.005 },
-            "{program}: solo {got:.1} s, MASA {want} s"
+            (got / want - 1.0).abs() < 0.005 || (at_floor && (got / want - 1.0).abs() < 0.015),
+            "{program}: solo {got:.1} s, MASA {want} s (base at its floor: {at_floor})"
         );
     }
 }
@@ -214,10 +222,8 @@ fn v2_solo_cpis_match_the_measured_xeon() {
 }
 
 /// The programs v2's fit split by their clock speed-up (`paper::CLOCK_SCALING_SPLITS`) run at
-/// that speed-up from `p4-1300` to `p4-1700`, within 0.5 %, but for art, whose misses are at
-/// their largest (every access missing below its knee) and still short of the hardware's
-/// memory time: its speed-up stays above the published one, as the fit prints. Re-run
-/// `calibrate_v2 -- --fit` when this fails.
+/// that speed-up from `p4-1300` to `p4-1700`, within 0.5 %. Re-run `calibrate_v2 -- --fit` when
+/// this fails.
 #[test]
 fn v2_split_programs_run_at_their_clock_speedups() {
     use counterpoint_experiment::paper;
@@ -228,27 +234,10 @@ fn v2_split_programs_run_at_their_clock_speedups() {
             .value();
         let t = |m: &str| v2_solo_cpi(&cat, m, p) / cat.machine(m).unwrap().freq_ghz;
         let got = t("p4-1300") / t("p4-1700");
-        if p == "art" {
-            let prof = cat.program(p).unwrap();
-            let top = prof.phases[0]
-                .profile
-                .v2
-                .as_ref()
-                .unwrap()
-                .miss_curve
-                .knee_total();
-            let top = top.expect("art has a knee curve");
-            assert!(
-                (top - 1.0).abs() < 1e-3,
-                "art's misses at {top}, not their bound"
-            );
-            assert!(got > want, "art {got:.4} against {want:.4}");
-        } else {
-            assert!(
-                (got / want - 1.0).abs() < 0.005,
-                "{p}: {got:.4} against {want:.4}"
-            );
-        }
+        assert!(
+            (got / want - 1.0).abs() < 0.005,
+            "{p}: {got:.4} against {want:.4}"
+        );
     }
 }
 

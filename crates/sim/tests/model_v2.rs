@@ -360,6 +360,10 @@ proptest! {
         prop_assert!(lines(s2, read) <= lines(s1, read) + 1e-12);
         prop_assert!((lines(1.0, read) - own).abs() < 1e-12);
         prop_assert!((lines(s1, 1.0) - own).abs() < 1e-12);
+        // Exactly the unused share of the sector's other lines.
+        let want = own + (read - 1.0) * (1.0 - s1);
+        prop_assert!((lines(s1, read) - want).abs() < 1e-12);
+        prop_assert!((lines(0.0, 2.0) - (own + 1.0)).abs() < 1e-12);
     }
 
     /// Snoop traffic never lowers a socket's latency, grows it as another socket moves more,
@@ -650,10 +654,43 @@ fn netburst_reads_move_the_whole_sector() {
     let (sector, mpi_sector) = run(2.0);
     let (single, mpi_single) = run(1.0);
     assert!((sector - v.lines_per_miss(&phys)).abs() < 1e-3, "{sector}");
+    // art: a fifth of its misses in streams, 0.15 of its victims dirty.
+    assert!((sector - (1.0 + 0.8 + 0.15)).abs() < 1e-3, "{sector}");
     assert!(
         (single - (1.0 + v.writeback_fraction)).abs() < 1e-3,
         "{single}"
     );
     assert!(sector > single + 0.5, "{sector} vs {single}");
     assert!((mpi_sector / mpi_single - 1.0).abs() < 1e-3);
+}
+
+/// Every NetBurst machine of the catalog reads a two-line sector; no other machine does.
+#[test]
+fn only_netburst_machines_read_sectors() {
+    let cat = Catalog::builtin();
+    let netburst = [
+        "zhang-smp",
+        "xeon-2800",
+        "xeon-3460",
+        "masa-2x2ht",
+        "masa-2x1",
+        "p4-1300",
+        "p4-1700",
+    ];
+    let names = cat.machine_names();
+    for n in netburst {
+        assert!(names.iter().any(|m| m == n), "no machine {n}");
+    }
+    for name in names {
+        let m = cat.machine(&name).unwrap();
+        let want = if netburst.contains(&name.as_str()) {
+            2.0
+        } else {
+            1.0
+        };
+        assert_eq!(m.v2.lines_per_read, want, "{name}");
+        if want == 2.0 {
+            assert_eq!(m.v2.prefetch_depth_lines, 4.0, "{name}: 256 bytes ahead");
+        }
+    }
 }

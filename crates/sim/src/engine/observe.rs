@@ -88,19 +88,24 @@ impl Simulation {
     }
 }
 
+/// Last-value statistics of a slice. The bus utilization counts the lines the task moved over
+/// the bus (`mem_transactions`: fills, write-backs and, on NetBurst, the sector's second line),
+/// what a bus counter sees, not its LLC misses; the two are equal under v1.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn slice_stats(
     task: TaskId,
     instr: f64,
     cycles: f64,
     misses: f64,
+    bus_lines: f64,
     fp: f64,
     ns: u64,
-    peak_tps: f64,
+    peak_lines_per_s: f64,
 ) -> TaskStats {
     TaskStats {
         task,
         ipc: if cycles > 0.0 { instr / cycles } else { 0.0 },
-        bus_utilization: (misses / (ns as f64 * 1e-9)) / peak_tps,
+        bus_utilization: (bus_lines / (ns as f64 * 1e-9)) / peak_lines_per_s,
         llc_mpki: if instr > 0.0 {
             misses * 1000.0 / instr
         } else {

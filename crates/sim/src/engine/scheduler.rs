@@ -94,6 +94,7 @@ impl Simulation {
         let d_instr = task.c.instructions - task.slice_start.instructions;
         let d_cyc = task.c.cycles - task.slice_start.cycles;
         let d_miss = task.c.llc_misses - task.slice_start.llc_misses;
+        let d_lines = task.c.mem_transactions - task.slice_start.mem_transactions;
         let d_fp = task.c.fp_ops - task.slice_start.fp_ops;
         let d_ns = now.saturating_sub(task.slice_start_ns);
         if d_cyc > 0.0 && d_ns > 0 {
@@ -102,6 +103,7 @@ impl Simulation {
                 d_instr,
                 d_cyc,
                 d_miss,
+                d_lines,
                 d_fp,
                 d_ns,
                 self.spec.bus_bandwidth_gb_per_s() * 1e9 / self.spec.line_bytes as f64,
@@ -253,6 +255,7 @@ impl Simulation {
                 task.c.instructions - task.slice_start.instructions,
                 d_cyc,
                 task.c.llc_misses - task.slice_start.llc_misses,
+                task.c.mem_transactions - task.slice_start.mem_transactions,
                 task.c.fp_ops - task.slice_start.fp_ops,
                 d_ns,
                 self.spec.bus_bandwidth_gb_per_s() * 1e9 / self.spec.line_bytes as f64,

@@ -33,6 +33,18 @@ fn victim_mpi(sc: &Scenario) -> f64 {
     (b.llc_misses - a.llc_misses) / (b.instructions - a.instructions)
 }
 
+/// `program` pinned alone on `zhang-smp` of `cat` under v2: its counters after `half_ns` and
+/// after twice that (the second half is the steady state, with the cache warm).
+fn steady_window(cat: &Catalog, program: &str, half_ns: u64) -> (Counters, Counters) {
+    let ms = 2 * half_ns / 1_000_000;
+    let sc = v2_scenario("zhang-smp", cat, &[(program, Some(0))], ms);
+    let mut sim = Simulation::new(&sc, 1).unwrap();
+    sim.advance_quiet(half_ns, None);
+    let a = *sim.counters(0).unwrap();
+    sim.advance_quiet(half_ns, None);
+    (a, *sim.counters(0).unwrap())
+}
+
 /// `program` with its v2 LLC access rate scaled by `k` (more cache pressure per instruction).
 fn pressured(cat: &Catalog, program: &str, k: f64) -> Program {
     let mut p = cat.program(program).unwrap();
@@ -160,13 +172,8 @@ fn ipc_moves_without_bus_use() {
         let mut m = cat.machine("zhang-smp").unwrap();
         m.v2.branch_penalty_cycles = penalty;
         cat.set_machine(m);
-        let sc = v2_scenario("zhang-smp", &cat, &[("parser", Some(0))], 1000);
         // Steady state: the second half, with the cache warm.
-        let mut sim = Simulation::new(&sc, 1).unwrap();
-        sim.advance_quiet(500_000_000, None);
-        let a = *sim.counters(0).unwrap();
-        sim.advance_quiet(500_000_000, None);
-        let b = *sim.counters(0).unwrap();
+        let (a, b) = steady_window(&cat, "parser", 500_000_000);
         let instr = b.instructions - a.instructions;
         (
             instr / (b.cycles - a.cycles),
@@ -631,12 +638,7 @@ fn netburst_reads_move_the_whole_sector() {
         let mut m = cat.machine("zhang-smp").unwrap();
         m.v2.lines_per_read = read;
         cat.set_machine(m);
-        let sc = v2_scenario("zhang-smp", &cat, &[("art", Some(0))], 2000);
-        let mut sim = Simulation::new(&sc, 1).unwrap();
-        sim.advance_quiet(1_000_000_000, None);
-        let a = *sim.counters(0).unwrap();
-        sim.advance_quiet(1_000_000_000, None);
-        let b = *sim.counters(0).unwrap();
+        let (a, b) = steady_window(&cat, "art", 1_000_000_000);
         let misses = b.llc_misses - a.llc_misses;
         (
             (b.mem_transactions - a.mem_transactions) / misses,

@@ -173,9 +173,10 @@ pub const XEON3460_SOLO: &[(&str, u32, u64, u64)] = &[
 ];
 /// The programs whose estimated stalls (docs/sim-catalog.md) cannot give the CPI measured alone
 /// on the 2.8 GHz Xeon ([`XEON2800_SOLO`]) with `base_cpi` in its range and the FP latency at
-/// most its estimate (too many stalls for each): the v2 fit splits their CPI into core and memory time with their clock speed-up, which is then a
-/// calibration target; every other program's speed-up stays a prediction. `calibrate_v2 --
-/// --fit` stops if this list is not exactly those programs.
+/// most its estimate (too many stalls for each; art was here for too few until session 16's
+/// sector reads): the v2 fit splits their CPI into core and memory time with their clock
+/// speed-up, which is then a calibration target; every other program's speed-up stays a
+/// prediction. `calibrate_v2 -- --fit` stops if this list is not exactly those programs.
 pub const CLOCK_SCALING_SPLITS: [&str; 5] = ["wupwise", "swim", "mcf", "mgrid", "lucas"];
 const TIAN: &str = "Tian, Jiang, Shen & Mao, \"Optimal Co-Scheduling to Minimize Makespan on Chip Multiprocessors\", JSSPP 2012 (LNCS 7698), Table 1";
 /// Co-run degradation of SPEC CPU2000 programs on a Xeon 5150 at 2.66 GHz (two cores sharing a

@@ -360,9 +360,9 @@ impl MachineSpec {
                 return Err(format!("{n} must be a non-negative number, got {v}"));
             }
         }
-        if !(self.v2.lines_per_read.is_finite() && self.v2.lines_per_read >= 1.0) {
+        if !(self.v2.lines_per_read.is_finite() && (1.0..=16.0).contains(&self.v2.lines_per_read)) {
             return Err(format!(
-                "v2.lines_per_read must be at least 1 (the missed line itself), got {}",
+                "v2.lines_per_read must be between 1 (the missed line itself) and 16, got {}",
                 self.v2.lines_per_read
             ));
         }
@@ -1013,5 +1013,19 @@ mod tests {
             ..m
         };
         assert!(m.validate().unwrap_err().contains("rho_cap"));
+        for bad in [0.5, 17.0, f64::NAN] {
+            let m = MachineSpec {
+                rho_cap: 0.95,
+                v2: PhysicsV2 {
+                    lines_per_read: bad,
+                    ..PhysicsV2::default()
+                },
+                ..m.clone()
+            };
+            assert!(
+                m.validate().unwrap_err().contains("v2.lines_per_read"),
+                "{bad}"
+            );
+        }
     }
 }

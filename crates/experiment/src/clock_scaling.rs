@@ -198,9 +198,8 @@ pub fn run(
             format!(
                 "v2's fit reads the speed-ups of {} (their estimated stalls cannot give the CPI \
                  measured alone on a 2.8 GHz Xeon, and these speed-ups split it: \
-                 docs/calibration.md): they are calibrated here, and art's is not met (its misses \
-                 at their bound, every access missing below its knee); every other figure is a \
-                 prediction.",
+                 docs/calibration.md): they are calibrated here; every other figure is a \
+                 prediction (art's among them since session 16's sector reads).",
                 paper::CLOCK_SCALING_SPLITS.join(", ")
             )
         } else {

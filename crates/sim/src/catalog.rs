@@ -63,8 +63,8 @@ const SPEC: &[SpecRow] = &[
 /// without prefetching (pointer chasing about 1.2, independent array loads 1.5-3); the
 /// machine's prefetcher adds to it for the stream share of the misses
 /// (`ProfileV2::effective_mlp`). These are the estimates (`base_cpi`: the value before session
-/// 15, MASA's fitted one for gzip, mesa and parser); [`SPEC_V2_FIT`] then sets every program's
-/// core CPI from its measured CPI.
+/// 15, MASA's fitted one of session 14 for gzip, mesa and parser); [`SPEC_V2_FIT`] then sets
+/// every program's core CPI from its measured CPI.
 type SpecV2Row = (
     &'static str,
     f64,
@@ -762,7 +762,7 @@ fn c_machine_core2(name: &str, ghz: f64, latency_ns: f64, sustained_gb_per_s: f6
             row_conflict_loss: 0.0,
             background_tick_share: BACKGROUND_TICK_SHARE,
             // Core Solo/Duo class prefetchers: 16 forward streams (Intel IA-32 optimization
-            // manual, 2006); depth as NetBurst's two lines, est.
+            // manual, 2006); depth two lines, est.
             prefetch_streams: 16.0,
             prefetch_depth_lines: 2.0,
             // One shared bus: every snoop is that bus's own transaction, already queued.

@@ -323,9 +323,9 @@ fn set_v2_smt(cat: &mut Catalog, s: SmtSpec) {
     }
 }
 
-/// Range of a derived `base_cpi`: NetBurst retires at most three uops a cycle, about 0.4 CPI
-/// for x86 code of 1.2-1.4 uops per instruction (est); 3 is far above any program's.
-const BASE_CPI_RANGE: (f64, f64) = (0.4, 3.0);
+/// Range of a derived `base_cpi`: from NetBurst's issue-width floor
+/// (`catalog::NETBURST_BASE_CPI_FLOOR`); 3 is far above any program's.
+const BASE_CPI_RANGE: (f64, f64) = (catalog::NETBURST_BASE_CPI_FLOOR, 3.0);
 /// A `base_cpi` above this is flagged: time the modelled stalls (branches, FP latency, L2
 /// hits, memory) do not explain, whether slow code (gcc's x87 output) or stalls not modelled.
 const BASE_CPI_PLAUSIBLE: f64 = 1.5;

@@ -110,6 +110,10 @@ const SPEC_V2: &[SpecV2Row] = &[
 /// estimated FP dependency latency gives way first; where even that cannot give the measured
 /// CPI (`paper::CLOCK_SCALING_SPLITS`), the miss curve is scaled to the program's 1.3 -> 1.7 GHz
 /// speed-up on the Pentium 4 as well.
+/// The lowest `base_cpi` the v2 fit gives a NetBurst program: the core retires at most three
+/// uops a cycle, about 0.4 CPI for x86 code of 1.2-1.4 uops per instruction (est). Shared by
+/// `calibrate_v2` and the tests that check its results.
+pub const NETBURST_BASE_CPI_FLOOR: f64 = 0.4;
 // Fitted numbers: one may fall near a constant such as pi/3 by chance (lucas's base).
 #[allow(clippy::approx_constant)]
 #[rustfmt::skip]

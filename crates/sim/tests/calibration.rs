@@ -195,7 +195,7 @@ fn v2_solo_times_match_masa() {
             .as_ref()
             .unwrap()
             .base_cpi;
-        let at_floor = (base - 0.4).abs() < 1e-9;
+        let at_floor = (base - counterpoint_sim::catalog::NETBURST_BASE_CPI_FLOOR).abs() < 1e-9;
         assert!(
             (got / want - 1.0).abs() < 0.005 || (at_floor && (got / want - 1.0).abs() < 0.015),
             "{program}: solo {got:.1} s, MASA {want} s (base at its floor: {at_floor})"
@@ -258,7 +258,8 @@ fn v2_fitted_profiles_are_physical() {
             .v2
             .clone()
             .unwrap();
-        assert!(base >= 0.4 - 1e-9 && v.base_cpi == base, "{name}");
+        let floor = counterpoint_sim::catalog::NETBURST_BASE_CPI_FLOOR;
+        assert!(base >= floor - 1e-9 && v.base_cpi == base, "{name}");
         assert!((0.0..=1.0).contains(&fp_share), "{name}");
         assert!(v.fp_dep_cycles <= est.fp_dep_cycles, "{name}");
         assert!(miss_scale > 0.0, "{name}");

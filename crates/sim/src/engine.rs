@@ -99,6 +99,9 @@ struct Prof {
     saturation_bytes: f64,
     /// Bus line transfers per LLC miss: the fill plus, under v2, the dirty line it evicts.
     lines_per_miss: f64,
+    /// Bytes of cache one miss fills: a line, or on a sectored LLC under v2 the line and
+    /// the part of its sector the program leaves unused (`ProfileV2::sector_footprint`).
+    fill_line_bytes: f64,
     /// v2: lines per instruction devices move on the task's behalf (DMA): bus load only.
     dma_lpi: f64,
     /// The curve as knees with a whole-number sharpness, evaluated with `powi` (see
@@ -291,21 +294,32 @@ impl Prof {
         if let (Model::V2, Some(v)) = (spec.model, &p.v2) {
             // v2: the core CPI and the memory overlap are pure functions of the profile and
             // the machine's physics (spec.rs: `ProfileV2::core_cpi`, `effective_mlp`).
+            // On a sectored LLC the program's data takes `k` bytes of cache per byte: its
+            // curve, occupancy and fills are all in bytes of cache (spec.rs,
+            // `ProfileV2::sector_footprint`).
+            let k = v.sector_footprint(&spec.v2);
+            let curve = if k == 1.0 {
+                v.miss_curve.clone()
+            } else {
+                v.miss_curve.stretched(k)
+            };
+            let fill_line_bytes = spec.line_bytes as f64 * k;
             return Self {
                 cpi_core: v.core_cpi(p.fp_fraction, &spec.v2),
                 api: v.llc_apki / 1000.0,
                 api_per_mlp: v.llc_apki / 1000.0 / v.effective_mlp(&spec.v2),
-                saturation_bytes: saturation_of(&v.miss_curve),
-                curve: v.miss_curve.clone(),
+                saturation_bytes: saturation_of(&curve),
                 fp: p.fp_fraction,
                 lines_per_miss: v.lines_per_miss(&spec.v2),
+                fill_line_bytes,
                 dma_lpi: v.dma_lines_pki / 1000.0,
-                knees: FastKnees::of(&v.miss_curve),
+                knees: FastKnees::of(&curve),
                 fill: FillTable::new(
-                    |c| v.miss_curve.miss_ratio(c),
-                    spec.line_bytes as f64,
+                    |c| curve.miss_ratio(c),
+                    fill_line_bytes,
                     spec.llc_bytes as f64,
                 ),
+                curve,
             };
         }
         Self {
@@ -316,6 +330,7 @@ impl Prof {
             curve: p.miss_curve.clone(),
             fp: p.fp_fraction,
             lines_per_miss: 1.0,
+            fill_line_bytes: spec.line_bytes as f64,
             dma_lpi: 0.0,
             knees: FastKnees::of(&p.miss_curve),
             fill: FillTable::new(

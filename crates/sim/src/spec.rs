@@ -113,6 +113,15 @@ pub struct PhysicsV2 {
     /// switched off on part of the runs); a machine file that leaves it out gets 1.
     #[serde(default = "one_line")]
     pub lines_per_read: f64,
+    /// Whether the LLC keeps one tag per sector (the `lines_per_read` lines a read fetches):
+    /// NetBurst's L2 allocates a 128-byte frame, two 64-byte lines under one tag, on every
+    /// miss ([IA32opt] §1: "the adjacent cache line within an 128-byte sector"; 128-byte L2
+    /// lines in the Pentium 4 descriptions), so a frame whose second line the program never
+    /// uses holds half its bytes' worth of the program's data. A program's working sets then
+    /// take `ProfileV2::sector_footprint` times their bytes of cache. Off (the default, and
+    /// every non-NetBurst machine) the cache holds lines.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sectored_llc: bool,
     /// SMT sharing refitted for v2's core CPIs (`calibrate_v2 -- --fit`, on MASA's pinned
     /// tables); `None` keeps the machine's `smt` (v1's fit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -156,6 +165,9 @@ fn prefetch_depth() -> f64 {
 fn one_line() -> f64 {
     1.0
 }
+fn is_false(b: &bool) -> bool {
+    !*b
+}
 
 impl Default for PhysicsV2 {
     fn default() -> Self {
@@ -169,6 +181,7 @@ impl Default for PhysicsV2 {
             prefetch_depth_lines: prefetch_depth(),
             snoop_bytes_per_line: 0.0,
             lines_per_read: one_line(),
+            sectored_llc: false,
             smt: None,
             llc_sharing: LlcSharing::Foa,
         }
@@ -464,6 +477,36 @@ impl MissCurve {
             },
         }
     }
+    /// The curve with every capacity multiplied by `k` (`m'(c) = m(c / k)`): the same
+    /// program on a cache where each byte of its data takes `k` bytes (a sectored cache,
+    /// `ProfileV2::sector_footprint`). `k` must be positive; 1 returns the curve unchanged.
+    pub fn stretched(&self, k: f64) -> MissCurve {
+        match self {
+            MissCurve::PowerLaw {
+                m_ref,
+                c_ref_bytes,
+                alpha,
+                m_min,
+            } => MissCurve::PowerLaw {
+                m_ref: *m_ref,
+                c_ref_bytes: c_ref_bytes * k,
+                alpha: *alpha,
+                m_min: *m_min,
+            },
+            MissCurve::Table { points } => MissCurve::Table {
+                points: points.iter().map(|&(c, m)| (c * k, m)).collect(),
+            },
+            MissCurve::Knees {
+                floor,
+                sets,
+                sharpness,
+            } => MissCurve::Knees {
+                floor: *floor,
+                sets: sets.iter().map(|&(w, f)| (w * k, f)).collect(),
+                sharpness: *sharpness,
+            },
+        }
+    }
     /// Miss ratio with `capacity_bytes` of cache.
     #[inline]
     pub fn miss_ratio(&self, capacity_bytes: f64) -> f64 {
@@ -689,8 +732,26 @@ impl ProfileV2 {
     /// sector's other lines where nothing uses them (the non-stream share: a stream's next
     /// line is its next miss, already counted), and the dirty victim written back.
     pub fn lines_per_miss(&self, phys: &PhysicsV2) -> f64 {
-        let wasted = (phys.lines_per_read - 1.0).max(0.0) * (1.0 - self.stream_fraction);
-        1.0 + wasted + self.writeback_fraction
+        self.lines_per_read_miss(phys) + self.writeback_fraction
+    }
+    /// Lines one read miss brings in: the missed line and the sector's other lines where no
+    /// stream uses them (the stream share standing for spatial locality is an estimate).
+    fn lines_per_read_miss(&self, phys: &PhysicsV2) -> f64 {
+        1.0 + (phys.lines_per_read - 1.0).max(0.0) * (1.0 - self.stream_fraction)
+    }
+    /// Bytes of cache each byte of the program's data takes on a machine with `phys`: 1 on a
+    /// cache of lines; on a sectored LLC (`PhysicsV2::sectored_llc`) the lines per frame the
+    /// program's reads fill, `1 + (lines_per_read - 1)(1 - stream_fraction)`: a stream fills
+    /// a frame with its own lines, any other miss holds a frame for one line. It is the read
+    /// part of [`Self::lines_per_miss`]: the lines the bus brings in are the lines the cache
+    /// holds. The engine stretches the miss curve by it (`MissCurve::stretched`) and counts
+    /// that many lines of occupancy per miss.
+    pub fn sector_footprint(&self, phys: &PhysicsV2) -> f64 {
+        if phys.sectored_llc {
+            self.lines_per_read_miss(phys)
+        } else {
+            1.0
+        }
     }
     /// Check the parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
@@ -933,6 +994,65 @@ mod tests {
             }
         }
         assert_eq!(table.scaled(2.0).miss_ratio(0.0), 1.0);
+    }
+
+    /// `stretched(k)` moves every capacity by `k` and nothing else: `m'(k c) = m(c)` for the
+    /// three shapes, and `k = 1` is the curve itself.
+    #[test]
+    fn stretched_curves_move_capacities_only() {
+        let knees = MissCurve::Knees {
+            floor: 0.02,
+            sets: vec![(256.0 * 1024.0, 0.12), (1536.0 * 1024.0, 0.10)],
+            sharpness: 3.0,
+        };
+        let table = MissCurve::Table {
+            points: vec![(0.0, 1.0), (65536.0, 0.5), (1048576.0, 0.1)],
+        };
+        let power = MissCurve::PowerLaw {
+            m_ref: 0.3,
+            c_ref_bytes: 524288.0,
+            alpha: 0.5,
+            m_min: 0.05,
+        };
+        for curve in [knees, table, power] {
+            assert_eq!(curve.stretched(1.0), curve);
+            for k in [1.05, 1.5, 1.9, 2.0] {
+                let s = curve.stretched(k);
+                for c in [1000.0, 100e3, 400e3, 1.1e6, 5e6] {
+                    let (a, b) = (curve.miss_ratio(c), s.miss_ratio(k * c));
+                    assert!(
+                        (a - b).abs() <= 1e-12 * a.max(1e-300),
+                        "{curve:?} k {k} c {c}"
+                    );
+                    assert!(s.miss_ratio(c) >= a, "a stretched curve never misses less");
+                }
+            }
+        }
+    }
+
+    /// Without sectored tags a program's data takes its own bytes of cache; with them, the
+    /// read part of its bus lines per miss.
+    #[test]
+    fn sector_footprint_is_the_read_part_of_the_lines_per_miss() {
+        let mut phys = PhysicsV2 {
+            lines_per_read: 2.0,
+            ..PhysicsV2::default()
+        };
+        let v = crate::catalog::Catalog::builtin()
+            .program("parser")
+            .unwrap()
+            .phases[0]
+            .profile
+            .v2
+            .clone()
+            .unwrap();
+        assert_eq!(v.sector_footprint(&phys), 1.0);
+        phys.sectored_llc = true;
+        let k = v.sector_footprint(&phys);
+        assert!((k - (2.0 - v.stream_fraction)).abs() < 1e-15, "{k}");
+        assert!((v.lines_per_miss(&phys) - k - v.writeback_fraction).abs() < 1e-15);
+        phys.lines_per_read = 1.0;
+        assert_eq!(v.sector_footprint(&phys), 1.0);
     }
 
     #[test]

@@ -666,6 +666,53 @@ fn netburst_reads_move_the_whole_sector() {
     assert!((mpi_sector / mpi_single - 1.0).abs() < 1e-3);
 }
 
+/// A sectored LLC (one tag per two-line sector, opt-in) holds a scattered program's data at
+/// half density: parser alone on `zhang-smp` (a tenth of its misses in streams) misses at its
+/// curve's ratio for `1 MB / 1.9` of cache once warm, and the bus still moves the lines
+/// `lines_per_miss` says per miss. Off (every catalog machine) it misses at the 1 MB ratio.
+#[test]
+fn a_sectored_llc_holds_scattered_data_at_half_density() {
+    let run = |sectored: bool| {
+        let mut cat = Catalog::builtin();
+        let mut m = cat.machine("zhang-smp").unwrap();
+        assert!(!m.v2.sectored_llc, "the catalog leaves sector capacity out");
+        m.v2.sectored_llc = sectored;
+        cat.set_machine(m);
+        let (a, b) = steady_window(&cat, "parser", 2_000_000_000);
+        let refs = b.llc_references - a.llc_references;
+        let misses = b.llc_misses - a.llc_misses;
+        (
+            misses / refs,
+            (b.mem_transactions - a.mem_transactions) / misses,
+        )
+    };
+    let cat = Catalog::builtin();
+    let mut phys = cat.machine("zhang-smp").unwrap().v2;
+    let llc = cat.machine("zhang-smp").unwrap().llc_bytes as f64;
+    let v = cat.program("parser").unwrap().phases[0]
+        .profile
+        .v2
+        .clone()
+        .unwrap();
+    assert_eq!(v.sector_footprint(&phys), 1.0);
+    phys.sectored_llc = true;
+    let k = v.sector_footprint(&phys);
+    assert!((k - 1.9).abs() < 1e-12, "{k}");
+    let (m_off, lines_off) = run(false);
+    let (m_on, lines_on) = run(true);
+    let want_off = v.miss_curve.miss_ratio(llc);
+    let want_on = v.miss_curve.miss_ratio(llc / k);
+    assert!(
+        (m_off / want_off - 1.0).abs() < 1e-3,
+        "{m_off} vs {want_off}"
+    );
+    assert!((m_on / want_on - 1.0).abs() < 1e-3, "{m_on} vs {want_on}");
+    assert!(m_on > 1.2 * m_off, "{m_on} vs {m_off}");
+    for l in [lines_off, lines_on] {
+        assert!((l - v.lines_per_miss(&phys)).abs() < 1e-3, "{l}");
+    }
+}
+
 /// Every NetBurst machine of the catalog reads a two-line sector; no other machine does.
 #[test]
 fn only_netburst_machines_read_sectors() {

@@ -580,13 +580,12 @@ impl Simulation {
     /// cache's eviction time `T`, the bytes its fill curve reaches after `r T` accesses,
     /// `A^-1(r T)` (`FillTable`: the footprint is the inverse of the fill curve); `T` is where
     /// those sum to the capacity. The sum is concave and increasing in `T` (each `A^-1` is:
-    /// its slope is `line x m`, and `m` falls with the bytes held), so Newton's method
-    /// converges monotonically from any point left of the root. The last `T` may lie right of
-    /// it; a step that would go below `T_cold = capacity / (line x total rate)` stops there
-    /// instead, and `T_cold` is always left of the root (no slope exceeds `line x total
-    /// rate`, since `m <= 1`). Writes `scratch_share`.
+    /// its slope is `fill x m`, `fill` the bytes of cache a miss fills, and `m` falls with
+    /// the bytes held), so Newton's method converges monotonically from any point left of the
+    /// root. The last `T` may lie right of it; a step that would go below `T_cold = capacity
+    /// / sum(fill x rate)` stops there instead, and `T_cold` is always left of the root (no
+    /// slope exceeds that sum, since `m <= 1`). Writes `scratch_share`.
     fn footprint_shares(&mut self, run: &[(u32, u32)]) {
-        let line = self.spec.line_bytes as f64;
         for (i, &(c0, _)) in run.iter().enumerate() {
             let d = self.cpus[c0 as usize].domain;
             if run[..i]
@@ -613,8 +612,16 @@ impl Simulation {
                 }
                 continue;
             }
-            // From the last eviction time, or as if every access missed.
-            let t_cold = cap / (line * total);
+            // From the last eviction time, or as if every access missed (each miss filling
+            // its task's bytes of cache).
+            let fill_rate: f64 = run
+                .iter()
+                .filter(|&&(c, _)| in_d(self, c))
+                .map(|&(c, prof)| {
+                    self.scratch_rate[c as usize] * self.profs[prof as usize].fill_line_bytes
+                })
+                .sum();
+            let t_cold = cap / fill_rate;
             let mut t = self.domains[d].eviction_cycles;
             if !(t > 0.0 && t.is_finite()) {
                 t = t_cold;

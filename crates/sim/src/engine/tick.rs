@@ -37,7 +37,6 @@ impl Simulation {
             self.dirty = self.dirty_bus.iter().any(|&d| d);
             self.light = self.light_bus.iter().any(|&l| l) || self.latency_bus.iter().any(|&l| l);
         }
-        let line = self.spec.line_bytes as f64;
         let tick_ns = self.tick_ns;
         let cyc = self.cycles_per_tick;
         for d in 0..self.domains.len() {
@@ -131,7 +130,7 @@ impl Simulation {
                 // Within one phase a warming task's misses follow its fill curve, so they do
                 // not depend on how many instructions a tick holds (`FillTable`). A tick that
                 // crosses a phase keeps the miss ratio of its start (the bus is re-solved).
-                misses = p.warm_misses(t.occ, target, refs, line, &mut t.fill_k);
+                misses = p.warm_misses(t.occ, target, refs, p.fill_line_bytes, &mut t.fill_k);
                 transfers = misses * p.lines_per_miss;
             }
             let used_cycles = if t.state == State::Done {
@@ -153,7 +152,7 @@ impl Simulation {
             };
             t.c.task_clock_ns += used_ns;
             // Warm-up: misses bring lines in until the task holds its share (or all it can use).
-            let fill = (misses - misses_before_new) * line;
+            let fill = (misses - misses_before_new) * p.fill_line_bytes;
             if t.full {
                 // A full task follows its share (the solve assumed so): down at once, up by what
                 // this tick's misses brought in. A share that grew by more than that (a co-runner
@@ -204,7 +203,7 @@ impl Simulation {
                         // whole tick of fills at its target's miss ratio, though this tick's
                         // fill was only the rest of the warm-up. (A share that then grows past
                         // occupancy plus headroom is the guard's case above.)
-                        t.fill_bytes = fill.max(refs * p.miss_ratio(target) * line);
+                        t.fill_bytes = fill.max(refs * p.miss_ratio(target) * p.fill_line_bytes);
                     }
                     if v2_fast {
                         if t.occ >= target {

@@ -1030,6 +1030,28 @@ mod tests {
         }
     }
 
+    /// `sectored_llc` is read from a machine's `v2` table, defaults to off, and is left out
+    /// of a serialized machine that has it off (so machines written before it read the same).
+    #[test]
+    fn sectored_llc_reads_and_defaults_off() {
+        let m = crate::catalog::Catalog::builtin()
+            .machine("zhang-smp")
+            .unwrap();
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(!json.contains("sectored_llc"), "{json}");
+        let back: MachineSpec = serde_json::from_str(&json).unwrap();
+        assert!(!back.v2.sectored_llc);
+        let on = json.replacen(
+            "\"lines_per_read\":",
+            "\"sectored_llc\":true,\"lines_per_read\":",
+            1,
+        );
+        assert_ne!(on, json);
+        let back: MachineSpec = serde_json::from_str(&on).unwrap();
+        assert!(back.v2.sectored_llc);
+        assert_eq!(back.v2.lines_per_read, 2.0);
+    }
+
     /// Without sectored tags a program's data takes its own bytes of cache; with them, the
     /// read part of its bus lines per miss.
     #[test]

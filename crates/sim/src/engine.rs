@@ -1389,4 +1389,68 @@ mod cold_start_tests {
             );
         }
     }
+    /// On a sectored LLC a warming task's occupancy follows its stretched fill curve, tick by
+    /// tick, and every miss fills `k` lines of it: parser alone on `zhang-smp` with
+    /// `sectored_llc` on (`k` 1.9), from cold until it holds its share. Each tick's new
+    /// occupancy is `A^-1(A(o) + accesses)` of the fill table built with `k` lines a miss,
+    /// its misses are that growth over `k` lines, and the headroom the tick that fills it
+    /// leaves (`fill_bytes`) covers a tick of misses at the full miss ratio, `k` lines each.
+    #[test]
+    fn a_sectored_warm_up_fills_k_lines_a_miss() {
+        let mut cat = Catalog::builtin();
+        let mut m = cat.machine("zhang-smp").unwrap();
+        m.v2.sectored_llc = true;
+        cat.set_machine(m.clone());
+        let sc = Scenario::builder(&cat, "zhang-smp")
+            .unwrap()
+            .model(Model::V2)
+            .duration_ms(2000)
+            .task("parser", Some(CpuSet::single(0)))
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut sim = Simulation::new(&sc, 1).unwrap();
+        let line = m.line_bytes as f64;
+        let (mut ticks, mut filled) = (0, false);
+        while !filled && ticks < 2000 {
+            let (o0, m0, r0) = {
+                let t = &sim.tasks[0];
+                (t.occ, t.c.llc_misses, t.c.llc_references)
+            };
+            sim.advance_quiet(sim.tick_ns(), None);
+            ticks += 1;
+            let t = &sim.tasks[0];
+            let p = &sim.profs[t.prof as usize];
+            let k = p.fill_line_bytes / line;
+            assert!((k - 1.9).abs() < 1e-12, "{k}");
+            let (dm, dr) = (t.c.llc_misses - m0, t.c.llc_references - r0);
+            let grown = t.occ - o0;
+            if t.full {
+                // The tick that fills it stops at its target; the rest of its misses refill.
+                assert!(
+                    grown <= dm * k * line * (1.0 + 1e-9),
+                    "tick {ticks}: grew {grown} bytes from {dm} misses"
+                );
+                filled = true;
+                let m_full = p.miss_ratio(t.occ);
+                assert!(
+                    t.fill_bytes >= dr * m_full * k * line * (1.0 - 1e-12),
+                    "headroom {} for {dr} accesses at {m_full}",
+                    t.fill_bytes
+                );
+            } else {
+                assert!(
+                    (grown - dm * k * line).abs() <= 1e-9 * grown.max(line),
+                    "tick {ticks}: grew {grown} bytes from {dm} misses"
+                );
+                let want = p.fill.occ_at(p.fill.acc_at(o0, &mut 0) + dr, &mut 0);
+                assert!(
+                    (t.occ - want).abs() <= 1e-9 * want,
+                    "tick {ticks}: holds {} where the fill curve gives {want}",
+                    t.occ
+                );
+            }
+        }
+        assert!(filled && ticks > 2, "parser warmed up in {ticks} ticks");
+    }
 }

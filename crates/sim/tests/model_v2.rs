@@ -713,7 +713,8 @@ fn a_sectored_llc_holds_scattered_data_at_half_density() {
     }
 }
 
-/// Every NetBurst machine of the catalog reads a two-line sector; no other machine does.
+/// Every NetBurst machine of the catalog reads a two-line sector; no other machine does; none
+/// counts sectors as capacity.
 #[test]
 fn only_netburst_machines_read_sectors() {
     let cat = Catalog::builtin();
@@ -738,6 +739,11 @@ fn only_netburst_machines_read_sectors() {
             1.0
         };
         assert_eq!(m.v2.lines_per_read, want, "{name}");
+        // Sector capacity was tried in session 17 and left off (docs/calibration.md).
+        assert!(
+            !m.v2.sectored_llc,
+            "{name}: sector capacity is off in the catalog"
+        );
         if want == 2.0 {
             assert_eq!(m.v2.prefetch_depth_lines, 4.0, "{name}: 256 bytes ahead");
         }

@@ -759,6 +759,53 @@ mod tests {
         );
     }
 
+    /// Footprint sharing on a sectored LLC divides the whole cache between programs of
+    /// different sector footprints (gzip 1.7 lines of cache a miss, swim 1.05), each share
+    /// the bytes its stretched fill curve reaches in the common eviction time: the Newton
+    /// start `T_cold` counts each task's bytes a miss, or it could stop right of the root.
+    #[test]
+    fn sectored_footprint_shares_fill_the_cache() {
+        use crate::spec::LlcSharing::Footprint;
+        for (a, b) in [("gzip", "swim"), ("parser", "art"), ("mcf", "swim")] {
+            let mut cat = Catalog::builtin();
+            let mut m = cat.machine("dualcore-shared-l2").unwrap();
+            m.v2.llc_sharing = Footprint;
+            m.v2.lines_per_read = 2.0;
+            m.v2.sectored_llc = true;
+            cat.set_machine(m.clone());
+            let sc = crate::Scenario::builder(&cat, "dualcore-shared-l2")
+                .unwrap()
+                .model(Model::V2)
+                .duration_ms(1000)
+                .task(a, Some(counterpoint_core::CpuSet::single(0)))
+                .unwrap()
+                .task(b, Some(counterpoint_core::CpuSet::single(1)))
+                .unwrap()
+                .build()
+                .unwrap();
+            let mut sim = Simulation::new(&sc, 1).unwrap();
+            sim.advance_quiet(1_000_000_000, None);
+            let cap = m.llc_bytes as f64;
+            let (x, y) = (sim.cpus[0].share, sim.cpus[1].share);
+            assert!(
+                (x + y - cap).abs() <= 1e-9 * cap,
+                "{a} + {b}: {} of {cap}",
+                x + y
+            );
+            let t = sim.domains[sim.cpus[0].domain as usize].eviction_cycles;
+            for c in [0usize, 1] {
+                let task = sim.cpus[c].current as usize;
+                let p = &sim.profs[sim.tasks[task].prof as usize];
+                let want = p.fill.occ_and_slope(sim.scratch_rate[c] * t).0;
+                assert!(
+                    (sim.cpus[c].share - want).abs() <= 1e-9 * cap,
+                    "cpu {c}: share {} vs footprint {want}",
+                    sim.cpus[c].share
+                );
+            }
+        }
+    }
+
     /// After warm-up the engine's rates are those a whole solve of its state gives: no task
     /// holds more than the last solve counted it as holding without asking for that solve
     /// again. Once the fill table had made warm-ups longer, a solve that raised a full task's

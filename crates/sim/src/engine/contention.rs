@@ -707,12 +707,16 @@ mod tests {
         }
     }
 
-    /// Shares of CPUs 0 and 1 on `dualcore-shared-l2` (one 4 MB L2) under v2 after 1 s of
-    /// `a` beside `b`, the cache divided as `sharing` says.
-    fn pair_shares(a: &str, b: &str, sharing: crate::spec::LlcSharing) -> (f64, f64, f64) {
+    /// `a` on CPU 0 beside `b` on CPU 1 of `dualcore-shared-l2` (one 4 MB L2) under v2, the
+    /// machine changed by `edit`, after 1 s; and the L2's size.
+    fn pair_run(
+        a: &str,
+        b: &str,
+        edit: impl Fn(&mut crate::spec::MachineSpec),
+    ) -> (Simulation, f64) {
         let mut cat = Catalog::builtin();
         let mut m = cat.machine("dualcore-shared-l2").unwrap();
-        m.v2.llc_sharing = sharing;
+        edit(&mut m);
         cat.set_machine(m.clone());
         let sc = crate::Scenario::builder(&cat, "dualcore-shared-l2")
             .unwrap()
@@ -726,7 +730,13 @@ mod tests {
             .unwrap();
         let mut sim = Simulation::new(&sc, 1).unwrap();
         sim.advance_quiet(1_000_000_000, None);
-        (sim.cpus[0].share, sim.cpus[1].share, m.llc_bytes as f64)
+        (sim, m.llc_bytes as f64)
+    }
+
+    /// Shares of CPUs 0 and 1 after [`pair_run`] with the cache divided as `sharing` says.
+    fn pair_shares(a: &str, b: &str, sharing: crate::spec::LlcSharing) -> (f64, f64, f64) {
+        let (sim, cap) = pair_run(a, b, |m| m.v2.llc_sharing = sharing);
+        (sim.cpus[0].share, sim.cpus[1].share, cap)
     }
 
     /// Footprint sharing divides the whole cache, and differs from frequency of access where
@@ -767,25 +777,11 @@ mod tests {
     fn sectored_footprint_shares_fill_the_cache() {
         use crate::spec::LlcSharing::Footprint;
         for (a, b) in [("gzip", "swim"), ("parser", "art"), ("mcf", "swim")] {
-            let mut cat = Catalog::builtin();
-            let mut m = cat.machine("dualcore-shared-l2").unwrap();
-            m.v2.llc_sharing = Footprint;
-            m.v2.lines_per_read = 2.0;
-            m.v2.sectored_llc = true;
-            cat.set_machine(m.clone());
-            let sc = crate::Scenario::builder(&cat, "dualcore-shared-l2")
-                .unwrap()
-                .model(Model::V2)
-                .duration_ms(1000)
-                .task(a, Some(counterpoint_core::CpuSet::single(0)))
-                .unwrap()
-                .task(b, Some(counterpoint_core::CpuSet::single(1)))
-                .unwrap()
-                .build()
-                .unwrap();
-            let mut sim = Simulation::new(&sc, 1).unwrap();
-            sim.advance_quiet(1_000_000_000, None);
-            let cap = m.llc_bytes as f64;
+            let (sim, cap) = pair_run(a, b, |m| {
+                m.v2.llc_sharing = Footprint;
+                m.v2.lines_per_read = 2.0;
+                m.v2.sectored_llc = true;
+            });
             let (x, y) = (sim.cpus[0].share, sim.cpus[1].share);
             assert!(
                 (x + y - cap).abs() <= 1e-9 * cap,

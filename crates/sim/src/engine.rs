@@ -298,11 +298,7 @@ impl Prof {
             // curve, occupancy and fills are all in bytes of cache (spec.rs,
             // `ProfileV2::sector_footprint`).
             let k = v.sector_footprint(&spec.v2);
-            let curve = if k == 1.0 {
-                v.miss_curve.clone()
-            } else {
-                v.miss_curve.stretched(k)
-            };
+            let curve = v.miss_curve.stretched(k);
             let fill_line_bytes = spec.line_bytes as f64 * k;
             return Self {
                 cpi_core: v.core_cpi(p.fp_fraction, &spec.v2),

@@ -1060,14 +1060,7 @@ mod tests {
             lines_per_read: 2.0,
             ..PhysicsV2::default()
         };
-        let v = crate::catalog::Catalog::builtin()
-            .program("parser")
-            .unwrap()
-            .phases[0]
-            .profile
-            .v2
-            .clone()
-            .unwrap();
+        let v = crate::catalog::spec_v2_estimate("parser").unwrap();
         assert_eq!(v.sector_footprint(&phys), 1.0);
         phys.sectored_llc = true;
         let k = v.sector_footprint(&phys);

@@ -45,6 +45,24 @@ fn steady_window(cat: &Catalog, program: &str, half_ns: u64) -> (Counters, Count
     (a, *sim.counters(0).unwrap())
 }
 
+/// `program`'s v2 profile (its first phase's) in `cat`.
+fn v2_profile(cat: &Catalog, program: &str) -> ProfileV2 {
+    cat.program(program).unwrap().phases[0]
+        .profile
+        .v2
+        .clone()
+        .unwrap()
+}
+
+/// The built-in catalog with `zhang-smp`'s v2 physics changed by `edit`.
+fn zhang_smp_with(edit: impl FnOnce(&mut PhysicsV2)) -> Catalog {
+    let mut cat = Catalog::builtin();
+    let mut m = cat.machine("zhang-smp").unwrap();
+    edit(&mut m.v2);
+    cat.set_machine(m);
+    cat
+}
+
 /// `program` with its v2 LLC access rate scaled by `k` (more cache pressure per instruction).
 fn pressured(cat: &Catalog, program: &str, k: f64) -> Program {
     let mut p = cat.program(program).unwrap();
@@ -136,8 +154,7 @@ proptest! {
     /// Working-set curves never rise with capacity.
     #[test]
     fn knee_curves_never_rise(p in 0usize..PROGRAMS.len(), c in 0.0f64..3.2e7, dc in 0.0f64..3.2e7) {
-        let prog = Catalog::builtin().program(PROGRAMS[p]).unwrap();
-        let v = prog.phases[0].profile.v2.clone().unwrap();
+        let v = v2_profile(&Catalog::builtin(), PROGRAMS[p]);
         prop_assert!(v.miss_curve.miss_ratio(c + dc) <= v.miss_curve.miss_ratio(c));
         prop_assert!(v.miss_curve.miss_ratio(c) <= 1.0);
     }
@@ -168,10 +185,7 @@ proptest! {
 #[test]
 fn ipc_moves_without_bus_use() {
     let solo = |penalty: f64| {
-        let mut cat = Catalog::builtin();
-        let mut m = cat.machine("zhang-smp").unwrap();
-        m.v2.branch_penalty_cycles = penalty;
-        cat.set_machine(m);
+        let cat = zhang_smp_with(|v2| v2.branch_penalty_cycles = penalty);
         // Steady state: the second half, with the cache warm.
         let (a, b) = steady_window(&cat, "parser", 500_000_000);
         let instr = b.instructions - a.instructions;
@@ -318,7 +332,7 @@ proptest! {
         tracked in 1.0f64..64.0, extra in 0.0f64..64.0,
     ) {
         let cat = Catalog::builtin();
-        let v = cat.program(PROGRAMS[p]).unwrap().phases[0].profile.v2.clone().unwrap();
+        let v = v2_profile(&cat, PROGRAMS[p]);
         let mut phys = cat.machine("zhang-smp").unwrap().v2;
         phys.prefetch_depth_lines = depth;
         phys.prefetch_streams = tracked;
@@ -352,7 +366,7 @@ proptest! {
         read in 1.0f64..4.0, dread in 0.0f64..4.0,
     ) {
         let cat = Catalog::builtin();
-        let v = cat.program(PROGRAMS[p]).unwrap().phases[0].profile.v2.clone().unwrap();
+        let v = v2_profile(&cat, PROGRAMS[p]);
         let lines = |sf: f64, read: f64| {
             let mut w = v.clone();
             w.stream_fraction = sf;
@@ -634,10 +648,7 @@ fn pinned_tasks_listed_in_another_order_run_alike() {
 #[test]
 fn netburst_reads_move_the_whole_sector() {
     let run = |read: f64| {
-        let mut cat = Catalog::builtin();
-        let mut m = cat.machine("zhang-smp").unwrap();
-        m.v2.lines_per_read = read;
-        cat.set_machine(m);
+        let cat = zhang_smp_with(|v2| v2.lines_per_read = read);
         let (a, b) = steady_window(&cat, "art", 1_000_000_000);
         let misses = b.llc_misses - a.llc_misses;
         (
@@ -646,11 +657,7 @@ fn netburst_reads_move_the_whole_sector() {
         )
     };
     let cat = Catalog::builtin();
-    let v = cat.program("art").unwrap().phases[0]
-        .profile
-        .v2
-        .clone()
-        .unwrap();
+    let v = v2_profile(&cat, "art");
     let phys = cat.machine("zhang-smp").unwrap().v2;
     assert_eq!(phys.lines_per_read, 2.0);
     let (sector, mpi_sector) = run(2.0);
@@ -673,11 +680,10 @@ fn netburst_reads_move_the_whole_sector() {
 #[test]
 fn a_sectored_llc_holds_scattered_data_at_half_density() {
     let run = |sectored: bool| {
-        let mut cat = Catalog::builtin();
-        let mut m = cat.machine("zhang-smp").unwrap();
-        assert!(!m.v2.sectored_llc, "the catalog leaves sector capacity out");
-        m.v2.sectored_llc = sectored;
-        cat.set_machine(m);
+        let cat = zhang_smp_with(|v2| {
+            assert!(!v2.sectored_llc, "the catalog leaves sector capacity out");
+            v2.sectored_llc = sectored;
+        });
         let (a, b) = steady_window(&cat, "parser", 2_000_000_000);
         let refs = b.llc_references - a.llc_references;
         let misses = b.llc_misses - a.llc_misses;
@@ -689,11 +695,7 @@ fn a_sectored_llc_holds_scattered_data_at_half_density() {
     let cat = Catalog::builtin();
     let mut phys = cat.machine("zhang-smp").unwrap().v2;
     let llc = cat.machine("zhang-smp").unwrap().llc_bytes as f64;
-    let v = cat.program("parser").unwrap().phases[0]
-        .profile
-        .v2
-        .clone()
-        .unwrap();
+    let v = v2_profile(&cat, "parser");
     assert_eq!(v.sector_footprint(&phys), 1.0);
     phys.sectored_llc = true;
     let k = v.sector_footprint(&phys);

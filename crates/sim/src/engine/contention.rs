@@ -597,11 +597,16 @@ impl Simulation {
             let d = d as usize;
             let cap = self.domains[d].capacity;
             let in_d = |sim: &Self, c: u32| sim.cpus[c as usize].domain as usize == d;
-            let total: f64 = run
+            // The domain's access rate, and its fill rate in bytes of cache were every access
+            // a miss (each filling its task's `fill_line_bytes`): one pass for both.
+            let (total, fill_rate) = run
                 .iter()
                 .filter(|&&(c, _)| in_d(self, c))
-                .map(|&(c, _)| self.scratch_rate[c as usize])
-                .sum();
+                .map(|&(c, prof)| {
+                    let r = self.scratch_rate[c as usize];
+                    (r, r * self.profs[prof as usize].fill_line_bytes)
+                })
+                .fold((0.0, 0.0), |(t, f), (r, b)| (t + r, f + b));
             if total <= 0.0 {
                 // Nothing touches the cache: equal shares, as frequency of access gives.
                 let n = self.scratch_dom_running[d];
@@ -612,15 +617,7 @@ impl Simulation {
                 }
                 continue;
             }
-            // From the last eviction time, or as if every access missed (each miss filling
-            // its task's bytes of cache).
-            let fill_rate: f64 = run
-                .iter()
-                .filter(|&&(c, _)| in_d(self, c))
-                .map(|&(c, prof)| {
-                    self.scratch_rate[c as usize] * self.profs[prof as usize].fill_line_bytes
-                })
-                .sum();
+            // From the last eviction time, or as if every access missed.
             let t_cold = cap / fill_rate;
             let mut t = self.domains[d].eviction_cycles;
             if !(t > 0.0 && t.is_finite()) {

@@ -9,6 +9,9 @@ use counterpoint_broker::client::Client;
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let socket = std::env::args_os()
         .nth(1)
         .map_or_else(counterpoint_broker::server::default_socket, PathBuf::from);

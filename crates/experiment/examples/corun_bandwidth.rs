@@ -22,6 +22,9 @@ fn fail(msg: String) -> ! {
 }
 
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let seeds: u64 = match std::env::args().nth(1) {
         None => 1,
         Some(s) => match s.parse() {

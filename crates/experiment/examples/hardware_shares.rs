@@ -172,6 +172,9 @@ fn policies(cat: &Catalog, seeds: u64) -> [Vec<f64>; 3] {
 }
 
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let seeds: u64 = std::env::args()
         .nth(1)
         .map(|s| {

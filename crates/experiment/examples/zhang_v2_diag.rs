@@ -41,6 +41,9 @@ fn rates(a: &Counters, b: &Counters, line_bytes: f64) -> (f64, f64, f64) {
 }
 
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let seeds: u64 = std::env::args()
         .nth(1)
         .map(|s| {

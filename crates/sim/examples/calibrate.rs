@@ -308,6 +308,9 @@ fn bounds(name: &str) -> (f64, f64) {
 }
 
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let targets = match Targets::load() {
         Ok(t) => t,
         Err(e) => {

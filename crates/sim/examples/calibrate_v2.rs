@@ -331,6 +331,9 @@ const BASE_CPI_RANGE: (f64, f64) = (catalog::NETBURST_BASE_CPI_FLOOR, 3.0);
 const BASE_CPI_PLAUSIBLE: f64 = 1.5;
 
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let fit = std::env::args().any(|a| a == "--fit");
     let mut cat = Catalog::builtin();
     // 0. Every SPEC CPU2000 program's core CPI from its CPI measured alone on Weaver & McKee's

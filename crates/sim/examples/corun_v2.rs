@@ -48,6 +48,9 @@ fn victim(cat: &Catalog, machine: &str, program: &str, other: Option<&str>) -> (
 }
 
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let footprint = args.first().is_some_and(|a| a == "--footprint");
     if footprint {

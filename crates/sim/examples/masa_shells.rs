@@ -14,6 +14,9 @@ fn fail(msg: String) -> ! {
 }
 
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cat = Catalog::builtin();
     let machine = "masa-2x1";
     let ghz = cat

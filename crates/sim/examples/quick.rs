@@ -5,6 +5,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let Some(path) = std::env::args().nth(1) else {
         eprintln!("usage: quick SCENARIO.toml");
         return ExitCode::from(2);

@@ -1,6 +1,9 @@
 //! One SchedTask-model run per technique of one benchmark (development aid).
 use counterpoint_sim::schedtask::{run, Options, Technique};
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let b = std::env::args().nth(1).unwrap_or_else(|| "FileSrv".into());
     let o = Options::default();
     for t in Technique::all() {

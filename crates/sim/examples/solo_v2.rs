@@ -16,6 +16,9 @@ fn fail(msg: String) -> ! {
 }
 
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let machine = args.first().cloned().unwrap_or_else(|| "zhang-smp".into());
     let mut programs: Vec<String> = args.iter().skip(1).cloned().collect();

@@ -6,6 +6,9 @@
 //! `cargo run --release -p counterpoint-sim --example solves [-- v2] [exact]`.
 use counterpoint_sim::*;
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cat = Catalog::builtin();
     let model = if std::env::args().any(|a| a == "v2") {
         Model::V2

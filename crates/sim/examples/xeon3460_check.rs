@@ -27,6 +27,9 @@ fn solo_cpi(cat: &Catalog, machine: &str, program: &str) -> f64 {
 }
 
 fn main() {
+    // A closed output pipe (`| head`) ends the example quietly, as it ends the binary.
+    // SAFETY: the first thing main does, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let mut cat = Catalog::builtin();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let [lat, bw] = args.as_slice() {

@@ -751,3 +751,36 @@ fn only_netburst_machines_read_sectors() {
         }
     }
 }
+
+/// [Zhang07]: "TPC-H query Q3, Q6, and Q12 all exhibit similar execution time, [but] vary in
+/// their need for memory bandwidth". Each class alone on `zhang-smp` under v2, back to back:
+/// the time of one request (instructions x CPI) within 3 % of the others', while Q3 moves
+/// at least twice Q6's bytes per second.
+#[test]
+fn tpch_q3_q6_q12_take_similar_times() {
+    let mut cat = Catalog::builtin();
+    let server = cat.server("tpch").unwrap();
+    let mut per_request = Vec::new();
+    for class in ["Q3", "Q6", "Q12"] {
+        let rc = server.classes.iter().find(|c| c.name == class).unwrap();
+        let name = format!("tpch-{class}");
+        cat.set_program(Program {
+            name: name.clone(),
+            phases: vec![Phase {
+                instructions: rc.instructions,
+                profile: rc.profile.clone(),
+            }],
+        });
+        let c = solo_counters(&cat, "zhang-smp", &name, Model::V2, 3000).unwrap();
+        let cycles_per_request = rc.instructions as f64 * c.cycles / c.instructions;
+        let lines_per_cycle = c.mem_transactions / c.cycles;
+        per_request.push((class, cycles_per_request, lines_per_cycle));
+    }
+    let times: Vec<f64> = per_request.iter().map(|r| r.1).collect();
+    let (lo, hi) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| {
+        (lo.min(t), hi.max(t))
+    });
+    assert!(hi / lo < 1.03, "cycles per request: {per_request:?}");
+    let (q3, q6) = (per_request[0].2, per_request[1].2);
+    assert!(q3 > 2.0 * q6, "bus lines per cycle: {per_request:?}");
+}

@@ -140,3 +140,56 @@ fn the_committed_figures_in_docs_pass() {
     }
     assert!(n >= 9, "only {n} figures in docs/experiments");
 }
+
+/// The targets of the Markdown images `![alt](target)` in `text`, web addresses left out.
+fn image_targets(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("![") {
+        rest = &rest[i + 2..];
+        let Some(j) = rest.find("](") else { break };
+        let Some(k) = rest[j + 2..].find(')') else {
+            break;
+        };
+        let target = &rest[j + 2..j + 2 + k];
+        if !target.starts_with("http") {
+            out.push(target.to_string());
+        }
+        rest = &rest[j + 2 + k..];
+    }
+    out
+}
+
+#[test]
+fn every_image_the_docs_show_is_in_the_repository() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut pages = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).expect("docs exists") {
+        let path = e.unwrap().path();
+        if path.extension().and_then(|x| x.to_str()) == Some("md") {
+            pages.push(path);
+        }
+    }
+    let (mut n, mut missing) = (0, Vec::new());
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for target in image_targets(&text) {
+            n += 1;
+            // Relative to the page, as a Markdown viewer resolves it.
+            if !page.parent().unwrap().join(&target).is_file() {
+                missing.push(format!("{}: {target}", page.display()));
+            }
+        }
+    }
+    assert!(n >= 10, "only {n} images in the docs");
+    assert!(
+        missing.is_empty(),
+        "images not in the repository: {missing:#?}"
+    );
+}
+
+#[test]
+fn image_targets_are_read_from_markdown() {
+    let text = "a ![x](one.svg) b ![y (z)](dir/two.svg)\n![w](https://e.org/p.png) ![v](";
+    assert_eq!(image_targets(text), ["one.svg", "dir/two.svg"]);
+}

@@ -143,6 +143,10 @@ impl Default for Policy {
     }
 }
 
+/// The most a policy file may hold: a page of grants is a few KiB, and a file beyond this is
+/// refused before it is read whole (`--policy /dev/zero` ended in an out-of-memory kill).
+pub const MAX_POLICY_BYTES: u64 = 1 << 20;
+
 /// Errors loading a policy.
 #[derive(Debug, Error)]
 pub enum PolicyError {
@@ -153,6 +157,12 @@ pub enum PolicyError {
         path: PathBuf,
         /// The error.
         error: std::io::Error,
+    },
+    /// A file far larger than any policy (refused before it is read whole).
+    #[error("policy {}: larger than {} KiB, not a policy file", .path.display(), MAX_POLICY_BYTES >> 10)]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
     },
     /// Bad TOML or field.
     #[error("policy {}: {message}", .path.display())]
@@ -249,9 +259,25 @@ impl Policy {
 
     /// Load a policy file.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|error| PolicyError::Io {
+        use std::io::Read as _;
+        let io = |error| PolicyError::Io {
             path: path.to_path_buf(),
             error,
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_POLICY_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(io)?;
+        if bytes.len() as u64 > MAX_POLICY_BYTES {
+            return Err(PolicyError::TooLarge {
+                path: path.to_path_buf(),
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("not UTF-8 text ({e})"),
+            ))
         })?;
         Self::parse(&text, path)
     }

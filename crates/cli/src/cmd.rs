@@ -87,6 +87,31 @@ pub fn is_stdout_closed(err: &anyhow::Error) -> bool {
     err.chain().any(|c| c.is::<StdoutClosed>())
 }
 
+/// The most a small input file given on the command line (a calibration table, a benchmark's
+/// JSON) may hold: far above any real one (a few KiB), and refused before it is read, so
+/// `/dev/zero` or a path to a disk image ends with a message instead of an out-of-memory kill.
+pub const MAX_INPUT_FILE_BYTES: u64 = 16 << 20;
+
+/// Reads the text file `path` given by option `flag`, refusing one above
+/// [`MAX_INPUT_FILE_BYTES`] before reading it whole.
+pub fn read_input_file(flag: &str, path: &std::path::Path) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_INPUT_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .with_context(|| format!("{flag} {}", path.display()))?;
+    if bytes.len() as u64 > MAX_INPUT_FILE_BYTES {
+        anyhow::bail!(
+            "{flag} {}: larger than {} MiB, not a file this option reads",
+            path.display(),
+            MAX_INPUT_FILE_BYTES >> 20
+        );
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| anyhow::anyhow!("{flag} {}: not UTF-8 text ({e})", path.display()))
+}
+
 /// The longest run `--seconds` accepts (`burn`, `calibrate`): a week, far past any useful run
 /// and far inside what a `Duration` holds.
 pub const MAX_RUN_SECONDS: f64 = 7.0 * 86_400.0;

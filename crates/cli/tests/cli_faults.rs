@@ -311,3 +311,51 @@ fn a_closed_stdout_still_ends_quietly() {
         assert!(out.stderr.is_empty(), "{what}: {}", stderr(&out));
     }
 }
+
+/// Files named on the command line are refused above a size no real one reaches, before
+/// they are read whole: `/dev/zero` once grew a run to 24 GB and the kernel's OOM killer.
+#[test]
+fn endless_input_files_are_refused_before_reading() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(dir.path(), "linux");
+    let source = format!("sim:{}", sc.display());
+    let socket = dir.path().join("d.sock");
+    let socket = socket.to_str().expect("utf-8 path");
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "experiment",
+                "replica",
+                "--seeds",
+                "1",
+                "--c2c",
+                "/dev/zero",
+            ],
+            "--c2c /dev/zero: larger than 16 MiB",
+        ),
+        (
+            &["agent", "--source", &source, "--policy", "masa"]
+                .into_iter()
+                .chain(["--masa-calibration", "/dev/zero", "--max-intervals", "1"])
+                .collect::<Vec<_>>(),
+            "--masa-calibration /dev/zero: larger than 16 MiB",
+        ),
+        (
+            &["daemon", "--socket", socket, "--policy", "/dev/zero"],
+            "policy /dev/zero: larger than 1024 KiB",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = bin().args(args).output().expect("run counterpoint");
+        assert_refused(&out, want, &args.join(" "));
+    }
+}
+
+/// `simulate --help` states the budget `--force` lifts as a number, and it is the library's.
+#[test]
+fn simulate_help_states_the_budget_it_enforces() {
+    let out = bin().args(["simulate", "--help"]).output().expect("run");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("(2e9 task-ticks"), "{help}");
+    assert_eq!(counterpoint_sim::scenario::TASK_TICK_BUDGET, 2_000_000_000);
+}

@@ -87,6 +87,12 @@ pub const TASK_TICK_BUDGET: u64 = 2_000_000_000;
 /// Most tasks a scenario file may declare in all (`count` summed): each is built up front, so
 /// `count = 4e9` is refused instead of aborting on allocation. Not lifted by `--force`.
 pub const MAX_TASKS: u64 = 100_000;
+/// Most time-series points (tasks x epochs) a scenario file may ask for: every epoch keeps a
+/// point per task (about 90 bytes), so `epoch_ms = 1` over hours of many tasks would exhaust
+/// memory at the end of a long run; refused up front instead (about 450 MB at the limit; the
+/// largest shipped scenario, scale-1024, has 1e6). Not lifted by `--force`: a longer
+/// `epoch_ms` keeps the run and shrinks its series.
+pub const MAX_SERIES_POINTS: u64 = 5_000_000;
 /// Largest scenario file read from disk, in bytes (the shipped ones are a few KB); a string
 /// handed to `from_toml_str` is the caller's to bound.
 pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
@@ -607,6 +613,25 @@ impl Scenario {
                     ),
                 ));
             }
+        }
+        let epochs = u128::from(duration_ms) / u128::from((*parsed.epoch_ms.get_ref()).max(1));
+        let points = epochs * u128::from(total_tasks);
+        if points > u128::from(MAX_SERIES_POINTS) {
+            // At the file's epoch_ms, or at duration_ms when the epoch is the default.
+            let given = parsed.epoch_ms.span();
+            let off = if given.end > given.start {
+                given.start
+            } else {
+                parsed.duration_ms.span().start
+            };
+            return Err(err_at(
+                off,
+                format!(
+                    "the time series would hold {points} points ({total_tasks} tasks x {epochs} \
+                     epochs), more than {MAX_SERIES_POINTS}; raise epoch_ms or shorten \
+                     duration_ms"
+                ),
+            ));
         }
         if !fits_ns(duration_ms) {
             return Err(err_at(

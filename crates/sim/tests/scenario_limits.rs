@@ -3,7 +3,7 @@
 //! refused with the field named, and the parser is total (fuzzed: `Ok` or a typed error with a
 //! position, never a panic).
 
-use counterpoint_sim::scenario::{Limits, MAX_TASKS, TASK_TICK_BUDGET};
+use counterpoint_sim::scenario::{Limits, MAX_SERIES_POINTS, MAX_TASKS, TASK_TICK_BUDGET};
 use counterpoint_sim::{Catalog, Scenario, ScenarioError};
 use proptest::prelude::*;
 
@@ -17,6 +17,43 @@ fn doc(top: &str, task: &str) -> String {
     )
 }
 
+/// A series of one point per task and epoch must fit in memory: a task-tick budget the run
+/// keeps can still ask for 1e9 epochs (the probe's `epoch_ms = 1` over 1e6 s aborted on
+/// allocation after 17 s). Refused up front at the field that sets it, even with the budget
+/// lifted; the shipped scale-1024 (1e6 points) loads.
+#[test]
+fn a_series_too_large_for_memory_is_refused_up_front() {
+    let src = doc("duration_ms = 1000000000\nepoch_ms = 1", "");
+    for limits in [Limits::default(), Limits::unbounded()] {
+        let e = Scenario::from_toml_str_with(&src, "limits.toml", &Catalog::builtin(), limits)
+            .unwrap_err();
+        assert_eq!((e.line, e.path.as_str()), (4, "epoch_ms"), "{e}");
+        assert!(e.message.contains("1000000000 points"), "{e}");
+        assert!(e.message.contains(&MAX_SERIES_POINTS.to_string()), "{e}");
+    }
+    // With the default epoch (100 ms) the error points at duration_ms.
+    let src = doc("duration_ms = 600000000", "count = 1");
+    let e = Scenario::from_toml_str_with(
+        &src,
+        "limits.toml",
+        &Catalog::builtin(),
+        Limits::unbounded(),
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (3, "duration_ms"), "{e}");
+    // Just at the limit it loads.
+    let at = doc("duration_ms = 500000000", "");
+    assert!(
+        Scenario::from_toml_str_with(&at, "l.toml", &Catalog::builtin(), Limits::unbounded())
+            .is_ok()
+    );
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/scale-1024.toml"
+    );
+    Scenario::from_file(std::path::Path::new(dir), &Catalog::builtin()).unwrap();
+}
+
 #[test]
 fn a_duration_of_years_is_refused_up_front_unless_forced() {
     let src = doc("duration_ms = 1000000000000000", "");
@@ -26,7 +63,8 @@ fn a_duration_of_years_is_refused_up_front_unless_forced() {
     assert!(e.message.contains(&TASK_TICK_BUDGET.to_string()), "{e}");
     assert!(e.to_string().starts_with("limits.toml:3:"), "{e}");
     // --force lifts the budget: a long scenario loads (and is not run here)...
-    let long = doc("duration_ms = 1000000000000", "");
+    // (An epoch long enough that the series stays small: `MAX_SERIES_POINTS`.)
+    let long = doc("duration_ms = 1000000000000\nepoch_ms = 1000000", "");
     assert!(load(&long).is_err());
     let sc = Scenario::from_toml_str_with(
         &long,
@@ -46,9 +84,15 @@ fn a_duration_of_years_is_refused_up_front_unless_forced() {
     .unwrap_err();
     assert_eq!(e.path, "duration_ms", "{e}");
     // Just inside the budget is fine.
-    let ok = doc(&format!("duration_ms = {TASK_TICK_BUDGET}"), "");
+    let ok = doc(
+        &format!("duration_ms = {TASK_TICK_BUDGET}\nepoch_ms = 1000"),
+        "",
+    );
     assert!(load(&ok).is_ok());
-    let over = doc(&format!("duration_ms = {}", TASK_TICK_BUDGET + 1), "");
+    let over = doc(
+        &format!("duration_ms = {}\nepoch_ms = 1000", TASK_TICK_BUDGET + 1),
+        "",
+    );
     assert!(load(&over).is_err());
 }
 

@@ -146,8 +146,8 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         None => counterpoint_policy::CalibrationSource::None,
         Some("paper") => counterpoint_policy::CalibrationSource::PaperXeon,
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--masa-calibration {path}"))?;
+            let text =
+                crate::cmd::read_input_file("--masa-calibration", std::path::Path::new(path))?;
             let table: counterpoint_policy::Calibration = serde_json::from_str(&text)
                 .with_context(|| format!("--masa-calibration {path}: not a calibration table"))?;
             counterpoint_policy::CalibrationSource::Measured(table)

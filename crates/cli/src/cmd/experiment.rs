@@ -171,8 +171,7 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             if args.name != "replica" {
                 anyhow::bail!("--c2c applies to `experiment replica` only");
             }
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let text = crate::cmd::read_input_file("--c2c", path)?;
             let costs = experiment::replica::costs_from_c2c(&text, &path.display().to_string())
                 .map_err(anyhow::Error::msg)?;
             vec![experiment::replica::run_with(&seeds, &bar, costs).map_err(anyhow::Error::msg)?]

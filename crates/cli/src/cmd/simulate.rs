@@ -42,7 +42,8 @@ pub struct SimulateArgs {
     /// Write result.json, series.csv, bus.csv and SVG figures into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Run even beyond the simulated-work budget (scenario::TASK_TICK_BUDGET task-ticks).
+    /// Run even beyond the simulated-work budget (2e9 task-ticks: tasks x duration in ticks;
+    /// the task count and time-series limits still apply).
     #[arg(long)]
     force: bool,
 }

@@ -359,3 +359,32 @@ fn simulate_help_states_the_budget_it_enforces() {
     assert!(help.contains("(2e9 task-ticks"), "{help}");
     assert_eq!(counterpoint_sim::scenario::TASK_TICK_BUDGET, 2_000_000_000);
 }
+
+/// `simulate`'s policy errors say each thing once, and a flag the policy ignores is refused
+/// like `--hungry-cpus` is.
+#[test]
+fn simulate_policy_errors_say_it_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(dir.path(), "linux");
+    let sc = sc.to_str().expect("utf-8 path");
+    let run = |args: &[&str]| {
+        let out = bin()
+            .arg("simulate")
+            .arg(sc)
+            .args(args)
+            .output()
+            .expect("run");
+        assert!(!out.status.success(), "{args:?} succeeded");
+        stderr(&out)
+    };
+    let err = run(&["--hungry-cpus", "1"]);
+    assert_eq!(err.matches("policy \"linux\"").count(), 1, "{err}");
+    let err = run(&["--policy", "masa"]);
+    assert_eq!(err.matches("paper's table").count(), 1, "{err}");
+    assert!(err.contains("--paper-calibration"), "{err}");
+    let err = run(&["--paper-calibration"]);
+    assert!(
+        err.contains("--paper-calibration: policy \"linux\" uses no load calibration"),
+        "{err}"
+    );
+}

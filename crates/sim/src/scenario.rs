@@ -289,6 +289,31 @@ impl TimeField {
     }
 }
 
+/// `text` with every run of more than 24 digits cut to its first 6 and its length: toml
+/// spells `duration_ms = 1e300` back as a float of 301 digits.
+fn shorten_digits(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(512));
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        if run.len() > 24 {
+            out.push_str(&format!("{}... ({} digits)", &run[..6], run.len()));
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for ch in text.chars() {
+        if ch.is_ascii_digit() {
+            run.push(ch);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(ch);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 /// Whether `ms` milliseconds fit in a u64 of nanoseconds (the engine's unit).
 fn fits_ns(ms: u64) -> bool {
     ms.checked_mul(1_000_000).is_some()
@@ -303,7 +328,13 @@ fn check_times(
     epoch_ms: u64,
     sched: &SchedParams,
 ) -> Result<(), (TimeField, String)> {
-    sched.validate().map_err(|m| (TimeField::Sched, m))?;
+    // Every message of `SchedParams::validate` starts with the key it is about.
+    sched.validate().map_err(|m| {
+        let key = ["timeslice_ms", "timeslice_jitter", "balance_interval_ms"]
+            .into_iter()
+            .find(|k| m.starts_with(k));
+        (key.map_or(TimeField::Sched, TimeField::SchedKey), m)
+    })?;
     if !(10..=100_000).contains(&tick_us) {
         return Err((
             TimeField::TickUs,
@@ -520,7 +551,7 @@ impl Scenario {
             let reason = if reason.is_empty() {
                 "invalid TOML".to_string()
             } else {
-                reason.to_string()
+                shorten_digits(reason)
             };
             err_at(offset, reason)
         })?;
@@ -872,5 +903,31 @@ mod tests {
         assert_eq!(path_at(src, off), "task[1].cpus");
         assert_eq!(path_at(src, 0), "name");
         assert_eq!(line_col(src, off), (5, 1));
+    }
+
+    #[test]
+    fn long_numbers_in_messages_are_cut() {
+        let huge = format!("floating point `1{}`, expected u64", "0".repeat(300));
+        assert_eq!(
+            shorten_digits(&huge),
+            "floating point `100000... (301 digits)`, expected u64"
+        );
+        assert_eq!(shorten_digits("got 123456, at 7"), "got 123456, at 7");
+    }
+
+    #[test]
+    fn sched_errors_point_at_their_key() {
+        let src = "name = \"t\"\nmachine = \"zhang-smp\"\nduration_ms = 100\n[[task]]\n\
+                   program = \"gzip\"\n[sched]\ntimeslice_jitter = 0.1\ntimeslice_ms = 0\n";
+        let e = Scenario::from_toml_str(src, "s.toml", &Catalog::builtin()).unwrap_err();
+        assert_eq!((e.line, e.path.as_str()), (8, "sched.timeslice_ms"), "{e}");
+        let e = Scenario::from_toml_str(
+            &src.replace("timeslice_ms = 0", "timeslice_jitter = 2")
+                .replace("timeslice_jitter = 0.1\n", ""),
+            "s.toml",
+            &Catalog::builtin(),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "sched.timeslice_jitter", "{e}");
     }
 }

@@ -2,7 +2,7 @@
 //! normalized performance, system metrics and counter time series (terminal table, JSON, CSV and
 //! SVG figures).
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use counterpoint_core::{PickNext, Policy};
 use counterpoint_experiment::sim_lab::{SimLab, SimPolicyOptions};
@@ -89,24 +89,41 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         paper_calibration: args.paper_calibration,
         hungry_cpus: args.hungry_cpus,
     };
+    let needs_calibration = counterpoint_policy::registry::lookup(&policy_name).is_ok_and(|e| {
+        e.needs
+            .contains(&counterpoint_policy::registry::Need::Calibration)
+    });
+    if args.paper_calibration && !needs_calibration {
+        bail!(
+            "--paper-calibration: policy {policy_name:?} uses no load calibration (only the \
+             MASA policies do)"
+        );
+    }
     let built = lab
         .build_policy(&policy_name, &scenario, seed, &options)
         .map_err(|e| {
+            // The prefix names the policy already.
+            let msg = e.to_string();
+            let own = format!("policy {policy_name:?}: ");
+            let msg = msg.strip_prefix(&own).unwrap_or(&msg);
             // The library's "use the paper's table" has a flag here.
-            let needs_calibration =
-                counterpoint_policy::registry::lookup(&policy_name).is_ok_and(|e| {
-                    e.needs
-                        .contains(&counterpoint_policy::registry::Need::Calibration)
-                });
-            if needs_calibration && !args.paper_calibration {
-                anyhow::anyhow!("{e}; pass --paper-calibration to use the paper's table")
+            let msg = if needs_calibration && !args.paper_calibration {
+                let lib = "(use the paper's table explicitly instead)";
+                let flag = "(pass --paper-calibration to use the paper's table instead)";
+                if msg.contains(lib) {
+                    msg.replace(lib, flag)
+                } else {
+                    format!("{msg}; pass --paper-calibration to use the paper's table")
+                }
             } else {
-                anyhow::anyhow!("{e}")
+                msg.to_string()
+            };
+            match &args.policy {
+                Some(_) => anyhow::anyhow!("--policy {policy_name}: {msg}"),
+                None => {
+                    anyhow::anyhow!("{}: policy {policy_name:?}: {msg}", args.scenario.display())
+                }
             }
-        })
-        .with_context(|| match &args.policy {
-            Some(_) => format!("--policy {policy_name}"),
-            None => format!("{}: policy {policy_name:?}", args.scenario.display()),
         })?;
     let mut epoch: Option<Box<dyn Policy + Send>> = None;
     let mut pick: Option<Box<dyn PickNext + Send>> = None;

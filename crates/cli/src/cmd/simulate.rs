@@ -253,7 +253,12 @@ pub fn summary(r: &RunResult) -> String {
 
 fn write_out(dir: &Path, r: &RunResult) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("result.json"), serde_json::to_string_pretty(r)?)?;
+    // Every failure names the file it was writing.
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    write("result.json", &serde_json::to_string_pretty(r)?)?;
     let mut csv = String::from(
         "time_ns,task,name,instructions,cycles,ipc,llc_misses,mem_transactions,fp_ops,task_clock_ns\n",
     );
@@ -275,17 +280,24 @@ fn write_out(dir: &Path, r: &RunResult) -> Result<()> {
             );
         }
     }
-    std::fs::write(dir.join("series.csv"), csv)?;
+    write("series.csv", &csv)?;
     let mut bus = String::from("time_ns,bus,utilization\n");
     for (b, series) in r.series.bus_utilization.iter().enumerate() {
         for (t, u) in r.series.time_ns.iter().zip(series) {
             let _ = writeln!(bus, "{t},{b},{u:.6}");
         }
     }
-    std::fs::write(dir.join("bus.csv"), bus)?;
-    super::simulate_plot::np_bars(&dir.join("np.svg"), r)?;
-    super::simulate_plot::bus_lines(&dir.join("bus.svg"), r)?;
-    super::simulate_plot::ipc_lines(&dir.join("ipc.svg"), r)?;
+    write("bus.csv", &bus)?;
+    type Plot = fn(&Path, &RunResult) -> Result<()>;
+    let plots: [(&str, Plot); 3] = [
+        ("np.svg", super::simulate_plot::np_bars),
+        ("bus.svg", super::simulate_plot::bus_lines),
+        ("ipc.svg", super::simulate_plot::ipc_lines),
+    ];
+    for (name, plot) in plots {
+        let path = dir.join(name);
+        plot(&path, r).with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(())
 }
 

@@ -388,3 +388,28 @@ fn simulate_policy_errors_say_it_once() {
         "{err}"
     );
 }
+
+/// `bench c2c --svg` names a place that cannot take the figure before the pairs run.
+#[test]
+fn bench_c2c_checks_its_figure_path_first() {
+    for (svg, want) in [
+        ("/proc/x/c2c.svg", "--svg /proc/x/c2c.svg"),
+        ("/tmp", "a directory"),
+    ] {
+        let out = bin()
+            .args([
+                "bench",
+                "c2c",
+                "--rounds",
+                "1",
+                "--futex-rounds",
+                "1",
+                "--svg",
+                svg,
+            ])
+            .output()
+            .expect("run");
+        assert_refused(&out, want, svg);
+        assert!(!stderr(&out).contains("pair 1/"), "{}", stderr(&out));
+    }
+}

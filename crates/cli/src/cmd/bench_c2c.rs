@@ -68,6 +68,17 @@ pub fn run(args: BenchC2cArgs) -> Result<ExitCode> {
         }
         None => online,
     };
+    // The figure's place is checked before the pairs run (minutes on a big machine).
+    if let Some(p) = &args.svg {
+        if p.is_dir() {
+            anyhow::bail!("--svg {}: a directory, not a file", p.display());
+        }
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        super::check_out_dir(dir, "figure").with_context(|| format!("--svg {}", p.display()))?;
+    }
     let opts = C2cOptions {
         pingpong_rounds: args.rounds,
         futex_rounds: args.futex_rounds,

@@ -413,3 +413,18 @@ fn bench_c2c_checks_its_figure_path_first() {
         assert!(!stderr(&out).contains("pair 1/"), "{}", stderr(&out));
     }
 }
+
+/// A bad `--source` is named first, whatever else the policy would refuse (here: a PMU this
+/// machine may lack).
+#[test]
+fn agent_names_a_bad_source_first() {
+    let out = bin()
+        .args(["agent", "--source", "bogus", "--policy", "di"])
+        .output()
+        .expect("run");
+    assert_refused(
+        &out,
+        "--source \"bogus\": expected host or sim:",
+        "agent --source bogus",
+    );
+}

@@ -113,6 +113,14 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
 
     // Everything that can be refused is checked before anything on the host changes.
     use counterpoint_policy::registry::{Need, REGISTRY};
+    // The source first: what else is refused depends on it (a simulated source counts every
+    // event, the host only what its PMU has).
+    if args.source != "host" && !args.source.starts_with("sim:") {
+        bail!(
+            "--source {:?}: expected host or sim:SCENARIO.toml",
+            args.source
+        );
+    }
     let Some(policy_name) = args.policy.as_deref() else {
         // Only what the agent can run: epoch-level policies that need no placement cost (the
         // oracle's comes from the simulator's short runs, which the agent has none of).

@@ -428,3 +428,13 @@ fn agent_names_a_bad_source_first() {
         "agent --source bogus",
     );
 }
+
+/// `top --once --count 3` was run as `--once`, the count silently dropped.
+#[test]
+fn top_once_and_count_conflict() {
+    let out = bin()
+        .args(["top", "--once", "--count", "3"])
+        .output()
+        .expect("run");
+    assert_refused(&out, "--count", "top --once --count 3");
+}

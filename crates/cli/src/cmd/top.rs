@@ -46,8 +46,8 @@ pub struct TopArgs {
     /// JSON output, one document per interval (no live view).
     #[arg(long)]
     json: bool,
-    /// Stop after this many intervals (text/JSON output; 1 or more).
-    #[arg(long, value_parser = parse_count)]
+    /// Stop after this many intervals (text/JSON output; 1 or more; `--once` is `--count 1`).
+    #[arg(long, value_parser = parse_count, conflicts_with = "once")]
     count: Option<u64>,
     /// Rows to print in text/JSON output (the live view shows all and scrolls).
     #[arg(long, default_value_t = 20)]

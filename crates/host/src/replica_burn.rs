@@ -50,7 +50,8 @@ pub struct ReplicaStats {
 pub struct ReplicaBurnResult {
     /// Per replica.
     pub replicas: Vec<ReplicaStats>,
-    /// Wall time from start to the last replica's exit.
+    /// Wall time from the replicas' first meeting (once every one has filled its working
+    /// set) to the last one's exit: the measured phase only.
     pub elapsed_s: f64,
     /// Meetings per second (the group's, i.e. of replica 0).
     pub syncs_per_s: f64,
@@ -137,14 +138,22 @@ fn meet(sh: &Shared, n: u32) -> bool {
 
 /// Fill `v` (8 u64 per 64-byte line) with a random ring over its lines: `v[i * 8]` holds the
 /// next line's index. Allocation-free (slot 1 of each line holds the shuffle), so a forked
-/// child of a multi-threaded parent can run it.
-fn fill_ring(v: &mut [u64], seed: u64) {
+/// child of a multi-threaded parent can run it. Looks at `stop` every [`STOP_CHECK_STEPS`]
+/// lines (a large working set takes seconds to fill): false when stopped before the end.
+fn fill_ring(v: &mut [u64], seed: u64, stop: &AtomicBool) -> bool {
     let lines = v.len() / 8;
+    let stopped = |i: usize| i as u64 % STOP_CHECK_STEPS == 0 && stop.load(Ordering::Acquire);
     for i in 0..lines {
+        if stopped(i) {
+            return false;
+        }
         v[i * 8 + 1] = i as u64;
     }
     let mut x = seed | 1;
     for i in (1..lines).rev() {
+        if stopped(i) {
+            return false;
+        }
         // xorshift64: a fixed, cheap shuffle (no statistical claims needed).
         x ^= x << 13;
         x ^= x >> 7;
@@ -153,10 +162,14 @@ fn fill_ring(v: &mut [u64], seed: u64) {
         v.swap(i * 8 + 1, j * 8 + 1);
     }
     for w in 0..lines {
+        if stopped(w) {
+            return false;
+        }
         let from = v[w * 8 + 1] as usize;
         let to = v[((w + 1) % lines) * 8 + 1];
         v[from * 8] = to;
     }
+    true
 }
 
 /// A private anonymous mapping of `bytes` (each replica's own memory: touched after the fork,
@@ -198,7 +211,14 @@ fn replica_main(sh: &Shared, me: usize, n: u32, steps_per_sync: u64, ws_bytes: u
     let Some(r) = private_buffer(lines * 64) else {
         return 2;
     };
-    fill_ring(r, 0x9e37_79b9_7f4a_7c15 ^ me as u64);
+    if !fill_ring(r, 0x9e37_79b9_7f4a_7c15 ^ me as u64, &sh.stop) {
+        return 0;
+    }
+    // The start line: a first meeting (not counted) once every replica has filled its working
+    // set; the parent starts the clock when it has happened.
+    if !meet(sh, n) {
+        return 0;
+    }
     let mut at = 0u64;
     'run: loop {
         // In chunks, so a stop is seen within a chunk even when meetings are rare.
@@ -223,8 +243,29 @@ fn replica_main(sh: &Shared, me: usize, n: u32, steps_per_sync: u64, ws_bytes: u
     0
 }
 
-/// Chase steps between two looks at the stop flag.
+/// Chase steps (or lines filled) between two looks at the stop flag.
 const STOP_CHECK_STEPS: u64 = 1 << 16;
+
+/// Whether child `pid` has ended, without reaping it (`waitid` with `WNOWAIT | WNOHANG`).
+fn has_ended(pid: i32) -> bool {
+    // SAFETY: a zeroed siginfo is valid for waitid to fill.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on our own child; WNOWAIT leaves it to the waitpid that reaps it.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT | libc::WNOHANG,
+        )
+    };
+    if rc != 0 {
+        // Not our child any more (ECHILD): nothing to wait for. EINTR: look again later.
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
+    }
+    // SAFETY: waitid filled the siginfo (si_pid stays 0 when nothing has ended).
+    unsafe { info.si_pid() != 0 }
+}
 
 /// Run the group for its duration and collect what each replica did. `stop` ends it early.
 pub fn run(
@@ -273,7 +314,6 @@ pub fn run(
     let sh: &Shared = unsafe { &*(p as *const Shared) };
     let n = spec.replicas as u32;
     let steps_per_sync = spec.sync_every_insns / INSNS_PER_STEP;
-    let start = Instant::now();
     let mut pids = Vec::new();
     let mut fork_err = None;
     for me in 0..spec.replicas {
@@ -292,7 +332,20 @@ pub fn run(
             pid => pids.push(pid),
         }
     }
-    if fork_err.is_none() {
+    // Setup: every replica fills its working set (seconds for a large one), then they meet at
+    // the start line (generation 0 -> 1). The clock starts there, so the duration is the
+    // measured phase's; a replica that ends during setup (out of memory) or a stop ends the
+    // wait, and the group is stopped without a measured phase.
+    let mut started = fork_err.is_none();
+    while started && sh.generation.load(Ordering::Acquire) == 0 {
+        if stop.load(Ordering::Relaxed) || pids.iter().any(|&pid| has_ended(pid)) {
+            started = false;
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let start = Instant::now();
+    if started {
         let deadline = start + spec.duration;
         while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20).min(deadline - Instant::now()));
@@ -353,7 +406,7 @@ mod tests {
     #[test]
     fn ring_visits_every_line_once() {
         let mut r = vec![0u64; 8 * 100];
-        fill_ring(&mut r, 7);
+        assert!(fill_ring(&mut r, 7, &AtomicBool::new(false)));
         let mut seen = [false; 100];
         let mut at = 0u64;
         for _ in 0..100 {
@@ -386,6 +439,12 @@ mod tests {
         for x in &r.replicas {
             assert!(x.steps >= x.syncs * 1_000);
         }
+    }
+
+    #[test]
+    fn a_stop_ends_the_fill() {
+        let mut r = vec![0u64; 8 * 100];
+        assert!(!fill_ring(&mut r, 7, &AtomicBool::new(true)));
     }
 
     #[test]

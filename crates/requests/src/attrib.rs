@@ -176,6 +176,40 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// The longest boundary line accepted, in bytes (without its newline): a real one is a few
+/// words; anything longer is refused ([`line_too_long`]) rather than buffered.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// Characters of a bad input line (or word) quoted in an error message.
+const QUOTED_CHARS: usize = 80;
+
+/// The first [`QUOTED_CHARS`] characters of `text`, or `None` when it is no longer than that.
+fn shortened(text: &str) -> Option<&str> {
+    text.char_indices()
+        .nth(QUOTED_CHARS)
+        .map(|(cut, _)| &text[..cut])
+}
+
+/// `text` in quotes for an error message: whole when short, otherwise its first 80 characters,
+/// an ellipsis and its length (`'aaaa…' (300000000 bytes)`), so a huge bad line does not make
+/// a huge message.
+fn quote_input(text: &str) -> String {
+    match shortened(text) {
+        Some(head) => format!("'{head}…' ({} bytes)", text.len()),
+        None => format!("'{text}'"),
+    }
+}
+
+/// The error for input line `lineno` when it is longer than [`MAX_LINE_BYTES`], quoting the
+/// start of it (`start`: as much of the line as was read; its first 80 characters are shown).
+pub fn line_too_long(lineno: usize, start: &str) -> RequestsError {
+    let head = shortened(start).unwrap_or(start);
+    RequestsError::Invalid(format!(
+        "input line {lineno}: longer than {MAX_LINE_BYTES} bytes, refused (a boundary line is \
+         `begin ID [CLASS]` or `end ID [ROWS]`; this one starts '{head}…')"
+    ))
+}
+
 /// External attribution driven by boundary lines, for any server: `begin ID [CLASS]` just
 /// before the client sends request ID, `end ID [ROWS]` just after its reply; `#` starts a
 /// comment. One request at a time per counted task (a second `begin` while one is open is
@@ -231,22 +265,28 @@ impl BoundarySession {
 
     /// Handle one input line (`lineno` counts from 1, for messages); a finished request comes
     /// back on its `end` line. A boundary after the task has exited is
-    /// [`RequestsError::TaskGone`]: its counters stopped, a delta would say 0 wrongly.
+    /// [`RequestsError::TaskGone`]: its counters stopped, a delta would say 0 wrongly. A line
+    /// longer than [`MAX_LINE_BYTES`] is refused; a bad one is quoted in the error only in part
+    /// (its first 80 characters and its length) when long.
     pub fn line(&mut self, line: &str, lineno: usize) -> Result<Option<RequestRow>, RequestsError> {
+        if line.len() > MAX_LINE_BYTES {
+            return Err(line_too_long(lineno, line));
+        }
+        let bad = |msg: String| RequestsError::Invalid(format!("input line {lineno}: {msg}"));
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             return Ok(None);
         }
-        let bad = |msg: String| RequestsError::Invalid(format!("input line {lineno}: {msg}"));
         let mut w = line.split_whitespace();
         let verb = w.next().unwrap_or("");
         let id: u64 = w
             .next()
-            .ok_or_else(|| bad(format!("'{verb}' needs a request id")))?
+            .ok_or_else(|| bad(format!("{} needs a request id", quote_input(verb))))?
             .parse()
             .map_err(|_| {
                 bad(format!(
-                    "request id in '{line}' is not a non-negative integer"
+                    "request id in {} is not a non-negative integer",
+                    quote_input(line)
                 ))
             })?;
         if matches!(verb, "begin" | "end") && !self.task_alive() {
@@ -270,9 +310,9 @@ impl BoundarySession {
                 let snap = self.counters.read()?;
                 let now = std::time::Instant::now();
                 let rows = match w.next() {
-                    Some(r) => r
-                        .parse()
-                        .map_err(|_| bad(format!("row count '{r}' is not an integer")))?,
+                    Some(r) => r.parse().map_err(|_| {
+                        bad(format!("row count {} is not an integer", quote_input(r)))
+                    })?,
                     None => 0,
                 };
                 match self.open.take() {
@@ -296,7 +336,8 @@ impl BoundarySession {
                 }
             }
             other => Err(bad(format!(
-                "unknown word '{other}' (expected begin or end)"
+                "unknown word {} (expected begin or end)",
+                quote_input(other)
             ))),
         }
     }
@@ -359,6 +400,32 @@ mod tests {
         assert!(e.contains("request 5 is still open"), "{e}");
         let e = s.line("start x", 10).unwrap_err().to_string();
         assert!(e.contains("line 10"), "{e}");
+        // A long bad line is quoted in part; one over the limit is refused as such.
+        let e = s.line(&"a".repeat(10_000), 11).unwrap_err().to_string();
+        assert!(e.contains("(10000 bytes) needs a request id"), "{e}");
+        assert!(e.len() < 200, "{e}");
+        let e = s.line(&"a".repeat(MAX_LINE_BYTES + 1), 12).unwrap_err();
+        assert!(e.to_string().contains("longer than 65536 bytes"), "{e}");
+    }
+
+    #[test]
+    fn long_bad_input_is_quoted_in_part() {
+        assert_eq!(quote_input("begin"), "'begin'");
+        let long = "a".repeat(300_000);
+        let q = quote_input(&long);
+        assert_eq!(q, format!("'{}…' (300000 bytes)", "a".repeat(80)));
+        // Cut on a character boundary.
+        let wide = "é".repeat(100);
+        assert_eq!(
+            quote_input(&wide),
+            format!("'{}…' (200 bytes)", "é".repeat(80))
+        );
+        let e = line_too_long(3, &long).to_string();
+        assert!(
+            e.starts_with("input line 3: longer than 65536 bytes"),
+            "{e}"
+        );
+        assert!(e.len() < 300, "{e}");
     }
 
     #[test]

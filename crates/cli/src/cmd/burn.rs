@@ -4,6 +4,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use counterpoint_host::probe::{self, ProbeKind, ProbeSizes};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -48,6 +49,15 @@ pub struct BurnArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    /// replica: the meminfo file whose MemTotal bounds the group's total working set (a fixture
+    /// in tests).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/proc/meminfo",
+        hide = true
+    )]
+    meminfo: PathBuf,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -91,6 +101,7 @@ fn replica(args: BurnArgs) -> Result<ExitCode> {
             args.ws_bytes
         );
     };
+    check_group_memory(args.replicas, ws, &args.meminfo)?;
     let spec = ReplicaBurnSpec {
         replicas: args.replicas,
         sync_every_insns: args.sync_every,
@@ -114,4 +125,106 @@ fn replica(args: BurnArgs) -> Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The most a replica group may fill in all when the machine's memory cannot be read.
+const FALLBACK_GROUP_BYTES: u64 = 8 << 30;
+
+/// Physical memory in bytes: the `MemTotal:` line of a meminfo file (`None` when the file or
+/// the line cannot be read).
+fn mem_total_bytes(meminfo: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(meminfo).ok()?;
+    text.lines().find_map(|l| {
+        let mut w = l.strip_prefix("MemTotal:")?.split_whitespace();
+        let kib: u64 = w.next()?.parse().ok()?;
+        (w.next() == Some("kB")).then(|| kib.checked_mul(1024))?
+    })
+}
+
+/// A size for a message: MiB below a GiB, GiB above.
+fn size_text(bytes: u64) -> String {
+    const MIB: f64 = (1u64 << 20) as f64;
+    if bytes < 1 << 30 {
+        format!("{:.1} MiB", bytes as f64 / MIB)
+    } else {
+        format!("{:.1} GiB", bytes as f64 / (1024.0 * MIB))
+    }
+}
+
+/// Every replica fills its whole working set before it starts: refuse, before anything is
+/// forked, a group whose total is more than the machine's memory (MemTotal of `meminfo`), or
+/// more than [`FALLBACK_GROUP_BYTES`] when that cannot be read.
+fn check_group_memory(replicas: usize, ws_bytes: u64, meminfo: &Path) -> Result<()> {
+    let total = ws_bytes.saturating_mul(replicas as u64);
+    let (limit, what) = match mem_total_bytes(meminfo) {
+        Some(mem) => (
+            mem,
+            format!(
+                "this machine's memory ({}, MemTotal in {})",
+                size_text(mem),
+                meminfo.display()
+            ),
+        ),
+        None => (
+            FALLBACK_GROUP_BYTES,
+            format!(
+                "{}, the limit used when MemTotal cannot be read from {}",
+                size_text(FALLBACK_GROUP_BYTES),
+                meminfo.display()
+            ),
+        ),
+    };
+    if total > limit {
+        bail!(
+            "--replicas {replicas} x --ws-bytes {}: {} of working sets in all, more than {what}; \
+             every replica fills its whole working set (use fewer replicas or a smaller \
+             --ws-bytes)",
+            size_text(ws_bytes),
+            size_text(total)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meminfo(text: &str) -> tempfile::NamedTempFile {
+        use std::io::Write;
+        let mut f = tempfile::NamedTempFile::new().expect("temp file");
+        f.write_all(text.as_bytes()).expect("write");
+        f
+    }
+
+    #[test]
+    fn mem_total_is_read_in_bytes() {
+        let f = meminfo("MemTotal:       24684096 kB\nMemFree:        21393152 kB\n");
+        assert_eq!(mem_total_bytes(f.path()), Some(24_684_096 * 1024));
+        let f = meminfo("MemFree:        21393152 kB\n");
+        assert_eq!(mem_total_bytes(f.path()), None);
+        assert_eq!(mem_total_bytes(Path::new("/nonexistent/meminfo")), None);
+    }
+
+    #[test]
+    fn group_larger_than_memory_is_refused() {
+        // 1 GiB of memory: 2 x 256M fits, 2 x 1G does not.
+        let f = meminfo("MemTotal: 1048576 kB\n");
+        assert!(check_group_memory(2, 256 << 20, f.path()).is_ok());
+        let e = check_group_memory(2, 1 << 30, f.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2.0 GiB of working sets in all"), "{e}");
+        assert!(e.contains("this machine's memory (1.0 GiB"), "{e}");
+        // Unreadable: the fixed cap.
+        let none = Path::new("/nonexistent/meminfo");
+        assert!(check_group_memory(8, 1 << 30, none).is_ok());
+        let e = check_group_memory(9, 1 << 30, none)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the limit used when MemTotal cannot be read"),
+            "{e}"
+        );
+    }
 }

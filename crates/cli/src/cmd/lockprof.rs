@@ -437,11 +437,13 @@ mod tests {
 /// slowdown of a lock-heavy program, both measured in the same run (alternating rounds).
 #[derive(Args)]
 pub struct BenchLockprofArgs {
-    /// Rounds of each measurement (medians are reported).
-    #[arg(long, default_value_t = 7)]
+    /// Rounds of each measurement, 1 to 100 (medians are reported).
+    #[arg(long, default_value_t = 7,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_ROUNDS))]
     rounds: usize,
-    /// Lock+unlock pairs per timed repetition in the pair benchmark.
-    #[arg(long, default_value_t = 2_000_000)]
+    /// Lock+unlock pairs per timed repetition in the pair benchmark (1 to 50000000).
+    #[arg(long, default_value_t = 2_000_000,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_PAIRS))]
     pairs: u64,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -450,6 +452,47 @@ pub struct BenchLockprofArgs {
     /// alternating rounds, so both are measured under the same machine load.
     #[arg(long, value_name = "LIB")]
     compare_lib: Option<PathBuf>,
+}
+
+/// The most `bench lockprof --rounds` accepts: fourteen times the default; every round starts
+/// five to seven programs.
+const MAX_ROUNDS: u64 = 100;
+/// The most `bench lockprof --pairs` accepts: 25 times the default. The pair program does 5.1
+/// times this many pairs per run (about 40 ns each with a profiler), in every arm of every
+/// round: the two bounds together stay under an hour on a 2-vCPU machine.
+const MAX_PAIRS: u64 = 50_000_000;
+
+/// `--compare-lib`'s file, checked before anything runs: a regular file that starts like an ELF
+/// object (what ld.so can preload).
+fn check_compare_lib(lib: &Path) -> Result<()> {
+    use std::io::Read;
+    let what = || format!("--compare-lib {}", lib.display());
+    let meta = std::fs::metadata(lib).with_context(what)?;
+    if !meta.is_file() {
+        bail!(
+            "{}: not a regular file (a shared library is expected)",
+            what()
+        );
+    }
+    let mut magic = Vec::with_capacity(4);
+    std::fs::File::open(lib)
+        .and_then(|f| f.take(4).read_to_end(&mut magic))
+        .with_context(what)?;
+    if magic != b"\x7fELF" {
+        bail!(
+            "{}: not an ELF shared library (it does not start with \\x7fELF)",
+            what()
+        );
+    }
+    Ok(())
+}
+
+/// ld.so's complaint on a child's stderr when an `LD_PRELOAD` entry could not be loaded (it
+/// then runs the program without it).
+fn preload_failure(stderr: &str) -> Option<&str> {
+    stderr
+        .lines()
+        .find(|l| l.contains("LD_PRELOAD") && l.contains("cannot be preloaded"))
 }
 
 const BENCH_PAIR_C: &str = include_str!("../../../lockprof/tests/c/bench_pair.c");
@@ -462,8 +505,8 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
-    if args.rounds == 0 {
-        bail!("--rounds must be at least 1");
+    if let Some(c) = &args.compare_lib {
+        check_compare_lib(c)?;
     }
     let lib = find_library()?;
     let dir = tempfile::tempdir().context("creating a build directory")?;
@@ -485,12 +528,13 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
     let pair = build("bench_pair", BENCH_PAIR_C)?;
     let grid = build("mutex_grid", MUTEX_GRID_C)?;
     let hold = build("hold_time", HOLD_TIME_C)?;
-    if let Some(c) = &args.compare_lib {
-        if !c.is_file() {
-            bail!("--compare-lib {}: no such file", c.display());
-        }
+    // Arms: 0 without, 1 with this library, 2 with --compare-lib. Each library's reports go to
+    // its own scratch directory, which nobody reads (the other build may write an older
+    // format): a report there only shows that the library was loaded and ran.
+    let reports = |arm: usize| dir.path().join(format!("reports-{arm}"));
+    for arm in [1, 2] {
+        std::fs::create_dir(reports(arm)).context("creating a report directory")?;
     }
-    // Arms: 0 without, 1 with this library, 2 with --compare-lib.
     let run = |bin: &Path, a: &[String], arm: usize| -> Result<(String, f64)> {
         let mut cmd = Command::new(bin);
         cmd.args(a)
@@ -502,22 +546,40 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
             _ => None,
         };
         if let Some(l) = preload {
-            // Reports go to a scratch directory nobody reads (the other build may write an
-            // older format).
             cmd.env("LD_PRELOAD", l)
-                .env("COUNTERPOINT_LOCKPROF_OUT", dir.path());
+                .env("COUNTERPOINT_LOCKPROF_OUT", reports(arm));
         }
         let t0 = std::time::Instant::now();
         let out = cmd
             .output()
             .with_context(|| format!("running {}", bin.display()))?;
         let wall = t0.elapsed().as_secs_f64();
+        let stderr = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() {
-            bail!(
-                "{} failed: {}",
-                bin.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            bail!("{} failed: {stderr}", bin.display());
+        }
+        if let Some(l) = preload {
+            // ld.so runs the program without a library it cannot load: nothing was measured.
+            let flag = if arm == 2 { "--compare-lib " } else { "" };
+            if let Some(why) = preload_failure(&stderr) {
+                bail!(
+                    "{flag}{}: not preloaded into {}: {why}",
+                    l.display(),
+                    bin.display()
+                );
+            }
+            let wrote = std::fs::read_dir(reports(arm))
+                .context("reading a report directory")?
+                .next()
+                .is_some();
+            if !wrote {
+                bail!(
+                    "{flag}{}: preloaded into {} but wrote no lock profile report: not a build \
+                     of {LIB_NAME}",
+                    l.display(),
+                    bin.display()
+                );
+            }
         }
         Ok((String::from_utf8_lossy(&out.stdout).into_owned(), wall))
     };

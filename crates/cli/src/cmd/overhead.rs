@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct OverheadArgs {
-    /// Threads in the watched helper process.
-    #[arg(long, default_value_t = 500)]
+    /// Threads in the watched helper process (0 to 10000).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=MAX_THREADS))]
     threads: u32,
     /// Agent interval.
     #[arg(long, default_value = "1s")]
@@ -33,7 +33,7 @@ pub struct OverheadArgs {
     #[arg(long, default_value_t = 0, value_name = "MS")]
     waker_ms: u64,
     /// Internal: be the helper (hold this many sleeping threads until stdin closes).
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u32).range(0..=MAX_THREADS))]
     hold_threads: Option<u32>,
     /// Run the agent with `--read-every-thread` (no idle or thread gate): the cost of reading all
     /// threads each interval.
@@ -46,6 +46,11 @@ pub struct OverheadArgs {
 
 /// The agent's goal: under this share of one core (percent) watching 500 threads at 1 s.
 pub const GOAL_PERCENT: f64 = 0.2;
+
+/// The most threads `--threads` (and the helper's `--hold-threads`) accepts: twenty times the
+/// goal's 500, well within the kernel's thread limits; a typo's millions are refused before
+/// anything starts.
+const MAX_THREADS: i64 = 10_000;
 
 /// Intervals left out at the start: the first interval opens the counters and takes the
 /// first snapshot; one more lets lazily opened state settle.
@@ -146,17 +151,32 @@ fn run_agent(cmd: &mut Command, interval: Duration, intervals: u64) -> Result<Co
     // Drain the log (a full pipe would block the agent); say when it has started.
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let log = child.stderr.take();
-    let drain = std::thread::spawn(move || {
-        let Some(log) = log else { return };
-        let mut started = false;
-        for line in std::io::BufReader::new(log).lines() {
-            let Ok(line) = line else { break };
-            if !started && line.contains("event=\"start\"") {
-                started = true;
-                let _ = tx.send(idle_gate_of(&line));
+    let drain = std::thread::Builder::new()
+        .name("agent-log".into())
+        .spawn(move || {
+            let Some(log) = log else { return };
+            let mut started = false;
+            for line in std::io::BufReader::new(log).lines() {
+                let Ok(line) = line else { break };
+                if !started && line.contains("event=\"start\"") {
+                    started = true;
+                    let _ = tx.send(idle_gate_of(&line));
+                }
             }
+        });
+    let drain = match drain {
+        Ok(d) => d,
+        Err(e) => {
+            // The agent is ours and not yet reaped: end it (it restores on SIGTERM) and reap it.
+            // SAFETY: kill on our own unreaped child.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGTERM);
+            }
+            let _ = child.wait();
+            AGENT.store(0, Ordering::SeqCst);
+            return Err(e).context("starting the thread that reads the agent's log");
         }
-    });
+    };
     let skip = skip_intervals(intervals);
     let mut steady = None;
     let mut window_s = 0.0;
@@ -252,14 +272,16 @@ fn wait_rusage(pid: libc::pid_t) -> Result<(f64, i32)> {
 fn hold(n: u32, waker_ms: u64) -> Result<ExitCode> {
     let mut handles = Vec::new();
     if waker_ms > 0 {
-        handles.push(std::thread::spawn(move || loop {
+        let waker = std::thread::Builder::new().spawn(move || loop {
             std::thread::sleep(Duration::from_millis(waker_ms));
-        }));
+        });
+        handles.push(waker.context("starting the waker thread")?);
     }
-    for _ in 0..n {
-        handles.push(std::thread::spawn(|| loop {
+    for i in 0..n {
+        let t = std::thread::Builder::new().spawn(|| loop {
             std::thread::sleep(Duration::from_secs(3600));
-        }));
+        });
+        handles.push(t.with_context(|| format!("starting sleeping thread {} of {n}", i + 1))?);
     }
     outln!("ready")?;
     let mut sink = Vec::new();
@@ -292,7 +314,21 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     let mut run = Cleanup { helper, dir: None };
     let mut line = [0u8; 6];
     if let Some(out) = run.helper.stdout.as_mut() {
-        out.read_exact(&mut line).context("helper did not start")?;
+        if let Err(e) = out.read_exact(&mut line) {
+            let what = format!(
+                "the helper holding --threads {} sleeping threads did not start",
+                args.threads
+            );
+            if e.kind() != std::io::ErrorKind::UnexpectedEof {
+                return Err(e).context(what);
+            }
+            // Its output ended: it has exited, after printing its own error (its stderr is ours).
+            let ended = match run.helper.wait() {
+                Ok(st) => st.to_string(),
+                Err(w) => format!("status unknown: {w}"),
+            };
+            bail!("{what} (it ended with {ended}; its own error is above)");
+        }
     }
     let hp = run.helper.id();
     let threads =

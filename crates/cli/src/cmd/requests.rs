@@ -6,9 +6,11 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use counterpoint_requests::analysis::analyze;
-use counterpoint_requests::attrib::{BoundarySession, DEFAULT_EVENTS};
+use counterpoint_requests::attrib::{
+    line_too_long, BoundarySession, DEFAULT_EVENTS, MAX_LINE_BYTES,
+};
 use counterpoint_requests::run::{run_pg, RunConfig};
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -130,16 +132,20 @@ fn external(pid: i32, events: &str, csv: bool) -> Result<ExitCode> {
         super::write_stdout(&header)?;
     }
     let mut measured = 0u64;
-    for (i, line) in std::io::stdin().lock().lines().enumerate() {
-        let line = line.context("reading stdin")?;
-        let row = match s.line(&line, i + 1) {
+    let mut stdin = std::io::stdin().lock();
+    let mut input = Vec::new();
+    for lineno in 1.. {
+        let Some(line) = read_bounded_line(&mut stdin, &mut input, lineno)? else {
+            break;
+        };
+        let row = match s.line(line, lineno) {
             Ok(row) => row,
             // The server ended: say so and stop, rather than report zeros it never counted.
             Err(counterpoint_requests::RequestsError::TaskGone { tid }) => {
                 eprintln!(
                     "counterpoint requests: task {tid} has exited (noticed at input line {}): \
                      stopping after {measured} measured request{}",
-                    i + 1,
+                    lineno,
                     if measured == 1 { "" } else { "s" }
                 );
                 return Ok(if measured == 0 {
@@ -170,16 +176,50 @@ fn external(pid: i32, events: &str, csv: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Read input line `lineno` into `buf` (reused) and return it without its line end, `None` at
+/// the end of the input. At most [`MAX_LINE_BYTES`] bytes and the newline are buffered: a
+/// longer line is refused as soon as that much of it was read, whatever its length.
+fn read_bounded_line<'a>(
+    input: &mut impl BufRead,
+    buf: &'a mut Vec<u8>,
+    lineno: usize,
+) -> Result<Option<&'a str>> {
+    buf.clear();
+    let limit = MAX_LINE_BYTES as u64 + 1;
+    let n = input
+        .by_ref()
+        .take(limit)
+        .read_until(b'\n', buf)
+        .context("reading stdin")?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+    } else if buf.len() > MAX_LINE_BYTES {
+        return Err(line_too_long(lineno, &String::from_utf8_lossy(buf)).into());
+    }
+    std::str::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| anyhow::anyhow!("input line {lineno}: not valid UTF-8"))
+}
+
 #[derive(Args)]
 pub struct BenchRequestsArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
-    /// Timed rounds (median reported).
-    #[arg(long, default_value_t = 11)]
+    /// Timed rounds (median reported); 1 to 1000.
+    #[arg(long, default_value_t = 11,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     rounds: usize,
-    /// Request boundaries per round and path.
-    #[arg(long, default_value_t = 20_000)]
+    /// Request boundaries per round and path; 1 to 200000 (every request of a round is kept
+    /// until it ends, about 1.4 KB each: at most about 300 MB).
+    #[arg(long, default_value_t = 20_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=200_000))]
     iterations: usize,
 }
 
@@ -192,9 +232,6 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// external (one read of a server task's counters through the counters layer, default events
 /// that are countable here, on a sleeping child process).
 pub fn bench(a: BenchRequestsArgs) -> Result<ExitCode> {
-    if a.rounds == 0 || a.iterations == 0 {
-        bail!("--rounds and --iterations must be at least 1");
-    }
     counterpoint_selfmon::init("task-clock").context("selfmon init")?;
     let mut child = std::process::Command::new("sleep")
         .arg("600")

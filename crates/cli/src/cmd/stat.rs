@@ -37,7 +37,8 @@ Events: perf names (cycles, instructions, cache-misses, LLC-load-misses, task-cl
 modifiers :u :k :h, raw rNNNN, sys:tracepoint, pmu/term=value,.../ and pmu/named-event/
 resolved through /sys/bus/event_source/devices, groups {a,b,c}.
 -x columns: value,unit,event,run time (ns),% running,metric value,metric unit.
-The command's exit code is returned (128+N when killed by signal N).")]
+The command's exit code is returned (128+N when killed by signal N); a command that cannot be
+run gives 127 when it is not found and 126 when it cannot be executed, as in a shell.")]
 pub struct StatArgs {
     /// Events to count (repeatable; comma-separated; groups in braces).
     #[arg(short = 'e', long = "event", value_name = "EVENTS")]
@@ -332,14 +333,36 @@ fn stderr_gone() -> bool {
 mod stat_daemon;
 
 pub fn run(args: StatArgs) -> Result<ExitCode> {
-    if let Some(socket) = args.daemon.clone() {
-        return stat_daemon::run(&args, socket.as_deref());
+    let result = match args.daemon.clone() {
+        Some(socket) => stat_daemon::run(&args, socket.as_deref()),
+        None => match run_counting(args) {
+            // An error nobody can read: end as quietly as a closed output does.
+            Err(_) if stderr_gone() => return Ok(ExitCode::from(EXIT_SIGPIPE)),
+            other => other,
+        },
+    };
+    match result {
+        Err(err) => match exec_failure_status(&err) {
+            Some(code) => {
+                note(format_args!("counterpoint: error: {err:#}"));
+                Ok(ExitCode::from(code))
+            }
+            None => Err(err),
+        },
+        ok => ok,
     }
-    match run_counting(args) {
-        // An error nobody can read: end as quietly as a closed output does.
-        Err(_) if stderr_gone() => Ok(ExitCode::from(EXIT_SIGPIPE)),
-        other => other,
-    }
+}
+
+/// A command that could not be run ends `stat` as it would end a shell: 127 when it was not
+/// found (ENOENT), 126 when it was found but `exec` refused it (EACCES, ENOEXEC, ...). `None`
+/// for every other error (exit 2).
+fn exec_failure_status(err: &anyhow::Error) -> Option<u8> {
+    err.chain().find_map(|c| match c.downcast_ref() {
+        Some(counterpoint_counters::CountError::Exec { error, .. }) => error
+            .raw_os_error()
+            .map(|errno| if errno == libc::ENOENT { 127 } else { 126 }),
+        _ => None,
+    })
 }
 
 /// The `-o FILE` writer: a failed write names the file (`-o /dev/full`), keeping the error's kind
@@ -369,6 +392,49 @@ impl Write for NamedOutput {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.file.flush().map_err(|e| self.label(e))
+    }
+}
+
+/// The `-o FILE` writer of direct counting: the file is created (or truncated) only once the
+/// count has begun (the first write or flush), so a command that cannot start, or counters
+/// that do not open, leave an existing file as it was (perf truncates it at once).
+struct LateOutput {
+    path: PathBuf,
+    file: Option<NamedOutput>,
+}
+
+impl LateOutput {
+    fn new(path: &std::path::Path) -> Self {
+        LateOutput {
+            path: path.to_path_buf(),
+            file: None,
+        }
+    }
+
+    /// The file, created or truncated on the first call.
+    fn open(&mut self) -> std::io::Result<&mut NamedOutput> {
+        let out = match self.file.take() {
+            Some(out) => out,
+            None => {
+                let file = std::fs::File::create(&self.path).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("creating {}: {e}", self.path.display()))
+                })?;
+                NamedOutput::new(file, &self.path)
+            }
+        };
+        Ok(self.file.insert(out))
+    }
+}
+
+impl Write for LateOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.open()?.write(buf)
+    }
+
+    /// Creates the file if no write did yet: `stat` flushes once the count has begun, so a
+    /// bad `-o` path stops the command at once instead of after it ran.
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.open()?.flush()
     }
 }
 
@@ -442,12 +508,9 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
     if build_target(&args)?.is_none() && args.command.is_empty() {
         bail!("nothing to count: give a command after `--`, or -p PID, -a or -C CPUS");
     }
+    // Created once the count has begun (see `LateOutput`): nothing is lost when it fails first.
     let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => {
-            let file =
-                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
-            Box::new(NamedOutput::new(file, p))
-        }
+        Some(p) => Box::new(LateOutput::new(p)),
         None => Box::new(std::io::stderr()),
     };
     let fmt = Format {
@@ -813,6 +876,9 @@ impl Session<'_> {
     /// Count until the end; with -I print each interval and return `None`, otherwise return
     /// the final rows and the wall time.
     fn count(&mut self) -> Result<Option<(Vec<Row>, Duration)>> {
+        // The count has begun: `-o FILE` is created now, so a bad path stops the command at
+        // once rather than after it ran (stderr: nothing to do).
+        self.out.flush()?;
         let pids = target_pids(self.args);
         let mut prev: Option<Vec<Row>> = None;
         match self.args.interval_ms {
@@ -1304,20 +1370,20 @@ pub struct BenchReadArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
-    /// Timed rounds (median reported).
-    #[arg(long, default_value_t = 21)]
+    /// Timed rounds (median reported); 1 to 1000.
+    #[arg(long, default_value_t = 21,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     rounds: usize,
-    /// Reads per round and path.
-    #[arg(long, default_value_t = 100_000)]
+    /// Reads per round and path; 1 to 1000000 (a read of all its paths costs about 3.5 us on
+    /// a 2-vCPU VM, so both bounds together stay under an hour).
+    #[arg(long, default_value_t = 100_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     iterations: usize,
 }
 
 /// ns per read: our layer vs raw read(2) on the same fd, perf-event2's read, a group of three,
 /// and the user-space path (here: none).
 pub fn bench_read(args: BenchReadArgs) -> Result<ExitCode> {
-    if args.rounds == 0 || args.iterations == 0 {
-        bail!("--rounds and --iterations must be positive");
-    }
     let b = counterpoint_counters::readbench::measure(args.rounds, args.iterations)
         .context("opening task-clock counters on this thread")?;
     if args.json {

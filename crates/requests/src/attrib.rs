@@ -237,6 +237,11 @@ impl BoundarySession {
         })
     }
 
+    /// The request begun and not yet ended, if any (at the end of the input: never measured).
+    pub fn open_request(&self) -> Option<u64> {
+        self.open.as_ref().map(|o| o.0)
+    }
+
     /// The counters.
     pub fn counters(&self) -> &TaskCounters {
         &self.counters
@@ -311,7 +316,10 @@ impl BoundarySession {
                 let now = std::time::Instant::now();
                 let rows = match w.next() {
                     Some(r) => r.parse().map_err(|_| {
-                        bad(format!("row count {} is not an integer", quote_input(r)))
+                        bad(format!(
+                            "row count {} is not a whole number of rows (0 or more)",
+                            quote_input(r)
+                        ))
                     })?,
                     None => 0,
                 };

@@ -113,7 +113,7 @@ fn out_of_range_values() {
     let e = load(&GOOD.replace("duration_ms = 100", "duration_ms = 0")).unwrap_err();
     assert_eq!(e.path, "duration_ms");
     let e = load(&format!("{GOOD}\n[sched]\ntimeslice_ms = -4.0\n")).unwrap_err();
-    assert_eq!(e.path, "sched");
+    assert_eq!(e.path, "sched.timeslice_ms");
     assert!(e.message.contains("timeslice_ms"), "{e}");
     let e = load(&format!("{GOOD}\n[sched]\nslice = 4\n")).unwrap_err();
     assert_eq!(e.path, "sched.slice");
@@ -256,7 +256,7 @@ fn builder_refuses_what_the_file_parser_refuses() {
         (
             base().sched(sched(-1.0, 200.0)),
             "duration_ms = 100\n[sched]\ntimeslice_ms = -1.0",
-            "sched",
+            "sched.timeslice_ms",
         ),
     ];
     for (built, file_keys, field) in cases {

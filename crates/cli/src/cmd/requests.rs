@@ -173,6 +173,13 @@ fn external(pid: i32, events: &str, csv: bool) -> Result<ExitCode> {
             super::write_stdout(&buf)?;
         }
     }
+    // Said, not silently dropped: the client stopped between a request's begin and its end.
+    if let Some(id) = s.open_request() {
+        eprintln!(
+            "counterpoint requests: the input ended with request {id} begun and not ended: \
+             not measured ({measured} measured)"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -148,7 +148,7 @@ pub struct C2cReport {
 #[derive(Debug, thiserror::Error)]
 pub enum C2cError {
     /// Fewer than two placed CPUs.
-    #[error("bench c2c needs at least two online CPUs the topology places; given: CPU {0}")]
+    #[error("bench c2c needs at least two online CPUs the topology places; CPUs considered: {0}")]
     TooFewCpus(String),
     /// A thread could not be pinned.
     #[error("pinning the probe thread to CPU {cpu}: {source}")]

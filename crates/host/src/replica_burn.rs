@@ -39,9 +39,9 @@ pub struct ReplicaBurnSpec {
 pub struct ReplicaStats {
     /// Its pid.
     pub pid: i32,
-    /// Meetings it took part in.
+    /// Meetings it took part in during the measured phase (the start line excluded).
     pub syncs: u64,
-    /// Chase steps done.
+    /// Chase steps done during the measured phase.
     pub steps: u64,
 }
 
@@ -345,9 +345,24 @@ pub fn run(
         }
     }
     let start = Instant::now();
+    // What the replicas did between the start line and this clock start (the poll above can
+    // notice it late on a loaded machine) is not part of the measured phase.
+    let base: Vec<(u64, u64)> = (0..pids.len())
+        .map(|i| {
+            (
+                sh.syncs[i].load(Ordering::Relaxed),
+                sh.steps[i].load(Ordering::Relaxed),
+            )
+        })
+        .collect();
     if started {
         let deadline = start + spec.duration;
-        while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+        // A replica that ends early (killed, out of memory) ends the phase: the others would
+        // only wait for it at their next meeting.
+        while Instant::now() < deadline
+            && !stop.load(Ordering::Relaxed)
+            && !pids.iter().any(|&pid| has_ended(pid))
+        {
             std::thread::sleep(Duration::from_millis(20).min(deadline - Instant::now()));
         }
     }
@@ -374,8 +389,12 @@ pub fn run(
         .enumerate()
         .map(|(i, &pid)| ReplicaStats {
             pid,
-            syncs: sh.syncs[i].load(Ordering::Relaxed),
-            steps: sh.steps[i].load(Ordering::Relaxed),
+            syncs: sh.syncs[i]
+                .load(Ordering::Relaxed)
+                .saturating_sub(base[i].0),
+            steps: sh.steps[i]
+                .load(Ordering::Relaxed)
+                .saturating_sub(base[i].1),
         })
         .collect();
     // SAFETY: every child has exited; nothing refers to the page any more.

@@ -366,7 +366,8 @@ impl Catalog {
         // bandwidth needs. Q6 keeps 1.5e9 instructions; Q3 and Q12 take the counts that give
         // them Q6's time alone on zhang-smp under v2 (CPIs 5.01, 1.63 and 2.61, `solo_v2`;
         // `tests/model_v2.rs::tpch_q3_q6_q12_take_similar_times`). Under v1 the same counts
-        // leave Q3 and Q12 within about 25 % of Q6's time (docs/sim-catalog.md, "Servers").
+        // leave Q3 and Q12 within about 25 % of Q6's time (docs/sim-catalog.md, "Servers under
+        // model v2").
         c.servers.insert(
             "tpch".into(),
             Server {

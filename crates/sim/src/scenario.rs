@@ -89,10 +89,11 @@ pub const TASK_TICK_BUDGET: u64 = 2_000_000_000;
 pub const MAX_TASKS: u64 = 100_000;
 /// Most time-series points (tasks x epochs) a scenario file may ask for: every epoch keeps a
 /// point per task (about 90 bytes), so `epoch_ms = 1` over hours of many tasks would exhaust
-/// memory at the end of a long run; refused up front instead (about 450 MB at the limit; the
-/// largest shipped scenario, scale-1024, has 1e6). Not lifted by `--force`: a longer
-/// `epoch_ms` keeps the run and shrinks its series.
-pub const MAX_SERIES_POINTS: u64 = 5_000_000;
+/// memory at the end of a long run; refused up front instead. At the limit the series holds
+/// about 180 MB, and `simulate --json` / `--out` build the result's text besides (a few times
+/// that); the largest shipped scenario, scale-1024, has 1e6 points. Not lifted by `--force`:
+/// a longer `epoch_ms` keeps the run and shrinks its series.
+pub const MAX_SERIES_POINTS: u64 = 2_000_000;
 /// Largest scenario file read from disk, in bytes (the shipped ones are a few KB); a string
 /// handed to `from_toml_str` is the caller's to bound.
 pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;

@@ -42,7 +42,7 @@ fn a_series_too_large_for_memory_is_refused_up_front() {
     .unwrap_err();
     assert_eq!((e.line, e.path.as_str()), (3, "duration_ms"), "{e}");
     // Just at the limit it loads.
-    let at = doc("duration_ms = 500000000", "");
+    let at = doc("duration_ms = 200000000", "");
     assert!(
         Scenario::from_toml_str_with(&at, "l.toml", &Catalog::builtin(), Limits::unbounded())
             .is_ok()

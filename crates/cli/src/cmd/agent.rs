@@ -235,12 +235,8 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             &[("source", json!(args.source)), ("seed", json!(args.seed))],
         )?;
         return Ok(exit_code(&out));
-    } else if args.source != "host" {
-        bail!(
-            "--source {:?}: expected host or sim:SCENARIO.toml",
-            args.source
-        );
     }
+    // (Any other source than host was refused first.)
     let source = if args.direct {
         None
     } else {

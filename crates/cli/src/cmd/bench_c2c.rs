@@ -77,7 +77,15 @@ pub fn run(args: BenchC2cArgs) -> Result<ExitCode> {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => std::path::Path::new("."),
         };
-        super::check_out_dir(dir, "figure").with_context(|| format!("--svg {}", p.display()))?;
+        if !dir.is_dir() {
+            anyhow::bail!("--svg {}: no directory {}", p.display(), dir.display());
+        }
+        let probe = dir.join(".counterpoint-write-check");
+        std::fs::write(&probe, b"").with_context(|| {
+            format!("--svg {}: cannot write into {}", p.display(), dir.display())
+        })?;
+        // Best effort: the probe is empty and hidden if it cannot be removed.
+        let _ = std::fs::remove_file(&probe);
     }
     let opts = C2cOptions {
         pingpong_rounds: args.rounds,

@@ -133,7 +133,7 @@ const FALLBACK_GROUP_BYTES: u64 = 8 << 30;
 /// Physical memory in bytes: the `MemTotal:` line of a meminfo file (`None` when the file or
 /// the line cannot be read).
 fn mem_total_bytes(meminfo: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(meminfo).ok()?;
+    let text = super::read_input_file("--meminfo", meminfo).ok()?;
     text.lines().find_map(|l| {
         let mut w = l.strip_prefix("MemTotal:")?.split_whitespace();
         let kib: u64 = w.next()?.parse().ok()?;

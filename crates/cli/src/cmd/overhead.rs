@@ -172,8 +172,10 @@ fn run_agent(cmd: &mut Command, interval: Duration, intervals: u64) -> Result<Co
             unsafe {
                 libc::kill(pid as i32, libc::SIGTERM);
             }
-            let _ = child.wait();
+            // Cleared before it is reaped (as below): a reaped pid may name another process.
+            let _ = super::child::wait_unreaped(pid as libc::pid_t);
             AGENT.store(0, Ordering::SeqCst);
+            let _ = child.wait();
             return Err(e).context("starting the thread that reads the agent's log");
         }
     };

@@ -192,7 +192,8 @@ fn read_bounded_line<'a>(
     lineno: usize,
 ) -> Result<Option<&'a str>> {
     buf.clear();
-    let limit = MAX_LINE_BYTES as u64 + 1;
+    // The line, its `\r` and its `\n`: a line of exactly the limit ending in `\r\n` fits.
+    let limit = MAX_LINE_BYTES as u64 + 2;
     let n = input
         .by_ref()
         .take(limit)
@@ -206,7 +207,8 @@ fn read_bounded_line<'a>(
         if buf.last() == Some(&b'\r') {
             buf.pop();
         }
-    } else if buf.len() > MAX_LINE_BYTES {
+    }
+    if buf.len() > MAX_LINE_BYTES {
         return Err(line_too_long(lineno, &String::from_utf8_lossy(buf)).into());
     }
     std::str::from_utf8(buf)
@@ -294,4 +296,29 @@ pub fn bench(a: BenchRequestsArgs) -> Result<ExitCode> {
         outln!("  external (counters layer, {n_ext} events on another task):     {external:.1} ns per boundary")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines up to the limit pass with either line end; one byte more is refused.
+    #[test]
+    fn lines_are_bounded_after_their_line_end() {
+        let at = "a".repeat(MAX_LINE_BYTES);
+        for text in [format!("{at}\r\n"), format!("{at}\n"), at.clone()] {
+            let mut buf = Vec::new();
+            let line = read_bounded_line(&mut text.as_bytes(), &mut buf, 1).unwrap();
+            assert_eq!(line.map(str::len), Some(MAX_LINE_BYTES));
+        }
+        for text in [format!("{at}a\n"), format!("{at}a\r\n"), format!("{at}aa")] {
+            let mut buf = Vec::new();
+            let e = read_bounded_line(&mut text.as_bytes(), &mut buf, 3).unwrap_err();
+            assert!(e.to_string().contains("input line 3"), "{e}");
+        }
+        let mut buf = Vec::new();
+        assert!(read_bounded_line(&mut &b""[..], &mut buf, 1)
+            .unwrap()
+            .is_none());
+    }
 }

@@ -89,11 +89,13 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         paper_calibration: args.paper_calibration,
         hungry_cpus: args.hungry_cpus,
     };
-    let needs_calibration = counterpoint_policy::registry::lookup(&policy_name).is_ok_and(|e| {
+    let entry = counterpoint_policy::registry::lookup(&policy_name);
+    let needs_calibration = entry.as_ref().is_ok_and(|e| {
         e.needs
             .contains(&counterpoint_policy::registry::Need::Calibration)
     });
-    if args.paper_calibration && !needs_calibration {
+    // (An unknown name is refused below, with the names the registry has.)
+    if args.paper_calibration && entry.is_ok() && !needs_calibration {
         bail!(
             "--paper-calibration: policy {policy_name:?} uses no load calibration (only the \
              MASA policies do)"

@@ -213,8 +213,18 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     };
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => {
-            let file =
-                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let file = match std::fs::File::create(p) {
+                Ok(file) => file,
+                Err(e) => {
+                    // The command has started: stopped, as direct counting does, not left
+                    // running with nobody to count it.
+                    if let Some(c) = &child {
+                        let _ = c.terminate(super::TERM_GRACE);
+                        super::CHILD.store(0, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    return Err(e).with_context(|| format!("creating {}", p.display()));
+                }
+            };
             Box::new(super::NamedOutput::new(file, p))
         }
         None => Box::new(std::io::stderr()),

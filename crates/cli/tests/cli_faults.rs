@@ -139,8 +139,9 @@ fn bench_sim_repeat_is_bounded() {
 fn an_unknown_policy_in_a_scenario_names_the_file_and_field() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sc = scenario(dir.path(), "nosuch");
+    // The key is on line 5 of the test's scenario, at column 1.
     let want = format!(
-        "{}: policy: unknown policy \"nosuch\" (known: ",
+        "{}:5:1: policy: unknown policy \"nosuch\" (known: ",
         sc.display()
     );
     let out = bin().arg("simulate").arg(&sc).output().expect("run");

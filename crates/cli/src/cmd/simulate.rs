@@ -52,8 +52,10 @@ pub struct SimulateArgs {
 /// field (no flag was passed).
 fn check_scenario_policy(path: &Path, scenario: &Scenario) -> Result<()> {
     if counterpoint_policy::registry::lookup(&scenario.policy).is_err() {
+        // At the key's line and column, as the scenario parser's own errors are.
+        let at = policy_key_at(path).map_or(String::new(), |(l, c)| format!(":{l}:{c}"));
         anyhow::bail!(
-            "{}: policy: unknown policy {:?} (known: {})",
+            "{}{at}: policy: unknown policy {:?} (known: {})",
             path.display(),
             scenario.policy,
             counterpoint_policy::registry::names().join(", ")
@@ -251,6 +253,23 @@ pub fn summary(r: &RunResult) -> String {
             .join(" ")
     );
     s
+}
+
+/// Line and column (1-based) of the top-level `policy` key of scenario file `path`: the first
+/// line that sets it before any table header.
+fn policy_key_at(path: &Path) -> Option<(usize, usize)> {
+    let text = super::read_input_file("scenario", path).ok()?;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            return None;
+        }
+        let key = t.strip_prefix("policy").map(str::trim_start);
+        if key.is_some_and(|rest| rest.starts_with('=')) {
+            return Some((i + 1, line.len() - t.len() + 1));
+        }
+    }
+    None
 }
 
 fn write_out(dir: &Path, r: &RunResult) -> Result<()> {

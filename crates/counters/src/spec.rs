@@ -300,7 +300,10 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
 
 /// Up to five close matches for `name` among `candidates`, closest first.
 pub fn close_matches(name: &str, candidates: &[String]) -> Vec<String> {
-    let limit = (name.chars().count() / 3).max(2);
+    // At most a third of the name's characters changed (two for short names), and never all
+    // of them: `r` is not a typo of `cs`.
+    let len = name.chars().count();
+    let limit = (len / 3).max(2).min(len.saturating_sub(1));
     let lower = name.to_lowercase();
     let mut scored: Vec<(usize, &String)> = candidates
         .iter()
@@ -886,6 +889,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_suggestion_keeps_part_of_the_name() {
+        let names: Vec<String> = ["cs", "cycles", "instructions"].map(String::from).into();
+        assert!(close_matches("r", &names).is_empty());
+        assert_eq!(close_matches("cyles", &names), ["cycles"]);
+        assert_eq!(close_matches("cz", &names), ["cs"]);
     }
 
     #[test]

@@ -225,9 +225,26 @@ pub struct Access {
 impl Policy {
     /// Parse a policy text; `path` names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Policy, PolicyError> {
-        let p: Policy = toml::from_str(text).map_err(|e| PolicyError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string().trim().replace('\n', " "),
+        // The position and the reason, on one line: toml's own rendering draws the source
+        // over several lines, which a log line flattens into noise.
+        let p: Policy = toml::from_str(text).map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start).min(text.len());
+            let before = text.get(..at).unwrap_or("");
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            let reason: Vec<&str> = e.message().lines().map(str::trim).collect();
+            // The key the line sets, when it sets one (toml's reason does not repeat it).
+            let key = text
+                .lines()
+                .nth(line - 1)
+                .and_then(|l| l.split_once('='))
+                .map(|(k, _)| k.trim())
+                .filter(|k| !k.is_empty() && !k.starts_with('['))
+                .map_or(String::new(), |k| format!(" ({k})"));
+            PolicyError::Parse {
+                path: path.to_path_buf(),
+                message: format!("line {line}, column {column}{key}: {}", reason.join("; ")),
+            }
         })?;
         let bad = |field, message: String| PolicyError::Invalid {
             path: path.to_path_buf(),
@@ -496,6 +513,14 @@ mod tests {
         gid: 1000,
         pid: 1,
     };
+
+    #[test]
+    fn a_bad_policy_file_is_named_at_its_line_in_one_line() {
+        let e = Policy::parse("# grants\n[x\n", Path::new("p.toml")).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("policy p.toml: line 2, column "), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+    }
 
     #[test]
     fn defaults_refuse_each_rule_by_name() {

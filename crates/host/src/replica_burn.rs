@@ -93,6 +93,10 @@ struct Shared {
     /// Meeting generation: the futex word.
     generation: AtomicU32,
     stop: AtomicBool,
+    /// `CLOCK_MONOTONIC` (ns) when the start line was crossed, set by the first replica to
+    /// leave it (0 until then): the measured phase starts there for every replica and for the
+    /// parent's clock alike.
+    start_ns: AtomicU64,
     /// Per replica (up to [`MAX_REPLICAS`]): syncs, steps.
     syncs: [AtomicU64; MAX_REPLICAS],
     steps: [AtomicU64; MAX_REPLICAS],
@@ -219,6 +223,9 @@ fn replica_main(sh: &Shared, me: usize, n: u32, steps_per_sync: u64, ws_bytes: u
     if !meet(sh, n) {
         return 0;
     }
+    let _ = sh
+        .start_ns
+        .compare_exchange(0, monotonic_ns(), Ordering::AcqRel, Ordering::Acquire);
     let mut at = 0u64;
     'run: loop {
         // In chunks, so a stop is seen within a chunk even when meetings are rare.
@@ -245,6 +252,18 @@ fn replica_main(sh: &Shared, me: usize, n: u32, steps_per_sync: u64, ws_bytes: u
 
 /// Chase steps (or lines filled) between two looks at the stop flag.
 const STOP_CHECK_STEPS: u64 = 1 << 16;
+
+/// `CLOCK_MONOTONIC` in ns: one clock for the parent and its forked replicas (and
+/// async-signal-safe, so a child of a multi-threaded parent may read it).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
 
 /// Whether child `pid` has ended, without reaping it (`waitid` with `WNOWAIT | WNOHANG`).
 fn has_ended(pid: i32) -> bool {
@@ -337,24 +356,23 @@ pub fn run(
     // measured phase's; a replica that ends during setup (out of memory) or a stop ends the
     // wait, and the group is stopped without a measured phase.
     let mut started = fork_err.is_none();
-    while started && sh.generation.load(Ordering::Acquire) == 0 {
+    while started && sh.start_ns.load(Ordering::Acquire) == 0 {
         if stop.load(Ordering::Relaxed) || pids.iter().any(|&pid| has_ended(pid)) {
             started = false;
         } else {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    let start = Instant::now();
-    // What the replicas did between the start line and this clock start (the poll above can
-    // notice it late on a loaded machine) is not part of the measured phase.
-    let base: Vec<(u64, u64)> = (0..pids.len())
-        .map(|i| {
-            (
-                sh.syncs[i].load(Ordering::Relaxed),
-                sh.steps[i].load(Ordering::Relaxed),
-            )
-        })
-        .collect();
+    // The measured phase starts at the start line, however late the poll above noticed it
+    // (on a loaded machine, tens of ms): the meetings counted and the time are the same span.
+    let start_ns = match sh.start_ns.load(Ordering::Acquire) {
+        0 => monotonic_ns(),
+        t => t,
+    };
+    let since_start = Duration::from_nanos(monotonic_ns().saturating_sub(start_ns));
+    let start = Instant::now()
+        .checked_sub(since_start)
+        .unwrap_or_else(Instant::now);
     if started {
         let deadline = start + spec.duration;
         // A replica that ends early (killed, out of memory) ends the phase: the others would
@@ -389,12 +407,8 @@ pub fn run(
         .enumerate()
         .map(|(i, &pid)| ReplicaStats {
             pid,
-            syncs: sh.syncs[i]
-                .load(Ordering::Relaxed)
-                .saturating_sub(base[i].0),
-            steps: sh.steps[i]
-                .load(Ordering::Relaxed)
-                .saturating_sub(base[i].1),
+            syncs: sh.syncs[i].load(Ordering::Relaxed),
+            steps: sh.steps[i].load(Ordering::Relaxed),
         })
         .collect();
     // SAFETY: every child has exited; nothing refers to the page any more.

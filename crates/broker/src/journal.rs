@@ -38,6 +38,17 @@ pub enum JournalError {
         /// The file.
         path: PathBuf,
     },
+    /// A file that does not begin with a journal line: opening would have compacted it to
+    /// nothing, so it is refused and left as it is.
+    #[error(
+        "journal {}: not a counterpoint-broker journal (it does not begin with a \
+         `counterpoint-broker` line); refusing to rewrite it: give a new path or remove the file",
+        .path.display()
+    )]
+    NotAJournal {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// A registration as journaled.
@@ -316,7 +327,22 @@ impl Journal {
             what,
             error,
         };
-        drop(open_regular(path, false)?);
+        // Its first bytes before anything else: a file of another kind (a typo'd path, notes)
+        // is refused before it is read whole or compacted away.
+        {
+            use std::io::Read as _;
+            let mut head = Vec::new();
+            open_regular(path, false)?
+                .take(MAGIC.len() as u64)
+                .read_to_end(&mut head)
+                .map_err(|e| io("reading", e))?;
+            // Empty (new) or a journal, possibly torn inside its first line.
+            if !MAGIC.as_bytes().starts_with(&head) {
+                return Err(JournalError::NotAJournal {
+                    path: path.to_path_buf(),
+                });
+            }
+        }
         let bytes = std::fs::read(path).map_err(|e| io("reading", e))?;
         let state = replay(&bytes);
         let records = state.records();
@@ -441,6 +467,24 @@ mod tests {
         let (_, again) = Journal::open(&p).unwrap();
         assert_eq!(again.regs, st.regs);
         assert_eq!(again.skipped, 0);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_journal_is_refused_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.txt");
+        std::fs::write(&path, "my notes\nline two\n").unwrap();
+        let e = Journal::open(&path).unwrap_err();
+        assert!(matches!(e, JournalError::NotAJournal { .. }), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "my notes\nline two\n");
+        // A journal torn inside its first line (a crash at its first write) still opens.
+        let torn = dir.path().join("torn.journal");
+        std::fs::write(&torn, "counterpoint-bro").unwrap();
+        assert!(Journal::open(&torn).is_ok());
+        // So does an empty file, and a new path.
+        std::fs::write(dir.path().join("empty"), "").unwrap();
+        assert!(Journal::open(&dir.path().join("empty")).is_ok());
+        assert!(Journal::open(&dir.path().join("new")).is_ok());
     }
 
     #[test]

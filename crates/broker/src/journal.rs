@@ -476,7 +476,10 @@ mod tests {
         std::fs::write(&path, "my notes\nline two\n").unwrap();
         let e = Journal::open(&path).unwrap_err();
         assert!(matches!(e, JournalError::NotAJournal { .. }), "{e}");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "my notes\nline two\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "my notes\nline two\n"
+        );
         // A journal torn inside its first line (a crash at its first write) still opens.
         let torn = dir.path().join("torn.journal");
         std::fs::write(&torn, "counterpoint-bro").unwrap();

@@ -46,13 +46,40 @@ fn bad(p: &Path, reason: impl Into<String>) -> SysfsError {
     }
 }
 
+/// The most a sysfs attribute holds: the kernel's are at most a page; a longer file (a tree
+/// made by hand with `/dev/zero` behind a name) is refused before it is read whole.
+const MAX_ATTR_BYTES: u64 = 64 << 10;
+
 /// The trimmed contents of a file; `Ok(None)` when it does not exist.
 fn read_opt(p: &Path) -> Result<Option<String>, SysfsError> {
-    match fs::read_to_string(p) {
-        Ok(s) => Ok(Some(s.trim().to_string())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(bad(p, e.to_string())),
+    use std::io::Read as _;
+    let file = match fs::File::open(p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(bad(p, e.to_string())),
+    };
+    // A FIFO or a device would block or never end: sysfs attributes are regular files.
+    match file.metadata() {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(bad(p, "not a regular file")),
+        Err(e) => return Err(bad(p, e.to_string())),
     }
+    let mut bytes = Vec::new();
+    file.take(MAX_ATTR_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| bad(p, e.to_string()))?;
+    if bytes.len() as u64 > MAX_ATTR_BYTES {
+        return Err(bad(
+            p,
+            format!(
+                "longer than {} KiB: not a sysfs attribute",
+                MAX_ATTR_BYTES >> 10
+            ),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map(|s| Some(s.trim().to_string()))
+        .map_err(|e| bad(p, format!("not UTF-8 text ({e})")))
 }
 
 fn read_list_opt(p: &Path) -> Result<Option<CpuSet>, SysfsError> {
@@ -514,6 +541,28 @@ mod tests {
         assert_eq!(l2.len(), 1, "offline CPU's cache skipped");
         assert_eq!(l2[0].size_bytes, Some(1024 * 1024));
         assert_eq!(t.smt_siblings(0).to_list(), "0-1");
+    }
+
+    /// A hand-made tree with an endless or blocking file behind a name is refused with the
+    /// file named, not read into memory (a probe's `online -> /dev/zero` took 2 GB).
+    #[test]
+    fn endless_or_special_files_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path().join("devices/system/cpu");
+        fs::create_dir_all(r.join("cpu0/topology")).expect("mkdir");
+        std::os::unix::fs::symlink("/dev/zero", r.join("online")).expect("symlink");
+        let e = read_sysfs(dir.path()).expect_err("a device").to_string();
+        assert!(
+            e.contains("online") && e.contains("not a regular file"),
+            "{e}"
+        );
+        fs::remove_file(r.join("online")).expect("rm");
+        fs::write(r.join("online"), "0".repeat(70_000)).expect("w");
+        let e = read_sysfs(dir.path()).expect_err("too long").to_string();
+        assert!(
+            e.contains("online") && e.contains("longer than 64 KiB"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -162,6 +162,30 @@ fn pid_target_counts_while_command_runs() {
     assert!(msec > 0.0, "{msec}");
 }
 
+/// `-p P,P` counts P once: a single-threaded process cannot run longer than the count lasted
+/// (named twice, its task-clock was added up twice: 1.85 CPUs of one busy thread).
+#[test]
+fn a_pid_named_twice_is_counted_once() {
+    let mut busy = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let pid = busy.id().to_string();
+    let both = format!("{pid},{pid}");
+    let t0 = std::time::Instant::now();
+    let o = stat(&["-x,", "-e", "task-clock", "-p", &both, "--", "sleep", "0.3"]);
+    let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
+    busy.kill().ok();
+    busy.wait().ok();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = csv_rows(&stderr(&o));
+    let msec: f64 = rows[0][0].parse().unwrap();
+    assert!(
+        msec > 0.0 && msec <= wall_ms,
+        "{msec} ms counted in {wall_ms} ms"
+    );
+}
+
 #[test]
 fn cpu_target_and_interval() {
     let o = stat(&[

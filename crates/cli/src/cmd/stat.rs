@@ -210,7 +210,15 @@ fn build_target(args: &StatArgs) -> Result<Option<Target>> {
                 .filter(|&v: &i32| v > 0)
                 .with_context(|| format!("-p: '{part}' is not a process id"))?;
             match Target::process(pid)? {
-                Target::Threads(t) => tids.extend(t),
+                // A thread named twice (`-p P,P`, or a process and one of its threads) is
+                // counted once: twice, its counts were added up twice.
+                Target::Threads(t) => {
+                    for tid in t {
+                        if !tids.contains(&tid) {
+                            tids.push(tid);
+                        }
+                    }
+                }
                 other => return Ok(Some(other)),
             }
         }

@@ -126,6 +126,35 @@ pub fn parse_run_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Fail now, before any work, if the file `path` given by option `flag` could not be written
+/// at the end: it is a directory, its directory does not exist, or that directory refuses a
+/// new file (probed with an empty hidden file, then removed). Nothing is created or truncated
+/// at `path` itself.
+pub fn check_output_file(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    if path.is_dir() {
+        anyhow::bail!("{flag} {}: a directory, not a file", path.display());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!("{flag} {}: no directory {}", path.display(), dir.display());
+    }
+    let probe = dir.join(".counterpoint-write-check");
+    std::fs::write(&probe, b"").with_context(|| {
+        format!(
+            "{flag} {}: cannot write into {}",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    // Best effort: the probe is empty and hidden if it cannot be removed.
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 /// Fail now, before any work, if the `what` (report, results) of `--out DIR` cannot be written
 /// into `dir`: creates it and writes (then removes) an empty probe file.
 pub fn check_out_dir(dir: &std::path::Path, what: &str) -> anyhow::Result<()> {

@@ -439,3 +439,26 @@ fn top_once_and_count_conflict() {
         .expect("run");
     assert_refused(&out, "--count", "top --once --count 3");
 }
+
+/// `calibrate --seconds 1e-7` printed a table of NaN with exit 0: too short to measure.
+#[test]
+fn calibrate_refuses_runs_too_short_to_measure() {
+    let out = bin()
+        .args(["calibrate", "--seconds", "0.0000001"])
+        .output()
+        .expect("run");
+    assert_refused(&out, "too short to measure", "calibrate --seconds 1e-7");
+}
+
+/// `lockprof -o` is checked before the program runs: after it, a bad path lost the profile.
+#[test]
+fn lockprof_checks_its_report_path_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("missing/rep.txt");
+    let bad = bad.to_str().expect("utf-8 path");
+    let out = bin()
+        .args(["lockprof", "-o", bad, "--", "true"])
+        .output()
+        .expect("run");
+    assert_refused(&out, &format!("-o {bad}: no directory"), "lockprof -o");
+}

@@ -70,22 +70,7 @@ pub fn run(args: BenchC2cArgs) -> Result<ExitCode> {
     };
     // The figure's place is checked before the pairs run (minutes on a big machine).
     if let Some(p) = &args.svg {
-        if p.is_dir() {
-            anyhow::bail!("--svg {}: a directory, not a file", p.display());
-        }
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => std::path::Path::new("."),
-        };
-        if !dir.is_dir() {
-            anyhow::bail!("--svg {}: no directory {}", p.display(), dir.display());
-        }
-        let probe = dir.join(".counterpoint-write-check");
-        std::fs::write(&probe, b"").with_context(|| {
-            format!("--svg {}: cannot write into {}", p.display(), dir.display())
-        })?;
-        // Best effort: the probe is empty and hidden if it cannot be removed.
-        let _ = std::fs::remove_file(&probe);
+        super::check_output_file("--svg", p)?;
     }
     let opts = C2cOptions {
         pingpong_rounds: args.rounds,

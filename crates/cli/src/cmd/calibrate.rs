@@ -23,15 +23,32 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+/// The shortest run `calibrate` accepts: a run must finish many of a probe's work units and
+/// see scheduler ticks, or every rate reads 0 and the table NaN (`--seconds 1e-7` printed one
+/// with exit 0).
+const MIN_CALIBRATE_SECONDS: f64 = 0.1;
+
+/// `--seconds` of `calibrate`: [`super::parse_run_seconds`], and at least
+/// [`MIN_CALIBRATE_SECONDS`].
+fn parse_calibrate_seconds(s: &str) -> Result<f64, String> {
+    let v = super::parse_run_seconds(s)?;
+    if v < MIN_CALIBRATE_SECONDS {
+        return Err(format!(
+            "{v} s is too short to measure a rate: at least {MIN_CALIBRATE_SECONDS} s per run"
+        ));
+    }
+    Ok(v)
+}
+
 #[derive(Args)]
 #[command(after_help = "\
 Progress goes to stderr, one line per run (4 solo runs, then 10 pairs).
 Each run also measures the share of its CPU the probe got: a slowdown while other work takes
 the CPUs (a loaded machine, a VM's steal time) is CPU theft, not interference, and is flagged.")]
 pub struct CalibrateArgs {
-    /// Seconds per run (4 solo runs + 10 pairs), decimal, at most a week.
+    /// Seconds per run (4 solo runs + 10 pairs), decimal, from 0.1 to a week.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0,
-          value_parser = super::parse_run_seconds)]
+          value_parser = parse_calibrate_seconds)]
     seconds: f64,
     /// Print the table as JSON.
     #[arg(long)]

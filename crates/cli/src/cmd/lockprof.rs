@@ -224,6 +224,10 @@ fn check_events(list: &str) -> Result<()> {
 pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     // The user's mistake (a wrong program) before the build's (no library).
     let prog = resolve_program(&args.command[0])?;
+    // Where the report goes, before the program runs: after it, a bad path lost the profile.
+    if let Some(path) = &args.output {
+        super::check_output_file("-o", path)?;
+    }
     let lib = find_library()?;
     let head = std::fs::read(&prog).with_context(|| format!("reading {}", prog.display()))?;
     if elf_is_dynamic(&head) == Some(false) {

@@ -11,6 +11,11 @@ fn load(src: &str) -> Result<Scenario, ScenarioError> {
     Scenario::from_toml_str(src, "limits.toml", &Catalog::builtin())
 }
 
+/// `src` loaded within `limits` (`load` is the default limits).
+fn load_with(src: &str, limits: Limits) -> Result<Scenario, ScenarioError> {
+    Scenario::from_toml_str_with(src, "limits.toml", &Catalog::builtin(), limits)
+}
+
 fn doc(top: &str, task: &str) -> String {
     format!(
         "name = \"t\"\nmachine = \"zhang-smp\"\n{top}\n\n[[task]]\nprogram = \"gzip\"\n{task}\n"
@@ -25,28 +30,18 @@ fn doc(top: &str, task: &str) -> String {
 fn a_series_too_large_for_memory_is_refused_up_front() {
     let src = doc("duration_ms = 1000000000\nepoch_ms = 1", "");
     for limits in [Limits::default(), Limits::unbounded()] {
-        let e = Scenario::from_toml_str_with(&src, "limits.toml", &Catalog::builtin(), limits)
-            .unwrap_err();
+        let e = load_with(&src, limits).unwrap_err();
         assert_eq!((e.line, e.path.as_str()), (4, "epoch_ms"), "{e}");
         assert!(e.message.contains("1000000000 points"), "{e}");
         assert!(e.message.contains(&MAX_SERIES_POINTS.to_string()), "{e}");
     }
     // With the default epoch (100 ms) the error points at duration_ms.
     let src = doc("duration_ms = 600000000", "count = 1");
-    let e = Scenario::from_toml_str_with(
-        &src,
-        "limits.toml",
-        &Catalog::builtin(),
-        Limits::unbounded(),
-    )
-    .unwrap_err();
+    let e = load_with(&src, Limits::unbounded()).unwrap_err();
     assert_eq!((e.line, e.path.as_str()), (3, "duration_ms"), "{e}");
     // Just at the limit it loads.
     let at = doc("duration_ms = 200000000", "");
-    assert!(
-        Scenario::from_toml_str_with(&at, "l.toml", &Catalog::builtin(), Limits::unbounded())
-            .is_ok()
-    );
+    assert!(load_with(&at, Limits::unbounded()).is_ok());
     let dir = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../scenarios/scale-1024.toml"
@@ -66,22 +61,10 @@ fn a_duration_of_years_is_refused_up_front_unless_forced() {
     // (An epoch long enough that the series stays small: `MAX_SERIES_POINTS`.)
     let long = doc("duration_ms = 1000000000000\nepoch_ms = 1000000", "");
     assert!(load(&long).is_err());
-    let sc = Scenario::from_toml_str_with(
-        &long,
-        "limits.toml",
-        &Catalog::builtin(),
-        Limits::unbounded(),
-    )
-    .unwrap();
+    let sc = load_with(&long, Limits::unbounded()).unwrap();
     assert_eq!(sc.task_ticks(), 1_000_000_000_000);
     // ...but 1e15 ms does not fit the engine's nanosecond clock even then.
-    let e = Scenario::from_toml_str_with(
-        &src,
-        "limits.toml",
-        &Catalog::builtin(),
-        Limits::unbounded(),
-    )
-    .unwrap_err();
+    let e = load_with(&src, Limits::unbounded()).unwrap_err();
     assert_eq!(e.path, "duration_ms", "{e}");
     // Just inside the budget is fine.
     let ok = doc(
@@ -99,13 +82,7 @@ fn a_duration_of_years_is_refused_up_front_unless_forced() {
 #[test]
 fn durations_beyond_nanosecond_range_are_refused_even_when_forced() {
     let src = doc("duration_ms = 18446744073709551615", "");
-    let e = Scenario::from_toml_str_with(
-        &src,
-        "limits.toml",
-        &Catalog::builtin(),
-        Limits::unbounded(),
-    )
-    .unwrap_err();
+    let e = load_with(&src, Limits::unbounded()).unwrap_err();
     assert_eq!(e.path, "duration_ms", "{e}");
     assert!(e.message.contains("too large"), "{e}");
 }

@@ -634,3 +634,31 @@ fn events_while_held() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-event"));
 }
+
+/// A child the program forked and left running when it exited is waited for (up to
+/// `--wait-descendants`), and its profile is in the report; with no wait it is not, and the
+/// report says so.
+#[test]
+fn a_child_left_running_is_waited_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let orphan = compile("orphan_child", tmp.path(), &[]);
+    let orphan = orphan.to_str().unwrap();
+    let out = lockprof(&["--json", "--process", "1", "--", orphan], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["acquisitions"], 11, "the orphan's own work: {err}");
+    assert_eq!(v["processes"].as_array().unwrap().len(), 2);
+    // A child that sleeps a minute, not waited for: the report says it is missing.
+    let out = lockprof(&["--wait-descendants", "0", "--", orphan, "long"], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    if let Some(pid) = text
+        .lines()
+        .find_map(|l| l.strip_prefix("child ")?.trim().parse::<i32>().ok())
+    {
+        // SAFETY: kill(2) on the test's own sleeping grandchild.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(err.contains("still running"), "{err}");
+}

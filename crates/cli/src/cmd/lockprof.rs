@@ -21,6 +21,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
 
 /// File name of the preload library.
 pub const LIB_NAME: &str = "libcounterpoint_lockprof.so";
@@ -71,6 +72,11 @@ pub struct LockprofArgs {
     /// Write the report (table or JSON) to FILE instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Once the program has exited, wait up to this many seconds for the processes it started
+    /// and left running (their profiles are written when they exit); 0 = do not wait.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0,
+          value_parser = parse_wait_seconds)]
+    wait_descendants: f64,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -263,6 +269,13 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     // Caught from before the start (a handler is reset to the default in the program at exec):
     // a stop signal ends the program, and this command prints what it profiled.
     super::child::catch_stop_signals(on_stop)?;
+    // Processes the program starts and leaves behind are reparented to this command, so it
+    // can wait for them and read their profiles too (a forked child still running when the
+    // program exited was dropped, silently).
+    // SAFETY: prctl with integer arguments on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", prog.display()))?;
@@ -280,6 +293,13 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     PROGRAM.store(0, Ordering::SeqCst);
     ended.context("waiting for the program")?;
     let status = child.wait().context("waiting for the program")?;
+    if !wait_for_descendants(Duration::from_secs_f64(args.wait_descendants)) {
+        note(format_args!(
+            "counterpoint lockprof: processes the program started were still running {} s after \
+             it exited: their lock profiles are not in this report (--wait-descendants)",
+            args.wait_descendants
+        ));
+    }
     // A closed stdout while printing is an EPIPE error, not a death by SIGPIPE that would leave
     // the temporary directory behind (the program is gone: nothing inherits this).
     // SAFETY: setting a signal disposition.
@@ -367,6 +387,40 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         None => super::write_stdout(&text)?,
     }
     Ok(exit)
+}
+
+/// `--wait-descendants`: a finite number of seconds from 0 to an hour.
+fn parse_wait_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err("expected seconds from 0 to 3600, e.g. 10 or 0.5".into()),
+    }
+}
+
+/// Reap the program's leftover descendants (this process is their subreaper) as they exit,
+/// for at most `limit`: true when none is left.
+fn wait_for_descendants(limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on any child of ours, without blocking.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r > 0 {
+            continue;
+        }
+        if r < 0 {
+            // ECHILD: none left (EINTR: look again).
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+                return true;
+            }
+            continue;
+        }
+        // A stop signal after the program ended (`on_stop` keeps it in PENDING) ends the wait.
+        if std::time::Instant::now() >= deadline || PENDING.load(Ordering::SeqCst) != 0 {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 type AllReports = std::collections::BTreeMap<u32, Vec<counterpoint_lockprof_report::Report>>;

@@ -462,3 +462,25 @@ fn lockprof_checks_its_report_path_first() {
         .expect("run");
     assert_refused(&out, &format!("-o {bad}: no directory"), "lockprof -o");
 }
+
+/// `heatmap` stops sampling when its target exits (it sampled the whole `--duration-ms`, and
+/// the rate was over time the process did not live), and says so.
+#[test]
+fn heatmap_ends_when_its_target_exits() {
+    let mut target = Command::new("sleep").arg("2").spawn().expect("sleep");
+    let pid = target.id().to_string();
+    let out = bin()
+        .args(["heatmap", "--pid", &pid, "--duration-ms", "60000"])
+        .output()
+        .expect("run");
+    let _ = target.wait();
+    let err = stderr(&out);
+    if err.contains("opening the cpu-clock samplers") {
+        return eprintln!("skipped: cpu-clock sampling refused here: {err}");
+    }
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("process {pid} exited after")),
+        "{err}"
+    );
+}

@@ -78,8 +78,17 @@ fn top_syscalls(c: &counterpoint_core::CodeHeatmap, n: usize) -> String {
 
 pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     let maps_path = format!("/proc/{}/maps", args.pid);
-    let maps_text = std::fs::read_to_string(&maps_path)
-        .with_context(|| format!("reading {maps_path} (does process {} exist?)", args.pid))?;
+    let maps_text = std::fs::read_to_string(&maps_path).map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => format!(" (no process {})", args.pid),
+            std::io::ErrorKind::PermissionDenied => format!(
+                " (process {} belongs to another user: run as its owner or as root)",
+                args.pid
+            ),
+            _ => String::new(),
+        };
+        anyhow::Error::new(e).context(format!("reading {maps_path}{why}"))
+    })?;
     let maps = parse_code_maps(&maps_text);
     let tracepoints = if args.syscalls {
         Some(SyscallTracepoints::find().context("--syscalls")?)
@@ -104,13 +113,28 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     sampler.enable().context("enabling the samplers")?;
     let mut samples = Vec::new();
     let end = t0 + Duration::from_millis(args.duration_ms);
+    // A target that exits ends the sampling (and the rate is over the time it lived).
+    let mut exited = false;
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20).min(end - Instant::now().min(end)));
         sampler.drain(&mut samples);
+        if super::stat::process_ended(args.pid as i32) {
+            exited = true;
+            break;
+        }
     }
     sampler.disable().context("disabling the samplers")?;
     sampler.drain(&mut samples);
     let wall_ns = t0.elapsed().as_nanos().max(1) as f64;
+    if exited {
+        eprintln!(
+            "counterpoint heatmap: process {} exited after {:.2} s of the {} ms asked: sampled \
+             until then",
+            args.pid,
+            wall_ns / 1e9,
+            args.duration_ms
+        );
+    }
     let overhead_pct = 100.0 * (own_cpu_ns().saturating_sub(cpu0)) as f64 / wall_ns;
     let maps_by_thread = thread_heatmaps(&samples, &maps, visible);
     let table = OverlapTable::build(

@@ -258,7 +258,7 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 }
 
 /// Whether process `pid` has ended: gone from `/proc`, or a zombie nobody reaped yet.
-fn process_ended(pid: i32) -> bool {
+pub(super) fn process_ended(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the command name's closing parenthesis.
         Ok(text) => text

@@ -142,15 +142,20 @@ pub fn check_output_file(flag: &str, path: &std::path::Path) -> anyhow::Result<(
     if !dir.is_dir() {
         anyhow::bail!("{flag} {}: no directory {}", path.display(), dir.display());
     }
-    let probe = dir.join(".counterpoint-write-check");
-    std::fs::write(&probe, b"").with_context(|| {
+    probe_write(dir).with_context(|| {
         format!(
             "{flag} {}: cannot write into {}",
             path.display(),
             dir.display()
         )
-    })?;
-    // Best effort: the probe is empty and hidden if it cannot be removed.
+    })
+}
+
+/// Whether `dir` takes a new file: writes an empty hidden probe there, then removes it (best
+/// effort: the probe is empty and hidden if it cannot be removed).
+fn probe_write(dir: &std::path::Path) -> std::io::Result<()> {
+    let probe = dir.join(".counterpoint-write-check");
+    std::fs::write(&probe, b"")?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
@@ -167,12 +172,8 @@ pub fn check_out_dir(dir: &std::path::Path, what: &str) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create the {what} directory {}", dir.display()))?;
-    let probe = dir.join(".counterpoint-write-check");
-    std::fs::write(&probe, b"")
-        .with_context(|| format!("cannot write into the {what} directory {}", dir.display()))?;
-    // Best effort: the probe is empty and hidden if it cannot be removed.
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
+    probe_write(dir)
+        .with_context(|| format!("cannot write into the {what} directory {}", dir.display()))
 }
 
 /// clap's parser for a number of CPUs (`--hungry-cpus`): finite and above zero.

@@ -401,7 +401,7 @@ impl SimLab {
         if tree.packages.first().map_or(0, |p| p.cpus().len()) < 2 {
             return Err(LabError(format!(
                 "MASA calibrates by co-running probes on two logical CPUs of one package; \
-                 {} has one CPU per package (use the paper's table explicitly instead)",
+                 {} has one CPU per package",
                 machine.name
             )));
         }

@@ -9,6 +9,9 @@
 //! re-list. A counting perf_event descriptor cannot say it either: it polls as hung up from the
 //! start when it has no ring buffer. Where the kernel has no thread pidfds, [`ThreadExits`]
 //! says why and the host keeps its periodic re-list alone.
+//!
+//! Also here: whether a *child* process has ended, without reaping it ([`has_ended`],
+//! [`wait_unreaped`]), so its pid stays the parent's while a stop signal may still be passed on.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -203,6 +206,45 @@ impl ThreadExits {
         self.off = Some(why);
         self.epoll = None;
         self.fds.clear();
+    }
+}
+
+/// Wait until child `pid` has ended without reaping it: its pid stays the caller's (a stop
+/// signal can still be passed on to it) until the caller reaps it.
+pub fn wait_unreaped(pid: libc::pid_t) -> io::Result<()> {
+    peek_exit(pid, 0).map(|_| ())
+}
+
+/// Whether child `pid` has ended, without waiting and without reaping it (see
+/// [`wait_unreaped`]).
+pub fn has_ended(pid: libc::pid_t) -> io::Result<bool> {
+    peek_exit(pid, libc::WNOHANG)
+}
+
+/// `waitid(P_PID, pid, WEXITED | WNOWAIT | flags)`, retried on EINTR: whether child `pid` has
+/// ended, leaving it waitable (with `WNOHANG` it does not block).
+fn peek_exit(pid: libc::pid_t, flags: libc::c_int) -> io::Result<bool> {
+    loop {
+        // SAFETY: a zeroed siginfo is valid for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on the caller's own child; WNOWAIT leaves it waitable.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT | flags,
+            )
+        };
+        if rc == 0 {
+            // With WNOHANG and no change, si_pid is left 0.
+            // SAFETY: waitid filled (or left zeroed) the siginfo.
+            return Ok(unsafe { info.si_pid() } != 0);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 

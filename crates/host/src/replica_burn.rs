@@ -265,25 +265,10 @@ fn monotonic_ns() -> u64 {
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
-/// Whether child `pid` has ended, without reaping it (`waitid` with `WNOWAIT | WNOHANG`).
+/// Whether replica `pid` has ended, without reaping it (the `waitpid` after the run does): a
+/// pid that is no longer our child (ECHILD) has nothing left to wait for.
 fn has_ended(pid: i32) -> bool {
-    // SAFETY: a zeroed siginfo is valid for waitid to fill.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waitid on our own child; WNOWAIT leaves it to the waitpid that reaps it.
-    let rc = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOWAIT | libc::WNOHANG,
-        )
-    };
-    if rc != 0 {
-        // Not our child any more (ECHILD): nothing to wait for. EINTR: look again later.
-        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
-    }
-    // SAFETY: waitid filled the siginfo (si_pid stays 0 when nothing has ended).
-    unsafe { info.si_pid() != 0 }
+    crate::exits::has_ended(pid).unwrap_or(true)
 }
 
 /// Run the group for its duration and collect what each replica did. `stop` ends it early.

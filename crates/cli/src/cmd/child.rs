@@ -41,41 +41,6 @@ pub fn catch_stop_signals(handler: StopHandler) -> Result<()> {
     Ok(())
 }
 
-/// Wait until child `pid` has ended without reaping it: its pid stays ours (a stop signal can
-/// still be passed on to it) until the caller reaps it.
-pub fn wait_unreaped(pid: libc::pid_t) -> std::io::Result<()> {
-    peek_exit(pid, 0).map(|_| ())
-}
-
-/// Whether child `pid` has ended, without waiting and without reaping it (see
-/// [`wait_unreaped`]).
-pub fn has_ended(pid: libc::pid_t) -> std::io::Result<bool> {
-    peek_exit(pid, libc::WNOHANG)
-}
-
-/// `waitid(P_PID, pid, WEXITED | WNOWAIT | flags)`, retried on EINTR: whether child `pid` has
-/// ended, leaving it waitable (with `WNOHANG` it does not block).
-fn peek_exit(pid: libc::pid_t, flags: libc::c_int) -> std::io::Result<bool> {
-    loop {
-        // SAFETY: a zeroed siginfo is valid for waitid to fill.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid on our own child; WNOWAIT leaves it waitable.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT | flags,
-            )
-        };
-        if rc == 0 {
-            // With WNOHANG and no change, si_pid is left 0.
-            // SAFETY: waitid filled (or left zeroed) the siginfo.
-            return Ok(unsafe { info.si_pid() } != 0);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
+// The waits that keep a child's pid the command's until it reaps it (shared with the replica
+// burn's parent).
+pub use counterpoint_host::exits::{has_ended, wait_unreaped};

@@ -110,15 +110,9 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
             let msg = e.to_string();
             let own = format!("policy {policy_name:?}: ");
             let msg = msg.strip_prefix(&own).unwrap_or(&msg);
-            // The library's "use the paper's table" has a flag here.
+            // The way out of a calibration that cannot be made here is this command's flag.
             let msg = if needs_calibration && !args.paper_calibration {
-                let lib = "(use the paper's table explicitly instead)";
-                let flag = "(pass --paper-calibration to use the paper's table instead)";
-                if msg.contains(lib) {
-                    msg.replace(lib, flag)
-                } else {
-                    format!("{msg}; pass --paper-calibration to use the paper's table")
-                }
+                format!("{msg}; pass --paper-calibration to use the paper's table")
             } else {
                 msg.to_string()
             };

@@ -268,8 +268,6 @@ fn path_at(src: &str, offset: usize) -> String {
 /// The field a check of [`check_times`] refuses (the file parser turns it into a position).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TimeField {
-    /// The `[sched]` table as a whole.
-    Sched,
     /// A key of the `[sched]` table.
     SchedKey(&'static str),
     TickUs,
@@ -281,7 +279,6 @@ impl TimeField {
     /// The field path as errors name it.
     fn path(self) -> String {
         match self {
-            TimeField::Sched => "sched".into(),
             TimeField::SchedKey(k) => format!("sched.{k}"),
             TimeField::TickUs => "tick_us".into(),
             TimeField::DurationMs => "duration_ms".into(),
@@ -329,13 +326,9 @@ fn check_times(
     epoch_ms: u64,
     sched: &SchedParams,
 ) -> Result<(), (TimeField, String)> {
-    // Every message of `SchedParams::validate` starts with the key it is about.
-    sched.validate().map_err(|m| {
-        let key = ["timeslice_ms", "timeslice_jitter", "balance_interval_ms"]
-            .into_iter()
-            .find(|k| m.starts_with(k));
-        (key.map_or(TimeField::Sched, TimeField::SchedKey), m)
-    })?;
+    sched
+        .check()
+        .map_err(|(key, m)| (TimeField::SchedKey(key), m))?;
     if !(10..=100_000).contains(&tick_us) {
         return Err((
             TimeField::TickUs,
@@ -579,7 +572,6 @@ impl Scenario {
         check_times(tick_us, duration_ms, epoch_ms, &sched).map_err(|(field, message)| {
             let sched_at = src.find("[sched]").unwrap_or(0);
             let off = match field {
-                TimeField::Sched => sched_at,
                 // The key inside the `[sched]` table (not a comment or a name elsewhere).
                 TimeField::SchedKey(name) => src[sched_at..]
                     .match_indices(name)

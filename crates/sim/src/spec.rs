@@ -915,10 +915,16 @@ pub const MAX_SCHED_INTERVAL_MS: f64 = 1e9;
 impl SchedParams {
     /// Check the parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
+        self.check().map_err(|(_, message)| message)
+    }
+
+    /// Check the parameters: the first bad one's key and a message naming it (a scenario file
+    /// points its error at that key).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
         if !(self.timeslice_ms.is_finite() && self.timeslice_ms > 0.0) {
-            return Err(format!(
-                "timeslice_ms must be positive, got {}",
-                self.timeslice_ms
+            return Err((
+                "timeslice_ms",
+                format!("timeslice_ms must be positive, got {}", self.timeslice_ms),
             ));
         }
         for (name, v) in [
@@ -926,21 +932,28 @@ impl SchedParams {
             ("balance_interval_ms", self.balance_interval_ms),
         ] {
             if v > MAX_SCHED_INTERVAL_MS {
-                return Err(format!(
-                    "{name} must be at most {MAX_SCHED_INTERVAL_MS:e} ms, got {v}"
+                return Err((
+                    name,
+                    format!("{name} must be at most {MAX_SCHED_INTERVAL_MS:e} ms, got {v}"),
                 ));
             }
         }
         if !(self.timeslice_jitter >= 0.0 && self.timeslice_jitter < 1.0) {
-            return Err(format!(
-                "timeslice_jitter must be in [0, 1), got {}",
-                self.timeslice_jitter
+            return Err((
+                "timeslice_jitter",
+                format!(
+                    "timeslice_jitter must be in [0, 1), got {}",
+                    self.timeslice_jitter
+                ),
             ));
         }
         if !(self.balance_interval_ms.is_finite() && self.balance_interval_ms > 0.0) {
-            return Err(format!(
-                "balance_interval_ms must be positive, got {}",
-                self.balance_interval_ms
+            return Err((
+                "balance_interval_ms",
+                format!(
+                    "balance_interval_ms must be positive, got {}",
+                    self.balance_interval_ms
+                ),
             ));
         }
         Ok(())

@@ -87,6 +87,24 @@ pub fn is_stdout_closed(err: &anyhow::Error) -> bool {
     err.chain().any(|c| c.is::<StdoutClosed>())
 }
 
+/// `err` and its causes joined by ": ", as anyhow's `{:#}` does, except that a cause whose text
+/// already ends the message before it is not repeated: a library error that spells out its
+/// `source` in its own message (thiserror's `"...: {source}"`) would otherwise print the OS
+/// error twice ("Permission denied (os error 13): Permission denied (os error 13)").
+pub fn error_chain(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !text.is_empty() && !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
 /// The most a small input file given on the command line (a calibration table, a benchmark's
 /// JSON) may hold: far above any real one (a few KiB), and refused before it is read, so
 /// `/dev/zero` or a path to a disk image ends with a message instead of an out-of-memory kill.
@@ -204,5 +222,56 @@ pub fn parse_interval(s: &str) -> anyhow::Result<u64> {
             Err(DurationError::NotANumber { flag, text, number }.into())
         }
         other => Ok(other?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    /// What thiserror's `#[error("opening thread {tid}: {source}")]` derives.
+    #[derive(Debug)]
+    struct SpelledOut {
+        tid: u32,
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for SpelledOut {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "opening thread {}: {}", self.tid, self.source)
+        }
+    }
+
+    impl std::error::Error for SpelledOut {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_the_message_already_spells_out_is_printed_once() {
+        let err = anyhow::Error::new(SpelledOut {
+            tid: 7,
+            source: std::io::Error::from_raw_os_error(libc::EACCES),
+        })
+        .context("opening the samplers");
+        let text = error_chain(&err);
+        assert_eq!(
+            text,
+            "opening the samplers: opening thread 7: Permission denied (os error 13)"
+        );
+    }
+
+    #[test]
+    fn causes_not_in_the_message_are_all_printed() {
+        let err = anyhow::Error::new(std::io::Error::from_raw_os_error(libc::ENOENT))
+            .context("reading x.toml")
+            .context("loading the scenario");
+        assert_eq!(
+            error_chain(&err),
+            format!("{err:#}"),
+            "without repetition the chain is anyhow's own"
+        );
+        assert!(error_chain(&err).ends_with("No such file or directory (os error 2)"));
     }
 }

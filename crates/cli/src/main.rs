@@ -136,7 +136,11 @@ fn main() -> ExitCode {
         Err(err) => {
             // Never a panic on a closed stderr: the exit status still says it failed.
             use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "counterpoint: error: {err:#}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "counterpoint: error: {}",
+                cmd::error_chain(&err)
+            );
             ExitCode::from(2)
         }
     }

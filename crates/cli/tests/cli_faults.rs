@@ -484,3 +484,40 @@ fn heatmap_ends_when_its_target_exits() {
         "{err}"
     );
 }
+
+/// A refused sampler names the setting that refuses it and says the OS error once (it was
+/// printed twice: "Permission denied (os error 13): Permission denied (os error 13)").
+/// Needs root, to run `heatmap` and its target as `nobody`, and perf_event_paranoid >= 2.
+#[test]
+fn heatmap_refused_names_perf_event_paranoid_once() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return eprintln!("skipped: needs root to run heatmap as another user");
+    }
+    let paranoid: Option<i32> = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    if !matches!(paranoid, Some(p) if p >= 2) {
+        return eprintln!("skipped: perf_event_paranoid is {paranoid:?}, kernel samples allowed");
+    }
+    let mut target = Command::new("sleep")
+        .arg("30")
+        .uid(65534)
+        .gid(65534)
+        .spawn()
+        .expect("sleep as nobody");
+    let pid = target.id().to_string();
+    let out = bin()
+        .args(["heatmap", "--pid", &pid, "--duration-ms", "100"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run heatmap as nobody");
+    let _ = target.kill();
+    let _ = target.wait();
+    assert_refused(&out, "perf_event_paranoid is", "heatmap as nobody");
+    let err = stderr(&out);
+    assert!(err.contains("--no-kernel"), "{err}");
+    assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
+}

@@ -101,7 +101,29 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
         !args.no_kernel,
         tracepoints,
     )
-    .context("opening the cpu-clock samplers (try --no-kernel if kernel samples are refused)")?;
+    .map_err(|e| {
+        // Refused: say which setting refuses it. Kernel samples of another process need
+        // perf_event_paranoid <= 1 (or CAP_PERFMON); user-mode ones <= 2.
+        let refused = matches!(
+            &e,
+            counterpoint_counters::sampling::SamplingError::Open { source, .. }
+                | counterpoint_counters::sampling::SamplingError::OpenTracepoint { source, .. }
+                if source.kind() == std::io::ErrorKind::PermissionDenied
+        );
+        let hint = match (refused, counterpoint_counters::count::read_paranoid()) {
+            (true, Some(p)) if !args.no_kernel && p >= 2 => format!(
+                "{} is {p}: kernel samples need 1 or less, or root; --no-kernel samples user \
+                 mode only",
+                counterpoint_counters::count::PARANOID_PATH
+            ),
+            (true, Some(p)) => format!(
+                "{} is {p}: run as root or lower it (sysctl kernel.perf_event_paranoid=1)",
+                counterpoint_counters::count::PARANOID_PATH
+            ),
+            _ => "try --no-kernel if kernel samples are refused".to_string(),
+        };
+        anyhow::Error::new(e).context(format!("opening the cpu-clock samplers ({hint})"))
+    })?;
     let visible = sampler.syscalls_visible();
     let names: Vec<(u32, String)> = sampler
         .threads()

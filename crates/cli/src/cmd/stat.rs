@@ -2,6 +2,7 @@
 //! the same `-x` column layout so existing parsers work. Output goes to stderr (like perf) unless
 //! `-o FILE` is given, so the command's own stdout stays clean.
 
+use super::error_chain;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use counterpoint_core::cpuset::CpuSet;
@@ -352,7 +353,7 @@ pub fn run(args: StatArgs) -> Result<ExitCode> {
     match result {
         Err(err) => match exec_failure_status(&err) {
             Some(code) => {
-                note(format_args!("counterpoint: error: {err:#}"));
+                note(format_args!("counterpoint: error: {}", error_chain(&err)));
                 Ok(ExitCode::from(code))
             }
             None => Err(err),

@@ -521,3 +521,52 @@ fn heatmap_refused_names_perf_event_paranoid_once() {
     assert!(err.contains("--no-kernel"), "{err}");
     assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
 }
+
+/// An output that cannot be written whole leaves the file it would replace as it was (a full
+/// disk left `result.json` truncated to what fitted). The file-size limit stands in for a full
+/// disk: writes past it fail with `EFBIG` once `SIGXFSZ` is ignored.
+#[test]
+fn a_failed_write_leaves_the_old_output_whole() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(dir.path(), "linux");
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let old = "{\"an earlier run\": true}\n";
+    std::fs::write(out_dir.join("result.json"), old).expect("write");
+    let mut cmd = bin();
+    cmd.arg("simulate").arg(&sc).arg("--out").arg(&out_dir);
+    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 2048,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run");
+    assert_refused(
+        &out,
+        "result.json",
+        "simulate --out with a 2 KiB file limit",
+    );
+    let now = std::fs::read_to_string(out_dir.join("result.json")).expect("read");
+    assert_eq!(
+        now, old,
+        "the earlier result.json was replaced or truncated"
+    );
+    // The partial file is removed.
+    let left: Vec<_> = std::fs::read_dir(&out_dir)
+        .expect("list")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

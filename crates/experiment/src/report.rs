@@ -31,10 +31,66 @@ pub enum ReportError {
 }
 
 fn write(path: &Path, text: &str) -> Result<(), ReportError> {
-    fs::write(path, text).map_err(|source| ReportError::Io {
+    write_atomic(path, text.as_bytes()).map_err(|source| ReportError::Io {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// Write `bytes` to `path` whole or not at all: into a new file beside it (`.NAME.PID.tmp`),
+/// flushed to the disk, then renamed over `path`. A full disk or any failed write leaves an
+/// existing `path` as it was (it was left truncated) and removes the partial file. The new
+/// file keeps an existing file's permissions; a symbolic link is written through (its target
+/// is replaced, not the link); a path that is not a regular file (`/dev/null`, `/dev/stdout`,
+/// a FIFO) is written in place, since renaming over it would replace the device or pipe.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let target = match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => return fs::write(path, bytes),
+        Ok(_) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+            fs::canonicalize(path)?
+        }
+        _ => path.to_path_buf(),
+    };
+    let name = target
+        .file_name()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let written = (|| {
+        let mut file = match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            // Left by an earlier run of this process id that was killed mid-write.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                fs::remove_file(&tmp)?;
+                fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&tmp)?
+            }
+            other => other?,
+        };
+        file.write_all(bytes)?;
+        // Delayed allocation reports a full disk at the flush, not at the write.
+        file.sync_all()?;
+        if let Ok(meta) = fs::metadata(&target) {
+            file.set_permissions(meta.permissions())?;
+        }
+        fs::rename(&tmp, &target)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// The Markdown of a set of results (also used for `docs/experiments.md`).
@@ -205,6 +261,13 @@ fn nice_step(x: f64) -> f64 {
 /// own column to the right of the plot, and a y axis that either starts at zero (a solid
 /// baseline) or, when the bars differ by little, just below them (said in the axis label).
 pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
+    let mut svg = String::new();
+    draw_bars_svg(&mut svg, path, fig)?;
+    write(path, &svg)
+}
+
+/// [`draw_bars`] into `svg` (`path` only names the figure in errors).
+fn draw_bars_svg(svg: &mut String, path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
     let err = |e: String| ReportError::Plot {
         path: path.to_path_buf(),
         message: e,
@@ -230,7 +293,7 @@ pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
     let names: Vec<&str> = fig.series.iter().map(|s| s.name.as_str()).collect();
     let legend_w = legend_width(&names);
     let plot_w = (ncat as u32 * 90).clamp(720, 2400);
-    let root = SVGBackend::new(path, (plot_w + legend_w, 500)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (plot_w + legend_w, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
     let (plot, legend) = root.split_horizontally(plot_w);
     let y_desc = if cut {
@@ -315,6 +378,45 @@ pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
 mod tests {
     use super::*;
     use crate::result::{BarSeries, Table};
+
+    #[test]
+    fn write_atomic_replaces_keeps_permissions_and_follows_links() {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        write_atomic(&path, b"first").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"first");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&path, b"second").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"second");
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        // A link is written through: it stays a link to the new content.
+        let link = dir.path().join("link.txt");
+        symlink(&path, &link).unwrap();
+        write_atomic(&link, b"third").unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&path).unwrap(), b"third");
+        // Nothing left beside them.
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn write_atomic_writes_devices_in_place() {
+        use std::os::unix::fs::FileTypeExt;
+        write_atomic(Path::new("/dev/null"), b"gone").unwrap();
+        assert!(fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+    }
 
     #[test]
     fn writes_markdown_json_and_svg() {

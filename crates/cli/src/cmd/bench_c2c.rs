@@ -162,10 +162,17 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 /// Two matrices side by side (ping-pong, futex), each with its colour scale to its right,
 /// outside the cells.
 fn heat_map(path: &Path, r: &C2cReport) -> Result<()> {
+    let mut svg = String::new();
+    heat_map_svg(&mut svg, r)?;
+    counterpoint_experiment::report::write_atomic(path, svg.as_bytes())?;
+    Ok(())
+}
+
+fn heat_map_svg(svg: &mut String, r: &C2cReport) -> Result<()> {
     let cpus: Vec<u32> = r.topology.iter().map(|p| p.cpu).collect();
     let n = cpus.len().max(1);
     let idx = |c: u32| cpus.iter().position(|&x| x == c).unwrap_or(0);
-    let root = SVGBackend::new(path, (1200, 560)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (1200, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let halves = root.split_evenly((1, 2));
     for (k, area) in halves.iter().enumerate() {

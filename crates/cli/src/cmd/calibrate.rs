@@ -201,7 +201,8 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
     if let Some(path) = &args.masa {
         let table = masa_table(&topo, &args, Duration::from_secs_f64(args.seconds))?;
         let text = serde_json::to_string_pretty(&table)? + "\n";
-        std::fs::write(path, text).with_context(|| format!("--masa {}", path.display()))?;
+        counterpoint_experiment::report::write_atomic(path, text.as_bytes())
+            .with_context(|| format!("--masa {}", path.display()))?;
         outln!("wrote MASA's load calibration to {}", path.display())?;
         return Ok(ExitCode::SUCCESS);
     }

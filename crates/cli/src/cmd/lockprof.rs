@@ -382,7 +382,7 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         profile.to_table(args.top, args.frames)
     };
     match &args.output {
-        Some(path) => std::fs::write(path, text)
+        Some(path) => counterpoint_experiment::report::write_atomic(path, text.as_bytes())
             .with_context(|| format!("writing the report to {}", path.display()))?,
         None => super::write_stdout(&text)?,
     }

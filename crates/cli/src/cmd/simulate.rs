@@ -271,7 +271,8 @@ fn write_out(dir: &Path, r: &RunResult) -> Result<()> {
     // Every failure names the file it was writing.
     let write = |name: &str, text: &str| {
         let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+        counterpoint_experiment::report::write_atomic(&path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
     };
     write("result.json", &serde_json::to_string_pretty(r)?)?;
     let mut csv = String::from(

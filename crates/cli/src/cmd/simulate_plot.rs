@@ -18,9 +18,20 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 /// zero (a solid baseline) unless the tasks' NPs are close, then just below them (said in the
 /// axis label), so the differences show.
 pub fn np_bars(path: &Path, r: &RunResult) -> Result<()> {
+    let mut svg = String::new();
+    np_bars_svg(&mut svg, r)?;
+    save(path, &svg)
+}
+
+/// Writes a drawn figure whole or not at all (`report::write_atomic`).
+fn save(path: &Path, svg: &str) -> Result<()> {
+    report::write_atomic(path, svg.as_bytes()).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+fn np_bars_svg(svg: &mut String, r: &RunResult) -> Result<()> {
     let n = r.tasks.len().max(1);
     let width = (120 + 40 * n as u32).clamp(640, 4000);
-    let root = SVGBackend::new(path, (width, 460)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (width, 460)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let title = match &r.metrics {
         Some(m) => format!(
@@ -97,10 +108,22 @@ fn lines(
     times_ns: &[u64],
     series: &[(String, Vec<f64>)],
 ) -> Result<()> {
+    let mut svg = String::new();
+    lines_svg(&mut svg, title, y_desc, times_ns, series)?;
+    save(path, &svg)
+}
+
+fn lines_svg(
+    svg: &mut String,
+    title: &str,
+    y_desc: &str,
+    times_ns: &[u64],
+    series: &[(String, Vec<f64>)],
+) -> Result<()> {
     let names: Vec<&str> = series.iter().map(|s| s.0.as_str()).collect();
     let legend_w = report::legend_width(&names);
     let height = (70 + 22 * series.len() as u32).max(440);
-    let root = SVGBackend::new(path, (900 + legend_w, height)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (900 + legend_w, height)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let (plot, legend) = root.split_horizontally(900);
     let t_max = times_ns.last().copied().unwrap_or(1).max(1) as f64 * 1e-9;

@@ -48,7 +48,8 @@ pub struct TaskResult {
     /// When the task finished its work (tasks that do not repeat), since the start.
     pub finish_ns: Option<u64>,
     /// Wall time per completed program at the task's average rate (MASA's "time to complete"):
-    /// duration x program instructions / instructions retired. `None` for servers.
+    /// the time it lived (arrival to finish, or to the end of the run) x program instructions /
+    /// instructions retired. `None` for servers.
     pub wall_ns_per_program: Option<f64>,
 }
 
@@ -501,7 +502,14 @@ pub fn run_with<'p, 'k>(
             completions: c.completions,
             finish_ns: sim.finish_ns(i),
             wall_ns_per_program: prog_instr.and_then(|pi| {
-                (c.instructions > 0.0).then(|| duration_ns as f64 * pi / c.instructions)
+                // Over the time the task lived: from its arrival to its finish (or the end).
+                // Over the whole run, a task that finished early or arrived late was charged
+                // for time it did not exist (physics probe, session 19: art finished at 34.6 s
+                // of a 60 s run and reported 60 s per program).
+                let start_ns = spec.start_ms.saturating_mul(1_000_000).min(duration_ns);
+                let end_ns = sim.finish_ns(i).unwrap_or(duration_ns).max(start_ns);
+                let lived_ns = (end_ns - start_ns) as f64;
+                (c.instructions > 0.0 && lived_ns > 0.0).then(|| lived_ns * pi / c.instructions)
             }),
         });
     }

@@ -293,6 +293,54 @@ fn shells_run_programs_in_sequence_and_finish() {
     assert!((np - 1.0).abs() < 1e-6, "np {np}");
 }
 
+/// `wall_ns_per_program` is over the time a task lived: a program that finished early takes
+/// its finish time per program (it was charged the whole run), and one that arrived late is
+/// not charged the time before it arrived.
+#[test]
+fn wall_time_per_program_counts_only_the_time_a_task_lived() {
+    let mut short = cat().program("gzip").unwrap();
+    short.phases.truncate(1);
+    short.phases[0].instructions = 500_000_000;
+    let sc = Scenario::builder(&cat(), "zhang-smp")
+        .unwrap()
+        .duration_ms(3000)
+        .task_spec(TaskSpec {
+            name: "once".into(),
+            workload: Workload::Program(short),
+            affinity: pinned("0"),
+            repeat: false,
+            start_ms: 0,
+        })
+        .task_spec(TaskSpec {
+            name: "late".into(),
+            workload: Workload::Program(cat().program("swim").unwrap()),
+            affinity: pinned("1"),
+            repeat: true,
+            start_ms: 1000,
+        })
+        .build()
+        .unwrap();
+    let r = run(&sc, 1, None, None, 100_000_000).unwrap();
+    let once = &r.tasks[0];
+    let fin = once.finish_ns.expect("the program finishes within the run") as f64;
+    assert!(
+        fin < 0.5 * r.duration_ns as f64,
+        "finished at {fin} of {}",
+        r.duration_ns
+    );
+    let wall = once.wall_ns_per_program.unwrap();
+    assert!(
+        (wall - fin).abs() <= 1e-6 * fin,
+        "{wall} against finish {fin}"
+    );
+    let late = &r.tasks[1];
+    let lived = (r.duration_ns - 1_000_000_000) as f64;
+    let swim = cat().program("swim").unwrap().instructions() as f64;
+    let want = lived * swim / late.instructions as f64;
+    let got = late.wall_ns_per_program.unwrap();
+    assert!((got - want).abs() <= 1e-6 * want, "{got} against {want}");
+}
+
 #[test]
 fn servers_complete_requests_and_draw_the_same_stream_alone() {
     let sc = Scenario::builder(&cat(), "zhang-smp")

@@ -230,3 +230,35 @@ fn a_closed_output_pipe_ends_quietly() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `experiment NAME --out DIR` does not replace a report of other experiments in DIR (it
+/// turned a 12-experiment report into a one-experiment one); `--force` does.
+#[test]
+fn out_keeps_a_report_of_other_experiments() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let results = dir.path().join("results.json");
+    let theirs = "[{\"experiment\": \"zhang-spec\"}, {\"experiment\": \"leak\"}]\n";
+    std::fs::write(&results, theirs).expect("write");
+    let run = |force: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_counterpoint"));
+        c.args(["experiment", "leak", "--seeds", "2", "--out"])
+            .arg(dir.path());
+        if force {
+            c.arg("--force");
+        }
+        c.output().expect("run")
+    };
+    let out = run(false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("zhang-spec") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&results).expect("read"), theirs);
+    let out = run(true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let now = std::fs::read_to_string(&results).expect("read");
+    assert!(!now.contains("zhang-spec"), "replaced under --force");
+}

@@ -307,3 +307,65 @@ fn pid_mode_stops_when_the_task_is_gone() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("after 0 measured requests"), "{err}");
 }
+
+/// Ctrl-C during `experiment requests` stops its private cluster and removes its directory (a
+/// signal's default action killed the command and left the server running and 40 MB in /tmp).
+/// The cluster's directory is made under a TMPDIR of the test's own, so the test finds it
+/// without racing anything else; it waits for the directory (a state, not a time) and then
+/// interrupts.
+#[test]
+fn interrupting_experiment_requests_stops_and_removes_the_cluster() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The server runs as postgres (or nobody) under root: it must reach its directory.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut child = counterpoint()
+        .args(["experiment", "requests", "--seeds", "2"])
+        .env("TMPDIR", tmp.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let cluster_dirs = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with("counterpoint-pg-"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Wait for the cluster's directory, or for the command to end (no PostgreSQL here).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut ended = None;
+    while cluster_dirs().is_empty() && std::time::Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            ended = Some(status);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if ended.is_some() {
+        let out = child.wait_with_output().expect("output");
+        return eprintln!(
+            "SKIPPED: the experiment ended before starting a cluster: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(!cluster_dirs().is_empty(), "no cluster directory within 300 s");
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{err}");
+    assert!(err.contains("interrupted by SIGINT"), "{err}");
+    assert!(
+        cluster_dirs().is_empty(),
+        "left behind: {:?}; {err}",
+        cluster_dirs()
+    );
+}

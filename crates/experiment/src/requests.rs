@@ -11,6 +11,7 @@ use counterpoint_requests::analysis::analyze;
 use counterpoint_requests::run::{run_pg, RunConfig};
 use counterpoint_requests::RequestsError;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Scale factor per seed's run (≈ 30 000 line items).
 pub const SCALE: f64 = 0.005;
@@ -18,6 +19,41 @@ pub const SCALE: f64 = 0.005;
 pub const REQUESTS: usize = 400;
 /// Concurrent clients.
 pub const CLIENTS: usize = 2;
+
+/// The flag that ends a run early (`set_stop_flag`).
+static STOP: std::sync::OnceLock<&'static AtomicBool> = std::sync::OnceLock::new();
+/// Whether a PostgreSQL cluster of this experiment may be running.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// Give the experiment a flag that ends it early (a signal handler's): a run in progress stops
+/// before its next request, and its private cluster is stopped and its directory removed, as
+/// `requests run-pg` does. Without one, a Ctrl-C killed the process and left the server
+/// running and its data in `/tmp`. Set once; later calls are ignored.
+pub fn set_stop_flag(flag: &'static AtomicBool) {
+    let _ = STOP.set(flag);
+}
+
+/// Whether a cluster of this experiment may be running now: a caller that catches signals
+/// ends the process at once when not, and otherwise lets the run clean up first.
+pub fn cluster_running() -> bool {
+    RUNNING.load(Ordering::SeqCst)
+}
+
+/// Clears [`RUNNING`] once the run (and its cluster) is gone, however it ended.
+struct Running;
+
+impl Running {
+    fn enter() -> Self {
+        RUNNING.store(true, Ordering::SeqCst);
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.store(false, Ordering::SeqCst);
+    }
+}
 
 /// Run one PostgreSQL run per seed.
 pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, String> {
@@ -43,9 +79,17 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
             clients: CLIENTS,
             requests: REQUESTS,
             seed,
+            stop: STOP.get().copied(),
             ..RunConfig::default()
         };
-        let out = match run_pg(&cfg) {
+        if cfg.stop.is_some_and(|f| f.load(Ordering::SeqCst)) {
+            return Err(format!("interrupted before seed {seed}'s run"));
+        }
+        let run = {
+            let _running = Running::enter();
+            run_pg(&cfg)
+        };
+        let out = match run {
             Ok(o) => o,
             Err(RequestsError::NoPostgres(why)) => {
                 r.findings.push(format!(

@@ -79,6 +79,33 @@ pub fn install() -> Result<(), SignalError> {
     Ok(())
 }
 
+/// The signals a user sends to end a command (Ctrl-C, `kill`, a closed terminal, Ctrl-\\), for
+/// commands that stop early and clean up but keep every other signal's default (a closed
+/// stdout still ends them by `SIGPIPE`).
+pub const INTERRUPTING: &[libc::c_int] =
+    &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// Catch only `signals` (as [`install`] does every terminating signal): each raises the stop
+/// flag and is recorded.
+pub fn install_only(signals: &[libc::c_int]) -> Result<(), SignalError> {
+    for &sig in signals {
+        // SAFETY: as in `install`.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        // SAFETY: sa_mask is ours.
+        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+        // SAFETY: the handler only stores to atomics.
+        if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
+            return Err(SignalError {
+                signal: sig,
+                error: std::io::Error::last_os_error(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Whether a stop was asked for (by a signal or [`request_stop`]).
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)

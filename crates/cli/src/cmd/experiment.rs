@@ -36,7 +36,8 @@ pub struct ExperimentArgs {
     /// (default for `all`: report/).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Start even when the estimated time exceeds the budget (30 min on 2 vCPUs).
+    /// Start even when the estimated time exceeds the budget (30 min on 2 vCPUs), or when
+    /// `--out` holds a report of other experiments that this run would replace.
     #[arg(long)]
     force: bool,
     /// replica only: notification costs from a `counterpoint bench c2c --json` file instead of
@@ -48,6 +49,75 @@ pub struct ExperimentArgs {
     /// unless its file says `model = "v2"`). model-validation always runs both.
     #[arg(long, value_name = "v1|v2")]
     model: Option<String>,
+}
+
+/// `dir`'s report (its `results.json`) holds experiments other than `name`'s: writing `name`'s
+/// report there would replace theirs (`experiment leak --out report` turned the 12-experiment
+/// report into a one-experiment one and left its figures unreferenced). `all` replaces any.
+fn refuse_to_replace_other_reports(dir: &std::path::Path, name: &str) -> Result<()> {
+    if name == "all" {
+        return Ok(());
+    }
+    let path = dir.join("results.json");
+    // Not there, unreadable or not a report: nothing of ours to lose.
+    let Ok(text) = crate::cmd::read_input_file("--out", &path) else {
+        return Ok(());
+    };
+    let Ok(serde_json::Value::Array(entries)) = serde_json::from_str(&text) else {
+        return Ok(());
+    };
+    let others: std::collections::BTreeSet<&str> = entries
+        .iter()
+        .filter_map(|e| e.get("experiment").and_then(|x| x.as_str()))
+        .filter(|&e| e != name)
+        .collect();
+    if others.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "--out {}: it holds a report of {} other experiment(s) ({}) that this run of {name} would          replace; choose another directory, or pass --force to replace it",
+        dir.display(),
+        others.len(),
+        others.into_iter().collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) during `requests` stops its private PostgreSQL cluster
+/// and removes its directory before the command ends (a signal's default action had killed the
+/// command and left the server running and its data in /tmp). Outside a cluster's run the
+/// command ends at once, with the shell's status for the signal (128 + its number).
+fn stop_the_cluster_on_interrupt() -> Result<()> {
+    use counterpoint_host::signals;
+    experiment::requests::set_stop_flag(signals::stop_flag());
+    signals::install_only(signals::INTERRUPTING).context("catching Ctrl-C")?;
+    std::thread::Builder::new()
+        .name("interrupt".into())
+        .spawn(|| loop {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            if signals::stop_requested() && !experiment::requests::cluster_running() {
+                end_interrupted("");
+            }
+        })
+        .context("starting the interrupt watcher")?;
+    Ok(())
+}
+
+/// Say which signal ended the command (once, whichever thread gets here first) and exit with
+/// 128 + its number.
+fn end_interrupted(what_was_done: &str) -> ! {
+    use counterpoint_host::signals;
+    static ENDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _once = ENDING.lock();
+    let sig = signals::received().unwrap_or(libc::SIGINT);
+    if what_was_done.is_empty() {
+        eprintln!("counterpoint: interrupted by {}", signals::name(sig));
+    } else {
+        eprintln!(
+            "counterpoint: interrupted by {}; {what_was_done}",
+            signals::name(sig)
+        );
+    }
+    std::process::exit(128 + sig)
 }
 
 /// An indicatif bar when stderr is a terminal; otherwise, for long runs, a plain progress line
@@ -131,6 +201,12 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     };
     if let Some(dir) = &out_dir {
         super::check_out_dir(dir, "report")?;
+        if !args.force {
+            refuse_to_replace_other_reports(dir, &args.name)?;
+        }
+    }
+    if matches!(args.name.as_str(), "requests" | "all") {
+        stop_the_cluster_on_interrupt()?;
     }
     let mut lab = experiment::sim_lab::SimLab::new()
         .context("cannot load the simulator's scenario catalog")?;
@@ -166,7 +242,15 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     };
     // The error names the experiment (and the run) already.
     let results = match &args.c2c {
-        None => experiment::run(&args.name, &lab, &seeds, &bar)?,
+        None => match experiment::run(&args.name, &lab, &seeds, &bar) {
+            Ok(results) => results,
+            // Interrupted during a cluster's run: it was stopped and removed on the way out.
+            Err(_) if counterpoint_host::signals::stop_requested() => {
+                bar.bar.finish_and_clear();
+                end_interrupted("the PostgreSQL cluster was stopped and removed")
+            }
+            Err(e) => return Err(e.into()),
+        },
         Some(path) => {
             if args.name != "replica" {
                 anyhow::bail!("--c2c applies to `experiment replica` only");

@@ -36,7 +36,7 @@ const HUGE: &str = "18446744073709551615";
 #[test]
 fn bench_counts_are_bounded() {
     // (bench, flag, the other flags, the largest value accepted)
-    let cases: [(&str, &str, &[&str], &str); 8] = [
+    let cases: [(&str, &str, &[&str], &str); 9] = [
         ("read", "--iterations", &["--rounds", "1"], "1000000"),
         ("read", "--rounds", &["--iterations", "1"], "1000"),
         ("selfmon", "--iterations", &["--rounds", "1"], "1000000"),
@@ -45,6 +45,7 @@ fn bench_counts_are_bounded() {
         ("requests", "--rounds", &["--iterations", "1"], "1000"),
         ("lockprof", "--pairs", &["--rounds", "1"], "50000000"),
         ("lockprof", "--rounds", &["--pairs", "1"], "100"),
+        ("broker", "--fuzz", &[], "100000000"),
     ];
     for (bench, flag, other, max) in cases {
         let over = (max.parse::<u64>().expect("a number") + 1).to_string();
@@ -198,4 +199,14 @@ fn compare_lib_that_is_not_the_profiler_is_an_error() {
         ],
         libm,
     );
+}
+
+/// `bench broker --fuzz N --json` prints one JSON object (it printed the text line).
+#[test]
+fn broker_fuzz_honours_json() {
+    let out = run(&["bench", "broker", "--fuzz", "1000", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["fuzz_inputs"], 1000);
+    assert_eq!(v["panics"], 0);
 }

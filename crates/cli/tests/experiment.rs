@@ -251,7 +251,10 @@ fn out_keeps_a_report_of_other_experiments() {
     let out = run(false);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("zhang-spec") && err.contains("--force"), "{err}");
+    assert!(
+        err.contains("zhang-spec") && err.contains("--force"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_to_string(&results).expect("read"), theirs);
     let out = run(true);
     assert!(

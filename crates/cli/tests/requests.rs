@@ -356,7 +356,10 @@ fn interrupting_experiment_requests_stops_and_removes_the_cluster() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert!(!cluster_dirs().is_empty(), "no cluster directory within 300 s");
+    assert!(
+        !cluster_dirs().is_empty(),
+        "no cluster directory within 300 s"
+    );
     // SAFETY: kill has no memory preconditions; the pid is our child's.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().expect("output");

@@ -784,3 +784,68 @@ fn tpch_q3_q6_q12_take_similar_times() {
     let (q3, q6) = (per_request[0].2, per_request[1].2);
     assert!(q3 > 2.0 * q6, "bus lines per cycle: {per_request:?}");
 }
+
+/// Two identical sockets with identical pinned loads settle alike whichever started first, and
+/// a queue carries no more than its bandwidth, own traffic and snoops together. A latency
+/// update (another socket's demand moved) changed a socket's own demand without passing it on,
+/// so with socket 1 started 300 ms late its 12 swim copies ran 7.4 % slower than socket 0's for
+/// the whole run, and own traffic plus snoops came to 1.009 of the bandwidth (physics probe,
+/// session 19).
+#[test]
+fn a_late_socket_settles_where_an_early_one_does() {
+    let cat = Catalog::builtin();
+    let swim = cat.program("swim").unwrap();
+    let mut b = Scenario::builder(&cat, "x5650-2s")
+        .unwrap()
+        .model(Model::V2)
+        .duration_ms(1500);
+    for c in 0..24u32 {
+        b = b.task_spec(TaskSpec {
+            name: format!("swim{c}"),
+            workload: Workload::Program(swim.clone()),
+            affinity: Some(CpuSet::single(c)),
+            repeat: true,
+            start_ms: if c < 12 { 0 } else { 300 },
+        });
+    }
+    let sc = b.build().unwrap();
+    let topo = sc.machine.topology().unwrap();
+    for c in 0..24u32 {
+        assert_eq!(
+            topo.cpu(c).and_then(|cpu| cpu.package),
+            Some(if c < 12 { 0 } else { 1 }),
+            "CPU {c} is not on the socket the test assumes"
+        );
+    }
+    let mut sim = Simulation::new(&sc, 1).unwrap();
+    let (mut d, mut bus) = (Vec::new(), Vec::new());
+    sim.advance_quiet(1_200_000_000, None);
+    sim.take_interval(&mut d, &mut bus);
+    sim.advance_quiet(300_000_000, None);
+    let ns = sim.take_interval(&mut d, &mut bus) as f64;
+    let sum = |r: std::ops::Range<usize>, f: fn(&Counters) -> f64| d[r].iter().map(f).sum::<f64>();
+    let (i0, i1) = (
+        sum(0..12, |c| c.instructions),
+        sum(12..24, |c| c.instructions),
+    );
+    eprintln!("last 300 ms: socket 0 {i0:.0} instructions, socket 1 {i1:.0}");
+    assert!(
+        (i1 / i0 - 1.0).abs() < 0.01,
+        "socket 1 / socket 0 = {}",
+        i1 / i0
+    );
+    let line = sc.machine.line_bytes as f64;
+    let gb_per_s = |r: std::ops::Range<usize>| {
+        d[r].iter().map(|c| c.mem_transactions).sum::<f64>() * line / ns
+    };
+    let (own0, own1) = (gb_per_s(0..12), gb_per_s(12..24));
+    let snoop_share = sc.machine.v2.snoop_bytes_per_line / line;
+    let bw = sc.machine.v2.sustained_bandwidth_gb_per_s;
+    for (own, other) in [(own0, own1), (own1, own0)] {
+        let carried = own + snoop_share * other;
+        assert!(
+            carried <= bw * (1.0 + 1e-3),
+            "carried {carried} GB/s on a {bw} GB/s queue (own {own}, snoops of {other})"
+        );
+    }
+}

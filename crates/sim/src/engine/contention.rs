@@ -351,6 +351,14 @@ impl Simulation {
         }
         // No `record_touch`: the latency came from the packed terms of the last solve or
         // light update, so local warm-up steps since then still count as drift.
+        // Its own demand moved with its latency: the other sockets' snoop load must follow
+        // when it moved by more than the tolerance, as after a solve. Without this a socket
+        // whose demand fell in a latency update left the others charged its old demand until
+        // its next whole solve, which pinned tasks never ask for: two identical sockets with
+        // identical loads settled 7.4 % apart when one started 300 ms later (physics probe,
+        // session 19). The loop between sockets converges geometrically (snoops are a quarter
+        // of a line or less, so each round moves the other's demand by at most that share).
+        self.note_bus_demand_v2(b);
     }
 
     /// Bus demand in bytes per cycle at memory latency `lat` (cycles), and its derivative in

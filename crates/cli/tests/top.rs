@@ -101,9 +101,60 @@ fn json_lines_one_per_interval_sorted_as_asked() {
         let hi = a.pid().max(b.pid()) as u64;
         let lo = a.pid().min(b.pid()) as u64;
         assert_eq!(pids, [hi, lo], "{d}");
-        assert_eq!(d["tasks"][0]["ipc"], serde_json::Value::Null);
+        // Without a PMU the hardware values are null and said unavailable (a host with a PMU
+        // counts them).
+        if d["pmu"] == false {
+            assert_eq!(d["tasks"][0]["ipc"], serde_json::Value::Null);
+            assert!(d["unavailable"]["ipc"].is_string(), "{d}");
+        }
         assert_eq!(d["tasks"][0]["counted_fraction"].as_f64(), Some(1.0));
-        assert_eq!(d["pmu"], false);
+        // No --heatmaps: no SuperFunction value, and the reason under "unavailable" (the field
+        // held the text note, "SUPERFUNCTION: n/a" prefix and all).
+        assert_eq!(d["superfunction"], serde_json::Value::Null, "{d}");
+        let why = d["unavailable"]["superfunction"].as_str().expect("reason");
+        assert!(why.contains("--heatmaps") && !why.contains("n/a"), "{why}");
+    }
+}
+
+/// `top`'s first line is the interval's header, not a note about a feature that is off; a
+/// target that matches nothing is warned about; the heatmap period and the row count are
+/// bounded as `heatmap --period-us` is.
+#[test]
+fn header_first_warnings_and_bounds() {
+    let me = format!("pid:{}", std::process::id());
+    let out = Command::new(BIN)
+        .args(["top", "--once", "--targets", &me])
+        .output()
+        .expect("top");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("interval 1:"), "{text}");
+    assert_eq!(text.matches("SUPERFUNCTION: n/a").count(), 1, "{text}");
+    let out = Command::new(BIN)
+        .args(["top", "--once", "--targets", "comm:^no-such-command-xyz$"])
+        .output()
+        .expect("top");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("no task matches --targets comm:"), "{err}");
+    let cases: [&[&str]; 3] = [
+        &["--heatmaps", "--heatmap-period-us", "0"],
+        &["--heatmaps", "--heatmap-period-us", "10000001"],
+        &["--rows", "0"],
+    ];
+    for args in cases {
+        let out = Command::new(BIN)
+            .args(["top", "--once"])
+            .args(args)
+            .output()
+            .expect("top");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is not in"), "{args:?}: {err}");
     }
 }
 

@@ -49,9 +49,9 @@ pub struct TopArgs {
     /// Stop after this many intervals (text/JSON output; 1 or more; `--once` is `--count 1`).
     #[arg(long, value_parser = parse_count, conflicts_with = "once")]
     count: Option<u64>,
-    /// Rows to print in text/JSON output (the live view shows all and scrolls).
-    #[arg(long, default_value_t = 20)]
-    rows: usize,
+    /// Rows to print in text/JSON output, 1 to 100000 (the live view shows all and scrolls).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    rows: u64,
     /// Count through the broker (`counterpoint daemon`) at SOCKET, or at the default socket
     /// without it; when none answers there, count directly. The default socket is tried
     /// even without this flag.
@@ -67,8 +67,10 @@ pub struct TopArgs {
     /// event (and a 68 KiB buffer) per thread: narrow --targets on a busy machine.
     #[arg(long)]
     heatmaps: bool,
-    /// With --heatmaps: one sample per this many µs of each thread's CPU time.
-    #[arg(long, default_value_t = 1000, requires = "heatmaps")]
+    /// With --heatmaps: one sample per this many µs of each thread's CPU time (10 µs to 10 s,
+    /// as `heatmap --period-us`).
+    #[arg(long, default_value_t = 1000, requires = "heatmaps",
+          value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
     heatmap_period_us: u64,
     /// With --heatmaps: attribute kernel samples to the system call in progress
     /// (raw_syscalls tracepoints; needs tracefs mounted; each call of a watched thread then
@@ -153,7 +155,7 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
     }
     let code_note = args.heatmaps.then(|| {
         let st = host.enable_code_heatmaps(counterpoint_host::code::CodeSamplingConfig {
-            period_ns: args.heatmap_period_us.max(10) * 1000,
+            period_ns: args.heatmap_period_us * 1000,
             syscalls: args.syscalls,
         });
         let failures = match host.code_sampling_failures() {
@@ -185,19 +187,29 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
     let online = host.online().clone();
     let pmu = host_has_pmu(&host);
     let mut n = 0u64;
-    if code_note.is_none() && !args.json {
-        outln!("{NO_HEATMAPS}")?;
-    }
+    let rows = usize::try_from(args.rows).unwrap_or(usize::MAX);
     loop {
         let obs = host.advance(interval_ns)?;
         n += 1;
         let mut s = snapshot(&obs, &online, pmu, host.counter_sources());
         s.code_note = code_note.clone();
         sort_rows(&mut s.rows, key, args.reverse);
+        if n == 1 && s.rows.is_empty() {
+            // As the agent's `no_targets` warning: an empty table alone reads as an idle host.
+            eprintln!(
+                "counterpoint: warning: no task matches --targets {}",
+                args.targets
+            );
+        }
         if args.json {
-            outln!("{}", json_doc(&s, args.rows, key, args.reverse))?;
+            outln!("{}", json_doc(&s, rows, key, args.reverse))?;
         } else {
-            print_text(&s, args.rows, key, args.reverse, n)?;
+            print_text(&s, rows, key, args.reverse, n)?;
+            // The SuperFunction column is off: said once, after the first table (the first
+            // line of the output is the interval's header, as in every later interval).
+            if n == 1 && code_note.is_none() {
+                outln!("{NO_HEATMAPS}")?;
+            }
         }
         if count.is_some_and(|c| n >= c) {
             return Ok(ExitCode::SUCCESS);

@@ -211,14 +211,27 @@ pub(super) fn json_doc(
             "pinned_pids": c.pinned.iter().map(|(p, _)| p).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     });
+    // Off: null here and the reason under "unavailable", as for the hardware columns.
     doc["superfunction"] = match &s.code_note {
         Some(n) => json!(n),
-        None => json!(NO_HEATMAPS),
+        None => serde_json::Value::Null,
     };
+    let mut unavailable = serde_json::Map::new();
     if !s.pmu {
-        doc["unavailable"] = json!({
-            "ipc": "no hardware PMU", "llc_mpki": "no hardware PMU", "bandwidth": "no hardware PMU"
-        });
+        for key in ["ipc", "llc_mpki", "bandwidth"] {
+            unavailable.insert(key.into(), json!("no hardware PMU"));
+        }
+    }
+    if s.code_note.is_none() {
+        unavailable.insert(
+            "superfunction".into(),
+            json!(NO_HEATMAPS
+                .trim_start_matches("SUPERFUNCTION: n/a (")
+                .trim_end_matches(')')),
+        );
+    }
+    if !unavailable.is_empty() {
+        doc["unavailable"] = serde_json::Value::Object(unavailable);
     }
     doc
 }

@@ -200,7 +200,10 @@ impl Policy for Spread {
             }
             let mut set = CpuSet::new();
             for _ in 0..cpus_needed(u, order.len()) {
-                // A CPU on an idle core, else any idle CPU, else the least loaded one.
+                // A CPU on an idle core, else any idle CPU. None free: the task is left to the
+                // kernel's balancing on the whole machine (below). Pinning it to the least
+                // loaded CPU put two hungry targets on one CPU while another CPU idled part of
+                // the time, and told both the CPU was "of its own" (probe, session 19).
                 let pick = order
                     .iter()
                     .copied()
@@ -214,13 +217,6 @@ impl Policy for Spread {
                             .iter()
                             .copied()
                             .find(|c| !used.contains(c) && !set.contains(*c))
-                    })
-                    .or_else(|| {
-                        order
-                            .iter()
-                            .copied()
-                            .filter(|c| !set.contains(*c))
-                            .min_by_key(|c| load.get(c).copied().unwrap_or(0))
                     });
                 let Some(cpu) = pick else { break };
                 set.insert(cpu);
@@ -267,16 +263,29 @@ impl Policy for Spread {
                 }
                 Some(_) => {}
                 None => {
-                    // Release a task this policy pinned and that is no longer hungry.
+                    // Release a task this policy pinned and that is no longer hungry, or that
+                    // is hungry but finds no CPU free of other hungry tasks and other processes.
                     if self.pinned.contains_key(&t.id) && t.affinity != all {
-                        self.reasons.insert(
-                            t.id,
+                        let u = signal::cpu_utilization(&t.sample);
+                        let why = if utilization.contains_key(&t.id) {
                             format!(
-                                "no longer hungry: used {:.2} CPUs (threshold {:.2}); whole machine back",
-                                signal::cpu_utilization(&t.sample),
+                                "hungry: used {u:.2} CPUs (threshold {:.2}), but no CPU is free of \
+                                 other hungry targets{}; whole machine back, for the kernel to \
+                                 balance{others_note}",
+                                self.hungry_threshold_cpus,
+                                if taken_by_others.is_empty() {
+                                    ""
+                                } else {
+                                    " and other processes"
+                                }
+                            )
+                        } else {
+                            format!(
+                                "no longer hungry: used {u:.2} CPUs (threshold {:.2}); whole machine back",
                                 self.hungry_threshold_cpus
-                            ),
-                        );
+                            )
+                        };
+                        self.reasons.insert(t.id, why);
                         actions.push(Action::SetAffinity {
                             task: t.id,
                             cpus: all.clone(),
@@ -360,6 +369,62 @@ mod tests {
         cpus.sort();
         // Cores {0,1} and {2,3}: first CPU 0 and 2, then sibling 1.
         assert_eq!(cpus, vec!["0", "1", "2"]);
+    }
+
+    /// More hungry targets than free CPUs: the ones without a CPU of their own are left to the
+    /// kernel (whole machine), never put on a CPU another hungry target holds.
+    #[test]
+    fn hungry_targets_beyond_the_free_cpus_are_left_unpinned() {
+        let t = topo(1, 2, 1);
+        let all = t.online_cpus();
+        let tasks = (1..=3).map(|i| task(i, 0, &all, &[])).collect();
+        let mut p = Spread::default();
+        let a = targets(&p.decide(&t, &observation(&t, tasks)));
+        let mut cpus: Vec<String> = a.values().cloned().collect();
+        cpus.sort();
+        assert_eq!(cpus, vec!["0", "1"], "{a:?}");
+        // A CPU others keep busy: two hungry targets, one free CPU; the second target is not
+        // put beside the first.
+        // Each target used half of CPU 0; CPU 1's busy time is another process's.
+        let half = |id| {
+            let mut tk = task(id, 0, &all, &[]);
+            tk.sample.set(
+                event::TASK_CLOCK,
+                counterpoint_core::sample::CounterValue::exact(
+                    counterpoint_core::testutils::INTERVAL_NS / 2,
+                    counterpoint_core::testutils::INTERVAL_NS,
+                ),
+            );
+            tk
+        };
+        let mut obs = observation(&t, vec![half(1), half(2)]);
+        obs.cpus[0].busy_fraction = 1.0;
+        obs.cpus[1].busy_fraction = 1.0;
+        let mut p = Spread::default();
+        let a = targets(&p.decide(&t, &obs));
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert_eq!(a.values().next().map(String::as_str), Some("0"), "{a:?}");
+        // A target pinned before and now without a free CPU gets the whole machine back, and
+        // its reason says why.
+        let mut p = Spread::default();
+        let first = p.decide(
+            &t,
+            &observation(&t, vec![task(1, 0, &all, &[]), task(2, 1, &all, &[])]),
+        );
+        assert_eq!(targets(&first).len(), 2);
+        let pinned: Vec<Observation> = vec![observation(
+            &t,
+            vec![
+                task(1, 0, &CpuSet::single(0), &[]),
+                task(2, 1, &CpuSet::single(1), &[]),
+                task(3, 1, &all, &[]),
+            ],
+        )];
+        let a = p.decide(&t, &pinned[0]);
+        assert!(
+            a.is_empty(),
+            "sticky placements stay, the newcomer waits: {a:?}"
+        );
     }
 
     use counterpoint_core::sample::Sample;

@@ -358,17 +358,22 @@ mod tests {
         assert!(!a.contains_key(&1));
     }
 
+    /// The CPU sets a fresh `spread` gives `n` hungry tasks that all sit on CPU 0, sorted.
+    fn pins_of_hungry(t: &Topology, n: u64) -> Vec<String> {
+        let all = t.online_cpus();
+        let tasks = (1..=n).map(|i| task(i, 0, &all, &[])).collect();
+        let mut p = Spread::default();
+        let mut cpus: Vec<String> = targets(&p.decide(t, &observation(t, tasks)))
+            .into_values()
+            .collect();
+        cpus.sort();
+        cpus
+    }
+
     #[test]
     fn more_hungry_tasks_than_cores_use_siblings_last() {
-        let t = topo(1, 2, 2);
-        let all = t.online_cpus();
-        let tasks = (1..=3).map(|i| task(i, 0, &all, &[])).collect();
-        let mut p = Spread::default();
-        let a = targets(&p.decide(&t, &observation(&t, tasks)));
-        let mut cpus: Vec<String> = a.values().cloned().collect();
-        cpus.sort();
         // Cores {0,1} and {2,3}: first CPU 0 and 2, then sibling 1.
-        assert_eq!(cpus, vec!["0", "1", "2"]);
+        assert_eq!(pins_of_hungry(&topo(1, 2, 2), 3), vec!["0", "1", "2"]);
     }
 
     /// More hungry targets than free CPUs: the ones without a CPU of their own are left to the
@@ -377,12 +382,7 @@ mod tests {
     fn hungry_targets_beyond_the_free_cpus_are_left_unpinned() {
         let t = topo(1, 2, 1);
         let all = t.online_cpus();
-        let tasks = (1..=3).map(|i| task(i, 0, &all, &[])).collect();
-        let mut p = Spread::default();
-        let a = targets(&p.decide(&t, &observation(&t, tasks)));
-        let mut cpus: Vec<String> = a.values().cloned().collect();
-        cpus.sort();
-        assert_eq!(cpus, vec!["0", "1"], "{a:?}");
+        assert_eq!(pins_of_hungry(&t, 3), vec!["0", "1"]);
         // A CPU others keep busy: two hungry targets, one free CPU; the second target is not
         // put beside the first.
         // Each target used half of CPU 0; CPU 1's busy time is another process's.

@@ -92,12 +92,32 @@ impl SharedView {
     }
 }
 
+/// Why a connection to `path` failed when something other than a socket is there (the
+/// kernel says only "Connection refused"); `None` for a socket or nothing.
+fn not_a_socket(path: &Path) -> Option<io::Error> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).ok()?.file_type();
+    let what = if t.is_socket() {
+        return None;
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "a special file"
+    };
+    Some(io::Error::new(
+        io::ErrorKind::ConnectionRefused,
+        format!("not a socket ({what})"),
+    ))
+}
+
 impl Client {
     /// Connect and say hello.
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(path).map_err(|error| ClientError::Connect {
             path: path.to_path_buf(),
-            error,
+            error: not_a_socket(path).unwrap_or(error),
         })?;
         let mut c = Client {
             stream,

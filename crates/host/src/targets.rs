@@ -41,6 +41,14 @@ pub enum TargetsParseError {
         /// The bad item.
         token: String,
     },
+    /// A `pid:` item is a positive integer too large for a process id (above 2^32 - 1).
+    #[error("--targets {spec:?}: process id {token} is out of range (larger than any process id)")]
+    PidOutOfRange {
+        /// The spec.
+        spec: String,
+        /// The bad item.
+        token: String,
+    },
     /// Nothing after the kind.
     #[error("--targets {spec:?}: empty list")]
     Empty {
@@ -73,6 +81,41 @@ pub enum TargetsParseError {
     },
 }
 
+/// The regex crate's syntax error (several lines: the pattern, a caret line, the message) as one
+/// line: the message and where it is (`unclosed group (at character 1 of "(")`).
+fn regex_error_in_one_line(pattern: &str, e: &regex::Error) -> String {
+    let text = e.to_string();
+    if !text.contains('\n') {
+        return text;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let what = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("error: "))
+        .map(str::trim)
+        .unwrap_or("not a valid pattern");
+    let caret = lines.iter().enumerate().skip(1).find_map(|(i, l)| {
+        let t = l.trim();
+        (!t.is_empty() && t.chars().all(|c| c == '^'))
+            .then(|| (i, l.chars().take_while(|&c| c == ' ').count()))
+    });
+    let at = match caret {
+        // One line of pattern, printed after four spaces.
+        Some((_, col)) if !pattern.contains('\n') && col >= 4 => {
+            format!(" (at character {} of {pattern:?})", col - 3)
+        }
+        // A pattern of several lines: its lines are numbered (`  2: ...`).
+        Some((i, _)) => lines[i - 1]
+            .trim_start()
+            .split_once(": ")
+            .filter(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            .map(|(n, _)| format!(" (on line {n} of the pattern)"))
+            .unwrap_or_default(),
+        None => String::new(),
+    };
+    format!("{what}{at}")
+}
+
 impl TargetSpec {
     /// Parse a `--targets` value (cgroups and users are checked to exist).
     pub fn parse(spec: &str) -> Result<Self, TargetsParseError> {
@@ -92,8 +135,20 @@ impl TargetSpec {
                 }
                 let mut pids = Vec::new();
                 for tok in rest.split(',') {
-                    match tok.trim().parse::<u32>() {
+                    let t = tok.trim();
+                    match t.parse::<u32>() {
                         Ok(p) if p > 0 => pids.push(p),
+                        // A positive integer, but too large for a pid (one that fits but names
+                        // no process is refused as such when the targets are looked up).
+                        _ if !t.is_empty()
+                            && t.bytes().all(|b| b.is_ascii_digit())
+                            && t.bytes().any(|b| b != b'0') =>
+                        {
+                            return Err(TargetsParseError::PidOutOfRange {
+                                spec: spec.to_string(),
+                                token: t.to_string(),
+                            })
+                        }
                         _ => {
                             return Err(TargetsParseError::BadPid {
                                 spec: spec.to_string(),
@@ -114,7 +169,7 @@ impl TargetSpec {
                     .map(TargetSpec::Comm)
                     .map_err(|e| TargetsParseError::BadRegex {
                         spec: spec.to_string(),
-                        reason: e.to_string(),
+                        reason: regex_error_in_one_line(rest, &e),
                     })
             }
             "cgroup" => {
@@ -231,6 +286,34 @@ mod tests {
             TargetSpec::parse("user:0"),
             Ok(TargetSpec::User { uid: 0, .. })
         ));
+    }
+
+    #[test]
+    fn a_pid_above_the_largest_is_out_of_range_and_a_regex_error_is_one_line() {
+        for big in ["99999999999999999999", "4294967296"] {
+            let e = TargetSpec::parse(&format!("pid:1,{big}")).expect_err("too large");
+            assert!(matches!(e, TargetsParseError::PidOutOfRange { .. }), "{e}");
+            assert!(e.to_string().contains("out of range"), "{e}");
+        }
+        assert!(matches!(
+            TargetSpec::parse("pid:4294967295"),
+            Ok(TargetSpec::Pids(_))
+        ));
+        let e = TargetSpec::parse("comm:(")
+            .expect_err("bad regex")
+            .to_string();
+        assert_eq!(
+            e,
+            "--targets \"comm:(\": bad regular expression: unclosed group (at character 1 of \"(\")"
+        );
+        let e = TargetSpec::parse("comm:ab[z-a]")
+            .expect_err("bad regex")
+            .to_string();
+        assert!(!e.contains('\n') && e.contains("at character 4"), "{e}");
+        let e = TargetSpec::parse("comm:a\n(")
+            .expect_err("bad regex")
+            .to_string();
+        assert!(!e.contains('\n') && e.contains("on line 2"), "{e}");
     }
 
     #[test]

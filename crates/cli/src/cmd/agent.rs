@@ -16,7 +16,8 @@ pub struct AgentArgs {
     /// Placement policy (see `counterpoint policies`; `spread` runs without a PMU).
     #[arg(long)]
     policy: Option<String>,
-    /// Observation interval: `1s`, `500ms`, `2.5s`.
+    /// Observation interval: `1s`, `500ms`, `2.5s` (10ms to 1h; a unit is required: ms, s, m
+    /// or h).
     #[arg(long, default_value = "1s")]
     interval: String,
     /// Log decisions without applying them (MASA's log-only mode). No journal is needed.
@@ -38,7 +39,8 @@ pub struct AgentArgs {
     /// refused (exit 2), never created.
     #[arg(long)]
     restore_only: bool,
-    /// `spread` only: CPUs used (task-clock / wall time) from which a task counts as hungry.
+    /// `spread` only: CPUs used (task-clock / wall time) from which a task counts as hungry
+    /// (default 0.5; above 0).
     #[arg(long, value_name = "CPUS", value_parser = super::parse_cpus)]
     hungry_cpus: Option<f64>,
     /// `spread` only: share of a CPU that other (non-target) processes must keep busy for the
@@ -50,9 +52,10 @@ pub struct AgentArgs {
     /// changes and no journal is used).
     #[arg(long, default_value = "host")]
     source: String,
-    /// Simulator seed for `--source sim:...`.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// `--source sim:...` only: the simulator's seed (default 1). Refused with the host source,
+    /// which has no seed.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Stop after this many intervals (then restore), for scripted runs.
     #[arg(long)]
     max_intervals: Option<u64>,
@@ -76,15 +79,25 @@ pub struct AgentArgs {
     /// is not read either (one memory load instead of a read).
     #[arg(long)]
     read_every_thread: bool,
-    /// `schedtask` (policies that read code heatmaps): one instruction-pointer sample per this
-    /// many µs of each thread's CPU time (software cpu-clock; no PMU needed).
-    #[arg(long, default_value_t = 1000)]
-    heatmap_period_us: u64,
+    /// `schedtask` (policies that read code heatmaps) only: one instruction-pointer sample per
+    /// this many µs of each thread's CPU time (software cpu-clock; no PMU needed; default 1000;
+    /// 10 µs to 10 s, as `heatmap --period-us`: the kernel does not sample a cpu-clock faster
+    /// than every 10 µs).
+    #[arg(long, value_name = "US",
+          value_parser = clap::value_parser!(u64).range(MIN_HEATMAP_PERIOD_US..=MAX_HEATMAP_PERIOD_US))]
+    heatmap_period_us: Option<u64>,
     /// `schedtask`: attribute kernel samples to the system call in progress (raw_syscalls
     /// tracepoints; needs tracefs mounted, and costs the watched threads a record per call).
     #[arg(long)]
     syscalls: bool,
 }
+
+/// `--heatmap-period-us` bounds, as `heatmap --period-us`: 10 µs (the kernel's fastest
+/// cpu-clock sampling) to 10 s.
+const MIN_HEATMAP_PERIOD_US: u64 = 10;
+const MAX_HEATMAP_PERIOD_US: u64 = 10_000_000;
+/// `--heatmap-period-us` when not given.
+const DEFAULT_HEATMAP_PERIOD_US: u64 = 1000;
 
 /// Parse `1s`, `250ms`, `2.5s`, `1m` into nanoseconds (the CLI's one parser, which names an
 /// unsupported unit as such).
@@ -118,6 +131,14 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     if args.source != "host" && !args.source.starts_with("sim:") {
         bail!(
             "--source {:?}: expected host or sim:SCENARIO.toml",
+            args.source
+        );
+    }
+    // A seed only seeds the simulator: with the host source it would be ignored.
+    if let (Some(seed), false) = (args.seed, args.source.starts_with("sim:")) {
+        bail!(
+            "--seed {seed}: only --source sim:SCENARIO uses a seed; the host source {:?} \
+             would ignore it",
             args.source
         );
     }
@@ -211,6 +232,12 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
              (schedtask does)"
         );
     }
+    if let (Some(us), false) = (args.heatmap_period_us, policy.wants_code_heatmaps()) {
+        bail!(
+            "--heatmap-period-us {us}: policy {policy_name:?} reads no code heatmaps, so nothing \
+             is sampled (schedtask does)"
+        );
+    }
     let interval_ns = parse_interval(&args.interval)?;
     let targets = TargetSpec::parse(&args.targets)?;
     let loop_cfg = LoopConfig {
@@ -225,14 +252,15 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
         let catalog = counterpoint_sim::Catalog::builtin();
         let scenario = counterpoint_sim::Scenario::from_file(std::path::Path::new(path), &catalog)
             .with_context(|| format!("--source {}", args.source))?;
-        let mut sim = counterpoint_sim::Simulation::new(&scenario, args.seed)
+        let seed = args.seed.unwrap_or(1);
+        let mut sim = counterpoint_sim::Simulation::new(&scenario, seed)
             .with_context(|| format!("--source {}", args.source))?;
         let out = agent::run_on_machine(
             &mut sim,
             policy.as_mut(),
             &loop_cfg,
             &mut log,
-            &[("source", json!(args.source)), ("seed", json!(args.seed))],
+            &[("source", json!(args.source)), ("seed", json!(seed))],
         )?;
         return Ok(exit_code(&out));
     }
@@ -257,7 +285,7 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             loop_cfg,
             read_every_thread: args.read_every_thread,
             code: counterpoint_host::code::CodeSamplingConfig {
-                period_ns: args.heatmap_period_us.max(10) * 1000,
+                period_ns: args.heatmap_period_us.unwrap_or(DEFAULT_HEATMAP_PERIOD_US) * 1000,
                 syscalls: args.syscalls,
             },
         },

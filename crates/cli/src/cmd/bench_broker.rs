@@ -16,13 +16,14 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct BenchBrokerArgs {
-    /// Seconds for the share run (a) and the cost run (b).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
-    seconds: u64,
-    /// Consumers in the cost run (b).
+    /// Seconds of wall time for the share run (a) and for the cost run (b) each, 0.1 to 600
+    /// (decimal: 0.5 is half a second).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_seconds)]
+    seconds: f64,
+    /// Consumers in the cost run (b), 1 to 1000.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1000))]
     consumers: u64,
-    /// Reads per latency series (c).
+    /// Reads per latency series (c), 10 to 10000000.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
     reads: u64,
     /// Only fuzz the request decoder with N random inputs, 1 to 100000000 (nothing else; a few
@@ -36,6 +37,20 @@ pub struct BenchBrokerArgs {
     /// into the consumer's page, which the consumer reads at 10 Hz, instead of sending it.
     #[arg(long)]
     shared: bool,
+}
+
+/// `--seconds` bounds: at least one 10 Hz push period, at most ten minutes.
+const MIN_SECONDS: f64 = 0.1;
+const MAX_SECONDS: f64 = 600.0;
+
+/// clap's parser for `--seconds`: a decimal number of seconds from 0.1 to 600.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (MIN_SECONDS..=MAX_SECONDS).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected seconds from {MIN_SECONDS} to {MAX_SECONDS} (decimal, e.g. 0.5 or 10)"
+        )),
+    }
 }
 
 /// A `counterpoint daemon` child on a private socket; killed and reaped on drop.
@@ -162,7 +177,7 @@ fn spin(d: Duration) {
 }
 
 /// (a): three consumers on one slot, shares 1, 2, 5; returns their running_ns.
-fn shares(socket: &Path, seconds: u64) -> Result<Vec<u64>> {
+fn shares(socket: &Path, seconds: f64) -> Result<Vec<u64>> {
     let evs = ["task-clock", "cpu-clock", "page-faults"];
     let mut clients = Vec::new();
     for (ev, share) in evs.iter().zip([1, 2, 5]) {
@@ -170,7 +185,7 @@ fn shares(socket: &Path, seconds: u64) -> Result<Vec<u64>> {
         let id = c.register(ev, "self", share, None)?;
         clients.push((c, id));
     }
-    spin(Duration::from_secs(seconds));
+    spin(Duration::from_secs_f64(seconds));
     let mut out = Vec::new();
     for (c, id) in &mut clients {
         out.push(c.read(*id)?.running_ns);
@@ -192,7 +207,7 @@ struct Cost {
 }
 
 /// (b): `n` consumers of four events pushed at 10 Hz; the daemon's CPU % of one core.
-fn cost(d: &Daemon, n: u64, seconds: u64, shared: bool) -> Result<Cost> {
+fn cost(d: &Daemon, n: u64, seconds: f64, shared: bool) -> Result<Cost> {
     let target = format!("pid:{}", std::process::id());
     let mut handles = Vec::new();
     let (tx, rx) = std::sync::mpsc::channel::<Result<u64>>();
@@ -216,7 +231,7 @@ fn cost(d: &Daemon, n: u64, seconds: u64, shared: bool) -> Result<Cost> {
                     None
                 };
                 ready.wait();
-                let end = Instant::now() + Duration::from_secs(seconds);
+                let end = Instant::now() + Duration::from_secs_f64(seconds);
                 let mut pushes = 0;
                 match view {
                     // Read the page at the consumer's own rate: updates counted as the broker
@@ -263,7 +278,7 @@ fn cost(d: &Daemon, n: u64, seconds: u64, shared: bool) -> Result<Cost> {
     let c0 = d.context_switches()?;
     let n0 = d.on_cpu_ns()?;
     let w0 = Instant::now();
-    std::thread::sleep(Duration::from_secs(seconds));
+    std::thread::sleep(Duration::from_secs_f64(seconds));
     let t1 = d.cpu_ticks()?;
     let c1 = d.context_switches()?;
     let n1 = d.on_cpu_ns()?;

@@ -104,10 +104,11 @@ pub fn bench(args: BenchSelfmonArgs) -> Result<ExitCode> {
     );
     let (region, ours, raw, synthetic) =
         (median(region), median(ours), median(raw), median(synthetic));
-    let load = std::fs::read_to_string("/proc/loadavg")
+    // The 1-minute load average: a number in the JSON (null when /proc/loadavg cannot be read).
+    let load_1m: Option<f64> = std::fs::read_to_string("/proc/loadavg")
         .ok()
-        .and_then(|s| s.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".into());
+        .and_then(|s| s.split_whitespace().next()?.parse().ok());
+    let load = load_1m.map_or_else(|| "?".to_string(), |l| format!("{l:.2}"));
     let path = if user_space {
         "rdpmc (cap_user_rdpmc = 1)".to_string()
     } else {
@@ -117,7 +118,7 @@ pub fn bench(args: BenchSelfmonArgs) -> Result<ExitCode> {
         let v = serde_json::json!({
             "rounds": args.rounds,
             "iterations": args.iterations,
-            "loadavg_1m": load,
+            "loadavg_1m": load_1m,
             "read_path": path,
             "region_begin_end_ns": region,
             "read_ours_ns": ours,

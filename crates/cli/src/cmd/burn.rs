@@ -33,15 +33,17 @@ pub struct BurnArgs {
     /// replica (a group of processes meeting at a futex barrier).
     #[arg(long)]
     kind: String,
-    /// replica: processes in the group (2-64).
-    #[arg(long, default_value_t = 3)]
-    replicas: usize,
-    /// replica: instructions between meetings (estimated, 4 per chase step).
-    #[arg(long, value_name = "INSNS", default_value_t = 1_000_000)]
-    sync_every: u64,
-    /// replica: working set per process, bytes (suffixes K, M, G: 4M).
-    #[arg(long, value_name = "BYTES", default_value = "1M")]
-    ws_bytes: String,
+    /// replica only: processes in the group (2-64; default 3).
+    #[arg(long, value_name = "N")]
+    replicas: Option<usize>,
+    /// replica only: instructions between meetings (estimated, 4 per chase step; default
+    /// 1000000).
+    #[arg(long, value_name = "INSNS")]
+    sync_every: Option<u64>,
+    /// replica only: working set per process, bytes (suffixes K, M, G: 4M; 128 B to 1 GiB;
+    /// default 1M).
+    #[arg(long, value_name = "BYTES")]
+    ws_bytes: Option<String>,
     /// How long to run, in seconds of wall time (decimal: 0.25 is a quarter second).
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0,
           value_parser = super::parse_run_seconds)]
@@ -50,14 +52,9 @@ pub struct BurnArgs {
     #[arg(long)]
     json: bool,
     /// replica: the meminfo file whose MemTotal bounds the group's total working set (a fixture
-    /// in tests).
-    #[arg(
-        long,
-        value_name = "FILE",
-        default_value = "/proc/meminfo",
-        hide = true
-    )]
-    meminfo: PathBuf,
+    /// in tests; /proc/meminfo without it).
+    #[arg(long, value_name = "FILE", hide = true)]
+    meminfo: Option<PathBuf>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -65,6 +62,25 @@ static STOP: AtomicBool = AtomicBool::new(false);
 pub fn run(args: BurnArgs) -> Result<ExitCode> {
     if args.kind == "replica" {
         return replica(args);
+    }
+    // The replica group's options would be ignored by the other kinds: refused, naming them.
+    let ignored: Vec<&str> = [
+        (args.replicas.is_some(), "--replicas"),
+        (args.sync_every.is_some(), "--sync-every"),
+        (args.ws_bytes.is_some(), "--ws-bytes"),
+        (args.meminfo.is_some(), "--meminfo"),
+    ]
+    .into_iter()
+    .filter_map(|(given, flag)| given.then_some(flag))
+    .collect();
+    if !ignored.is_empty() {
+        bail!(
+            "{}: only --kind replica uses {}; --kind {:?} would ignore {}",
+            ignored.join(", "),
+            if ignored.len() == 1 { "it" } else { "them" },
+            args.kind,
+            if ignored.len() == 1 { "it" } else { "them" }
+        );
     }
     let Some(kind) = ProbeKind::parse(&args.kind) else {
         bail!(
@@ -94,17 +110,28 @@ pub fn run(args: BurnArgs) -> Result<ExitCode> {
 }
 
 fn replica(args: BurnArgs) -> Result<ExitCode> {
-    use counterpoint_host::replica_burn::{self, ReplicaBurnSpec};
-    let Some(ws) = counterpoint_host::sysfs::parse_size_bytes(&args.ws_bytes) else {
-        bail!(
-            "--ws-bytes {:?}: expected a size such as 65536, 512K or 4M",
-            args.ws_bytes
-        );
+    use counterpoint_host::replica_burn::{self, ReplicaBurnSpec, MAX_REPLICAS, MAX_WS_BYTES};
+    let replicas = args.replicas.unwrap_or(3);
+    let ws_text = args.ws_bytes.as_deref().unwrap_or("1M");
+    let meminfo = args
+        .meminfo
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/proc/meminfo"));
+    let Some(ws) = counterpoint_host::sysfs::parse_size_bytes(ws_text) else {
+        bail!("--ws-bytes {ws_text:?}: expected a size such as 65536, 512K or 4M");
     };
-    check_group_memory(args.replicas, ws, &args.meminfo)?;
+    // The per-group bounds first (the group runner checks them again): a working set above the
+    // per-replica cap is that, before it is too much for the machine's memory in all.
+    if !(2..=MAX_REPLICAS).contains(&replicas) {
+        bail!("--replicas {replicas}: between 2 and {MAX_REPLICAS}");
+    }
+    if ws < 128 || ws > MAX_WS_BYTES as u64 {
+        bail!("--ws-bytes {ws_text}: between 128 B and 1 GiB per replica");
+    }
+    check_group_memory(replicas, ws, &meminfo)?;
     let spec = ReplicaBurnSpec {
-        replicas: args.replicas,
-        sync_every_insns: args.sync_every,
+        replicas,
+        sync_every_insns: args.sync_every.unwrap_or(1_000_000),
         ws_bytes: usize::try_from(ws)?,
         duration: Duration::from_secs_f64(args.seconds),
     };

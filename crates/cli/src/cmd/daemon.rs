@@ -1,10 +1,10 @@
 //! `counterpoint daemon`: the counter broker (crates/broker) on a Unix socket.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use counterpoint_broker::access::Policy;
 use counterpoint_broker::server::{self, Broker, Config};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,29 +21,33 @@ Socket: /run/counterpoint/broker.sock for root, $XDG_RUNTIME_DIR/counterpoint/br
 otherwise. Slots: the PMU's general-purpose counters (CPUID leaf 0xA) unless --slots; 4 when
 the CPU reports none. SIGTERM/SIGINT stop it cleanly (socket removed). See docs/broker.md.")]
 pub struct DaemonArgs {
-    /// Socket path.
+    /// Socket path (at most 107 bytes: a Unix socket address holds 108 including the
+    /// terminating NUL). Its directory is created; a stale socket there is replaced; anything
+    /// else there is refused and left untouched.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Access policy (TOML); the documented defaults without it.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
-    /// Counter slots per CPU (the budget, applied to software events too).
+    /// Counter slots per CPU, 1 to 64 (the budget, applied to software events too).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
     slots: Option<u64>,
-    /// Scheduling slice in milliseconds.
+    /// Scheduling slice in milliseconds, 1 to 10000.
     #[arg(long, value_name = "MS", default_value_t = 20,
           value_parser = clap::value_parser!(u64).range(1..=10_000))]
     slice_ms: u64,
     /// Journal of registrations (counts survive a restart).
     #[arg(long, value_name = "FILE")]
     journal: Option<PathBuf>,
-    /// Audit log, JSON lines (overrides the policy's `audit_log`).
+    /// Audit log, JSON lines (overrides the policy's `audit_log`): a new file, or an audit log
+    /// to append to; an existing file whose first line is not an audit record is refused and
+    /// left untouched.
     #[arg(long, value_name = "FILE")]
     audit: Option<PathBuf>,
     /// Serve OpenMetrics on HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<String>,
-    /// Root of the sysfs tree used to resolve event names.
+    /// Root of the sysfs tree used to resolve event names (an existing directory).
     #[arg(long, value_name = "DIR", default_value = "/sys")]
     sysfs_root: PathBuf,
 }
@@ -69,17 +73,149 @@ fn systemd_listener() -> Option<std::os::unix::net::UnixListener> {
     Some(l)
 }
 
+/// The longest socket path: `sun_path` holds 108 bytes on Linux, the terminating NUL included.
+const MAX_SOCKET_PATH_BYTES: usize = 107;
+
+/// What a file is, for a message (`a regular file`, `a directory`).
+fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a socket"
+    }
+}
+
+/// Refuse, before anything starts, a socket path that cannot be bound, each with its reason:
+/// too long for a Unix socket address, under a path whose nearest existing part is not a
+/// directory, or already taken by something that is not a socket (left untouched). A socket
+/// there (stale or live) is the broker's own business ([`server::bind`]).
+fn check_socket_path(path: &Path) -> Result<()> {
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH_BYTES {
+        bail!(
+            "socket {}: {len} bytes, too long for a Unix socket path (at most \
+             {MAX_SOCKET_PATH_BYTES} bytes: sun_path holds 108 including the terminating NUL)",
+            path.display()
+        );
+    }
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !m.file_type().is_socket() {
+            bail!(
+                "socket {}: exists and is not a socket ({}); left untouched: remove it or \
+                 choose another --socket",
+                path.display(),
+                file_kind(&m)
+            );
+        }
+        return Ok(());
+    }
+    // The nearest part of the path that exists must be a directory (the rest is created).
+    if let Some(existing) = path
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .find(|a| std::fs::symlink_metadata(a).is_ok())
+    {
+        if let Ok(m) = std::fs::metadata(existing) {
+            if !m.is_dir() {
+                bail!(
+                    "socket {}: {} is not a directory ({}), so the socket cannot be created \
+                     under it",
+                    path.display(),
+                    existing.display(),
+                    file_kind(&m)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuse an existing non-empty audit log whose first line is not an audit record (a JSON
+/// object with `time_ns` and `action`, as [`counterpoint_broker::access::AuditRecord`] writes):
+/// a typo must not append JSON lines to an unrelated file. Nothing is written or created here.
+fn check_audit_log(flag: &str, path: &Path) -> Result<()> {
+    use std::io::{BufRead, BufReader, Read};
+    let Ok(m) = std::fs::metadata(path) else {
+        // Missing: created by the broker (an unusable directory is its error).
+        return Ok(());
+    };
+    if m.is_dir() {
+        bail!("{flag} {}: a directory, not a file", path.display());
+    }
+    if !m.is_file() || m.len() == 0 {
+        // /dev/null and the like, or an empty file: nothing to mistake.
+        return Ok(());
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("{flag} {}", path.display()))?;
+    // A record is a few hundred bytes: a first line longer than 64 KiB is not one.
+    let mut first = Vec::new();
+    BufReader::new(file.take(64 << 10))
+        .read_until(b'\n', &mut first)
+        .with_context(|| format!("{flag} {}", path.display()))?;
+    let is_record = serde_json::from_slice::<serde_json::Value>(&first)
+        .ok()
+        .and_then(|v| {
+            let o = v.as_object()?;
+            Some(o.get("time_ns")?.is_u64() && o.get("action")?.is_string())
+        })
+        .unwrap_or(false);
+    if !is_record {
+        bail!(
+            "{flag} {}: not a counterpoint audit log (its first line is not an audit record, \
+             a JSON object with time_ns and action); refusing to append to it: give a new path \
+             or remove the file",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: DaemonArgs) -> Result<ExitCode> {
     let policy = match &args.policy {
         Some(p) => Policy::load(p)?,
         None => Policy::default(),
     };
+    // Refused before anything starts: a sysfs root that is not a directory (event names would
+    // resolve against nothing), an audit log that is another file, a socket path that cannot
+    // be bound.
+    match std::fs::metadata(&args.sysfs_root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(m) => bail!(
+            "--sysfs-root {}: not a directory ({})",
+            args.sysfs_root.display(),
+            file_kind(&m)
+        ),
+        Err(e) => bail!("--sysfs-root {}: {e}", args.sysfs_root.display()),
+    }
+    match (&args.audit, &policy.audit_log) {
+        (Some(a), _) => check_audit_log("--audit", a)?,
+        (None, Some(a)) => check_audit_log("audit_log (from --policy)", a)?,
+        (None, None) => {}
+    }
     let (slots, source) = match (args.slots, server::pmu_slots()) {
         (Some(n), _) => (n as usize, "--slots"),
         (None, Some(n)) => (n, "CPUID leaf 0xA"),
         (None, None) => (4, "default: no PMU reported"),
     };
     let socket = args.socket.clone().unwrap_or_else(server::default_socket);
+    // Socket activation (dist/counterpointd.socket): systemd passes the listening socket as
+    // fd 3 with LISTEN_PID/LISTEN_FDS; it owns the path, so we do not remove it on exit.
+    let activated = systemd_listener();
+    if activated.is_none() {
+        check_socket_path(&socket)?;
+    }
     let cfg = Config {
         slots,
         slice: Duration::from_millis(args.slice_ms),
@@ -103,9 +239,6 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    // Socket activation (dist/counterpointd.socket): systemd passes the listening socket as
-    // fd 3 with LISTEN_PID/LISTEN_FDS; it owns the path, so we do not remove it on exit.
-    let activated = systemd_listener();
     let listener = match activated.as_ref() {
         Some(l) => l
             .try_clone()

@@ -21,10 +21,11 @@ pub struct ExperimentArgs {
     /// et al.'s measured slowdowns), di-vs-oracle, leak, replica, model-validation (every published figure under simulator models v1 and v2),
     /// requests (needs PostgreSQL), schedtask, all.
     name: String,
-    /// Number of seeds (each experiment runs every configuration once per seed). Verdicts come
-    /// from 95 % intervals over the seeds: with one seed there is no interval and every verdict
+    /// Number of seeds, 1 to 4294967295 (each experiment runs every configuration once per
+    /// seed; a run estimated beyond the 30-minute budget needs --force). Verdicts come from
+    /// 95 % intervals over the seeds: with one seed there is no interval and every verdict
     /// reads "undecided: one seed"; use 2 or more.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     seeds: u32,
     /// First seed; seeds are consecutive from here.
     #[arg(long, default_value_t = 1)]
@@ -75,7 +76,7 @@ fn refuse_to_replace_other_reports(dir: &std::path::Path, name: &str) -> Result<
         return Ok(());
     }
     bail!(
-        "--out {}: it holds a report of {} other experiment(s) ({}) that this run of {name} would          replace; choose another directory, or pass --force to replace it",
+        "--out {}: it holds a report of {} other experiment(s) ({}) that this run of {name} would replace; choose another directory, or pass --force to replace it",
         dir.display(),
         others.len(),
         others.into_iter().collect::<Vec<_>>().join(", ")
@@ -160,9 +161,6 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             experiment::names().join(", ")
         );
     }
-    if args.seeds == 0 {
-        bail!("--seeds must be at least 1");
-    }
     let model = match args.model.as_deref() {
         None => None,
         Some("v1") => Some(counterpoint_sim::Model::V1),
@@ -224,14 +222,17 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             .progress_chars("=> "),
     );
     let long = estimate_s >= 60.0;
-    if long {
-        eprintln!(
-            "counterpoint: experiment {} over {} seed(s): about {} on 2 vCPUs",
-            args.name,
-            seeds.len(),
-            human_time(estimate_s)
-        );
-    }
+    // Said when the run starts, after the checks of its options (`--c2c` below).
+    let announce = || {
+        if long {
+            eprintln!(
+                "counterpoint: experiment {} over {} seed(s): about {} on 2 vCPUs",
+                args.name,
+                seeds.len(),
+                human_time(estimate_s)
+            );
+        }
+    };
     let started = Instant::now();
     let bar = Bar {
         bar: pb,
@@ -240,6 +241,9 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
         finished: AtomicU64::new(0),
         started,
     };
+    if args.c2c.is_none() {
+        announce();
+    }
     // The error names the experiment (and the run) already.
     let results = match &args.c2c {
         None => match experiment::run(&args.name, &lab, &seeds, &bar) {
@@ -258,6 +262,7 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             let text = crate::cmd::read_input_file("--c2c", path)?;
             let costs = experiment::replica::costs_from_c2c(&text, &path.display().to_string())
                 .map_err(anyhow::Error::msg)?;
+            announce();
             vec![experiment::replica::run_with(&seeds, &bar, costs).map_err(anyhow::Error::msg)?]
         }
     };

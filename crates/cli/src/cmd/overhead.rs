@@ -19,10 +19,13 @@ pub struct OverheadArgs {
     /// Threads in the watched helper process (0 to 10000).
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=MAX_THREADS))]
     threads: u32,
-    /// Agent interval.
+    /// Agent interval: `1s`, `500ms`, `2.5s` (10ms to 1h, as the agent's `--interval`; a unit
+    /// is required: ms, s, m or h).
     #[arg(long, default_value = "1s")]
     interval: String,
-    /// Intervals to run the agent for.
+    /// Intervals to run the agent for; at least 4 (the first 1-3 start-up intervals, a quarter
+    /// of the run, are left out, then the steady state is measured over at least two
+    /// intervals, from the middle of the next interval to the middle of the last).
     #[arg(long, default_value_t = 30)]
     intervals: u64,
     /// Repetitions (the median is reported); at least 1.
@@ -297,6 +300,17 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
     }
     // Refused before the helper and its threads start.
     let interval_ns = super::parse_interval(&args.interval)?;
+    let skip = skip_intervals(args.intervals);
+    if args.intervals < skip + 3 {
+        bail!(
+            "--intervals {}: at least {} are needed ({skip} start-up interval{} left out, then \
+             a steady-state window of two intervals from the middle of the next interval to \
+             the middle of the last: {skip} + 1/2 + 2 + 1/2)",
+            args.intervals,
+            skip + 3,
+            if skip == 1 { " is" } else { "s are" }
+        );
+    }
     let exe = std::env::current_exe().context("own executable")?;
     // Caught before anything starts (the agent and the helper get the default actions back at
     // exec): a stop ends the agent through its restore path, then everything is cleaned up.
@@ -338,14 +352,6 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             .map(|t| t.len())
             .unwrap_or(0);
     let interval = Duration::from_nanos(interval_ns);
-    let skip = skip_intervals(args.intervals);
-    if args.intervals < skip + 3 {
-        bail!(
-            "--intervals {}: at least {} are needed ({skip} start-up intervals are left out, then a window of two)",
-            args.intervals,
-            skip + 3
-        );
-    }
     let dir = tempfile_dir()?;
     run.dir = Some(dir.clone());
     let mut steady = Vec::new();

@@ -316,11 +316,15 @@ fn pid_mode_stops_when_the_task_is_gone() {
 #[test]
 fn interrupting_experiment_requests_stops_and_removes_the_cluster() {
     use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
     let tmp = tempfile::tempdir().expect("tempdir");
     // The server runs as postgres (or nobody) under root: it must reach its directory.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // A process group of its own, signalled whole below, as a terminal's Ctrl-C is: initdb and
+    // pg_ctl must not die of it (their failure read as "PostgreSQL cannot run here", exit 0).
     let mut child = counterpoint()
         .args(["experiment", "requests", "--seeds", "2"])
+        .process_group(0)
         .env("TMPDIR", tmp.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -360,8 +364,8 @@ fn interrupting_experiment_requests_stops_and_removes_the_cluster() {
         !cluster_dirs().is_empty(),
         "no cluster directory within 300 s"
     );
-    // SAFETY: kill has no memory preconditions; the pid is our child's.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // SAFETY: kill has no memory preconditions; the group is our child's.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
     let out = child.wait_with_output().expect("output");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{err}");
@@ -371,4 +375,16 @@ fn interrupting_experiment_requests_stops_and_removes_the_cluster() {
         "left behind: {:?}; {err}",
         cluster_dirs()
     );
+    // And no server: no process names the test's directory on its command line.
+    let tmp_name = tmp.path().to_string_lossy().into_owned();
+    let survivors: Vec<String> = std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+                .filter(|c| c.contains(&tmp_name))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(survivors.is_empty(), "still running: {survivors:?}");
 }

@@ -24,6 +24,12 @@ pub const CLIENTS: usize = 2;
 static STOP: std::sync::OnceLock<&'static AtomicBool> = std::sync::OnceLock::new();
 /// Whether a PostgreSQL cluster of this experiment may be running.
 static RUNNING: AtomicBool = AtomicBool::new(false);
+/// Whether this experiment saw the stop flag and ended on it: the caller, not a signal
+/// watcher, ends the process then (with this experiment's error, which says what was done).
+static HANDLED: AtomicBool = AtomicBool::new(false);
+/// Held while a cluster is entered, and by whoever must not be cut short by a signal watcher
+/// (see [`exit_guard`]).
+static EXIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Give the experiment a flag that ends it early (a signal handler's): a run in progress stops
 /// before its next request, and its private cluster is stopped and its directory removed, as
@@ -33,17 +39,31 @@ pub fn set_stop_flag(flag: &'static AtomicBool) {
     let _ = STOP.set(flag);
 }
 
-/// Whether a cluster of this experiment may be running now: a caller that catches signals
-/// ends the process at once when not, and otherwise lets the run clean up first.
-pub fn cluster_running() -> bool {
-    RUNNING.load(Ordering::SeqCst)
+fn stopped() -> bool {
+    STOP.get().is_some_and(|f| f.load(Ordering::SeqCst))
 }
 
-/// Clears [`RUNNING`] once the run (and its cluster) is gone, however it ended.
+/// A lock a signal watcher takes before it ends the process, and that a run holds while it
+/// enters a cluster (so the watcher cannot end the process between the check of the stop flag
+/// and the cluster's start); a caller holds it too while it writes what must not be cut short
+/// (a report). Poisoning is ignored: the lock guards no data.
+pub fn exit_guard() -> std::sync::MutexGuard<'static, ()> {
+    EXIT_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether a signal watcher (holding [`exit_guard`]) may end the process now: no cluster of
+/// this experiment may be running, and the experiment has not taken the stop on itself (its
+/// caller then ends the process with the experiment's error).
+pub fn exit_allowed() -> bool {
+    !RUNNING.load(Ordering::SeqCst) && !HANDLED.load(Ordering::SeqCst)
+}
+
+/// Marks [`RUNNING`] for the life of a seed's run, and clears it however the run ended.
 struct Running;
 
 impl Running {
     fn enter() -> Self {
+        let _guard = exit_guard();
         RUNNING.store(true, Ordering::SeqCst);
         Running
     }
@@ -82,12 +102,28 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
             stop: STOP.get().copied(),
             ..RunConfig::default()
         };
-        if cfg.stop.is_some_and(|f| f.load(Ordering::SeqCst)) {
-            return Err(format!("interrupted before seed {seed}'s run"));
-        }
         let run = {
+            // Entered before the flag is read: a stop that comes after this check is the run's
+            // to handle, and a watcher cannot end the process in between.
             let _running = Running::enter();
-            run_pg(&cfg)
+            if stopped() {
+                HANDLED.store(true, Ordering::SeqCst);
+                return Err(format!(
+                    "interrupted before seed {seed}'s run (no PostgreSQL cluster was started)"
+                ));
+            }
+            let run = run_pg(&cfg);
+            // Whatever the error (a Ctrl-C from a terminal also reaches initdb or pg_ctl when
+            // they share its process group, and their failure reads as "PostgreSQL cannot run
+            // here"), a run that failed while a stop was asked for was interrupted.
+            if run.is_err() && stopped() {
+                HANDLED.store(true, Ordering::SeqCst);
+                return Err(format!(
+                    "interrupted during seed {seed}'s run; its PostgreSQL cluster was stopped \
+                     and removed"
+                ));
+            }
+            run
         };
         let out = match run {
             Ok(o) => o,

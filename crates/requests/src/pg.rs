@@ -195,6 +195,10 @@ impl PgCluster {
             }
             None => Command::new(&exe),
         };
+        // A process group of its own: a Ctrl-C at a terminal goes to the whole foreground group,
+        // and initdb, pg_ctl and the server they start must not die of it before this process
+        // stops them in order (or a `pg_ctl stop` in the Drop guard dies of a second one).
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         cmd.args(args).current_dir(self.dir.path());
         let out = cmd
             .output()

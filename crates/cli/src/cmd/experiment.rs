@@ -86,7 +86,8 @@ fn refuse_to_replace_other_reports(dir: &std::path::Path, name: &str) -> Result<
 /// Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) during `requests` stops its private PostgreSQL cluster
 /// and removes its directory before the command ends (a signal's default action had killed the
 /// command and left the server running and its data in /tmp). Outside a cluster's run the
-/// command ends at once, with the shell's status for the signal (128 + its number).
+/// command ends at once, with the shell's status for the signal (128 + its number); never in
+/// the middle of writing the report (`experiment::requests::exit_guard`).
 fn stop_the_cluster_on_interrupt() -> Result<()> {
     use counterpoint_host::signals;
     experiment::requests::set_stop_flag(signals::stop_flag());
@@ -95,28 +96,31 @@ fn stop_the_cluster_on_interrupt() -> Result<()> {
         .name("interrupt".into())
         .spawn(|| loop {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            if signals::stop_requested() && !experiment::requests::cluster_running() {
-                end_interrupted("");
+            if signals::stop_requested() {
+                // Held to the exit: no cluster can start, and no report write begin, after
+                // the check.
+                let _guard = experiment::requests::exit_guard();
+                if experiment::requests::exit_allowed() {
+                    end_interrupted(None);
+                }
             }
         })
         .context("starting the interrupt watcher")?;
     Ok(())
 }
 
-/// Say which signal ended the command (once, whichever thread gets here first) and exit with
-/// 128 + its number.
-fn end_interrupted(what_was_done: &str) -> ! {
+/// Say which signal ended the command, with what was done about it, and exit with 128 + its
+/// number. Called by the main thread or by the watcher, never both: the watcher exits only
+/// while the experiment has not taken the stop on itself, and the main thread only after.
+fn end_interrupted(what_was_done: Option<&str>) -> ! {
     use counterpoint_host::signals;
-    static ENDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _once = ENDING.lock();
     let sig = signals::received().unwrap_or(libc::SIGINT);
-    if what_was_done.is_empty() {
-        eprintln!("counterpoint: interrupted by {}", signals::name(sig));
-    } else {
-        eprintln!(
-            "counterpoint: interrupted by {}; {what_was_done}",
+    match what_was_done {
+        None => eprintln!("counterpoint: interrupted by {}", signals::name(sig)),
+        Some(what) => eprintln!(
+            "counterpoint: interrupted by {}: {what}",
             signals::name(sig)
-        );
+        ),
     }
     std::process::exit(128 + sig)
 }
@@ -248,10 +252,10 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     let results = match &args.c2c {
         None => match experiment::run(&args.name, &lab, &seeds, &bar) {
             Ok(results) => results,
-            // Interrupted during a cluster's run: it was stopped and removed on the way out.
-            Err(_) if counterpoint_host::signals::stop_requested() => {
+            // Interrupted: the error says what became of the cluster.
+            Err(e) if counterpoint_host::signals::stop_requested() => {
                 bar.bar.finish_and_clear();
-                end_interrupted("the PostgreSQL cluster was stopped and removed")
+                end_interrupted(Some(&crate::cmd::error_chain(&anyhow::Error::new(e))))
             }
             Err(e) => return Err(e.into()),
         },
@@ -284,8 +288,16 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             seeds[seeds.len() - 1],
             elapsed.as_secs_f64()
         );
-        experiment::report::write_report(dir, &results, &preamble)
-            .with_context(|| format!("writing the report into {}", dir.display()))?;
+        // Whole or not at all: an interrupt that came before is honoured here, one that comes
+        // during the write waits for its end (the watcher takes the same lock).
+        {
+            let _no_exit = experiment::requests::exit_guard();
+            if counterpoint_host::signals::stop_requested() {
+                end_interrupted(Some("the report was not written"));
+            }
+            experiment::report::write_report(dir, &results, &preamble)
+                .with_context(|| format!("writing the report into {}", dir.display()))?;
+        }
         eprintln!(
             "counterpoint: wrote {} ({} experiment(s), {:.1} s)",
             dir.display(),

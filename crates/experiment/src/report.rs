@@ -38,20 +38,27 @@ fn write(path: &Path, text: &str) -> Result<(), ReportError> {
 }
 
 /// Write `bytes` to `path` whole or not at all: into a new file beside it (`.NAME.PID.tmp`),
-/// flushed to the disk, then renamed over `path`. A full disk or any failed write leaves an
-/// existing `path` as it was (it was left truncated) and removes the partial file. The new
-/// file keeps an existing file's permissions; a symbolic link is written through (its target
-/// is replaced, not the link); a path that is not a regular file (`/dev/null`, `/dev/stdout`,
-/// a FIFO) is written in place, since renaming over it would replace the device or pipe.
+/// flushed to the disk, then renamed over `path`, and the directory flushed. A full disk or
+/// any failed write leaves an existing `path` as it was (it was left truncated) and removes
+/// the partial file. The new file keeps an existing file's permissions; a symbolic link is
+/// written through, dangling or not (its target is replaced, not the link). Written in place
+/// instead, as a plain write would: a path that is not a regular file (`/dev/null`,
+/// `/dev/stdout`, a FIFO: renaming over it would replace the device or pipe), and a path whose
+/// directory takes no new file (not writable, or the name too long for the temporary one).
+/// An existing file this process may not write is refused as a plain write would refuse it
+/// (a rename would have replaced it anyway). Hard links to the old file keep the old content.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
-    let target = match fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => return fs::write(path, bytes),
-        Ok(_) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
-            fs::canonicalize(path)?
-        }
+    let target = match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => resolve_link(path)?,
         _ => path.to_path_buf(),
     };
+    match fs::metadata(&target) {
+        Ok(meta) if !meta.is_file() => return fs::write(&target, bytes),
+        // Writable by this process, as a plain write would need (opened, not truncated).
+        Ok(_) => drop(fs::OpenOptions::new().write(true).open(&target)?),
+        Err(_) => {}
+    }
     let name = target
         .file_name()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
@@ -63,34 +70,69 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     tmp_name.push(name);
     tmp_name.push(format!(".{}.tmp", std::process::id()));
     let tmp = dir.join(tmp_name);
-    let written = (|| {
-        let mut file = match fs::OpenOptions::new()
+    let create = || {
+        fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
+    };
+    let mut file = match create() {
+        Ok(f) => f,
+        // Left by an earlier run of this process id that was killed mid-write.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            fs::remove_file(&tmp)?;
+            create()?
+        }
+        // The directory takes no new file, or the temporary name is too long: in place.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENAMETOOLONG)
+            ) =>
         {
-            // Left by an earlier run of this process id that was killed mid-write.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                fs::remove_file(&tmp)?;
-                fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&tmp)?
-            }
-            other => other?,
-        };
+            return fs::write(&target, bytes);
+        }
+        Err(e) => return Err(e),
+    };
+    let written = (|| {
         file.write_all(bytes)?;
         // Delayed allocation reports a full disk at the flush, not at the write.
         file.sync_all()?;
         if let Ok(meta) = fs::metadata(&target) {
             file.set_permissions(meta.permissions())?;
         }
-        fs::rename(&tmp, &target)
+        fs::rename(&tmp, &target)?;
+        // The rename itself reaches the disk with the directory (best effort: some file
+        // systems refuse to sync a directory).
+        if let Ok(d) = fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
     })();
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     written
+}
+
+/// Where the symbolic link `path` points, relative to its own directory, followed to the end
+/// (the last link may dangle: the file it names is then created).
+fn resolve_link(path: &Path) -> std::io::Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    // A bound, as the kernel's 40 (ELOOP) does.
+    for _ in 0..40 {
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(parent) if to.is_relative() => parent.join(to),
+                    _ => to,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(std::io::Error::from_raw_os_error(libc::ELOOP))
 }
 
 /// The Markdown of a set of results (also used for `docs/experiments.md`).
@@ -406,6 +448,24 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn write_atomic_creates_the_target_of_a_dangling_link() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("result.json");
+        symlink("elsewhere/real.json", &link).unwrap();
+        fs::create_dir(dir.path().join("elsewhere")).unwrap();
+        write_atomic(&link, b"new").unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            fs::read(dir.path().join("elsewhere/real.json")).unwrap(),
+            b"new"
+        );
     }
 
     #[test]

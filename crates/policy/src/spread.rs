@@ -142,7 +142,8 @@ impl Policy for Spread {
 
         let mut used: BTreeSet<CpuId> = BTreeSet::new();
         let mut busy_cores: BTreeSet<usize> = BTreeSet::new();
-        let mut load: BTreeMap<CpuId, usize> = order.iter().map(|&c| (c, 0)).collect();
+        // The CPUs placement may use.
+        let placeable: BTreeSet<CpuId> = order.iter().copied().collect();
         let mut new_pins: BTreeMap<TaskId, CpuSet> = BTreeMap::new();
         self.reasons.clear();
         // CPUs other processes saturate count as taken by a hungry task of their own, as long
@@ -151,15 +152,14 @@ impl Policy for Spread {
         let foreign = foreign_load(observation);
         let mut taken_by_others: BTreeMap<CpuId, f64> = foreign
             .iter()
-            .filter(|&(c, &f)| f >= self.foreign_saturation && load.contains_key(c))
+            .filter(|&(c, &f)| f >= self.foreign_saturation && placeable.contains(c))
             .map(|(&c, &f)| (c, f))
             .collect();
-        if taken_by_others.len() >= load.len() {
+        if taken_by_others.len() >= placeable.len() {
             taken_by_others.clear();
         }
         for &c in taken_by_others.keys() {
             used.insert(c);
-            *load.entry(c).or_default() += 1;
             if let Some(k) = core_of.get(&c) {
                 busy_cores.insert(*k);
             }
@@ -178,14 +178,13 @@ impl Policy for Spread {
             if let Some(prev) = self.pinned.get(&id) {
                 let fits = prev.len() == cpus_needed(u, order.len())
                     && prev.iter().all(|c| {
-                        load.contains_key(&c)
+                        placeable.contains(&c)
                             && !used.contains(&c)
                             && core_of.get(&c).is_some_and(|k| !busy_cores.contains(k))
                     });
                 if fits {
                     for c in prev.iter() {
                         used.insert(c);
-                        *load.entry(c).or_default() += 1;
                         if let Some(k) = core_of.get(&c) {
                             busy_cores.insert(*k);
                         }
@@ -199,7 +198,10 @@ impl Policy for Spread {
                 continue;
             }
             let mut set = CpuSet::new();
-            for _ in 0..cpus_needed(u, order.len()) {
+            // Undone when the task cannot have every CPU it needs (below).
+            let (used_before, busy_before) = (used.clone(), busy_cores.clone());
+            let needed = cpus_needed(u, order.len());
+            for _ in 0..needed {
                 // A CPU on an idle core, else any idle CPU. None free: the task is left to the
                 // kernel's balancing on the whole machine (below). Pinning it to the least
                 // loaded CPU put two hungry targets on one CPU while another CPU idled part of
@@ -221,13 +223,16 @@ impl Policy for Spread {
                 let Some(cpu) = pick else { break };
                 set.insert(cpu);
                 used.insert(cpu);
-                *load.entry(cpu).or_default() += 1;
                 if let Some(k) = core_of.get(&cpu) {
                     busy_cores.insert(*k);
                 }
             }
-            if !set.is_empty() {
+            if set.len() == needed {
                 new_pins.insert(id, set);
+            } else {
+                // Fewer free CPUs than it used (a 3-CPU process given one, told it was its
+                // own): the whole machine, like a task that finds none.
+                (used, busy_cores) = (used_before, busy_before);
             }
         }
 
@@ -383,48 +388,106 @@ mod tests {
         let t = topo(1, 2, 1);
         let all = t.online_cpus();
         assert_eq!(pins_of_hungry(&t, 3), vec!["0", "1"]);
-        // A CPU others keep busy: two hungry targets, one free CPU; the second target is not
-        // put beside the first.
-        // Each target used half of CPU 0; CPU 1's busy time is another process's.
-        let half = |id| {
-            let mut tk = task(id, 0, &all, &[]);
+        // A target's task-clock over the interval, in quarters of a CPU.
+        let used = |mut tk: counterpoint_core::observation::TaskObservation, quarters: u64| {
             tk.sample.set(
                 event::TASK_CLOCK,
                 counterpoint_core::sample::CounterValue::exact(
-                    counterpoint_core::testutils::INTERVAL_NS / 2,
+                    counterpoint_core::testutils::INTERVAL_NS * quarters / 4,
                     counterpoint_core::testutils::INTERVAL_NS,
                 ),
             );
             tk
         };
-        let mut obs = observation(&t, vec![half(1), half(2)]);
+        // A CPU others keep busy: two hungry targets, one free CPU; the second target is not
+        // put beside the first. Each target used half of CPU 0; CPU 1's busy time is another
+        // process's.
+        let mut obs = observation(
+            &t,
+            vec![
+                used(task(1, 0, &all, &[]), 2),
+                used(task(2, 0, &all, &[]), 2),
+            ],
+        );
         obs.cpus[0].busy_fraction = 1.0;
         obs.cpus[1].busy_fraction = 1.0;
         let mut p = Spread::default();
         let a = targets(&p.decide(&t, &obs));
         assert_eq!(a.len(), 1, "{a:?}");
         assert_eq!(a.values().next().map(String::as_str), Some("0"), "{a:?}");
-        // A target pinned before and now without a free CPU gets the whole machine back, and
-        // its reason says why.
+        // A target pinned before that now finds no free CPU (other processes take half of its
+        // CPU 1, and a hungrier target keeps CPU 0) gets the whole machine back, told why.
         let mut p = Spread::default();
         let first = p.decide(
             &t,
-            &observation(&t, vec![task(1, 0, &all, &[]), task(2, 1, &all, &[])]),
+            &observation(
+                &t,
+                vec![
+                    used(task(1, 1, &all, &[]), 2),
+                    used(task(2, 0, &all, &[]), 3),
+                ],
+            ),
         );
-        assert_eq!(targets(&first).len(), 2);
-        let pinned: Vec<Observation> = vec![observation(
-            &t,
-            vec![
-                task(1, 0, &CpuSet::single(0), &[]),
-                task(2, 1, &CpuSet::single(1), &[]),
-                task(3, 1, &all, &[]),
-            ],
-        )];
-        let a = p.decide(&t, &pinned[0]);
-        assert!(
-            a.is_empty(),
-            "sticky placements stay, the newcomer waits: {a:?}"
+        assert_eq!(
+            targets(&first).get(&1).map(String::as_str),
+            Some("1"),
+            "{first:?}"
         );
+        assert_eq!(
+            targets(&first).get(&2).map(String::as_str),
+            Some("0"),
+            "{first:?}"
+        );
+        let one = used(task(1, 1, &CpuSet::single(1), &[]), 2);
+        let two = used(task(2, 0, &CpuSet::single(0), &[]), 3);
+        let mut obs = observation(&t, vec![one, two]);
+        obs.cpus[0].busy_fraction = 1.0;
+        obs.cpus[1].busy_fraction = 1.0;
+        let a = p.decide(&t, &obs);
+        assert_eq!(
+            targets(&a).get(&1).map(String::as_str),
+            Some("0-1"),
+            "{a:?}"
+        );
+        assert!(!targets(&a).contains_key(&2), "{a:?}");
+        let back = a
+            .iter()
+            .find(|x| matches!(x, Action::SetAffinity { task, .. } if task.0 == 1))
+            .expect("task 1's action");
+        let why = p.reason(back).expect("a reason");
+        assert!(why.contains("no CPU is free"), "{why}");
+        assert!(!why.contains("of its own"), "{why}");
+    }
+
+    /// A process that used 3 CPUs where only one is free is not squeezed onto it (it was given
+    /// the free CPU and told it was its own): it keeps the whole machine.
+    #[test]
+    fn a_multi_cpu_process_gets_all_it_needs_or_the_whole_machine() {
+        let t = topo(1, 4, 1);
+        let all = t.online_cpus();
+        let mut big = task(1, 0, &all, &[]);
+        big.sample.set(
+            event::TASK_CLOCK,
+            counterpoint_core::sample::CounterValue::exact(
+                3 * counterpoint_core::testutils::INTERVAL_NS,
+                counterpoint_core::testutils::INTERVAL_NS,
+            ),
+        );
+        let mut p = Spread::default();
+        let a = targets(&p.decide(&t, &observation(&t, vec![big.clone()])));
+        let cpus = a
+            .get(&1)
+            .map(|s| CpuSet::parse_list(s).expect("a CPU list").len());
+        assert_eq!(cpus, Some(3), "{a:?}");
+        // Every CPU busy, 3 of them by the target: other processes hold one CPU's worth, on
+        // CPUs 1-3 (where the target did not last run), so only CPU 0 counts as free.
+        let mut obs = observation(&t, vec![big]);
+        for c in &mut obs.cpus {
+            c.busy_fraction = 1.0;
+        }
+        let mut p = Spread::default();
+        let a = p.decide(&t, &obs);
+        assert!(targets(&a).is_empty(), "squeezed: {a:?}");
     }
 
     use counterpoint_core::sample::Sample;

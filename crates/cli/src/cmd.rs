@@ -87,6 +87,13 @@ pub fn is_stdout_closed(err: &anyhow::Error) -> bool {
     err.chain().any(|c| c.is::<StdoutClosed>())
 }
 
+/// Bounds of every instruction-pointer sampling period (`heatmap --period-us`, `top` and
+/// `agent --heatmap-period-us`), µs of a thread's CPU time: the kernel does not sample a
+/// cpu-clock faster than every 10 µs; 10 s is one sample in a long while.
+pub const HEATMAP_PERIOD_US_MIN: u64 = 10;
+/// See [`HEATMAP_PERIOD_US_MIN`].
+pub const HEATMAP_PERIOD_US_MAX: u64 = 10_000_000;
+
 /// `err` and its causes joined by ": ", as anyhow's `{:#}` does, except that a cause whose text
 /// already ends the message before it is not repeated: a library error that spells out its
 /// `source` in its own message (thiserror's `"...: {source}"`) would otherwise print the OS
@@ -97,7 +104,7 @@ pub fn error_chain(err: &anyhow::Error) -> String {
         let text = cause.to_string();
         if out.is_empty() {
             out = text;
-        } else if !text.is_empty() && !out.ends_with(&text) {
+        } else if !text.is_empty() && out != text && !out.ends_with(&format!(": {text}")) {
             out.push_str(": ");
             out.push_str(&text);
         }
@@ -260,6 +267,14 @@ mod tests {
             text,
             "opening the samplers: opening thread 7: Permission denied (os error 13)"
         );
+    }
+
+    /// Only a whole ": cause" suffix counts as spelled out: "exit status 12" then "2" is two
+    /// facts.
+    #[test]
+    fn a_cause_that_only_ends_the_last_word_is_kept() {
+        let err = anyhow::Error::msg("2").context("the child failed with exit status 12");
+        assert_eq!(error_chain(&err), "the child failed with exit status 12: 2");
     }
 
     #[test]

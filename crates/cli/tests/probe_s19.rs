@@ -156,6 +156,13 @@ fn burn_replica_options_are_refused_for_other_kinds() {
             &format!("burn --kind int {flag}"),
         );
     }
+    // An unknown kind is named as such first, whatever other option comes with it.
+    let o = run(&["burn", "--kind", "foo", "--replicas", "3"]);
+    refused(
+        &o,
+        &["--kind \"foo\"", "expected int"],
+        "burn --kind foo --replicas 3",
+    );
     // Several at once are named together.
     let o = run(&[
         "burn",

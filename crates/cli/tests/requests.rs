@@ -309,7 +309,7 @@ fn pid_mode_stops_when_the_task_is_gone() {
 }
 
 /// Ctrl-C during `experiment requests` stops its private cluster and removes its directory (a
-/// signal's default action killed the command and left the server running and 40 MB in /tmp).
+/// signal's default action killed the command and left the server running and 45 MB in /tmp).
 /// The cluster's directory is made under a TMPDIR of the test's own, so the test finds it
 /// without racing anything else; it waits for the directory (a state, not a time) and then
 /// interrupts.

@@ -59,22 +59,28 @@ pub fn caught() -> Vec<libc::c_int> {
 /// system calls going; the stop flag is what ends the loop.
 pub fn install() -> Result<(), SignalError> {
     for sig in caught() {
-        // SAFETY: a zeroed sigaction is valid; we set the handler, an empty mask and flags.
-        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-        sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-        sa.sa_flags = libc::SA_RESTART;
-        // SAFETY: sa_mask is ours; sigemptyset only writes to it.
-        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
-        // SAFETY: the handler only stores to atomics, which is async-signal-safe.
-        let rc = unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) };
-        if rc != 0 {
-            let error = std::io::Error::last_os_error();
+        if let Err(error) = catch(sig) {
             // glibc reserves the first real-time signals for itself: skip those it refuses.
             if sig >= libc::SIGRTMIN() {
                 continue;
             }
             return Err(SignalError { signal: sig, error });
         }
+    }
+    Ok(())
+}
+
+/// Point `sig` at the handler that records it and raises the stop flag.
+fn catch(sig: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: a zeroed sigaction is valid; we set the handler, an empty mask and flags.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+    sa.sa_flags = libc::SA_RESTART;
+    // SAFETY: sa_mask is ours; sigemptyset only writes to it.
+    unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+    // SAFETY: the handler only stores to atomics, which is async-signal-safe.
+    if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
@@ -89,19 +95,7 @@ pub const INTERRUPTING: &[libc::c_int] =
 /// flag and is recorded.
 pub fn install_only(signals: &[libc::c_int]) -> Result<(), SignalError> {
     for &sig in signals {
-        // SAFETY: as in `install`.
-        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-        sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-        sa.sa_flags = libc::SA_RESTART;
-        // SAFETY: sa_mask is ours.
-        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
-        // SAFETY: the handler only stores to atomics.
-        if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
-            return Err(SignalError {
-                signal: sig,
-                error: std::io::Error::last_os_error(),
-            });
-        }
+        catch(sig).map_err(|error| SignalError { signal: sig, error })?;
     }
     Ok(())
 }

@@ -84,7 +84,7 @@ pub struct AgentArgs {
     /// 10 µs to 10 s, as `heatmap --period-us`: the kernel does not sample a cpu-clock faster
     /// than every 10 µs).
     #[arg(long, value_name = "US",
-          value_parser = clap::value_parser!(u64).range(MIN_HEATMAP_PERIOD_US..=MAX_HEATMAP_PERIOD_US))]
+          value_parser = clap::value_parser!(u64).range(super::HEATMAP_PERIOD_US_MIN..=super::HEATMAP_PERIOD_US_MAX))]
     heatmap_period_us: Option<u64>,
     /// `schedtask`: attribute kernel samples to the system call in progress (raw_syscalls
     /// tracepoints; needs tracefs mounted, and costs the watched threads a record per call).
@@ -92,10 +92,6 @@ pub struct AgentArgs {
     syscalls: bool,
 }
 
-/// `--heatmap-period-us` bounds, as `heatmap --period-us`: 10 µs (the kernel's fastest
-/// cpu-clock sampling) to 10 s.
-const MIN_HEATMAP_PERIOD_US: u64 = 10;
-const MAX_HEATMAP_PERIOD_US: u64 = 10_000_000;
 /// `--heatmap-period-us` when not given.
 const DEFAULT_HEATMAP_PERIOD_US: u64 = 1000;
 

@@ -63,6 +63,13 @@ pub fn run(args: BurnArgs) -> Result<ExitCode> {
     if args.kind == "replica" {
         return replica(args);
     }
+    // An unknown kind first: its options' fit means nothing until the kind is known.
+    let Some(kind) = ProbeKind::parse(&args.kind) else {
+        bail!(
+            "--kind {:?}: expected int, fp, l2, mem or replica",
+            args.kind
+        );
+    };
     // The replica group's options would be ignored by the other kinds: refused, naming them.
     let ignored: Vec<&str> = [
         (args.replicas.is_some(), "--replicas"),
@@ -82,12 +89,6 @@ pub fn run(args: BurnArgs) -> Result<ExitCode> {
             if ignored.len() == 1 { "it" } else { "them" }
         );
     }
-    let Some(kind) = ProbeKind::parse(&args.kind) else {
-        bail!(
-            "--kind {:?}: expected int, fp, l2, mem or replica",
-            args.kind
-        );
-    };
     let topo = counterpoint_host::sysfs::host_topology()?;
     let sizes = ProbeSizes::for_topology(&topo);
     let r = probe::run(kind, sizes, Duration::from_secs_f64(args.seconds), &STOP);

@@ -24,7 +24,8 @@ pub struct HeatmapArgs {
     duration_ms: u64,
     /// Sampling period per thread, µs of the thread's CPU time (cpu-clock; 10 µs to 10 s: the
     /// kernel does not sample a cpu-clock faster than every 10 µs).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
+    #[arg(long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(super::HEATMAP_PERIOD_US_MIN..=super::HEATMAP_PERIOD_US_MAX))]
     period_us: u64,
     /// User-mode samples only (when perf_event_paranoid forbids kernel samples).
     #[arg(long, conflicts_with = "syscalls")]
@@ -97,7 +98,7 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     };
     let mut sampler = IpSampler::open_pid_with(
         args.pid,
-        args.period_us.max(10) * 1000,
+        args.period_us * 1000,
         !args.no_kernel,
         tracepoints,
     )
@@ -111,6 +112,12 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
                 if source.kind() == std::io::ErrorKind::PermissionDenied
         );
         let hint = match (refused, counterpoint_counters::count::read_paranoid()) {
+            // Debian's 3 (and Android's): no sampling of any kind without privilege.
+            (true, Some(p)) if p >= 3 => format!(
+                "{} is {p}: no sampling at all without privilege (user-mode samples need 2 or \
+                 less, kernel ones 1 or less); run as root or lower it",
+                counterpoint_counters::count::PARANOID_PATH
+            ),
             (true, Some(p)) if !args.no_kernel && p >= 2 => format!(
                 "{} is {p}: kernel samples need 1 or less, or root; --no-kernel samples user \
                  mode only",

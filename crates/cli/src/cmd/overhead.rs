@@ -23,8 +23,8 @@ pub struct OverheadArgs {
     /// is required: ms, s, m or h).
     #[arg(long, default_value = "1s")]
     interval: String,
-    /// Intervals to run the agent for; at least 4 (the first 1-3 start-up intervals, a quarter
-    /// of the run, are left out, then the steady state is measured over at least two
+    /// Intervals to run the agent for; at least 4 (the first quarter of the run, at least 1
+    /// and at most 3 start-up intervals, is left out, then the steady state is measured over at least two
     /// intervals, from the middle of the next interval to the middle of the last).
     #[arg(long, default_value_t = 30)]
     intervals: u64,

@@ -70,7 +70,7 @@ pub struct TopArgs {
     /// With --heatmaps: one sample per this many µs of each thread's CPU time (10 µs to 10 s,
     /// as `heatmap --period-us`).
     #[arg(long, default_value_t = 1000, requires = "heatmaps",
-          value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
+          value_parser = clap::value_parser!(u64).range(super::HEATMAP_PERIOD_US_MIN..=super::HEATMAP_PERIOD_US_MAX))]
     heatmap_period_us: u64,
     /// With --heatmaps: attribute kernel samples to the system call in progress
     /// (raw_syscalls tracepoints; needs tracefs mounted; each call of a watched thread then

@@ -356,8 +356,10 @@ impl Simulation {
         // whose demand fell in a latency update left the others charged its old demand until
         // its next whole solve, which pinned tasks never ask for: two identical sockets with
         // identical loads settled 7.4 % apart when one started 300 ms later (physics probe,
-        // session 19). The loop between sockets converges geometrically (snoops are a quarter
-        // of a line or less, so each round moves the other's demand by at most that share).
+        // session 19). The exchange between sockets converges geometrically: a socket's
+        // demand moves the other's snoop load by the snoop share (a quarter of a line or less
+        // per line), and the other's answer comes back scaled by it again, so a round trip
+        // shrinks by about the square of that share, and it stops within the tolerance.
         self.note_bus_demand_v2(b);
     }
 
@@ -564,8 +566,9 @@ impl Simulation {
         if (demand - seen).abs() > tol * demand.max(seen) {
             self.buses[b].demand_seen = demand;
             // The others take the new snoop load in a latency update (`latency_update`: the
-            // exact latency and CPIs, no miss-curve evaluation), which does not note its own
-            // demand again: a whole re-solve here set off a cascade of whole solves across the
+            // exact latency and CPIs, no miss-curve evaluation), which passes its own demand
+            // on in turn only when it moved past the same tolerance (since session 19; the
+            // exchange shrinks each round, see there): a whole re-solve here set off a cascade of whole solves across the
             // sockets every tick while caches warmed (3.8 solves per tick on bench-64), and a
             // light update cost a fixed-point iteration for each of the other sockets at every
             // solve (2.7 light updates per tick). The reference path re-solves them whole.

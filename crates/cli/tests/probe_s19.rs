@@ -558,3 +558,23 @@ fn experiment_c2c_refusal_comes_without_an_estimate_line() {
     );
     assert!(!stderr(&o).contains("on 2 vCPUs"), "{}", stderr(&o));
 }
+
+/// An epoch longer than the run is legal but rarely meant: `simulate` says what it does.
+#[test]
+fn simulate_warns_of_an_epoch_longer_than_the_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("long-epoch.toml");
+    std::fs::write(
+        &path,
+        "name = \"e\"\nmachine = \"zhang-smp\"\nduration_ms = 200\nepoch_ms = 500\n\
+         [[task]]\nprogram = \"gzip\"\n",
+    )
+    .expect("write");
+    let o = run(&["simulate", path.to_str().expect("a UTF-8 path")]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("epoch_ms 500 is longer than duration_ms 200"),
+        "{err}"
+    );
+}

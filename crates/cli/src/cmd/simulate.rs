@@ -72,6 +72,17 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         counterpoint_sim::scenario::Limits::default()
     };
     let scenario = Scenario::from_file_with(&args.scenario, &catalog, limits)?;
+    if scenario.epoch_ms > scenario.duration_ms {
+        // Legal, but rarely meant: one observation, at the end, and an epoch-level policy
+        // never gets to decide.
+        eprintln!(
+            "counterpoint: warning: {}: epoch_ms {} is longer than duration_ms {}: the time \
+             series has one point (at the end) and an epoch-level policy never acts",
+            args.scenario.display(),
+            scenario.epoch_ms,
+            scenario.duration_ms
+        );
+    }
     if args.policy.is_none() {
         check_scenario_policy(&args.scenario, &scenario)?;
     }

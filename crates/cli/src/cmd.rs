@@ -186,7 +186,10 @@ fn probe_write(dir: &std::path::Path) -> std::io::Result<()> {
 }
 
 /// Fail now, before any work, if the `what` (report, results) of `--out DIR` cannot be written
-/// into `dir`: creates it and writes (then removes) an empty probe file.
+/// into `dir`: an existing directory must take a file (an empty probe file is written and
+/// removed); a missing one is created only when the first file is written (so a run refused
+/// or interrupted later leaves no empty directory behind), and its nearest existing ancestor
+/// must be a directory that takes a file.
 pub fn check_out_dir(dir: &std::path::Path, what: &str) -> anyhow::Result<()> {
     use anyhow::Context as _;
     if dir.exists() && !dir.is_dir() {
@@ -195,10 +198,36 @@ pub fn check_out_dir(dir: &std::path::Path, what: &str) -> anyhow::Result<()> {
             dir.display()
         );
     }
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create the {what} directory {}", dir.display()))?;
-    probe_write(dir)
-        .with_context(|| format!("cannot write into the {what} directory {}", dir.display()))
+    if dir.is_dir() {
+        return probe_write(dir)
+            .with_context(|| format!("cannot write into the {what} directory {}", dir.display()));
+    }
+    let ancestor = dir
+        .ancestors()
+        .skip(1)
+        .find(|a| a.as_os_str().is_empty() || a.exists())
+        .map(|a| {
+            if a.as_os_str().is_empty() {
+                std::path::Path::new(".")
+            } else {
+                a
+            }
+        })
+        .unwrap_or(std::path::Path::new("."));
+    if !ancestor.is_dir() {
+        anyhow::bail!(
+            "cannot create the {what} directory {}: {} is not a directory",
+            dir.display(),
+            ancestor.display()
+        );
+    }
+    probe_write(ancestor).with_context(|| {
+        format!(
+            "cannot create the {what} directory {} (its parent {} takes no file)",
+            dir.display(),
+            ancestor.display()
+        )
+    })
 }
 
 /// clap's parser for a number of CPUs (`--hungry-cpus`): finite and above zero.

@@ -267,3 +267,22 @@ fn out_keeps_a_report_of_other_experiments() {
     let now = std::fs::read_to_string(&results).expect("read");
     assert!(!now.contains("zhang-spec"), "replaced under --force");
 }
+
+/// A run refused after its `--out` was checked leaves no empty directory behind: the directory
+/// is made when the first file is written.
+#[test]
+fn a_refused_run_leaves_no_empty_out_dir() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("new-report");
+    let out = counterpoint()
+        .args(["experiment", "replica", "--seeds", "1", "--c2c"])
+        .arg(dir.path().join("missing.json"))
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("run counterpoint");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("missing.json"), "{err}");
+    assert!(!out_dir.exists(), "{} was left behind", out_dir.display());
+}

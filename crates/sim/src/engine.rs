@@ -1068,9 +1068,10 @@ impl Simulation {
         self.flush_all();
         self.exact_warmup = exact;
     }
-    /// Whether steady CPUs on the v2 fast path retire lazily (the default; docs/sim.md, "v2,
-    /// sixth pass"). Turning it off retires every CPU every tick; the results differ only by
-    /// the rounding of a product against a sum (`tests/speed_paths.rs`).
+    /// Whether steady CPUs off the reference path retire lazily, under either model (the
+    /// default; docs/sim.md, "v2, sixth pass", and since session 19 v1 too). Turning it off
+    /// retires every CPU every tick; the results differ only by the rounding of a product
+    /// against a sum (`tests/speed_paths.rs`).
     pub fn set_lazy_retire(&mut self, lazy: bool) {
         self.flush_all();
         self.lazy_retire = lazy;

@@ -90,6 +90,34 @@ fn wakeup_prefers_idle_core_over_idle_sibling() {
     assert_ne!(running[0] / 2, running[1] / 2, "same core: {running:?}");
 }
 
+/// Wake-up placement descends to the idlest memory domain first, as Linux's fork balancing
+/// picks the idlest package: two unpinned tasks on a two-socket machine land one per socket
+/// (the flat rule put both on socket 0, sharing its memory controller while socket 1 idled).
+#[test]
+fn wakeup_spreads_over_sockets_before_cores() {
+    let sc = Scenario::builder(&cat(), "x5650-2s")
+        .unwrap()
+        .duration_ms(10)
+        .task("mcf", None)
+        .unwrap()
+        .task("mcf", None)
+        .unwrap()
+        .build()
+        .unwrap();
+    let topo = sc.machine.topology().unwrap();
+    let mut sim = Simulation::new(&sc, 1).unwrap();
+    sim.advance(1_000_000).unwrap();
+    let packages: Vec<Option<u32>> = sim
+        .cpu_rates()
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.0.is_some())
+        .map(|(c, _)| topo.cpu(c as u32).and_then(|cpu| cpu.package))
+        .collect();
+    assert_eq!(packages.len(), 2);
+    assert_ne!(packages[0], packages[1], "one socket: {packages:?}");
+}
+
 #[test]
 fn balancer_spreads_unpinned_tasks_and_respects_affinity() {
     let mut b = Scenario::builder(&cat(), "xeon-4x8x1")

@@ -270,10 +270,23 @@ impl Simulation {
     }
 
     /// Wake-up placement: a fully idle core first, then an idle sibling, then the shortest
-    /// queue; the previous CPU wins ties (cache affinity).
+    /// queue; among equals, the memory domain (bus or socket) with the fewest tasks, then the
+    /// LLC domain with the fewest, as Linux's fork/exec balancing descends its scheduling
+    /// domains to the idlest group at each level (a flat lowest-number rule had filled socket 0
+    /// of a two-socket machine while socket 1 idled: two mcf on x5650-2s shared one memory
+    /// controller, NP 0.842, where one per socket gives 1.000; policy probe, session 19); the
+    /// previous CPU wins the remaining ties (cache affinity).
     pub(super) fn place(&self, t: u32) -> usize {
         let task = &self.tasks[t as usize];
-        let mut best: Option<(u32, usize, usize)> = None; // (class, nr, cpu)
+        // Tasks per bus and per LLC domain, once per placement (not per candidate CPU).
+        let mut on_bus = vec![0usize; self.buses.len()];
+        let mut on_domain = vec![0usize; self.domains.len()];
+        for c in 0..self.cpus.len() {
+            let n = self.nr_running(c);
+            on_bus[self.cpus[c].bus as usize] += n;
+            on_domain[self.cpus[c].domain as usize] += n;
+        }
+        let mut best: Option<(PlaceKey, usize)> = None;
         let prev = task.last_cpu;
         for c in 0..self.cpus.len() {
             if !allowed(&task.mask, c as u32) {
@@ -293,16 +306,18 @@ impl Simulation {
             } else {
                 2
             };
-            let key = (class, nr, usize::from(c as u32 != prev));
-            let better = match best {
-                None => true,
-                Some((bc, bn, bcpu)) => key < (bc, bn, usize::from(bcpu as u32 != prev)),
-            };
-            if better {
-                best = Some((class, nr, c));
+            let key = (
+                class,
+                nr,
+                on_bus[self.cpus[c].bus as usize],
+                on_domain[self.cpus[c].domain as usize],
+                usize::from(c as u32 != prev),
+            );
+            if best.map_or(true, |(k, _)| key < k) {
+                best = Some((key, c));
             }
         }
-        best.map_or(0, |b| b.2)
+        best.map_or(0, |b| b.1)
     }
 
     pub(super) fn enqueue(&mut self, t: u32, c: usize, pick: Option<&mut (dyn PickNext + '_)>) {
@@ -445,3 +460,7 @@ impl Simulation {
         Ok(())
     }
 }
+
+/// A wake-up candidate's rank, lowest first: (idle class, tasks on the CPU, tasks on its bus,
+/// tasks in its LLC domain, 1 unless it is the task's previous CPU).
+type PlaceKey = (u32, usize, usize, usize, usize);

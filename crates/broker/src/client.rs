@@ -97,19 +97,12 @@ impl SharedView {
 fn not_a_socket(path: &Path) -> Option<io::Error> {
     use std::os::unix::fs::FileTypeExt;
     let t = std::fs::metadata(path).ok()?.file_type();
-    let what = if t.is_socket() {
-        return None;
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_file() {
-        "a regular file"
-    } else {
-        "a special file"
-    };
-    Some(io::Error::new(
-        io::ErrorKind::ConnectionRefused,
-        format!("not a socket ({what})"),
-    ))
+    (!t.is_socket()).then(|| {
+        io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            format!("not a socket ({})", counterpoint_host::files::kind(t)),
+        )
+    })
 }
 
 impl Client {

@@ -185,6 +185,15 @@ fn probe_write(dir: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The nearest proper ancestor of `path` that exists (as a name: a dangling link counts), or
+/// "." for a relative name with none: where creating `path` would start.
+pub fn nearest_existing_ancestor(path: &std::path::Path) -> &std::path::Path {
+    path.ancestors()
+        .skip(1)
+        .find(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_ok())
+        .unwrap_or(std::path::Path::new("."))
+}
+
 /// Fail now, before any work, if the `what` (report, results) of `--out DIR` cannot be written
 /// into `dir`: an existing directory must take a file (an empty probe file is written and
 /// removed); a missing one is created only when the first file is written (so a run refused
@@ -202,18 +211,7 @@ pub fn check_out_dir(dir: &std::path::Path, what: &str) -> anyhow::Result<()> {
         return probe_write(dir)
             .with_context(|| format!("cannot write into the {what} directory {}", dir.display()));
     }
-    let ancestor = dir
-        .ancestors()
-        .skip(1)
-        .find(|a| a.as_os_str().is_empty() || a.exists())
-        .map(|a| {
-            if a.as_os_str().is_empty() {
-                std::path::Path::new(".")
-            } else {
-                a
-            }
-        })
-        .unwrap_or(std::path::Path::new("."));
+    let ancestor = nearest_existing_ancestor(dir);
     if !ancestor.is_dir() {
         anyhow::bail!(
             "cannot create the {what} directory {}: {} is not a directory",

@@ -5,19 +5,8 @@
 
 mod common;
 
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_counterpoint"))
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run counterpoint")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use common::{run, stderr};
+use std::process::Output;
 
 /// A refused command: a non-zero status that is not a panic's (101), no panic text, and a
 /// message containing each of `want`.

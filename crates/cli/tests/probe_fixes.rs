@@ -6,18 +6,11 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+mod common;
+
+use common::{run, stderr};
+
 const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("run counterpoint")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// One line on stderr, containing `needle`, no panic.
 fn one_line_error(o: &Output, needle: &str) {

@@ -10,18 +10,11 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{run, stderr};
+
 const BIN: &str = env!("CARGO_BIN_EXE_counterpoint");
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("run counterpoint")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// Refused with exit status 2 and one line on stderr containing each of `want`; no panic.
 fn refused(o: &Output, want: &[&str], what: &str) {

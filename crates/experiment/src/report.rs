@@ -53,12 +53,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Ok(m) if m.file_type().is_symlink() => resolve_link(path)?,
         _ => path.to_path_buf(),
     };
-    match fs::metadata(&target) {
+    // The permissions the replacement keeps, when there is a file to replace.
+    let permissions = match fs::metadata(&target) {
         Ok(meta) if !meta.is_file() => return fs::write(&target, bytes),
-        // Writable by this process, as a plain write would need (opened, not truncated).
-        Ok(_) => drop(fs::OpenOptions::new().write(true).open(&target)?),
-        Err(_) => {}
-    }
+        Ok(meta) => {
+            // Writable by this process, as a plain write would need (opened, not truncated).
+            drop(fs::OpenOptions::new().write(true).open(&target)?);
+            Some(meta.permissions())
+        }
+        Err(_) => None,
+    };
     let name = target
         .file_name()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
@@ -98,8 +102,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         file.write_all(bytes)?;
         // Delayed allocation reports a full disk at the flush, not at the write.
         file.sync_all()?;
-        if let Ok(meta) = fs::metadata(&target) {
-            file.set_permissions(meta.permissions())?;
+        if let Some(p) = permissions {
+            file.set_permissions(p)?;
         }
         fs::rename(&tmp, &target)?;
         // The rename itself reaches the disk with the directory (best effort: some file

@@ -371,23 +371,9 @@ pub fn resolve(path: &Path) -> Result<PathBuf, JournalError> {
         Ok(m) => {
             let ft = m.file_type();
             if !ft.is_file() {
-                use std::os::unix::fs::FileTypeExt;
-                let kind = if ft.is_dir() {
-                    "a directory"
-                } else if ft.is_char_device() {
-                    "a character device"
-                } else if ft.is_block_device() {
-                    "a block device"
-                } else if ft.is_fifo() {
-                    "a FIFO"
-                } else if ft.is_socket() {
-                    "a socket"
-                } else {
-                    "not a file"
-                };
                 return Err(JournalError::NotRegular {
                     path: path.to_path_buf(),
-                    kind,
+                    kind: crate::files::kind(ft),
                 });
             }
             fs::canonicalize(path).map_err(io_err(path, "cannot resolve its real path"))

@@ -37,6 +37,7 @@ pub mod c2c;
 pub mod code;
 pub mod duration;
 pub mod exits;
+pub mod files;
 pub mod journal;
 pub mod machine;
 pub mod replica_burn;

@@ -76,25 +76,6 @@ fn systemd_listener() -> Option<std::os::unix::net::UnixListener> {
 /// The longest socket path: `sun_path` holds 108 bytes on Linux, the terminating NUL included.
 const MAX_SOCKET_PATH_BYTES: usize = 107;
 
-/// What a file is, for a message (`a regular file`, `a directory`).
-fn file_kind(m: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = m.file_type();
-    if t.is_file() {
-        "a regular file"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else {
-        "not a socket"
-    }
-}
-
 /// Refuse, before anything starts, a socket path that cannot be bound, each with its reason:
 /// too long for a Unix socket address, under a path whose nearest existing part is not a
 /// directory, or already taken by something that is not a socket (left untouched). A socket
@@ -115,28 +96,22 @@ fn check_socket_path(path: &Path) -> Result<()> {
                 "socket {}: exists and is not a socket ({}); left untouched: remove it or \
                  choose another --socket",
                 path.display(),
-                file_kind(&m)
+                counterpoint_host::files::kind(m.file_type())
             );
         }
         return Ok(());
     }
     // The nearest part of the path that exists must be a directory (the rest is created).
-    if let Some(existing) = path
-        .ancestors()
-        .skip(1)
-        .filter(|a| !a.as_os_str().is_empty())
-        .find(|a| std::fs::symlink_metadata(a).is_ok())
-    {
-        if let Ok(m) = std::fs::metadata(existing) {
-            if !m.is_dir() {
-                bail!(
-                    "socket {}: {} is not a directory ({}), so the socket cannot be created \
-                     under it",
-                    path.display(),
-                    existing.display(),
-                    file_kind(&m)
-                );
-            }
+    let existing = super::nearest_existing_ancestor(path);
+    if let Ok(m) = std::fs::metadata(existing) {
+        if !m.is_dir() {
+            bail!(
+                "socket {}: {} is not a directory ({}), so the socket cannot be created under \
+                 it",
+                path.display(),
+                existing.display(),
+                counterpoint_host::files::kind(m.file_type())
+            );
         }
     }
     Ok(())
@@ -195,7 +170,7 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
         Ok(m) => bail!(
             "--sysfs-root {}: not a directory ({})",
             args.sysfs_root.display(),
-            file_kind(&m)
+            counterpoint_host::files::kind(m.file_type())
         ),
         Err(e) => bail!("--sysfs-root {}: {e}", args.sysfs_root.display()),
     }

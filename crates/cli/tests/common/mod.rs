@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Output};
 
 /// A child process killed and reaped when dropped, so a failing test leaves nothing running.
 pub struct Kill(pub Child);
@@ -60,4 +60,17 @@ pub fn ensure_lockprof_lib() {
     }
     assert!(cmd.status().expect("cargo").success());
     assert!(dir.join("libcounterpoint_lockprof.so").exists());
+}
+
+/// Runs `counterpoint` with `args` to its end.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_counterpoint"))
+        .args(args)
+        .output()
+        .expect("run counterpoint")
+}
+
+/// A finished command's stderr, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }

@@ -93,6 +93,10 @@ struct Prof {
     /// `api / mlp`: memory stall cycles per instruction per miss ratio per cycle of latency
     /// (a product in the hot loops instead of a division).
     api_per_mlp: f64,
+    /// v2: `cpi_core` and `api_per_mlp` while an SMT sibling runs (its window halved:
+    /// `ProfileV2::smt_mlp`); v1: the same values.
+    cpi_core_smt: f64,
+    api_per_mlp_smt: f64,
     curve: MissCurve,
     fp: f64,
     /// Capacity beyond which more cache does not help (the curve's floor).
@@ -304,6 +308,8 @@ impl Prof {
                 cpi_core: v.core_cpi(p.fp_fraction, &spec.v2),
                 api: v.llc_apki / 1000.0,
                 api_per_mlp: v.llc_apki / 1000.0 / v.effective_mlp(&spec.v2),
+                cpi_core_smt: v.smt_core_cpi(p.fp_fraction, &spec.v2),
+                api_per_mlp_smt: v.llc_apki / 1000.0 / v.smt_effective_mlp(&spec.v2),
                 saturation_bytes: saturation_of(&curve),
                 fp: p.fp_fraction,
                 lines_per_miss: v.lines_per_miss(&spec.v2),
@@ -322,6 +328,14 @@ impl Prof {
             cpi_core: p.cpi_core,
             api: p.llc_apki / 1000.0,
             api_per_mlp: p.llc_apki / 1000.0 / p.mlp,
+            // A profile without a v2 description keeps its one core CPI; under v2 its overlap
+            // still shrinks with the window beside a running sibling.
+            cpi_core_smt: p.cpi_core,
+            api_per_mlp_smt: if spec.model == Model::V2 {
+                p.llc_apki / 1000.0 / crate::spec::smt_mlp_of(p.mlp, &spec.v2)
+            } else {
+                p.llc_apki / 1000.0 / p.mlp
+            },
             saturation_bytes: saturation_of(&p.miss_curve),
             curve: p.miss_curve.clone(),
             fp: p.fp_fraction,
@@ -755,6 +769,10 @@ pub struct Simulation {
     // Scratch for the solver (kept to avoid per-tick allocation).
     scratch_dom_access: Vec<f64>,
     scratch_cc: Vec<f64>,
+    /// Per CPU: its running task's memory stall cycles per instruction per miss ratio per
+    /// cycle of latency, as the last solve found it (`Prof::api_per_mlp`, or `_smt` while a
+    /// sibling runs), beside `scratch_cc`.
+    scratch_apm: Vec<f64>,
     /// Per CPU: LLC accesses per cycle of its running task in this iteration.
     scratch_rate: Vec<f64>,
     scratch_dom_running: Vec<f64>,
@@ -987,6 +1005,7 @@ impl Simulation {
             scratch_dom_access: vec![0.0; domains.len()],
             scratch_dom_running: vec![0.0; domains.len()],
             scratch_cc: vec![0.0; ncpu],
+            scratch_apm: vec![0.0; ncpu],
             scratch_rate: vec![0.0; ncpu],
             scratch_share: vec![0.0; ncpu],
             scratch_prev_x: vec![0.0; ncpu],

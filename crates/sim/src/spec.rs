@@ -126,6 +126,15 @@ pub struct PhysicsV2 {
     /// tables); `None` keeps the machine's `smt` (v1's fit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smt: Option<SmtSpec>,
+    /// Share of the core's out-of-order window (reorder buffer, load and store buffers) each
+    /// SMT thread keeps while its sibling runs: Intel's Hyper-Threading partitions them
+    /// statically between two active threads, on NetBurst and on Nehalem and its successors
+    /// alike, and recombines them when the sibling halts (docs/sim.md, "SMT"). A thread's
+    /// overlap of misses beyond the first comes from the independent loads its window holds,
+    /// so it shrinks with the window (`ProfileV2::smt_mlp`). 1 leaves the overlap unchanged
+    /// (cores without partitioned windows, a what-if).
+    #[serde(default = "half_window")]
+    pub smt_window_share: f64,
     /// How running co-runners divide a shared LLC: by frequency of access (`foa`, the default
     /// and what every catalog figure was measured with) or by the natural partition of their
     /// footprints under LRU (`footprint`, session 13, opt-in; docs/sim.md "LLC sharing").
@@ -165,6 +174,9 @@ fn prefetch_depth() -> f64 {
 fn one_line() -> f64 {
     1.0
 }
+fn half_window() -> f64 {
+    0.5
+}
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -183,6 +195,7 @@ impl Default for PhysicsV2 {
             lines_per_read: one_line(),
             sectored_llc: false,
             smt: None,
+            smt_window_share: half_window(),
             llc_sharing: LlcSharing::Foa,
         }
     }
@@ -377,6 +390,13 @@ impl MachineSpec {
             return Err(format!(
                 "v2.lines_per_read must be between 1 (the missed line itself) and 16, got {}",
                 self.v2.lines_per_read
+            ));
+        }
+        if !(self.v2.smt_window_share > 0.0 && self.v2.smt_window_share <= 1.0) {
+            return Err(format!(
+                "v2.smt_window_share must be in (0, 1] (the share of the window a thread keeps \
+                 beside a running sibling), got {}",
+                self.v2.smt_window_share
             ));
         }
         if !(self.v2.background_tick_share >= 0.0 && self.v2.background_tick_share < 1.0) {
@@ -640,6 +660,12 @@ impl MissCurve {
     }
 }
 
+/// A demand overlap `mlp` beside a running SMT sibling (`ProfileV2::smt_mlp`): `1 + (mlp - 1)
+/// x smt_window_share`.
+pub fn smt_mlp_of(mlp: f64, phys: &PhysicsV2) -> f64 {
+    1.0 + (mlp - 1.0).max(0.0) * phys.smt_window_share
+}
+
 /// How a program phase uses the machine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -724,9 +750,34 @@ impl ProfileV2 {
     /// that much shorter than a demand miss's; the harmonic mix of the two kinds of misses.
     /// Never below the program's own `mlp` (prefetching only hides latency).
     pub fn effective_mlp(&self, phys: &PhysicsV2) -> f64 {
+        self.effective_mlp_of(self.mlp, phys)
+    }
+    /// The demand overlap beside a running SMT sibling: the first miss is exposed whatever the
+    /// window, the `mlp - 1` further misses overlapped with it are the independent ones the
+    /// window holds, and the thread keeps `smt_window_share` of the window
+    /// (`PhysicsV2::smt_window_share`): `1 + (mlp - 1) x share`. Pointer chasing (mlp near 1)
+    /// loses almost nothing; an array sweep loses most of what its window found.
+    pub fn smt_mlp(&self, phys: &PhysicsV2) -> f64 {
+        smt_mlp_of(self.mlp, phys)
+    }
+    /// [`Self::effective_mlp`] beside a running SMT sibling: the demand overlap shrinks with
+    /// the window ([`Self::smt_mlp`]); the prefetcher's lead does not (it runs from the L2,
+    /// outside the window).
+    pub fn smt_effective_mlp(&self, phys: &PhysicsV2) -> f64 {
+        self.effective_mlp_of(self.smt_mlp(phys), phys)
+    }
+    fn effective_mlp_of(&self, mlp: f64, phys: &PhysicsV2) -> f64 {
         let c = self.prefetch_coverage(phys);
         let ahead = 1.0 + phys.prefetch_depth_lines.max(0.0);
-        1.0 / ((1.0 - c) / self.mlp + c / (self.mlp * ahead))
+        1.0 / ((1.0 - c) / mlp + c / (mlp * ahead))
+    }
+    /// [`Self::core_cpi`] beside a running SMT sibling: the LLC hits' exposed latency is
+    /// overlapped as the misses' is, with the smaller window's overlap.
+    pub fn smt_core_cpi(&self, fp_fraction: f64, phys: &PhysicsV2) -> f64 {
+        self.base_cpi
+            + self.branch_mpki / 1000.0 * phys.branch_penalty_cycles
+            + fp_fraction * self.fp_dep_cycles
+            + self.llc_apki / 1000.0 * phys.llc_hit_cycles / self.smt_mlp(phys)
     }
     /// Lines the bus moves per LLC miss on a machine with `phys`: the missed line, the
     /// sector's other lines where nothing uses them (the non-stream share: a stream's next
@@ -1063,6 +1114,29 @@ mod tests {
         let back: MachineSpec = serde_json::from_str(&on).unwrap();
         assert!(back.v2.sectored_llc);
         assert_eq!(back.v2.lines_per_read, 2.0);
+    }
+
+    /// `smt_window_share` defaults to half when a machine file leaves it out (Intel's static
+    /// partition), and a share outside (0, 1] is refused by name.
+    #[test]
+    fn smt_window_share_defaults_to_half_and_is_checked() {
+        let m = crate::catalog::Catalog::builtin()
+            .machine("x5650-2s")
+            .unwrap();
+        let json = serde_json::to_string(&m).unwrap();
+        let without = json.replacen(",\"smt_window_share\":0.5", "", 1);
+        assert_ne!(json, without, "{json}");
+        let back: MachineSpec = serde_json::from_str(&without).unwrap();
+        assert_eq!(back.v2.smt_window_share, 0.5);
+        for bad in [0.0, -0.5, 1.5, f64::NAN] {
+            let mut m = m.clone();
+            m.v2.smt_window_share = bad;
+            let e = m.validate().unwrap_err();
+            assert!(e.contains("v2.smt_window_share"), "{e}");
+        }
+        let mut whole = m.clone();
+        whole.v2.smt_window_share = 1.0;
+        assert!(whole.validate().is_ok());
     }
 
     /// Without sectored tags a program's data takes its own bytes of cache; with them, the

@@ -849,3 +849,79 @@ fn a_late_socket_settles_where_an_early_one_does() {
         );
     }
 }
+
+/// `machine` of the built-in catalog with its v2 physics changed by `edit`.
+fn machine_with(machine: &str, edit: impl FnOnce(&mut PhysicsV2)) -> Catalog {
+    let mut cat = Catalog::builtin();
+    let mut m = cat.machine(machine).unwrap();
+    edit(&mut m.v2);
+    cat.set_machine(m);
+    cat
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A thread beside a running SMT sibling keeps part of its window: its overlap never
+    /// falls below one miss at a time nor rises above its own, shrinks as the share does, and
+    /// is its own at a share of 1; the prefetcher's part is not taken from it.
+    #[test]
+    fn a_smaller_window_only_removes_overlap(
+        p in 0usize..PROGRAMS.len(),
+        share in 0.01f64..1.0, dshare in 0.0f64..1.0,
+        machine in prop::sample::select(vec!["masa-2x2ht", "x5650-2s", "modern-2s-32c"]),
+    ) {
+        let cat = Catalog::builtin();
+        let v = v2_profile(&cat, PROGRAMS[p]);
+        let mut phys = cat.machine(machine).unwrap().v2;
+        phys.smt_window_share = share;
+        let (m1, e1) = (v.smt_mlp(&phys), v.smt_effective_mlp(&phys));
+        let mut wider = phys;
+        wider.smt_window_share = (share + dshare).min(1.0);
+        prop_assert!(m1 >= 1.0 && m1 <= v.mlp * (1.0 + 1e-12));
+        prop_assert!(e1 <= v.effective_mlp(&phys) * (1.0 + 1e-12));
+        prop_assert!(v.smt_mlp(&wider) >= m1 * (1.0 - 1e-12));
+        prop_assert!(v.smt_effective_mlp(&wider) >= e1 * (1.0 - 1e-12));
+        prop_assert!(v.smt_core_cpi(0.3, &phys) >= v.core_cpi(0.3, &phys) * (1.0 - 1e-12));
+        let mut whole = phys;
+        whole.smt_window_share = 1.0;
+        prop_assert_eq!(v.smt_mlp(&whole), v.mlp);
+        prop_assert_eq!(v.smt_effective_mlp(&whole), v.effective_mlp(&whole));
+    }
+}
+
+/// Hyper-Threading splits the window between two running threads (docs/sim.md, "SMT"): a
+/// thread's memory overlap shrinks only while its sibling runs, by what its window found
+/// beyond the first miss. A streaming thread (swim: independent array loads) loses more of
+/// its speed to it than a pointer chaser (mcf), and a thread whose sibling is idle keeps its
+/// whole window: its run is the same to the bit whatever the share.
+#[test]
+fn a_running_sibling_takes_half_the_window() {
+    let half = Catalog::builtin();
+    let whole = machine_with("x5650-2s", |v| v.smt_window_share = 1.0);
+    assert_eq!(half.machine("x5650-2s").unwrap().v2.smt_window_share, 0.5);
+    // CPUs 0 and 1 are the two threads of core 0; the sibling runs eon (compute, no misses).
+    let slowdown = |program: &str| {
+        let pair = |cat: &Catalog| {
+            let sc = v2_scenario(
+                "x5650-2s",
+                cat,
+                &[(program, Some(0)), ("eon", Some(1))],
+                600,
+            );
+            steady_cpi(&sc, 0)
+        };
+        pair(&half) / pair(&whole)
+    };
+    let (swim, mcf) = (slowdown("swim"), slowdown("mcf"));
+    assert!(swim > 1.02, "swim beside a running sibling: CPI x{swim}");
+    assert!(mcf > 1.0, "mcf beside a running sibling: CPI x{mcf}");
+    assert!(swim > mcf, "swim x{swim} against mcf x{mcf}");
+    for program in ["swim", "mcf", "eon"] {
+        let alone = |cat: &Catalog| {
+            let sc = v2_scenario("x5650-2s", cat, &[(program, Some(0))], 600);
+            steady_cpi(&sc, 0)
+        };
+        assert_eq!(alone(&half).to_bits(), alone(&whole).to_bits(), "{program}");
+    }
+}

@@ -144,17 +144,27 @@ impl Simulation {
                 let c = c as usize;
                 let p = &self.profs[prof as usize];
                 let mut pressure = 0.0;
+                let mut sibling_runs = false;
                 let (a, b) = (self.sib_off[c] as usize, self.sib_off[c + 1] as usize);
                 for &s in &self.sib[a..b] {
                     let sc = &self.cpus[s as usize];
                     if sc.current == NONE {
                         continue;
                     }
+                    sibling_runs = true;
                     let q = &self.profs[self.tasks[sc.current as usize].prof as usize];
                     let overlap = (1.0 - p.fp) * (1.0 - q.fp) + fpw * p.fp * q.fp;
                     pressure += (sc.ipc / width).min(1.0) * (issue_pen + same_pen * overlap);
                 }
-                self.scratch_cc[c] = p.cpi_core * (1.0 + pressure);
+                // A running sibling also takes half the window (v2: `Prof::cpi_core_smt`,
+                // `api_per_mlp_smt`), whatever it issues.
+                let (cc, apm) = if sibling_runs {
+                    (p.cpi_core_smt, p.api_per_mlp_smt)
+                } else {
+                    (p.cpi_core, p.api_per_mlp)
+                };
+                self.scratch_cc[c] = cc * (1.0 + pressure);
+                self.scratch_apm[c] = apm;
                 let held = held_bytes(
                     &self.tasks[self.cpus[c].current as usize],
                     p,
@@ -175,7 +185,7 @@ impl Simulation {
                 let p = &self.profs[prof as usize];
                 // Products by the reciprocal where a division would repeat: divisions are
                 // most of an iteration's cost.
-                let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
+                let cpi = self.scratch_cc[c] + self.scratch_apm[c] * self.cpus[c].miss * lat;
                 let ipc = 1.0 / cpi;
                 moved = moved.max(((cpi - self.cpus[c].cpi) * ipc).abs());
                 self.cpus[c].cpi = cpi;
@@ -225,10 +235,9 @@ impl Simulation {
         }
         self.solve_bus(b, BUS_ITERS, &run);
         let lat = self.buses[b].latency_cycles;
-        for &(c, prof) in &run {
+        for &(c, _) in &run {
             let c = c as usize;
-            let p = &self.profs[prof as usize];
-            let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
+            let cpi = self.scratch_cc[c] + self.scratch_apm[c] * self.cpus[c].miss * lat;
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }
@@ -316,7 +325,10 @@ impl Simulation {
             if mpi > 0.0 || p.dma_lpi > 0.0 {
                 // Lines on the bus per instruction: fills, dirty victims, devices' DMA.
                 let n = line * (mpi * p.lines_per_miss + p.dma_lpi);
-                let (q, cc) = (p.api_per_mlp * cpu.miss, self.scratch_cc[c as usize]);
+                let (q, cc) = (
+                    self.scratch_apm[c as usize] * cpu.miss,
+                    self.scratch_cc[c as usize],
+                );
                 // v2: its demand at the unloaded latency (`bus_demand` at `l0`, this term).
                 let d0 = if v2 { n / (cc + q * l0) } else { 0.0 };
                 bus.pk.push(LoadTerm { n, q, cc, d0 });
@@ -340,12 +352,10 @@ impl Simulation {
         let lat = self.buses[b].latency_cycles;
         for k in 0..self.buses[b].cpus.len() {
             let c = self.buses[b].cpus[k] as usize;
-            let cur = self.cpus[c].current;
-            if cur == NONE {
+            if self.cpus[c].current == NONE {
                 continue;
             }
-            let p = &self.profs[self.tasks[cur as usize].prof as usize];
-            let cpi = self.scratch_cc[c] + p.api_per_mlp * self.cpus[c].miss * lat;
+            let cpi = self.scratch_cc[c] + self.scratch_apm[c] * self.cpus[c].miss * lat;
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
         }

@@ -219,7 +219,7 @@ impl Simulation {
                             // from the bus's last update passes `V2_DRIFT_BOUND`, then the bus
                             // gets a light update.
                             let lat = self.buses[bus].latency_cycles;
-                            let cpi_now = self.scratch_cc[c] + p.api_per_mlp * m_now * lat;
+                            let cpi_now = self.scratch_cc[c] + self.scratch_apm[c] * m_now * lat;
                             let cpu = &mut self.cpus[c];
                             cpu.miss = m_now;
                             cpu.cpi = cpi_now;

@@ -490,6 +490,9 @@ impl Catalog {
                 lines_per_read: 1.0,
                 sectored_llc: false,
                 smt: None,
+                // A Core-lineage core (est: Core 2's, fitted on the Q6600's CPIs; Nehalem and
+                // its successors run the same instructions at least as fast per clock).
+                core_cpi_scale: CORE2_CORE_CPI_SCALE,
                 // Nehalem and its successors partition the reorder buffer and the load and
                 // store buffers between two active threads (Intel's optimization manual).
                 smt_window_share: SMT_WINDOW_SHARE,
@@ -584,6 +587,9 @@ impl Catalog {
                 lines_per_read: 1.0,
                 sectored_llc: false,
                 smt: None,
+                // A Core-lineage core (est: Core 2's, fitted on the Q6600's CPIs; Nehalem and
+                // its successors run the same instructions at least as fast per clock).
+                core_cpi_scale: CORE2_CORE_CPI_SCALE,
                 // Nehalem and its successors partition the reorder buffer and the load and
                 // store buffers between two active threads (Intel's optimization manual).
                 smt_window_share: SMT_WINDOW_SHARE,
@@ -789,6 +795,9 @@ fn c_machine_core2(name: &str, ghz: f64, latency_ns: f64, sustained_gb_per_s: f6
             lines_per_read: 1.0,
             sectored_llc: false,
             smt: None,
+            // Core 2 runs NetBurst's instructions in fewer cycles (fitted on Weaver & McKee's
+            // Core 2 Quad CPIs, docs/calibration.md "Session 20").
+            core_cpi_scale: CORE2_CORE_CPI_SCALE,
             smt_window_share: SMT_WINDOW_SHARE,
             llc_sharing: LlcSharing::Foa,
         },
@@ -852,6 +861,8 @@ fn netburst_v2() -> PhysicsV2 {
         // Hyper-Threading sharing refitted for v2's core CPIs on MASA's pinned tables
         // (calibrate_v2 -- --fit; docs/calibration.md).
         smt: NETBURST_V2_SMT,
+        // The reference core: every program's `base_cpi` was fitted on a NetBurst Xeon.
+        core_cpi_scale: 1.0,
         // NetBurst's Hyper-Threading splits the reorder buffer (126 entries) and the load (48)
         // and store (24) buffers in halves while both threads run (Marr et al., Intel
         // Technology Journal Q1 2002).
@@ -859,6 +870,12 @@ fn netburst_v2() -> PhysicsV2 {
         llc_sharing: LlcSharing::Foa,
     }
 }
+
+/// A Core 2 core's execution time per instruction against NetBurst's
+/// (`PhysicsV2::core_cpi_scale`), fitted by `calibrate_v2 -- --fit` on Weaver & McKee's CPIs of
+/// every SPEC CPU2000 program alone on a Core 2 Quad Q6600 (`paper::CORE2_Q6600_SOLO`), run on
+/// `dualcore-shared-l2` (the same core, L2 and bus).
+const CORE2_CORE_CPI_SCALE: f64 = 0.4787;
 
 /// Share of the out-of-order window a Hyper-Threading thread keeps beside a running sibling:
 /// half, the static partition of Intel's implementations (`PhysicsV2::smt_window_share`).

@@ -126,6 +126,14 @@ pub struct PhysicsV2 {
     /// tables); `None` keeps the machine's `smt` (v1's fit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smt: Option<SmtSpec>,
+    /// The core's execution time per instruction relative to NetBurst's, for the part of a
+    /// program's core CPI that is its own issue and dependency chains (`ProfileV2::base_cpi`
+    /// and `fp_dep_cycles`, fitted on a NetBurst Xeon): 1 on NetBurst; a wider core with
+    /// shorter latencies (Core 2 and its successors) runs the same instructions in fewer
+    /// cycles. Branch refills and cache hits are the machine's own figures and are not
+    /// scaled. Fitted for Core 2 on measured CPIs (docs/calibration.md, "Session 20").
+    #[serde(default = "one_scale")]
+    pub core_cpi_scale: f64,
     /// Share of the core's out-of-order window (reorder buffer, load and store buffers) each
     /// SMT thread keeps while its sibling runs: Intel's Hyper-Threading partitions them
     /// statically between two active threads, on NetBurst and on Nehalem and its successors
@@ -177,6 +185,9 @@ fn one_line() -> f64 {
 fn half_window() -> f64 {
     0.5
 }
+fn one_scale() -> f64 {
+    1.0
+}
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -195,6 +206,7 @@ impl Default for PhysicsV2 {
             lines_per_read: one_line(),
             sectored_llc: false,
             smt: None,
+            core_cpi_scale: one_scale(),
             smt_window_share: half_window(),
             llc_sharing: LlcSharing::Foa,
         }
@@ -390,6 +402,13 @@ impl MachineSpec {
             return Err(format!(
                 "v2.lines_per_read must be between 1 (the missed line itself) and 16, got {}",
                 self.v2.lines_per_read
+            ));
+        }
+        if !(self.v2.core_cpi_scale > 0.0 && self.v2.core_cpi_scale <= 4.0) {
+            return Err(format!(
+                "v2.core_cpi_scale must be in (0, 4] (the core's time per instruction against \
+                 NetBurst's), got {}",
+                self.v2.core_cpi_scale
             ));
         }
         if !(self.v2.smt_window_share > 0.0 && self.v2.smt_window_share <= 1.0) {
@@ -727,10 +746,14 @@ impl ProfileV2 {
     /// components — issue/dependency base, branch mispredictions times the pipeline refill,
     /// exposed FP latency, and LLC hits exposed like misses (divided by the demand overlap).
     pub fn core_cpi(&self, fp_fraction: f64, phys: &PhysicsV2) -> f64 {
-        self.base_cpi
+        self.execution_cpi(fp_fraction, phys)
             + self.branch_mpki / 1000.0 * phys.branch_penalty_cycles
-            + fp_fraction * self.fp_dep_cycles
             + self.llc_apki / 1000.0 * phys.llc_hit_cycles / self.mlp
+    }
+    /// The program's own issue and FP dependency time per instruction on the machine's core:
+    /// `core_cpi_scale x (base_cpi + fp_fraction x fp_dep_cycles)`.
+    fn execution_cpi(&self, fp_fraction: f64, phys: &PhysicsV2) -> f64 {
+        phys.core_cpi_scale * (self.base_cpi + fp_fraction * self.fp_dep_cycles)
     }
     /// Share of the LLC misses the hardware prefetcher covers: the stream misses, of which
     /// only the streams it can track (`prefetch_streams` of `streams`).
@@ -774,9 +797,8 @@ impl ProfileV2 {
     /// [`Self::core_cpi`] beside a running SMT sibling: the LLC hits' exposed latency is
     /// overlapped as the misses' is, with the smaller window's overlap.
     pub fn smt_core_cpi(&self, fp_fraction: f64, phys: &PhysicsV2) -> f64 {
-        self.base_cpi
+        self.execution_cpi(fp_fraction, phys)
             + self.branch_mpki / 1000.0 * phys.branch_penalty_cycles
-            + fp_fraction * self.fp_dep_cycles
             + self.llc_apki / 1000.0 * phys.llc_hit_cycles / self.smt_mlp(phys)
     }
     /// Lines the bus moves per LLC miss on a machine with `phys`: the missed line, the

@@ -746,9 +746,13 @@ impl ProfileV2 {
     /// components — issue/dependency base, branch mispredictions times the pipeline refill,
     /// exposed FP latency, and LLC hits exposed like misses (divided by the demand overlap).
     pub fn core_cpi(&self, fp_fraction: f64, phys: &PhysicsV2) -> f64 {
+        self.core_cpi_at(fp_fraction, phys, self.mlp)
+    }
+    /// The core CPI with the LLC hits overlapped `mlp` at a time.
+    fn core_cpi_at(&self, fp_fraction: f64, phys: &PhysicsV2, mlp: f64) -> f64 {
         self.execution_cpi(fp_fraction, phys)
             + self.branch_mpki / 1000.0 * phys.branch_penalty_cycles
-            + self.llc_apki / 1000.0 * phys.llc_hit_cycles / self.mlp
+            + self.llc_apki / 1000.0 * phys.llc_hit_cycles / mlp
     }
     /// The program's own issue and FP dependency time per instruction on the machine's core:
     /// `core_cpi_scale x (base_cpi + fp_fraction x fp_dep_cycles)`.
@@ -783,9 +787,10 @@ impl ProfileV2 {
     pub fn smt_mlp(&self, phys: &PhysicsV2) -> f64 {
         smt_mlp_of(self.mlp, phys)
     }
-    /// [`Self::effective_mlp`] beside a running SMT sibling: the demand overlap shrinks with
-    /// the window ([`Self::smt_mlp`]); the prefetcher's lead does not (it runs from the L2,
-    /// outside the window).
+    /// [`Self::effective_mlp`] beside a running SMT sibling: the window's overlap shrinks
+    /// ([`Self::smt_mlp`]) for every miss, a covered one's too (`effective_mlp` multiplies the
+    /// window's overlap by the prefetcher's lead); the lead itself, `1 + depth` lines in
+    /// flight, is kept (the prefetcher runs from the L2, outside the window).
     pub fn smt_effective_mlp(&self, phys: &PhysicsV2) -> f64 {
         self.effective_mlp_of(self.smt_mlp(phys), phys)
     }
@@ -797,9 +802,7 @@ impl ProfileV2 {
     /// [`Self::core_cpi`] beside a running SMT sibling: the LLC hits' exposed latency is
     /// overlapped as the misses' is, with the smaller window's overlap.
     pub fn smt_core_cpi(&self, fp_fraction: f64, phys: &PhysicsV2) -> f64 {
-        self.execution_cpi(fp_fraction, phys)
-            + self.branch_mpki / 1000.0 * phys.branch_penalty_cycles
-            + self.llc_apki / 1000.0 * phys.llc_hit_cycles / self.smt_mlp(phys)
+        self.core_cpi_at(fp_fraction, phys, self.smt_mlp(phys))
     }
     /// Lines the bus moves per LLC miss on a machine with `phys`: the missed line, the
     /// sector's other lines where nothing uses them (the non-stream share: a stream's next

@@ -863,8 +863,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     /// A thread beside a running SMT sibling keeps part of its window: its overlap never
-    /// falls below one miss at a time nor rises above its own, shrinks as the share does, and
-    /// is its own at a share of 1; the prefetcher's part is not taken from it.
+    /// falls below one miss at a time nor rises above its own, is `1 + (mlp - 1) x share`
+    /// (strictly less than its own when it overlaps at all), shrinks as the share does, and is
+    /// its own at a share of 1; the prefetcher's lead is kept, so the whole effective overlap
+    /// falls by the window's ratio exactly.
     #[test]
     fn a_smaller_window_only_removes_overlap(
         p in 0usize..PROGRAMS.len(),
@@ -879,6 +881,12 @@ proptest! {
         let mut wider = phys;
         wider.smt_window_share = (share + dshare).min(1.0);
         prop_assert!(m1 >= 1.0 && m1 <= v.mlp * (1.0 + 1e-12));
+        prop_assert!((m1 - (1.0 + (v.mlp - 1.0) * share)).abs() <= 1e-12 * v.mlp);
+        if v.mlp > 1.0 {
+            prop_assert!(m1 < v.mlp);
+        }
+        let ratio = e1 / v.effective_mlp(&phys);
+        prop_assert!((ratio - m1 / v.mlp).abs() <= 1e-12, "{} against {}", ratio, m1 / v.mlp);
         prop_assert!(e1 <= v.effective_mlp(&phys) * (1.0 + 1e-12));
         prop_assert!(v.smt_mlp(&wider) >= m1 * (1.0 - 1e-12));
         prop_assert!(v.smt_effective_mlp(&wider) >= e1 * (1.0 - 1e-12));

@@ -116,6 +116,49 @@ fn agent_seed_is_refused_without_a_simulated_source() {
     assert!(!err.contains("--seed"), "{err}");
 }
 
+/// The host's options are refused with a simulated source (session 20): the simulator takes
+/// its tasks from the scenario, changes nothing on the host, counts and samples itself. The
+/// scenario is never opened: the refusal comes first.
+#[test]
+fn agent_host_options_are_refused_with_a_simulated_source() {
+    let cases: &[&[&str]] = &[
+        &["--targets", "comm:postgres"],
+        &["--journal", "/tmp/other.journal"],
+        &["--daemon"],
+        &["--direct"],
+        &["--read-every-thread"],
+        &["--heatmap-period-us", "100"],
+        &["--syscalls"],
+    ];
+    for extra in cases {
+        let mut args = vec![
+            "agent",
+            "--policy",
+            "schedtask",
+            "--source",
+            "sim:/nonexistent/scenario.toml",
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        refused(
+            &o,
+            &[extra[0], "only the host source uses it"],
+            &format!("agent --source sim: {extra:?}"),
+        );
+    }
+    // Without them the simulated source gets as far as its scenario.
+    let o = run(&[
+        "agent",
+        "--policy",
+        "schedtask",
+        "--source",
+        "sim:/nonexistent/scenario.toml",
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(!err.contains("only the host source"), "{err}");
+}
+
 #[test]
 fn agent_heatmap_period_is_refused_for_a_policy_without_heatmaps() {
     let o = run(&[

@@ -23,11 +23,12 @@ pub struct AgentArgs {
     /// Log decisions without applying them (MASA's log-only mode). No journal is needed.
     #[arg(long)]
     dry_run: bool,
-    /// Which processes: all, pid:1,2,..., comm:REGEX, cgroup:PATH, user:NAME.
-    #[arg(long, default_value = "all")]
+    /// Which processes: all, pid:1,2,..., comm:REGEX, cgroup:PATH, user:NAME (host source only;
+    /// a simulated source runs its scenario's tasks).
+    #[arg(long, default_value = DEFAULT_TARGETS)]
     targets: String,
-    /// The safety-net journal (locked; a second agent on it refuses to start).
-    #[arg(long, default_value = "/run/counterpoint-agent.journal")]
+    /// The safety-net journal (locked; a second agent on it refuses to start). Host source only.
+    #[arg(long, default_value = DEFAULT_JOURNAL)]
     journal: PathBuf,
     /// A task changed by the agent is not changed again for this many intervals (hysteresis).
     #[arg(long, default_value_t = 3)]
@@ -65,35 +66,40 @@ pub struct AgentArgs {
     masa_calibration: Option<String>,
     /// Count through the broker (`counterpoint daemon`) at SOCKET, or at the default socket
     /// without it; when none answers there, count directly. The default socket is tried
-    /// even without this flag.
+    /// even without this flag. Host source only.
     // Absent: None; bare: Some(None), the default socket; with SOCKET: Some(Some(SOCKET)).
     #[arg(long, value_name = "SOCKET", num_args = 0..=1)]
     daemon: Option<Option<PathBuf>>,
-    /// Never use a broker: open the agent's own counters.
+    /// Never use a broker: open the agent's own counters. Host source only.
     #[arg(long, conflicts_with = "daemon")]
     direct: bool,
     /// Read every thread's counters every interval. By default a process none of whose
     /// threads ran since the last interval (the kernel's taskstats say so in one query; needs
     /// CAP_NET_ADMIN) keeps its last readings: its counts cannot have changed; and in a process
     /// that ran, a thread idle at its last read whose perf control page shows no switch since
-    /// is not read either (one memory load instead of a read).
+    /// is not read either (one memory load instead of a read). Host source only.
     #[arg(long)]
     read_every_thread: bool,
     /// `schedtask` (policies that read code heatmaps) only: one instruction-pointer sample per
     /// this many µs of each thread's CPU time (software cpu-clock; no PMU needed; default 1000;
     /// 10 µs to 10 s, as `heatmap --period-us`: the kernel does not sample a cpu-clock faster
-    /// than every 10 µs).
+    /// than every 10 µs). Host source only: the simulator gives schedtask its heatmaps.
     #[arg(long, value_name = "US",
           value_parser = clap::value_parser!(u64).range(super::HEATMAP_PERIOD_US_MIN..=super::HEATMAP_PERIOD_US_MAX))]
     heatmap_period_us: Option<u64>,
     /// `schedtask`: attribute kernel samples to the system call in progress (raw_syscalls
     /// tracepoints; needs tracefs mounted, and costs the watched threads a record per call).
+    /// Host source only.
     #[arg(long)]
     syscalls: bool,
 }
 
 /// `--heatmap-period-us` when not given.
 const DEFAULT_HEATMAP_PERIOD_US: u64 = 1000;
+/// `--targets` when not given.
+const DEFAULT_TARGETS: &str = "all";
+/// `--journal` when not given.
+const DEFAULT_JOURNAL: &str = "/run/counterpoint-agent.journal";
 
 /// Parse `1s`, `250ms`, `2.5s`, `1m` into nanoseconds (the CLI's one parser, which names an
 /// unsupported unit as such).
@@ -137,6 +143,27 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
              would ignore it",
             args.source
         );
+    }
+    // The host's options are refused with a simulated source, which would ignore them: the
+    // simulator's tasks are the scenario's, it changes nothing on the host (no journal), counts
+    // every event itself (no broker) and gives schedtask its code heatmaps (no sampling).
+    if args.source.starts_with("sim:") {
+        let host_only = [
+            (args.targets != DEFAULT_TARGETS, "--targets"),
+            (args.journal.as_os_str() != DEFAULT_JOURNAL, "--journal"),
+            (args.daemon.is_some(), "--daemon"),
+            (args.direct, "--direct"),
+            (args.read_every_thread, "--read-every-thread"),
+            (args.heatmap_period_us.is_some(), "--heatmap-period-us"),
+            (args.syscalls, "--syscalls"),
+        ];
+        if let Some((_, flag)) = host_only.iter().find(|(given, _)| *given) {
+            bail!(
+                "{flag}: only the host source uses it; --source {} would ignore it (the \
+                 scenario names the tasks, and the simulator counts and samples them itself)",
+                args.source
+            );
+        }
     }
     let Some(policy_name) = args.policy.as_deref() else {
         // Only what the agent can run: epoch-level policies that need no placement cost (the

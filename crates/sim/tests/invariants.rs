@@ -337,3 +337,44 @@ fn epoch_series_add_up_to_the_totals() {
         }
     }
 }
+
+/// A program on the edge of its working set beside a stream settles on the side the cache's
+/// own dynamics reach, whatever the tick (session 20's physics probe): 462.libquantum (a 5 MB
+/// knee) beside swim on another core of x5650-2s's 12 MB L3 holds its set under both models at
+/// 2 ms, 1 ms and 250 µs ticks. Before, the fixed point's mixing could converge onto the
+/// unstable equilibrium at the knee and keep it: NP 0.356 at 250 µs and 2 ms under v2, 0.376
+/// at v1's default tick, against about 1 at 50 µs and below.
+#[test]
+fn a_knee_program_beside_a_stream_settles_alike_at_every_tick() {
+    let cat = Catalog::builtin();
+    for model in [Model::V1, Model::V2] {
+        let mut nps = Vec::new();
+        for tick in [2000, 1000, 250] {
+            let sc = Scenario::builder(&cat, "x5650-2s")
+                .unwrap()
+                .model(model)
+                .duration_ms(1000)
+                .tick_us(tick)
+                .task("swim", Some(CpuSet::single(0)))
+                .unwrap()
+                .task("462.libquantum", Some(CpuSet::single(2)))
+                .unwrap()
+                .build()
+                .unwrap();
+            let r = run(&sc, 1, None, None, 100_000_000).unwrap();
+            let lq = &r.tasks[1];
+            assert!(
+                lq.llc_mpki < 1.0,
+                "{model:?} tick {tick} us: libquantum MPKI {} (below its knee)",
+                lq.llc_mpki
+            );
+            nps.push(lq.np.unwrap());
+        }
+        let (lo, hi) = nps
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        // Within the fast path's own bound on a task's work (5e-3, `speed_paths`); the two
+        // states were 0.64 apart.
+        assert!(hi - lo < 5e-3, "{model:?}: NP by tick {nps:?}");
+    }
+}

@@ -266,11 +266,15 @@ impl Simulation {
     /// plain iteration (`x' = F(x)`) contracts slowly where miss curves are steep (each
     /// iteration of v2's knees kept about 0.4 of the error); the mixing reaches the same fixed
     /// point in fewer iterations. Both images sum to each domain's capacity, and so does their
-    /// affine mix; a mix with a non-positive share falls back to the plain step.
+    /// affine mix; a mix with a non-positive share falls back to the plain step, and so does a
+    /// step the map stretches (an unstable equilibrium, which the cache's dynamics leave).
     fn mix_shares(&mut self, run: &[(u32, u32)], have_prev: bool) {
         let mut g = 0.0;
         if have_prev {
             let (mut num, mut den) = (0.0, 0.0);
+            // Along the last step: how far the map's image moved (dF . dx) against the step
+            // itself (dx . dx).
+            let (mut df_dx, mut dx_dx) = (0.0, 0.0);
             for &(c, _) in run {
                 let c = c as usize;
                 let r = self.scratch_share[c] - self.cpus[c].share;
@@ -278,8 +282,19 @@ impl Simulation {
                 let dr = r - r_prev;
                 num += r * dr;
                 den += dr * dr;
+                let dx = self.cpus[c].share - self.scratch_prev_x[c];
+                df_dx += (self.scratch_share[c] - self.scratch_prev_f[c]) * dx;
+                dx_dx += dx * dx;
             }
-            if den > 0.0 && (num / den).is_finite() {
+            // Where the map stretches the step (dF . dx > dx . dx) the shares sit near an
+            // unstable equilibrium: a program on the edge of its working set that would hold
+            // more of the cache the more it held (fewer misses, faster, more accesses). The
+            // mixing, a secant method, converges onto such a point as readily as onto a stable
+            // one, and a warm-up then stayed there for good; the cache's own dynamics (the
+            // plain step) leave it. The physics probe of session 20 found 462.libquantum
+            // beside swim on x5650-2s held at its 5 MB knee (MPKI 23) or above it (0.06)
+            // depending on the tick; with the plain step there, every tick gives the latter.
+            if den > 0.0 && (num / den).is_finite() && df_dx <= dx_dx {
                 g = num / den;
             }
         }

@@ -493,8 +493,8 @@ impl Catalog {
                 // A Core-lineage core (est: Core 2's, fitted on the Q6600's CPIs; Nehalem and
                 // its successors run the same instructions at least as fast per clock).
                 core_cpi_scale: CORE2_CORE_CPI_SCALE,
-                // Nehalem and its successors partition the reorder buffer and the load and
-                // store buffers between two active threads (Intel's optimization manual).
+                // Nehalem and its successors partition the reorder buffer and the store
+                // buffers between two active threads (docs/sim-catalog.md, `smt_window_share`).
                 smt_window_share: SMT_WINDOW_SHARE,
                 llc_sharing: LlcSharing::Foa,
             },
@@ -590,8 +590,8 @@ impl Catalog {
                 // A Core-lineage core (est: Core 2's, fitted on the Q6600's CPIs; Nehalem and
                 // its successors run the same instructions at least as fast per clock).
                 core_cpi_scale: CORE2_CORE_CPI_SCALE,
-                // Nehalem and its successors partition the reorder buffer and the load and
-                // store buffers between two active threads (Intel's optimization manual).
+                // Nehalem and its successors partition the reorder buffer and the store
+                // buffers between two active threads (docs/sim-catalog.md, `smt_window_share`).
                 smt_window_share: SMT_WINDOW_SHARE,
                 llc_sharing: LlcSharing::Foa,
             },
@@ -865,16 +865,18 @@ fn netburst_v2() -> PhysicsV2 {
         core_cpi_scale: 1.0,
         // NetBurst's Hyper-Threading splits the reorder buffer (126 entries) and the load (48)
         // and store (24) buffers in halves while both threads run (Marr et al., Intel
-        // Technology Journal Q1 2002).
+        // Technology Journal Q1 2002; the sizes as ExtremeTech and Shanley give them,
+        // docs/sim-catalog.md).
         smt_window_share: SMT_WINDOW_SHARE,
         llc_sharing: LlcSharing::Foa,
     }
 }
 
 /// A Core 2 core's execution time per instruction against NetBurst's
-/// (`PhysicsV2::core_cpi_scale`), fitted by `calibrate_v2 -- --fit` on Weaver & McKee's CPIs of
-/// every SPEC CPU2000 program alone on a Core 2 Quad Q6600 (`paper::CORE2_Q6600_SOLO`), run on
-/// `dualcore-shared-l2` (the same core, L2 and bus).
+/// (`PhysicsV2::core_cpi_scale`), fitted by `calibrate_v2 -- --fit` (stage 4) on Weaver &
+/// McKee's CPIs of the six core-bound SPEC CPU2000 programs alone on a Core 2 Quad Q6600
+/// (`paper::CORE2_CORE_PROGRAMS` of `paper::CORE2_Q6600_SOLO`), run on `dualcore-shared-l2`
+/// (the same core, L2 and bus); the other fourteen are `examples/core2_check.rs`'s validation.
 const CORE2_CORE_CPI_SCALE: f64 = 0.4787;
 
 /// Share of the out-of-order window a Hyper-Threading thread keeps beside a running sibling:

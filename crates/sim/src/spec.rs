@@ -137,7 +137,8 @@ pub struct PhysicsV2 {
     /// Share of the core's out-of-order window (reorder buffer, load and store buffers) each
     /// SMT thread keeps while its sibling runs: Intel's Hyper-Threading partitions them
     /// statically between two active threads, on NetBurst and on Nehalem and its successors
-    /// alike, and recombines them when the sibling halts (docs/sim.md, "SMT"). A thread's
+    /// alike, and recombines them when the sibling halts (docs/sim.md, "Hyper-Threading splits
+    /// the window"). A thread's
     /// overlap of misses beyond the first comes from the independent loads its window holds,
     /// so it shrinks with the window (`ProfileV2::smt_mlp`). 1 leaves the overlap unchanged
     /// (cores without partitioned windows, a what-if).
@@ -783,7 +784,8 @@ impl ProfileV2 {
     /// window, the `mlp - 1` further misses overlapped with it are the independent ones the
     /// window holds, and the thread keeps `smt_window_share` of the window
     /// (`PhysicsV2::smt_window_share`): `1 + (mlp - 1) x share`. Pointer chasing (mlp near 1)
-    /// loses almost nothing; an array sweep loses most of what its window found.
+    /// loses almost nothing; an array sweep loses half of what its window found beyond the
+    /// first miss.
     pub fn smt_mlp(&self, phys: &PhysicsV2) -> f64 {
         smt_mlp_of(self.mlp, phys)
     }

@@ -146,6 +146,20 @@ fn agent_host_options_are_refused_with_a_simulated_source() {
             &format!("agent --source sim: {extra:?}"),
         );
     }
+    // `--restore-only` restores the host's journal: a simulated source or a seed is refused.
+    let o = run(&[
+        "agent",
+        "--restore-only",
+        "--source",
+        "sim:/nonexistent/scenario.toml",
+    ]);
+    refused(
+        &o,
+        &["--restore-only", "has none to restore"],
+        "restore-only sim",
+    );
+    let o = run(&["agent", "--restore-only", "--seed", "3"]);
+    refused(&o, &["--seed 3", "--restore-only"], "restore-only seed");
     // Without them the simulated source gets as far as its scenario.
     let o = run(&[
         "agent",

@@ -342,8 +342,8 @@ fn epoch_series_add_up_to_the_totals() {
 /// own dynamics reach, whatever the tick (session 20's physics probe): 462.libquantum (a 5 MB
 /// knee) beside swim on another core of x5650-2s's 12 MB L3 holds its set under both models at
 /// 2 ms, 1 ms and 250 µs ticks. Before, the fixed point's mixing could converge onto the
-/// unstable equilibrium at the knee and keep it: NP 0.356 at 250 µs and 2 ms under v2, 0.376
-/// at v1's default tick, against about 1 at 50 µs and below.
+/// unstable equilibrium at the knee and keep it: in this 1 s run NP 0.358 at 2 ms and 0.357 at
+/// 250 µs under v2, 0.377 at v1's default tick, against about 1 at 50 µs and below.
 #[test]
 fn a_knee_program_beside_a_stream_settles_alike_at_every_tick() {
     let cat = Catalog::builtin();

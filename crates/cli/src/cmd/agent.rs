@@ -122,6 +122,17 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let mut log = logger(args.log_json);
 
     if args.restore_only {
+        // It restores the host's journal: a simulated (or unknown) source and a seed would be
+        // ignored, and the user may have meant something else.
+        if args.source != "host" {
+            bail!(
+                "--restore-only restores the host's journal; --source {} has none to restore",
+                args.source
+            );
+        }
+        if let Some(seed) = args.seed {
+            bail!("--seed {seed}: --restore-only runs nothing to seed");
+        }
         let out = agent::restore_only(&args.journal, &mut log)?;
         return Ok(exit_code(&out));
     }

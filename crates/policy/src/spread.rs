@@ -493,27 +493,15 @@ mod tests {
         let t = topo(1, 2, 1);
         let all = t.online_cpus();
         assert_eq!(pins_of_hungry(&t, 3), vec!["0", "1"]);
-        // A target's task-clock over the interval, in quarters of a CPU.
-        let used = |mut tk: counterpoint_core::observation::TaskObservation, quarters: u64| {
-            tk.sample.set(
-                event::TASK_CLOCK,
-                counterpoint_core::sample::CounterValue::exact(
-                    counterpoint_core::testutils::INTERVAL_NS * quarters / 4,
-                    counterpoint_core::testutils::INTERVAL_NS,
-                ),
-            );
-            tk
+        // A target on `cpu`, allowed on `affinity`, that used `quarters` quarters of a CPU.
+        let used = |id: u64, cpu: u32, affinity: &CpuSet, quarters: u64| {
+            let ns = counterpoint_core::testutils::INTERVAL_NS * quarters / 4;
+            task(id, cpu, affinity, &[(event::TASK_CLOCK, ns as f64)])
         };
         // A CPU others keep busy: two hungry targets, one free CPU; the second target is not
         // put beside the first. Each target used half of CPU 0; CPU 1's busy time is another
         // process's.
-        let mut obs = observation(
-            &t,
-            vec![
-                used(task(1, 0, &all, &[]), 2),
-                used(task(2, 0, &all, &[]), 2),
-            ],
-        );
+        let mut obs = observation(&t, vec![used(1, 0, &all, 2), used(2, 0, &all, 2)]);
         obs.cpus[0].busy_fraction = 1.0;
         obs.cpus[1].busy_fraction = 1.0;
         let mut p = Spread::default();
@@ -525,13 +513,7 @@ mod tests {
         let mut p = Spread::default();
         let first = p.decide(
             &t,
-            &observation(
-                &t,
-                vec![
-                    used(task(1, 1, &all, &[]), 2),
-                    used(task(2, 0, &all, &[]), 3),
-                ],
-            ),
+            &observation(&t, vec![used(1, 1, &all, 2), used(2, 0, &all, 3)]),
         );
         assert_eq!(
             targets(&first).get(&1).map(String::as_str),
@@ -543,8 +525,8 @@ mod tests {
             Some("0"),
             "{first:?}"
         );
-        let one = used(task(1, 1, &CpuSet::single(1), &[]), 2);
-        let two = used(task(2, 0, &CpuSet::single(0), &[]), 3);
+        let one = used(1, 1, &CpuSet::single(1), 2);
+        let two = used(2, 0, &CpuSet::single(0), 3);
         let mut obs = observation(&t, vec![one, two]);
         obs.cpus[0].busy_fraction = 1.0;
         obs.cpus[1].busy_fraction = 1.0;
@@ -570,14 +552,8 @@ mod tests {
     fn a_multi_cpu_process_gets_all_it_needs_or_the_whole_machine() {
         let t = topo(1, 4, 1);
         let all = t.online_cpus();
-        let mut big = task(1, 0, &all, &[]);
-        big.sample.set(
-            event::TASK_CLOCK,
-            counterpoint_core::sample::CounterValue::exact(
-                3 * counterpoint_core::testutils::INTERVAL_NS,
-                counterpoint_core::testutils::INTERVAL_NS,
-            ),
-        );
+        let three_cpus_ns = 3 * counterpoint_core::testutils::INTERVAL_NS;
+        let big = task(1, 0, &all, &[(event::TASK_CLOCK, three_cpus_ns as f64)]);
         let mut p = Spread::default();
         let a = targets(&p.decide(&t, &observation(&t, vec![big.clone()])));
         let cpus = a

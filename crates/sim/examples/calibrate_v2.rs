@@ -522,22 +522,8 @@ fn main() {
             let (np, unf) = zhang_baseline(cat, &seeds);
             ((np - want_np) / 0.01).powi(2) + ((unf - want_unf) / 0.01).powi(2)
         };
-        let g = (5f64.sqrt() - 1.0) / 2.0;
-        let (mut a, mut b) = (2.0, 3.4);
-        let (mut c, mut d) = (b - g * (b - a), a + g * (b - a));
-        let (mut fc, mut fd) = (loss(&mut cat, c), loss(&mut cat, d));
-        while b - a > 0.005 {
-            if fc < fd {
-                (b, d, fd) = (d, c, fc);
-                c = b - g * (b - a);
-                fc = loss(&mut cat, c);
-            } else {
-                (a, c, fc) = (c, d, fd);
-                d = a + g * (b - a);
-                fd = loss(&mut cat, d);
-            }
-        }
-        set_zhang_bw(&mut cat, 0.5 * (a + b));
+        let bw = golden_min((2.0, 3.4), 0.005, |x| loss(&mut cat, x));
+        set_zhang_bw(&mut cat, bw);
     }
     // 3. Hyper-Threading sharing under v2, on MASA's pinned tables.
     let (mut best, mut lines) = masa_loss(&cat);
@@ -617,27 +603,12 @@ fn main() {
         (loss, lines)
     };
     if fit {
-        let g = (5f64.sqrt() - 1.0) / 2.0;
-        let (mut a, mut b) = CORE_CPI_SCALE_RANGE;
-        let at = |x: f64| {
+        let scale = golden_min(CORE_CPI_SCALE_RANGE, 1e-4, |x| {
             let mut c = cat.clone();
             set_core2_scale(&mut c, x);
             core2_loss(&c).0
-        };
-        let (mut c, mut d) = (b - g * (b - a), a + g * (b - a));
-        let (mut fc, mut fd) = (at(c), at(d));
-        while b - a > 1e-4 {
-            if fc < fd {
-                (b, d, fd) = (d, c, fc);
-                c = b - g * (b - a);
-                fc = at(c);
-            } else {
-                (a, c, fc) = (c, d, fd);
-                d = a + g * (b - a);
-                fd = at(d);
-            }
-        }
-        set_core2_scale(&mut cat, 0.5 * (a + b));
+        });
+        set_core2_scale(&mut cat, scale);
     }
     let scale = cat
         .machine("dualcore-shared-l2")
@@ -649,6 +620,27 @@ fn main() {
     for l in &lines {
         println!("  {l}");
     }
+}
+
+/// The minimum of `f` on `(a, b)` by golden-section search, to an interval of `tol` (`f` has one
+/// minimum there: the losses the fit searches this way are unimodal in their parameter).
+fn golden_min(range: (f64, f64), tol: f64, mut f: impl FnMut(f64) -> f64) -> f64 {
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut a, mut b) = range;
+    let (mut c, mut d) = (b - g * (b - a), a + g * (b - a));
+    let (mut fc, mut fd) = (f(c), f(d));
+    while b - a > tol {
+        if fc < fd {
+            (b, d, fd) = (d, c, fc);
+            c = b - g * (b - a);
+            fc = f(c);
+        } else {
+            (a, c, fc) = (c, d, fd);
+            d = a + g * (b - a);
+            fd = f(d);
+        }
+    }
+    0.5 * (a + b)
 }
 
 /// Range of the Core 2 core's time per instruction against NetBurst's: 1.2 is a core slower

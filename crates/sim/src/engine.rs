@@ -324,18 +324,19 @@ impl Prof {
                 curve,
             };
         }
+        // A profile without a v2 description keeps its one core CPI; under v2 its overlap
+        // still shrinks with the window beside a running sibling.
+        let smt_mlp = if spec.model == Model::V2 {
+            crate::spec::smt_mlp_of(p.mlp, &spec.v2)
+        } else {
+            p.mlp
+        };
         Self {
             cpi_core: p.cpi_core,
             api: p.llc_apki / 1000.0,
             api_per_mlp: p.llc_apki / 1000.0 / p.mlp,
-            // A profile without a v2 description keeps its one core CPI; under v2 its overlap
-            // still shrinks with the window beside a running sibling.
             cpi_core_smt: p.cpi_core,
-            api_per_mlp_smt: if spec.model == Model::V2 {
-                p.llc_apki / 1000.0 / crate::spec::smt_mlp_of(p.mlp, &spec.v2)
-            } else {
-                p.llc_apki / 1000.0 / p.mlp
-            },
+            api_per_mlp_smt: p.llc_apki / 1000.0 / smt_mlp,
             saturation_bytes: saturation_of(&p.miss_curve),
             curve: p.miss_curve.clone(),
             fp: p.fp_fraction,

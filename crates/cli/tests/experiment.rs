@@ -62,6 +62,48 @@ fn an_unknown_model_is_refused_before_any_work() {
     assert!(out.stdout.is_empty());
 }
 
+/// `--model` is refused by name where the experiment would run the same without it (its own
+/// model, both models, or no simulator), before any work; `replica` takes it: its engine runs
+/// change, and `--model v1` is its default.
+#[test]
+fn a_model_the_experiment_would_ignore_is_refused() {
+    for (name, why) in [
+        ("leak", "runs its own sub-microsecond model"),
+        ("schedtask", "runs its own model of OS-intensive programs"),
+        ("model-validation", "always runs both models"),
+        ("requests", "runs a real PostgreSQL"),
+    ] {
+        let out = counterpoint()
+            .args(["experiment", name, "--model", "v2", "--seeds", "1"])
+            .output()
+            .expect("run counterpoint");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains(&format!("--model: experiment {name} {why}")),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "{name}");
+    }
+    let replica = |model: Option<&str>| {
+        let mut args = vec!["experiment", "replica", "--seeds", "1", "--json"];
+        args.extend(model.map(|m| ["--model", m]).iter().flatten());
+        let out = counterpoint()
+            .args(&args)
+            .output()
+            .expect("run counterpoint");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let default = replica(None);
+    assert_eq!(replica(Some("v1")), default);
+    assert_ne!(replica(Some("v2")), default);
+}
+
 #[test]
 fn zhang_spec_json_has_ours_beside_the_paper() {
     let out = counterpoint()

@@ -142,7 +142,7 @@ pub fn run(
             "corun-slowdown" => corun_slowdown::run(lab, seeds, progress),
             "di-vs-oracle" => di_oracle::run(lab, seeds, progress),
             "leak" => leak::run(seeds, progress).map_err(LabError),
-            "replica" => replica::run(seeds, progress).map_err(LabError),
+            "replica" => replica::run(seeds, progress, lab.forced_model()).map_err(LabError),
             "model-validation" => {
                 // v1 as the lab runs it: reuse this call's results when `all` computed them
                 // under v1 (not when `--model v2` forced the lab to the second model).

@@ -34,7 +34,7 @@ use counterpoint_sim::catalog::knee_curve;
 use counterpoint_sim::replica::{
     self, ComputeResult, NotifyCosts, PlacementKind, ReplicaOutcome, ReplicaRun, RunLengths,
 };
-use counterpoint_sim::{Catalog, Phase, Profile, Program};
+use counterpoint_sim::{Catalog, Model, Phase, Profile, Program};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 
@@ -253,20 +253,34 @@ pub fn costs_from_c2c(text: &str, file: &str) -> Result<NotifyCosts, String> {
     NotifyCosts::from_c2c_json(text, file, spec.freq_ghz).map_err(|e| e.to_string())
 }
 
-/// The experiment over `seeds` with seed 001's notification costs.
-pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, String> {
+/// The experiment over `seeds` with seed 001's notification costs, under `model` (None: the
+/// machine's own, v1).
+pub fn run(
+    seeds: &[u64],
+    progress: &dyn Progress,
+    model: Option<Model>,
+) -> Result<ExperimentResult, String> {
     let costs = NotifyCosts::for_machine(MACHINE).ok_or("no notification costs for x5650-2s")?;
-    run_with(seeds, progress, costs)
+    run_with(seeds, progress, costs, model)
 }
 
 /// The experiment with other notification costs (e.g. [`costs_from_c2c`]): the machine's shape
-/// and caches stay the X5650's.
+/// and caches stay the X5650's. `model` forces the engine's physics for the compute side (None:
+/// the machine's own).
 pub fn run_with(
     seeds: &[u64],
     progress: &dyn Progress,
     costs: NotifyCosts,
+    model: Option<Model>,
 ) -> Result<ExperimentResult, String> {
     let mut catalog = Catalog::builtin();
+    if let Some(model) = model {
+        let mut m = catalog
+            .machine(MACHINE)
+            .ok_or_else(|| format!("no machine {MACHINE}"))?;
+        m.model = model;
+        catalog.set_machine(m);
+    }
     for &a in MAP_APKI {
         catalog.set_program(synthetic(a));
     }
@@ -632,8 +646,8 @@ mod tests {
 
     #[test]
     fn same_seeds_same_json() {
-        let a = run(&[1, 2], &NoProgress).expect("runs");
-        let b = run(&[1, 2], &NoProgress).expect("runs");
+        let a = run(&[1, 2], &NoProgress, None).expect("runs");
+        let b = run(&[1, 2], &NoProgress, None).expect("runs");
         let ja = serde_json::to_string(&a).expect("json");
         let jb = serde_json::to_string(&b).expect("json");
         assert_eq!(ja, jb);
@@ -651,7 +665,7 @@ mod tests {
 
     #[test]
     fn one_seed_gives_no_interval_and_no_verdict() {
-        let one = run(&[3], &NoProgress).expect("runs");
+        let one = run(&[3], &NoProgress, None).expect("runs");
         // The crossover map's cells: a mean, no interval, and no gain/loss verdict.
         let map = &one.tables[1];
         let mut judged = 0;
@@ -689,7 +703,7 @@ mod tests {
         assert!(entries > 0);
 
         // Two seeds decide: every map cell carries an interval and a verdict.
-        let two = run(&[3, 4], &NoProgress).expect("runs");
+        let two = run(&[3, 4], &NoProgress, None).expect("runs");
         for c in two.tables[1].rows.iter().flat_map(|r| &r[1..r.len() - 1]) {
             assert!(
                 c.ends_with("(gain)")

@@ -30,6 +30,15 @@
 //!    ratios by golden-section search. The other programs' Core 2 CPIs are validation
 //!    (`examples/core2_check.rs`).
 //!
+//! 5. The issue side of the modern machines' Hyper-Threading (`modern_smt()` in catalog.rs,
+//!    shared by both models: issue_penalty + same_unit_penalty, their estimated split kept;
+//!    range 0.1-18, each penalty within v1's 0-10): two copies of the core-bound SPEC CPU2006
+//!    programs (`paper::SMT_CORE_PROGRAMS`) on the two threads of one `modern-2s-32c` core
+//!    retire what two copies on one Xeon E5-2699 v4 core do against one copy (De Gelas,
+//!    AnandTech 2016: calibration targets); `-- --fit` minimises the squared log ratios by
+//!    golden-section search. The other programs' pair throughputs are validation
+//!    (`examples/smt_check.rs`).
+//!
 //! Every published number comes through `paper::calibration_target`, which refuses validation
 //! figures; `crates/sim/tests/calibration.rs` checks this file as it checks `calibrate.rs`.
 //! `cargo run --release -p counterpoint-sim --example calibrate_v2 [-- --fit]`.
@@ -619,6 +628,73 @@ fn main() {
     );
     for l in &lines {
         println!("  {l}");
+    }
+    // 5. The modern cores' Hyper-Threading issue side, from pairs whose time is their core's.
+    let smt_loss = |cat: &Catalog| -> (f64, Vec<String>) {
+        let (mut loss, mut lines) = (0.0, Vec::new());
+        for p in paper::SMT_CORE_PROGRAMS {
+            let want = target(&format!("e5-2699v4-smt/{p}/pair_throughput"));
+            let pair = |model| {
+                pair_throughput(cat, MODERN_SMT_MACHINE, p, model, 2000)
+                    .unwrap_or_else(|e| fail(e.to_string()))
+            };
+            let (v2, v1) = (pair(Model::V2), pair(Model::V1));
+            loss += (v2 / want).ln().powi(2);
+            lines.push(format!(
+                "{p:<13} two copies on one core retire {v2:.3} x one copy (v1 {v1:.3}; measured {want:.3}, {:+.1} %)",
+                (v2 / want - 1.0) * 100.0
+            ));
+        }
+        (loss, lines)
+    };
+    if fit {
+        let total = golden_min(MODERN_SMT_TOTAL_RANGE, 1e-4, |x| {
+            let mut c = cat.clone();
+            set_modern_smt(&mut c, x);
+            smt_loss(&c).0
+        });
+        set_modern_smt(&mut cat, total);
+    }
+    let smt = cat
+        .machine(MODERN_SMT_MACHINE)
+        .unwrap_or_else(|| fail(format!("no machine {MODERN_SMT_MACHINE}")))
+        .smt;
+    let (loss, lines) = smt_loss(&cat);
+    println!(
+        "modern Hyper-Threading ({MODERN_SMT_MACHINE} for the E5-2699 v4): issue_penalty {:.4}, same_unit_penalty {:.4} (sum {:.4}); squared log ratios {loss:.5}",
+        smt.issue_penalty,
+        smt.same_unit_penalty,
+        smt.issue_penalty + smt.same_unit_penalty
+    );
+    for l in &lines {
+        println!("  {l}");
+    }
+}
+
+/// The machine that stands for the Xeon E5-2699 v4 in stage 5: the catalog's modern two-socket
+/// (its core-bound pairs do not touch its memory or LLC, so only the core's sharing shows).
+const MODERN_SMT_MACHINE: &str = "modern-2s-32c";
+
+/// Range of the modern core's issue and same-unit penalties together (each stays within v1's
+/// 0-10 with the estimated split).
+const MODERN_SMT_TOTAL_RANGE: (f64, f64) = (0.1, 18.0);
+
+/// Give every machine that shares `MODERN_SMT_MACHINE`'s SMT sharing the penalties summing to
+/// `total`, split as the catalog splits them.
+fn set_modern_smt(cat: &mut Catalog, total: f64) {
+    let Some(base) = cat.machine(MODERN_SMT_MACHINE).map(|m| m.smt) else {
+        fail(format!("no machine {MODERN_SMT_MACHINE}"))
+    };
+    let issue_share = base.issue_penalty / (base.issue_penalty + base.same_unit_penalty);
+    for name in cat.machine_names() {
+        let Some(mut m) = cat.machine(&name) else {
+            continue;
+        };
+        if m.smt == base {
+            m.smt.issue_penalty = total * issue_share;
+            m.smt.same_unit_penalty = total * (1.0 - issue_share);
+            cat.set_machine(m);
+        }
     }
 }
 

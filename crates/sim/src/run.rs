@@ -166,6 +166,50 @@ pub fn solo_counters(
         .ok_or_else(|| SimError::Invalid(format!("{program} on {machine}: no counters")))
 }
 
+/// A core's throughput with two copies of `program` on its two SMT threads (CPUs 0 and 1 of
+/// catalog machine `machine`, siblings in every catalog topology with two threads per core)
+/// against one copy alone on CPU 0, both over `duration_ms` under `model`: the instructions the
+/// pair retires over those the single copy retires, what a SPEC rate score with two copies
+/// over the one-copy score measures. Refuses a machine without two threads per core.
+pub fn pair_throughput(
+    cat: &Catalog,
+    machine: &str,
+    program: &str,
+    model: Model,
+    duration_ms: u64,
+) -> Result<f64, SimError> {
+    let spec = cat
+        .machine(machine)
+        .ok_or_else(|| SimError::Invalid(format!("no machine {machine}")))?;
+    if spec.threads_per_core != 2 {
+        return Err(SimError::Invalid(format!(
+            "{machine} has {} threads per core, not 2",
+            spec.threads_per_core
+        )));
+    }
+    let solo = solo_counters(cat, machine, program, model, duration_ms)?;
+    let sc = Scenario::builder(cat, machine)
+        .and_then(|b| {
+            b.model(model)
+                .duration_ms(duration_ms)
+                .task(program, Some(counterpoint_core::CpuSet::single(0)))?
+                .task(program, Some(counterpoint_core::CpuSet::single(1)))
+        })
+        .map_err(SimError::Invalid)?
+        .build()
+        .map_err(|e| SimError::Invalid(e.to_string()))?;
+    let mut sim = Simulation::new(&sc, 1)?;
+    sim.advance_quiet(duration_ms.saturating_mul(1_000_000), None);
+    let mut pair = 0.0;
+    for t in 0..2 {
+        pair += sim
+            .counters(t)
+            .ok_or_else(|| SimError::Invalid(format!("{program} on {machine}: no counters")))?
+            .instructions;
+    }
+    Ok(pair / solo.instructions.max(1.0))
+}
+
 /// Run a scenario. The epoch-level `policy` decides after every epoch of `epoch_ns` and its
 /// actions are applied (through the [`Driver`], without hold-back); the `pick` hook is
 /// consulted at every context switch.
@@ -689,6 +733,22 @@ mod tests {
         assert!(solo_counters(&cat, "zhang-smp", "no-such-program", Model::V2, 10).is_err());
         let c = solo_counters(&cat, "zhang-smp", "gzip", Model::V2, 10).expect("gzip alone");
         assert!(c.instructions > 0.0 && c.cycles > 0.0);
+    }
+
+    /// A pair's throughput needs two threads per core; with them, a second thread adds work
+    /// but never doubles it (the sibling always costs something), under both models.
+    #[test]
+    fn pair_throughput_needs_smt_and_stays_below_two() {
+        let cat = Catalog::builtin();
+        let e = pair_throughput(&cat, "zhang-smp", "gzip", Model::V1, 10).unwrap_err();
+        assert!(e.to_string().contains("1 threads per core"), "{e}");
+        assert!(pair_throughput(&cat, "no-such-machine", "gzip", Model::V1, 10).is_err());
+        for model in [Model::V1, Model::V2] {
+            for (machine, p) in [("masa-2x2ht", "gzip"), ("x5650-2s", "456.hmmer")] {
+                let r = pair_throughput(&cat, machine, p, model, 200).unwrap();
+                assert!(r > 1.0 && r < 2.0, "{machine} {p} {model:?}: {r}");
+            }
+        }
     }
 
     fn scenario() -> Scenario {

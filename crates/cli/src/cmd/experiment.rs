@@ -47,9 +47,28 @@ pub struct ExperimentArgs {
     c2c: Option<PathBuf>,
     /// Simulator physics for the simulated experiments: v1 (fitted) or v2 (physics from
     /// sources, slices drifting; docs/sim.md, "Model v2"). Default: each scenario's own (v1
-    /// unless its file says `model = "v2"`). model-validation always runs both.
+    /// unless its file says `model = "v2"`; replica: x5650-2s's, v1). model-validation always
+    /// runs both; leak and schedtask run models of their own and requests a real PostgreSQL,
+    /// so they refuse it (under `all` they run as without it).
     #[arg(long, value_name = "v1|v2")]
     model: Option<String>,
+}
+
+/// Why experiment `name` would run the same with and without `--model` (None: it takes it).
+fn ignores_model(name: &str) -> Option<&'static str> {
+    match name {
+        "model-validation" => Some("always runs both models side by side"),
+        "leak" => Some(
+            "runs its own sub-microsecond model of two SMT threads (counterpoint_sim::smt_probe), \
+             not the engine's physics",
+        ),
+        "schedtask" => Some(
+            "runs its own model of OS-intensive programs (counterpoint_sim::schedtask), not \
+             the engine's physics",
+        ),
+        "requests" => Some("runs a real PostgreSQL, not the simulator"),
+        _ => None,
+    }
 }
 
 /// `dir`'s report (its `results.json`) holds experiments other than `name`'s: writing `name`'s
@@ -171,6 +190,11 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
         Some("v2") => Some(counterpoint_sim::Model::V2),
         Some(other) => bail!("--model {other:?}: expected v1 or v2"),
     };
+    if model.is_some() {
+        if let Some(why) = ignores_model(&args.name) {
+            bail!("--model: experiment {} {why}; drop --model", args.name);
+        }
+    }
     let last = args
         .first_seed
         .checked_add(u64::from(args.seeds) - 1)
@@ -267,7 +291,8 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             let costs = experiment::replica::costs_from_c2c(&text, &path.display().to_string())
                 .map_err(anyhow::Error::msg)?;
             announce();
-            vec![experiment::replica::run_with(&seeds, &bar, costs).map_err(anyhow::Error::msg)?]
+            vec![experiment::replica::run_with(&seeds, &bar, costs, model)
+                .map_err(anyhow::Error::msg)?]
         }
     };
     bar.bar.finish_and_clear();

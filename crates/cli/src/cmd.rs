@@ -194,6 +194,20 @@ pub fn nearest_existing_ancestor(path: &std::path::Path) -> &std::path::Path {
         .unwrap_or(std::path::Path::new("."))
 }
 
+/// `--sysfs-root` must be a directory: event names resolve against it, and a root that is
+/// not there would leave every PMU "missing" with no word about the root itself.
+pub fn check_sysfs_root(root: &std::path::Path) -> anyhow::Result<()> {
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) => anyhow::bail!(
+            "--sysfs-root {}: not a directory ({})",
+            root.display(),
+            counterpoint_host::files::kind(m.file_type())
+        ),
+        Err(e) => anyhow::bail!("--sysfs-root {}: {e}", root.display()),
+    }
+}
+
 /// Fail now, before any work, if the `what` (report, results) of `--out DIR` cannot be written
 /// into `dir`: an existing directory must take a file (an empty probe file is written and
 /// removed); a missing one is created only when the first file is written (so a run refused

@@ -178,7 +178,19 @@ fn without_postgres_run_pg_fails_and_the_experiment_says_skipped() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--scale must be in [0.002, 1]"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--scale must be in [0.002, 1]") && err.contains("below 0.002"));
+    // Each bound gives its own reason.
+    let out = counterpoint()
+        .args(["requests", "run-pg", "--scale", "2"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 is the largest") && !err.contains("below 0.002"),
+        "{err}"
+    );
     let out = counterpoint()
         .args(["requests", "run-pg"])
         .env("COUNTERPOINT_PG_BIN", "/nonexistent")

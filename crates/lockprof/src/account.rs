@@ -74,8 +74,13 @@ pub(crate) fn push_hold(s: &Slot, p: &mut Private, lock: usize, t: u64, idx: usi
         }
         if crate::events::COUNT.load(core::sync::atomic::Ordering::Relaxed) > 0 {
             // Read the events, then restart the hold's clock: the read is not the program's.
+            // The thread's held time restarts with it (it counted the read until session 21,
+            // so with `--events` a thread's `held` was many times its holds' total).
             crate::events::read_all(&mut p.ev[d]);
             p.stack[d].since = rdtsc();
+            if d == 0 {
+                p.held_since = p.stack[d].since;
+            }
         }
         p.depth = d + 1;
     } else {

@@ -193,6 +193,9 @@ fn write_json_str(w: &mut FdWriter, bytes: &[u8]) -> core::fmt::Result {
 
 use crate::lifecycle::mono_ns;
 
+/// The shortest interval the TSC rate is measured over at exit, when the process took locks.
+const MIN_CALIBRATION_NS: u64 = 2_000_000;
+
 /// The report format's version (2: `segment`, `ended_by`, `program`; 3: minima, histograms,
 /// owner changes, condition-variable notifications, first-seen stacks, `_exit`).
 pub const FORMAT_VERSION: u32 = 3;
@@ -219,18 +222,23 @@ pub(crate) fn flush(ending: Ending) -> Option<Written> {
         Ending::Signal(s) => Some(s),
         _ => None,
     };
-    // Calibrate TSC against CLOCK_MONOTONIC over the whole run (at least 20 ms at exit).
+    // Calibrate TSC against CLOCK_MONOTONIC over the whole run. The elapsed time is the
+    // program's own, read before any wait. A process that took locks and exits before
+    // `MIN_CALIBRATION_NS` waits out the rest (a read of the clock jitters by about 100 ns:
+    // 5e-5 of a 2 ms interval); one that took none has no time to convert and does not wait
+    // (`lockprof -- make` must not hold every lock-free child: it held each 20 ms until
+    // session 21).
     let t0 = INIT_TSC.load(Relaxed);
     let m0 = INIT_MONO_NS.load(Relaxed);
     let mut m1 = mono_ns();
-    if matches!(ending, Ending::Exit | Ending::QuickExit) {
-        while m1.saturating_sub(m0) < 20_000_000 {
+    let elapsed_ns = m1.saturating_sub(m0).max(1);
+    if matches!(ending, Ending::Exit | Ending::QuickExit) && crate::table::has_activity() {
+        while m1.saturating_sub(m0) < MIN_CALIBRATION_NS {
             m1 = mono_ns();
         }
     }
     let t1 = rdtsc();
-    let elapsed_ns = m1.saturating_sub(m0).max(1);
-    let tsc_per_ns = t1.wrapping_sub(t0) as f64 / elapsed_ns as f64;
+    let tsc_per_ns = t1.wrapping_sub(t0) as f64 / m1.saturating_sub(m0).max(1) as f64;
     let ns = |ticks: u64| -> u64 {
         if tsc_per_ns > 0.0 {
             (ticks as f64 / tsc_per_ns) as u64

@@ -249,9 +249,20 @@ pub fn run_pg(cfg: &RunConfig) -> Result<RunOutput, RequestsError> {
         )));
     }
     if !(MIN_SCALE..=1.0).contains(&cfg.scale) {
+        // The reason for the bound that was crossed (a probe's `--scale 2` was told about the
+        // lower one).
+        let why = if cfg.scale > 1.0 {
+            "1 is the largest the harness is sized for: about 6 million line items, 100 \
+             times the default 0.01's"
+                .to_string()
+        } else {
+            format!(
+                "below {MIN_SCALE} the LIMIT templates, Q3 and Q10, can find fewer rows than \
+                 their LIMIT and the row check would fail"
+            )
+        };
         return Err(RequestsError::Invalid(format!(
-            "--scale must be in [{MIN_SCALE}, 1], got {} (below {MIN_SCALE} the LIMIT templates, \
-             Q3 and Q10, can find fewer rows than their LIMIT and the row check would fail)",
+            "--scale must be in [{MIN_SCALE}, 1], got {} ({why})",
             cfg.scale
         )));
     }

@@ -538,8 +538,17 @@ impl Scenario {
                 message,
             }
         };
+        // An error about the document as a whole (a missing top-level key, no task) has no
+        // field to name: the first key's name there read as the culprit (`1:1: name: missing
+        // field machine`, a probe found).
+        let err_doc = |message: String| ScenarioError {
+            file: file.to_string(),
+            line: 0,
+            column: 0,
+            path: "<document>".into(),
+            message,
+        };
         let parsed: ScenarioFile = toml::from_str(src).map_err(|e| {
-            let offset = e.span().map_or(0, |s| s.start);
             // toml's message repeats the location and a source excerpt; keep the reason only.
             let reason = e.message().trim();
             let reason = if reason.is_empty() {
@@ -547,7 +556,14 @@ impl Scenario {
             } else {
                 shorten_digits(reason)
             };
-            err_at(offset, reason)
+            // toml spans a missing top-level key over the top-level table, from offset 0.
+            let whole = |s: &std::ops::Range<usize>| {
+                s.start == 0 && (s.end >= src.trim_end().len() || reason.starts_with("missing"))
+            };
+            match e.span() {
+                Some(s) if !whole(&s) => err_at(s.start, reason),
+                _ => err_doc(reason),
+            }
         })?;
         let machine_name = parsed.machine.get_ref();
         let mut machine = catalog.machine(machine_name).ok_or_else(|| {
@@ -584,7 +600,9 @@ impl Scenario {
             };
             err_at(off, message)
         })?;
-        let topo = machine.topology().map_err(|e| err_at(0, e.to_string()))?;
+        let topo = machine
+            .topology()
+            .map_err(|e| err_at(parsed.machine.span().start, e.to_string()))?;
         let all = topo.all_cpus();
         // Where `key` is written inside task entry `t` (the entry's start if it is not).
         let key_in = |t: &toml::Spanned<TaskFile>, key: &str| {
@@ -770,7 +788,7 @@ impl Scenario {
             }
         }
         if tasks.is_empty() {
-            return Err(err_at(0, "a scenario needs at least one [[task]]".into()));
+            return Err(err_doc("a scenario needs at least one [[task]]".into()));
         }
         Ok(Scenario {
             name: parsed.name,

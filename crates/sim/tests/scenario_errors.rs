@@ -72,6 +72,18 @@ fn wrong_type() {
 fn missing_field() {
     let e = load(&GOOD.replace("duration_ms = 100\n", "")).unwrap_err();
     assert!(e.message.contains("missing field `duration_ms`"), "{e}");
+    // The document lacks it: no other field is named as the culprit.
+    assert_eq!((e.line, e.path.as_str()), (0, "<document>"), "{e}");
+    assert!(!e.to_string().contains("name:"), "{e}");
+}
+
+/// A scenario without tasks is refused as a whole, not at its first key.
+#[test]
+fn no_task() {
+    let src = "name = \"x\"\nmachine = \"zhang-smp\"\nduration_ms = 100\n";
+    let e = load(src).unwrap_err();
+    assert!(e.message.contains("at least one [[task]]"), "{e}");
+    assert_eq!(e.path, "<document>", "{e}");
 }
 
 #[test]

@@ -57,8 +57,8 @@ pub struct AgentArgs {
     /// which has no seed.
     #[arg(long)]
     seed: Option<u64>,
-    /// Stop after this many intervals (then restore), for scripted runs.
-    #[arg(long)]
+    /// Stop after this many intervals (then restore), for scripted runs (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_intervals: Option<u64>,
     /// `masa`: the load-calibration table measured on this machine (a JSON file of
     /// `counterpoint_policy::Calibration`), or `paper` for the 2002 dual Xeon's table.

@@ -197,6 +197,7 @@ fn theft_note(
 }
 
 pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
+    super::check_sysfs_root(&args.sysfs_root)?;
     let topo = counterpoint_host::sysfs::host_topology()?;
     if let Some(path) = &args.masa {
         let table = masa_table(&topo, &args, Duration::from_secs_f64(args.seconds))?;

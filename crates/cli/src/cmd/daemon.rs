@@ -165,15 +165,7 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
     // Refused before anything starts: a sysfs root that is not a directory (event names would
     // resolve against nothing), an audit log that is another file, a socket path that cannot
     // be bound.
-    match std::fs::metadata(&args.sysfs_root) {
-        Ok(m) if m.is_dir() => {}
-        Ok(m) => bail!(
-            "--sysfs-root {}: not a directory ({})",
-            args.sysfs_root.display(),
-            counterpoint_host::files::kind(m.file_type())
-        ),
-        Err(e) => bail!("--sysfs-root {}: {e}", args.sysfs_root.display()),
-    }
+    super::check_sysfs_root(&args.sysfs_root)?;
     match (&args.audit, &policy.audit_log) {
         (Some(a), _) => check_audit_log("--audit", a)?,
         (None, Some(a)) => check_audit_log("audit_log (from --policy)", a)?,

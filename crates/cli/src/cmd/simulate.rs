@@ -29,8 +29,9 @@ pub struct SimulateArgs {
     /// scenario's machine with MASA's probe co-runs.
     #[arg(long)]
     paper_calibration: bool,
-    /// Epoch-level policies: a task moved is not moved again for this many epochs (the
-    /// agent's hold-back; default 0 = none).
+    /// Epoch-level policies that move tasks: a task moved is not moved again for this many
+    /// epochs (the agent's hold-back; default 0 = none). Refused for `linux` and the pick-next
+    /// policies, which move none.
     #[arg(long, default_value_t = 0)]
     min_residency: u32,
     /// `spread` only: CPUs used from which a task counts as hungry (a finite number above 0).
@@ -113,6 +114,24 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
             "--paper-calibration: policy {policy_name:?} uses no load calibration (only the \
              MASA policies do)"
         );
+    }
+    // The hold-back delays an epoch policy's next move of a task; a policy that moves none
+    // would run the same with and without it.
+    if args.min_residency > 0 {
+        if let Ok(e) = &entry {
+            if e.level == counterpoint_policy::registry::Level::PickNext {
+                bail!(
+                    "--min-residency: policy {policy_name:?} picks the next task at each switch \
+                     and moves no task between epochs; drop --min-residency"
+                );
+            }
+            if e.name == "linux" {
+                bail!(
+                    "--min-residency: policy \"linux\" (the baseline) moves no task; drop \
+                     --min-residency"
+                );
+            }
+        }
     }
     let built = lab
         .build_policy(&policy_name, &scenario, seed, &options)

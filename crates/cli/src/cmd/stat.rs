@@ -342,6 +342,7 @@ fn stderr_gone() -> bool {
 mod stat_daemon;
 
 pub fn run(args: StatArgs) -> Result<ExitCode> {
+    super::check_sysfs_root(&args.sysfs_root)?;
     let result = match args.daemon.clone() {
         Some(socket) => stat_daemon::run(&args, socket.as_deref()),
         None => match run_counting(args) {

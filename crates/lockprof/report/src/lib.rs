@@ -669,6 +669,12 @@ pub fn read_report(path: &Path) -> Result<Report, ReportError> {
     })
 }
 
+/// Whether `event` (as `--events` names it) counts nanoseconds: the software clocks.
+fn is_clock_event(event: &str) -> bool {
+    let base = event.split(':').next().unwrap_or(event);
+    matches!(base, "task-clock" | "cpu-clock")
+}
+
 fn is_cond_kind(kind: &str) -> bool {
     kind.starts_with("cond-")
 }
@@ -1289,7 +1295,13 @@ impl Profile {
             s.push_str("\ncounter deltas while held (total, per hold)\n");
             s.push_str(&format!("{:>9}", "holds"));
             for e in &self.events {
-                s.push_str(&format!(" {:>14} {:>10}", e, "/hold"));
+                // The software clocks count nanoseconds; every other event counts occurrences.
+                let name = if is_clock_event(e) {
+                    format!("{e} ns")
+                } else {
+                    e.clone()
+                };
+                s.push_str(&format!(" {name:>14} {:>10}", "/hold"));
             }
             s.push_str(&format!("  {:<12} lock\n", "kind"));
             for l in &self.locks[..n] {
@@ -1603,6 +1615,10 @@ mod tests {
             t.contains("counter deltas while held") && t.contains("page-faults"),
             "{t}"
         );
+        // Counts carry no unit; the software clocks say theirs.
+        assert!(!t.contains("page-faults ns"), "{t}");
+        assert!(is_clock_event("task-clock") && is_clock_event("cpu-clock:u"));
+        assert!(!is_clock_event("page-faults") && !is_clock_event("cycles"));
     }
 
     #[test]

@@ -94,7 +94,7 @@ fn a_scenario_without_machine_or_tasks_is_refused_as_a_whole() {
     let path = no_machine.display().to_string();
     refused(
         &["simulate", &path],
-        &[&format!("{path}: missing field `machine`")],
+        &[&format!("{path}:1:1: missing field `machine`")],
     );
     let no_task = dir.path().join("no-task.toml");
     std::fs::write(
@@ -105,6 +105,8 @@ fn a_scenario_without_machine_or_tasks_is_refused_as_a_whole() {
     let path = no_task.display().to_string();
     refused(
         &["simulate", &path],
-        &[&format!("{path}: a scenario needs at least one [[task]]")],
+        &[&format!(
+            "{path}:1:1: a scenario needs at least one [[task]]"
+        )],
     );
 }

@@ -37,6 +37,11 @@ const FIXED_POINT_MAX_ITERS: usize = 100;
 const FIXED_POINT_TOL: f64 = 1e-11;
 /// Fixed-point iterations of a light (warm-up) update.
 const LIGHT_ITERS: usize = 1;
+/// The same on the v2 fast path for a bus where two threads of one core both run: their issue
+/// pressures on each other are a fixed point of their own, and with the modern cores' fitted
+/// penalties (session 21) one iteration left a warming task's sibling 1.4e-2 off the reference
+/// path's work (`speed_paths`, x5650-2s: 2.1e-3 with three; masa-2x2ht 3.0e-3 -> 4.5e-4).
+const LIGHT_ITERS_SMT: usize = 3;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).
 const BUS_ITERS: usize = 60;
 /// v2: Newton's method for a bus's latency stops after a step smaller than this (relative):

@@ -140,10 +140,15 @@ pub struct ScenarioError {
 
 impl ScenarioError {
     /// `file:line:column: field: message`; without a position (an unreadable file) just
-    /// `file: message`.
+    /// `file: message`; about the whole document (at 1:1), `file:1:1: message`.
     fn render(&self) -> String {
         if self.line == 0 && self.path == "<document>" {
             format!("{}: {}", self.file, self.message)
+        } else if self.path == "<document>" {
+            format!(
+                "{}:{}:{}: {}",
+                self.file, self.line, self.column, self.message
+            )
         } else if self.line == 0 {
             // A scenario built in code: no position, but the field.
             format!("{}: {}: {}", self.file, self.path, self.message)
@@ -543,8 +548,8 @@ impl Scenario {
         // field machine`, a probe found).
         let err_doc = |message: String| ScenarioError {
             file: file.to_string(),
-            line: 0,
-            column: 0,
+            line: 1,
+            column: 1,
             path: "<document>".into(),
             message,
         };

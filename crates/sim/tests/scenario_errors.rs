@@ -73,7 +73,7 @@ fn missing_field() {
     let e = load(&GOOD.replace("duration_ms = 100\n", "")).unwrap_err();
     assert!(e.message.contains("missing field `duration_ms`"), "{e}");
     // The document lacks it: no other field is named as the culprit.
-    assert_eq!((e.line, e.path.as_str()), (0, "<document>"), "{e}");
+    assert_eq!((e.line, e.path.as_str()), (1, "<document>"), "{e}");
     assert!(!e.to_string().contains("name:"), "{e}");
 }
 

@@ -321,7 +321,23 @@ impl Simulation {
     /// instead of iterating to convergence. The whole solve follows when the burst of
     /// warm-ups on the bus is over, so warm tasks still run at exact steady-state rates.
     pub(super) fn light_update(&mut self, b: usize) {
-        self.solve_with(b, LIGHT_ITERS, FIXED_POINT_TOL);
+        let iters = if self.v2_fast() && self.smt_pair_runs(b) {
+            LIGHT_ITERS_SMT
+        } else {
+            LIGHT_ITERS
+        };
+        self.solve_with(b, iters, FIXED_POINT_TOL);
+    }
+
+    /// Whether two threads of one core of bus `b` both run a task.
+    fn smt_pair_runs(&self, b: usize) -> bool {
+        self.buses[b].cpus.iter().any(|&c| {
+            let c = c as usize;
+            self.cpus[c].current != NONE
+                && self.sib[self.sib_off[c] as usize..self.sib_off[c + 1] as usize]
+                    .iter()
+                    .any(|&s| self.cpus[s as usize].current != NONE)
+        })
     }
 
     /// Pack bus `b`'s load terms (`Bus::pk`, one `LoadTerm` per running CPU of `run` that

@@ -69,9 +69,11 @@ fn a_sysfs_root_that_is_not_a_directory_is_refused() {
         ],
         &["--sysfs-root /nonexistent-sysfs"],
     );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().display().to_string();
     refused(
-        &["stat", "--sysfs-root", "/etc/hostname", "--", "true"],
-        &["--sysfs-root /etc/hostname: not a directory"],
+        &["stat", "--sysfs-root", &path, "--", "true"],
+        &[&format!("--sysfs-root {path}: not a directory")],
     );
 }
 

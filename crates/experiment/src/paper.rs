@@ -224,12 +224,13 @@ const DEGELAS: &str = "J. De Gelas, \"Investigating Cavium's ThunderX: The First
 /// time, so the ratio of the two is the core's throughput with two threads against one (both
 /// runs keep one core busy, so both run at the same turbo clock). Only the rows printed in
 /// full in the stored copy: 445.gobmk's one-copy score is cut after "22." (27.7 with two
-/// copies, a ratio between 1.21 and 1.26), and the later rows are missing. The same two-copy
-/// scores appear in De Gelas's Xeon E5 v4 review (AnandTech, March 2016), whose text names gcc
-/// 4.8.4 and -O2 where this page names -Ofast: both columns come from the same runs either way.
-/// [`SMT_CORE_PROGRAMS`] are calibration targets (the issue side of the modern machines'
-/// Hyper-Threading, `examples/calibrate_smt.rs`); the others are validation
-/// (`examples/smt_check.rs`).
+/// copies in De Gelas's Xeon E5 v4 review, a ratio between 1.21 and 1.26), and the later rows
+/// are missing. The two-copy scores are the same as that review's (AnandTech, March 2016: "Run
+/// 2 copies and bind them to the first core", gcc 4.8.4, -O2), while this page names -Ofast:
+/// whether the one-copy column was run with the same flags is not stated, so a ratio may carry a
+/// compiler difference as well. [`SMT_CORE_PROGRAMS`] are calibration targets (the issue side
+/// of the modern machines' Hyper-Threading, `examples/calibrate_v2.rs`, stage 5); the others
+/// are validation (`examples/smt_check.rs`).
 pub const E5_2699V4_SMT: &[(&str, f64, f64)] = &[
     ("400.perlbench", 32.2, 36.6),
     ("401.bzip2", 19.2, 25.3),
@@ -237,10 +238,11 @@ pub const E5_2699V4_SMT: &[(&str, f64, f64)] = &[
     ("429.mcf", 39.0, 43.9),
 ];
 /// The programs of [`E5_2699V4_SMT`] whose pair throughput is a calibration target: those that
-/// spend under 5 % of their time on memory alone on `modern-2s-32c` (400.perlbench 1.2 %; the
-/// next, 401.bzip2, 5.3 %; 403.gcc 12.8 %, 429.mcf 67 %). A pair of them contends for the core
-/// alone, so its throughput says how much a running sibling costs a thread's issue; the others
-/// then test what the model does with memory time beside a sibling.
+/// spend under 5 % of their time on memory alone on `modern-2s-32c` (the threshold of
+/// [`CORE2_CORE_PROGRAMS`]; `examples/smt_check.rs` prints each program's share: 400.perlbench
+/// 1.2 %, 401.bzip2 5.3 %, 403.gcc 12.8 %, 429.mcf 67.2 % under v2). A pair of them contends
+/// for the core alone, so its throughput says how much a running sibling costs a thread's
+/// issue; the others then test what the model does with memory time beside a sibling.
 pub const SMT_CORE_PROGRAMS: [&str; 1] = ["400.perlbench"];
 const TIAN: &str = "Tian, Jiang, Shen & Mao, \"Optimal Co-Scheduling to Minimize Makespan on Chip Multiprocessors\", JSSPP 2012 (LNCS 7698), Table 1";
 /// Co-run degradation of SPEC CPU2000 programs on a Xeon 5150 at 2.66 GHz (two cores sharing a

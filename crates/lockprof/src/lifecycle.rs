@@ -51,6 +51,35 @@ pub(crate) fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The TSC and `CLOCK_MONOTONIC` read as one instant: the TSC on both sides of the clock read,
+/// the closest of a few tries, its midpoint. A preemption between the two reads would skew the
+/// TSC rate measured between two such instants; with a 2 ms interval (report.rs) one of tens of
+/// µs would be 1 %.
+pub(crate) fn clock_pair() -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..8 {
+        let a = rdtsc();
+        let m = mono_ns();
+        let b = rdtsc();
+        let gap = b.wrapping_sub(a);
+        if gap < best.0 {
+            best = (gap, a.wrapping_add(gap / 2), m);
+        }
+        // A clock read takes well under a microsecond: nothing came between these.
+        if gap < 10_000 {
+            break;
+        }
+    }
+    (best.1, best.2)
+}
+
+/// Mark the start of the run (the TSC calibration's first instant).
+fn mark_start() {
+    let (tsc, mono) = clock_pair();
+    INIT_TSC.store(tsc, Relaxed);
+    INIT_MONO_NS.store(mono, Relaxed);
+}
+
 extern "C" fn atfork_child() {
     // The child has one thread (the forking one): drop the parent's data so the child's report
     // holds only what the child did, and restart calibration and thread time.
@@ -69,8 +98,7 @@ extern "C" fn atfork_child() {
     RETIRED.overflow_events.store(0, Relaxed);
     // Another parent thread may have held it at fork time; it does not exist here.
     RETIRED.busy.store(false, Relaxed);
-    INIT_TSC.store(rdtsc(), Relaxed);
-    INIT_MONO_NS.store(mono_ns(), Relaxed);
+    mark_start();
     if !mine.is_null() {
         // SAFETY: points into SLOTS.
         let s = unsafe { &*mine };
@@ -193,8 +221,7 @@ unsafe fn handle_if_default(sig: c_int) {
 }
 
 pub(crate) extern "C" fn init() {
-    INIT_TSC.store(rdtsc(), Relaxed);
-    INIT_MONO_NS.store(mono_ns(), Relaxed);
+    mark_start();
     // SAFETY: getpid has no preconditions.
     OWNER_PID.store(unsafe { libc::getpid() }, Relaxed);
     crate::real::resolve();

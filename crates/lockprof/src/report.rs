@@ -230,14 +230,11 @@ pub(crate) fn flush(ending: Ending) -> Option<Written> {
     // session 21).
     let t0 = INIT_TSC.load(Relaxed);
     let m0 = INIT_MONO_NS.load(Relaxed);
-    let mut m1 = mono_ns();
-    let elapsed_ns = m1.saturating_sub(m0).max(1);
+    let elapsed_ns = mono_ns().saturating_sub(m0).max(1);
     if matches!(ending, Ending::Exit | Ending::QuickExit) && crate::table::has_activity() {
-        while m1.saturating_sub(m0) < MIN_CALIBRATION_NS {
-            m1 = mono_ns();
-        }
+        while mono_ns().saturating_sub(m0) < MIN_CALIBRATION_NS {}
     }
-    let t1 = rdtsc();
+    let (t1, m1) = crate::lifecycle::clock_pair();
     let tsc_per_ns = t1.wrapping_sub(t0) as f64 / m1.saturating_sub(m0).max(1) as f64;
     let ns = |ticks: u64| -> u64 {
         if tsc_per_ns > 0.0 {

@@ -251,7 +251,9 @@ pub fn run_pg(cfg: &RunConfig) -> Result<RunOutput, RequestsError> {
     if !(MIN_SCALE..=1.0).contains(&cfg.scale) {
         // The reason for the bound that was crossed (a probe's `--scale 2` was told about the
         // lower one).
-        let why = if cfg.scale > 1.0 {
+        let why = if cfg.scale.is_nan() {
+            "not a number".to_string()
+        } else if cfg.scale > 1.0 {
             "1 is the largest the harness is sized for: about 6 million line items, 100 \
              times the default 0.01's"
                 .to_string()

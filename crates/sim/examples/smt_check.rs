@@ -57,9 +57,22 @@ fn main() {
     let pair = |c: &Catalog, p: &str, model| {
         pair_throughput(c, MACHINE, p, model, 2000).unwrap_or_else(|e| fail(e.to_string()))
     };
+    // Share of the program's time alone on memory under v2 (its CPI above its core CPI): under
+    // 5 % puts a program with both scores in the calibration set (`paper::SMT_CORE_PROGRAMS`).
+    let memory = |p: &str| {
+        let c = solo_counters(&cat, MACHINE, p, Model::V2, 3000)
+            .unwrap_or_else(|e| fail(e.to_string()));
+        let core = cat
+            .program(p)
+            .unwrap_or_else(|| fail(format!("no program {p}")))
+            .phases[0]
+            .profile
+            .cpi_core;
+        100.0 * (1.0 - core * c.instructions / c.cycles.max(1.0))
+    };
     println!(
-        "{:14} {:>9} {:>7} {:>7} {:>8} | {:>8}",
-        "program", "E5 meas.", "v1", "v2", "v2 error", "estimate"
+        "{:14} {:>9} {:>7} {:>7} {:>8} | {:>8} | {:>6}",
+        "program", "E5 meas.", "v1", "v2", "v2 error", "estimate", "memory"
     );
     let mut sums = [(0usize, 0.0, 0.0); 2];
     for p in PROGRAMS {
@@ -71,9 +84,10 @@ fn main() {
         let measured = figures
             .iter()
             .find(|f| f.id == format!("e5-2699v4-smt/{p}/pair_throughput"));
+        let mem = memory(p);
         let Some(f) = measured else {
             println!(
-                "{p:14} {:>9} {v1:>7.3} {v2:>7.3} {:>8} | {old:>8.3}",
+                "{p:14} {:>9} {v1:>7.3} {v2:>7.3} {:>8} | {old:>8.3} | {mem:>4.1} %",
                 "-", ""
             );
             continue;
@@ -85,7 +99,7 @@ fn main() {
         sums[k].2 += old_err.abs();
         let tag = if k == 0 { " (fitted)" } else { "" };
         println!(
-            "{p:14} {:>9.3} {v1:>7.3} {v2:>7.3} {:>+7.1} % | {old:>8.3}{tag}",
+            "{p:14} {:>9.3} {v1:>7.3} {v2:>7.3} {:>+7.1} % | {old:>8.3} | {mem:>4.1} %{tag}",
             f.value,
             err * 100.0
         );

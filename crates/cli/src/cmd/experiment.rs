@@ -66,7 +66,10 @@ fn ignores_model(name: &str) -> Option<&'static str> {
             "runs its own model of OS-intensive programs (counterpoint_sim::schedtask), not \
              the engine's physics",
         ),
-        "requests" => Some("runs a real PostgreSQL, not the simulator"),
+        "requests" => Some(
+            "runs a real PostgreSQL; its projection of the requests onto other machines always \
+             runs v1",
+        ),
         _ => None,
     }
 }

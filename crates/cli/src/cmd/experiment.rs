@@ -47,9 +47,9 @@ pub struct ExperimentArgs {
     c2c: Option<PathBuf>,
     /// Simulator physics for the simulated experiments: v1 (fitted) or v2 (physics from
     /// sources, slices drifting; docs/sim.md, "Model v2"). Default: each scenario's own (v1
-    /// unless its file says `model = "v2"`; replica: x5650-2s's, v1). model-validation always
-    /// runs both; leak and schedtask run models of their own and requests a real PostgreSQL,
-    /// so they refuse it (under `all` they run as without it).
+    /// unless its file says `model = "v2"`; replica: x5650-2s's, v1). model-validation (which
+    /// always runs both), leak and schedtask (models of their own) and requests (a real
+    /// PostgreSQL) refuse it; under `all` they run as without it.
     #[arg(long, value_name = "v1|v2")]
     model: Option<String>,
 }

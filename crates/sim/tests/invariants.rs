@@ -338,6 +338,42 @@ fn epoch_series_add_up_to_the_totals() {
     }
 }
 
+/// A co-runner never makes a task faster than alone, in short runs too: a full task's headroom
+/// let the solve give libquantum (beside swim on x5650-2s) the rates of 5.24 MB while it held
+/// 4.28, so it gained a fixed half millisecond on itself alone (NP 1.0055 over 100 ms, 1.055
+/// over 10 ms under v2; 464.h264ref beside swim on modern-2s-32c 1.017 over 10 ms). A tick now
+/// runs such a task at the miss ratio of what it holds.
+#[test]
+fn a_knee_program_gains_nothing_from_a_co_runner_in_short_runs() {
+    let cat = Catalog::builtin();
+    for model in [Model::V1, Model::V2] {
+        for (machine, victim) in [
+            ("x5650-2s", "462.libquantum"),
+            ("modern-2s-32c", "464.h264ref"),
+        ] {
+            for ms in [10, 20, 100] {
+                let sc = Scenario::builder(&cat, machine)
+                    .unwrap()
+                    .model(model)
+                    .duration_ms(ms)
+                    .epoch_ms(ms.min(100))
+                    .task(victim, Some(CpuSet::single(0)))
+                    .unwrap()
+                    .task("swim", Some(CpuSet::single(2)))
+                    .unwrap()
+                    .build()
+                    .unwrap();
+                let r = run(&sc, 0, None, None, ms * 1_000_000).unwrap();
+                let np = r.tasks[0].np.unwrap();
+                assert!(
+                    np <= 1.0 + 1e-6,
+                    "{model:?} {machine} {victim} over {ms} ms: NP {np}"
+                );
+            }
+        }
+    }
+}
+
 /// A program on the edge of its working set beside a stream settles on the side the cache's
 /// own dynamics reach, whatever the tick (session 20's physics probe): 462.libquantum (a 5 MB
 /// knee) beside swim on another core of x5650-2s's 12 MB L3 holds its set under both models at

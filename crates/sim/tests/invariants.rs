@@ -369,6 +369,29 @@ fn a_knee_program_gains_nothing_from_a_co_runner_in_short_runs() {
                     np <= 1.0 + 1e-6,
                     "{model:?} {machine} {victim} over {ms} ms: NP {np}"
                 );
+                // The reference path (a whole solve at every warm-up step) had the same flaw:
+                // the victim's work beside swim against alone, over the same time.
+                let work = |with_swim: bool| {
+                    let mut b = Scenario::builder(&cat, machine)
+                        .unwrap()
+                        .model(model)
+                        .duration_ms(ms)
+                        .epoch_ms(ms.min(100))
+                        .task(victim, Some(CpuSet::single(0)))
+                        .unwrap();
+                    if with_swim {
+                        b = b.task("swim", Some(CpuSet::single(2))).unwrap();
+                    }
+                    let mut sim = Simulation::new(&b.build().unwrap(), 0).unwrap();
+                    sim.set_exact_warmup(true);
+                    sim.advance_quiet(ms * 1_000_000, None);
+                    sim.counters(0).unwrap().instructions
+                };
+                let (shared, alone) = (work(true), work(false));
+                assert!(
+                    shared <= alone * (1.0 + 1e-6),
+                    "{model:?} {machine} {victim} over {ms} ms, reference path: {shared} > {alone}"
+                );
             }
         }
     }

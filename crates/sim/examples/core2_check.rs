@@ -29,14 +29,12 @@ fn solo(cat: &Catalog, program: &str) -> (f64, f64) {
     let spec = cat
         .machine(MACHINE)
         .unwrap_or_else(|| fail(format!("no machine {MACHINE}")));
-    let p = cat
+    let core = cat
         .program(program)
-        .unwrap_or_else(|| fail(format!("no program {program}")));
-    let prof = &p.phases[0].profile;
-    let core = prof
-        .v2
-        .as_ref()
-        .map_or(cpi, |v| v.core_cpi(prof.fp_fraction, &spec.v2));
+        .unwrap_or_else(|| fail(format!("no program {program}")))
+        .phases[0]
+        .profile
+        .core_cpi_on(&spec, Model::V2);
     (cpi, (1.0 - core / cpi).max(0.0))
 }
 

@@ -42,10 +42,11 @@ fn main() {
     // SAFETY: the first thing main does, before any other thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cat = Catalog::builtin();
-    let mut estimate = cat.clone();
-    let mut m = cat
+    let spec = cat
         .machine(MACHINE)
         .unwrap_or_else(|| fail(format!("no machine {MACHINE}")));
+    let mut estimate = cat.clone();
+    let mut m = spec.clone();
     println!(
         "{MACHINE}: issue_penalty {}, same_unit_penalty {} (the catalog's); estimate: 0.35, 0.30",
         m.smt.issue_penalty, m.smt.same_unit_penalty
@@ -67,7 +68,7 @@ fn main() {
             .unwrap_or_else(|| fail(format!("no program {p}")))
             .phases[0]
             .profile
-            .cpi_core;
+            .core_cpi_on(&spec, Model::V2);
         100.0 * (1.0 - core * c.instructions / c.cycles.max(1.0))
     };
     println!(

@@ -310,7 +310,7 @@ impl Prof {
             let curve = v.miss_curve.stretched(k);
             let fill_line_bytes = spec.line_bytes as f64 * k;
             return Self {
-                cpi_core: v.core_cpi(p.fp_fraction, &spec.v2),
+                cpi_core: p.core_cpi_on(spec, spec.model),
                 api: v.llc_apki / 1000.0,
                 api_per_mlp: v.llc_apki / 1000.0 / v.effective_mlp(&spec.v2),
                 cpi_core_smt: v.smt_core_cpi(p.fp_fraction, &spec.v2),
@@ -337,7 +337,7 @@ impl Prof {
             p.mlp
         };
         Self {
-            cpi_core: p.cpi_core,
+            cpi_core: p.core_cpi_on(spec, spec.model),
             api: p.llc_apki / 1000.0,
             api_per_mlp: p.llc_apki / 1000.0 / p.mlp,
             cpi_core_smt: p.cpi_core,

@@ -873,6 +873,17 @@ impl ProfileV2 {
 }
 
 impl Profile {
+    /// The CPI with a perfect LLC this profile runs at on `spec` under `model`: under v2 a
+    /// profile with a v2 description takes its core CPI from the machine's physics
+    /// (`ProfileV2::core_cpi`); any other keeps its one `cpi_core`. What the engine retires
+    /// against, and what a program's CPI alone above it (its memory time) is measured from.
+    pub fn core_cpi_on(&self, spec: &MachineSpec, model: Model) -> f64 {
+        match (model, &self.v2) {
+            (Model::V2, Some(v)) => v.core_cpi(self.fp_fraction, &spec.v2),
+            _ => self.cpi_core,
+        }
+    }
+
     /// Check the profile's parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.cpi_core.is_finite() && self.cpi_core > 0.0) {

@@ -570,3 +570,54 @@ fn a_failed_write_leaves_the_old_output_whole() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Ctrl-C (or SIGTERM) ends `heatmap`'s sampling early and still prints the heatmap of what it
+/// sampled, as `perf record` keeps what it recorded (probe, session 22: the default action
+/// killed it and the samples were lost). The signal goes once its perf events are open: its
+/// handler is installed before it opens them.
+#[test]
+fn heatmap_interrupted_prints_what_it_sampled() {
+    let mut target = Command::new("sleep").arg("60").spawn().expect("sleep");
+    let pid = target.id().to_string();
+    let child = bin()
+        .args([
+            "heatmap",
+            "--pid",
+            &pid,
+            "--duration-ms",
+            "600000",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    // Its fd table shows perf events once the samplers are open.
+    let fds = format!("/proc/{}/fd", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let sampling = || {
+        std::fs::read_dir(&fds).map_or(false, |d| {
+            d.flatten().any(|e| {
+                std::fs::read_link(e.path())
+                    .map_or(false, |l| l.to_string_lossy().contains("perf_event"))
+            })
+        })
+    };
+    while !sampling() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("wait");
+    let _ = target.kill();
+    let _ = target.wait();
+    let err = stderr(&out);
+    if err.contains("opening the cpu-clock samplers") {
+        return eprintln!("skipped: cpu-clock sampling refused here: {err}");
+    }
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("interrupted after"), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("the heatmap's JSON on stdout");
+    assert_eq!(v["pid"].to_string(), pid);
+}

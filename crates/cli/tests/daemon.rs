@@ -413,3 +413,46 @@ fn interval_printing_through_the_daemon() {
     .status
     .success());
 }
+
+/// The broker stopping in the middle of a run takes its counts with it, but not the command:
+/// `stat --daemon` says so, waits for the command and returns its exit status (probe, session
+/// 22: it printed only "Broken pipe" and exited 2, the command's status lost). The command
+/// waits for a file the test creates once the daemon is gone, so the order is fixed.
+#[test]
+fn a_broker_that_stops_mid_run_loses_the_counts_not_the_exit_status() {
+    for interval in [None, Some("20")] {
+        let d = world_dir();
+        let mut daemon = Daemon::start(d.path(), &[]);
+        let (started, go) = (d.path().join("started"), d.path().join("go"));
+        let script = format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.02; done; exit 5",
+            started.display(),
+            go.display()
+        );
+        let mut cmd = Command::new(BIN);
+        cmd.arg("stat").arg("--daemon").arg(&daemon.socket);
+        if let Some(ms) = interval {
+            cmd.args(["-I", ms]);
+        }
+        let child = cmd
+            .args(["-e", "task-clock", "--", "sh", "-c", &script])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !started.exists() {
+            assert!(Instant::now() < deadline, "the command did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        daemon.signal(libc::SIGTERM);
+        std::fs::write(&go, b"").unwrap();
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(5), "{interval:?}: {err}");
+        assert!(
+            err.contains("stopped answering") && err.contains("counts are lost"),
+            "{interval:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

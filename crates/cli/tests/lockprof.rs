@@ -665,12 +665,15 @@ fn a_child_left_running_is_waited_for() {
     let out = lockprof(&["--wait-descendants", "0", "--", orphan, "long"], None);
     let err = String::from_utf8_lossy(&out.stderr);
     let text = String::from_utf8_lossy(&out.stdout);
-    if let Some(pid) = text
+    let child = text
         .lines()
-        .find_map(|l| l.strip_prefix("child ")?.trim().parse::<i32>().ok())
-    {
+        .find_map(|l| l.strip_prefix("child ")?.trim().parse::<i32>().ok());
+    if let Some(pid) = child {
         // SAFETY: kill(2) on the test's own sleeping grandchild.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
     assert!(err.contains("still running"), "{err}");
+    // It names the one it gave up on (probe, session 22: it said only "processes").
+    let pid = child.expect("the program prints its child's pid");
+    assert!(err.contains(&format!("{pid} (")), "{err}");
 }

@@ -623,25 +623,20 @@ pub fn log_restore(log: &mut Logger, event: &str, signal: Option<i32>, r: &Resto
         "gone": r.gone,
         "failed": r.failed.iter().map(|(t, e)| json!({"tid": t, "error": e})).collect::<Vec<_>>(),
     });
-    let sig = signal.map(signals::name).unwrap_or_default();
     let (level, msg) = if r.failed.is_empty() {
         (Level::Info, "affinities restored from the journal")
     } else {
         (Level::Error, "some affinities could not be restored")
     };
-    log.emit(
-        level,
-        event,
-        msg,
-        &[
-            ("signal", json!(sig)),
-            ("restored", json!(r.restored.len())),
-            ("left_alone", json!(r.left_alone.len())),
-            ("gone", json!(r.gone.len())),
-            ("failed", json!(r.failed.len())),
-            ("detail", json!(detail.to_string())),
-        ],
-    );
+    let mut fields = signal_field(signal);
+    fields.extend([
+        ("restored", json!(r.restored.len())),
+        ("left_alone", json!(r.left_alone.len())),
+        ("gone", json!(r.gone.len())),
+        ("failed", json!(r.failed.len())),
+        ("detail", json!(detail.to_string())),
+    ]);
+    log.emit(level, event, msg, &fields);
     if let Some(e) = &r.clear_failed {
         log.emit(
             Level::Error,
@@ -650,6 +645,14 @@ pub fn log_restore(log: &mut Logger, event: &str, signal: Option<i32>, r: &Resto
             &[("error", json!(e))],
         );
     }
+}
+
+/// The `signal` field of a stop line: the signal's name when one ended the agent, nothing when
+/// it stopped on its own (`--max-intervals`, `--restore-only`; an empty name said nothing).
+fn signal_field(signal: Option<i32>) -> Vec<(&'static str, Value)> {
+    signal
+        .map(|s| vec![("signal", json!(signals::name(s)))])
+        .unwrap_or_default()
 }
 
 /// Restore what the journal at `path` records, and exit (`agent --restore-only`).
@@ -964,10 +967,7 @@ pub fn run_on_host_with(
             Level::Info,
             "stopped",
             "dry run ended: nothing was changed, so there is nothing to restore",
-            &[(
-                "signal",
-                json!(signal.map(signals::name).unwrap_or_default()),
-            )],
+            &signal_field(signal),
         );
     } else {
         log_restore(log, "restored", signal, &restore);
@@ -1009,10 +1009,7 @@ pub fn run_on_machine<M: Machine>(
         Level::Info,
         "stopped",
         "agent stopped",
-        &[(
-            "signal",
-            json!(signal.map(signals::name).unwrap_or_default()),
-        )],
+        &signal_field(signal),
     );
     Ok(Outcome {
         signal,

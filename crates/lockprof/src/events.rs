@@ -20,7 +20,9 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use counterpoint_selfmon::SelfCounter;
 
-/// Events read at most (the first ones of a longer list).
+/// Events read at most (the first ones of a longer list; `lockprof --events` refuses more,
+/// by `counterpoint_lockprof_report::MAX_EVENTS`, which a test keeps equal to this: the
+/// library does not link the report crate).
 pub const MAX_EVENTS: usize = 4;
 
 /// Events in use (0: the feature is off).

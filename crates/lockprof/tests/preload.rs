@@ -655,3 +655,13 @@ fn a_bad_event_list_is_reported() {
     assert!(e.contains("no-such-event"), "{e}");
     assert!(found.reports[0].events.is_empty());
 }
+
+/// `lockprof --events` refuses a list longer than the library reads, by the report crate's
+/// constant (the library cannot link that crate): the two must agree.
+#[test]
+fn the_command_and_the_library_read_as_many_events() {
+    assert_eq!(
+        counterpoint_lockprof::events::MAX_EVENTS,
+        counterpoint_lockprof_report::MAX_EVENTS
+    );
+}

@@ -509,7 +509,7 @@ pub fn build_epoch(
 /// hook or the oracle is refused with [`live_names`] only, never with names the host could
 /// not run either.
 pub fn build_live(name: &str, ctx: &mut Context<'_>) -> Result<Box<dyn Policy + Send>, BuildError> {
-    let live = || format!("a live host runs: {}", live_names().join(", "));
+    let live = || format!("the agent runs: {}", live_names().join(", "));
     let entry = REGISTRY
         .iter()
         .find(|e| e.name == name)
@@ -521,15 +521,21 @@ pub fn build_live(name: &str, ctx: &mut Context<'_>) -> Result<Box<dyn Policy + 
         return Err(BuildError::WrongLevel {
             name: entry.name,
             level: entry.level.label(),
-            why: format!("only the simulator can run it; {}", live()),
+            why: format!(
+                "it picks the next task at each context switch, inside the scheduler, which an \
+                 agent deciding once per interval cannot do (also with --source sim:): run it \
+                 with `counterpoint simulate --policy {name} SCENARIO`; {}",
+                live()
+            ),
         });
     }
     if !runs_live(entry) {
         return Err(BuildError::SimulatorOnly {
             name: entry.name,
             why: format!(
-                "its placement cost is the simulator's short runs, which a live host has none \
-                 of; {}",
+                "its placement cost is the simulator's short runs, which the agent's loop has \
+                 none of (also with --source sim:): run it with `counterpoint simulate --policy \
+                 {name} SCENARIO`; {}",
                 live()
             ),
         });

@@ -30,9 +30,10 @@ pub struct AgentArgs {
     /// The safety-net journal (locked; a second agent on it refuses to start). Host source only.
     #[arg(long, default_value = DEFAULT_JOURNAL)]
     journal: PathBuf,
-    /// A task changed by the agent is not changed again for this many intervals (hysteresis).
-    #[arg(long, default_value_t = 3)]
-    min_residency: u32,
+    /// A task changed by the agent is not changed again for this many intervals (hysteresis;
+    /// default 3). Refused for `linux`, which changes no task.
+    #[arg(long)]
+    min_residency: Option<u32>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -94,6 +95,8 @@ pub struct AgentArgs {
     syscalls: bool,
 }
 
+/// `--min-residency` when not given.
+const DEFAULT_MIN_RESIDENCY: u32 = 3;
 /// `--heatmap-period-us` when not given.
 const DEFAULT_HEATMAP_PERIOD_US: u64 = 1000;
 /// `--targets` when not given.
@@ -203,9 +206,39 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             );
         }
     }
+    // The hold-back delays the policy's next move of a task; the baseline moves none, so the
+    // value would do nothing (as `simulate` refuses it).
+    if let (Some(n), "linux") = (args.min_residency, policy_name) {
+        bail!("--min-residency {n}: policy \"linux\" (the baseline) moves no task; drop --min-residency");
+    }
+    // A simulated source is read before the policy is built: MASA calibrates its machine.
+    let sim = match args.source.strip_prefix("sim:") {
+        Some(path) => {
+            let catalog = counterpoint_sim::Catalog::builtin();
+            let scenario =
+                counterpoint_sim::Scenario::from_file(std::path::Path::new(path), &catalog)
+                    .with_context(|| format!("--source {}", args.source))?;
+            Some(scenario)
+        }
+        None => None,
+    };
+    let seed = args.seed.unwrap_or(1);
+    let needs_calibration = counterpoint_policy::registry::lookup(policy_name)
+        .is_ok_and(|e| e.needs.contains(&Need::Calibration));
     // The registry builds the policy; an unknown name, a pick-next hook or the oracle is
     // refused with the names the agent runs (never the simulator-only ones).
     let calibration = match args.masa_calibration.as_deref() {
+        // The simulated machine is calibrated as `simulate` does it: MASA's probes co-run on
+        // it (a host has no such runs: there the table must be measured and given).
+        None if needs_calibration && sim.is_some() => {
+            let scenario = sim.as_ref().expect("checked");
+            let lab = counterpoint_experiment::sim_lab::SimLab::new()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let table = lab
+                .calibrate_machine(&scenario.machine, seed)
+                .map_err(|e| anyhow::anyhow!("--source {}: {e}", args.source))?;
+            counterpoint_policy::CalibrationSource::Measured(table)
+        }
         None => counterpoint_policy::CalibrationSource::None,
         Some("paper") => counterpoint_policy::CalibrationSource::PaperXeon,
         Some(path) => {
@@ -276,18 +309,14 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     let targets = TargetSpec::parse(&args.targets)?;
     let loop_cfg = LoopConfig {
         interval_ns,
-        min_residency: args.min_residency,
+        min_residency: args.min_residency.unwrap_or(DEFAULT_MIN_RESIDENCY),
         dry_run: args.dry_run,
         max_intervals: args.max_intervals,
         real_time: args.source.starts_with("sim:"),
     };
 
-    if let Some(path) = args.source.strip_prefix("sim:") {
-        let catalog = counterpoint_sim::Catalog::builtin();
-        let scenario = counterpoint_sim::Scenario::from_file(std::path::Path::new(path), &catalog)
-            .with_context(|| format!("--source {}", args.source))?;
-        let seed = args.seed.unwrap_or(1);
-        let mut sim = counterpoint_sim::Simulation::new(&scenario, seed)
+    if let Some(scenario) = &sim {
+        let mut sim = counterpoint_sim::Simulation::new(scenario, seed)
             .with_context(|| format!("--source {}", args.source))?;
         let out = agent::run_on_machine(
             &mut sim,

@@ -78,6 +78,9 @@ fn top_syscalls(c: &counterpoint_core::CodeHeatmap, n: usize) -> String {
 }
 
 pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
+    // Ctrl-C or SIGTERM end the sampling early and the heatmap of what was sampled is still
+    // printed, as `perf record` keeps what it recorded. Installed before the samplers open.
+    super::stat::install_stop_handler();
     let maps_path = format!("/proc/{}/maps", args.pid);
     let maps_text = std::fs::read_to_string(&maps_path).map_err(|e| {
         let why = match e.kind() {
@@ -143,12 +146,16 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     let mut samples = Vec::new();
     let end = t0 + Duration::from_millis(args.duration_ms);
     // A target that exits ends the sampling (and the rate is over the time it lived).
-    let mut exited = false;
+    let (mut exited, mut stopped) = (false, false);
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20).min(end - Instant::now().min(end)));
         sampler.drain(&mut samples);
         if super::stat::process_ended(args.pid as i32) {
             exited = true;
+            break;
+        }
+        if super::stat::stop_requested() {
+            stopped = true;
             break;
         }
     }
@@ -160,6 +167,14 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
             "counterpoint heatmap: process {} exited after {:.2} s of the {} ms asked: sampled \
              until then",
             args.pid,
+            wall_ns / 1e9,
+            args.duration_ms
+        );
+    }
+    if stopped {
+        eprintln!(
+            "counterpoint heatmap: interrupted after {:.2} s of the {} ms asked: sampled until \
+             then",
             wall_ns / 1e9,
             args.duration_ms
         );

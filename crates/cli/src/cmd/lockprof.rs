@@ -53,7 +53,8 @@ pub struct LockprofArgs {
     min_hold: Option<u64>,
     /// Read these events (perf syntax, e.g. task-clock,page-faults, or cycles,LLC-load-misses
     /// where a PMU exists) when each lock is acquired and released, and report their change
-    /// while held. Off by default: every hold then costs reads of each counter.
+    /// while held (at most 4 events). Off by default: every hold then costs reads of each
+    /// counter.
     #[arg(long, value_name = "LIST")]
     events: Option<String>,
     /// Print up to N frames of the stack where each lock was first taken.
@@ -220,6 +221,15 @@ fn note(msg: std::fmt::Arguments) {
 fn check_events(list: &str) -> Result<()> {
     let specs =
         counterpoint_selfmon::parse_events(list).with_context(|| format!("--events {list:?}"))?;
+    // The library reads at most this many in each critical section: a longer list would lose
+    // its tail only after the program had run.
+    let max = counterpoint_lockprof_report::MAX_EVENTS;
+    if specs.len() > max {
+        bail!(
+            "--events {list:?}: {} events, at most {max} are read inside critical sections",
+            specs.len()
+        );
+    }
     for spec in &specs {
         counterpoint_selfmon::SelfCounter::open(spec)
             .with_context(|| format!("--events {list:?}: cannot count on this machine"))?;
@@ -294,10 +304,19 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     ended.context("waiting for the program")?;
     let status = child.wait().context("waiting for the program")?;
     if !wait_for_descendants(Duration::from_secs_f64(args.wait_descendants)) {
+        let left: Vec<String> = our_children()
+            .into_iter()
+            .map(|(pid, comm)| format!("{pid} ({comm})"))
+            .collect();
         note(format_args!(
             "counterpoint lockprof: processes the program started were still running {} s after \
-             it exited: their lock profiles are not in this report (--wait-descendants)",
-            args.wait_descendants
+             it exited: {}; their lock profiles are not in this report (--wait-descendants)",
+            args.wait_descendants,
+            if left.is_empty() {
+                "(gone since)".to_string()
+            } else {
+                left.join(", ")
+            }
         ));
     }
     // A closed stdout while printing is an EPIPE error, not a death by SIGPIPE that would leave
@@ -421,6 +440,42 @@ fn wait_for_descendants(limit: Duration) -> bool {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// This process's children now (pid, command name), from /proc: the program's descendants
+/// were reparented to it (it is their subreaper), so these are the ones still running.
+fn our_children() -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so split at the
+        // last ')'.
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let comm = stat
+            .find('(')
+            .map_or("", |open| &stat[open + 1..close])
+            .to_string();
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(me) {
+            out.push((pid, comm));
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 type AllReports = std::collections::BTreeMap<u32, Vec<counterpoint_lockprof_report::Report>>;

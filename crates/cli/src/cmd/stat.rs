@@ -103,11 +103,17 @@ const MAX_REPEAT: u32 = 100_000;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// Whether SIGINT or SIGTERM came since [`install_stop_handler`] (for commands that end early
+/// and still report what they gathered, as `heatmap` does).
+pub(crate) fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
 extern "C" fn on_stop(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-fn install_stop_handler() {
+pub(crate) fn install_stop_handler() {
     let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores to an atomic.
     unsafe {

@@ -234,6 +234,8 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
         json: args.json,
         aggr: Aggr::Global,
     };
+    // A read the broker did not answer (it stopped, or dropped the connection).
+    let mut lost: Option<anyhow::Error> = None;
     let read_all = |client: &mut Client| -> Result<Vec<EventReading>> {
         let mut rs = Vec::new();
         for &id in &ids {
@@ -260,7 +262,13 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
                     std::thread::sleep((next - now).min(Duration::from_millis(5)));
                 }
                 let now = Instant::now();
-                let cur = read_all(&mut client)?;
+                let cur = match read_all(&mut client) {
+                    Ok(cur) => cur,
+                    Err(e) => {
+                        lost = Some(e);
+                        break;
+                    }
+                };
                 let delta = super::deltas(&cur, prev.as_deref());
                 let wall = now.duration_since(start);
                 let span = match &prev {
@@ -286,18 +294,42 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
                 std::thread::sleep(Duration::from_millis(5));
             }
             let span = start.elapsed();
-            let readings = read_all(&mut client)?;
-            let cpu = counts_command.then(|| {
-                let after = super::children_cpu_time();
-                (
-                    after.0.saturating_sub(cpu_before.0),
-                    after.1.saturating_sub(cpu_before.1),
-                )
-            });
-            print_counts_at(&mut *out, &fmt, &one_run(readings, span, cpu), None, args)?;
+            match read_all(&mut client) {
+                Ok(readings) => {
+                    let cpu = counts_command.then(|| {
+                        let after = super::children_cpu_time();
+                        (
+                            after.0.saturating_sub(cpu_before.0),
+                            after.1.saturating_sub(cpu_before.1),
+                        )
+                    });
+                    print_counts_at(&mut *out, &fmt, &one_run(readings, span, cpu), None, args)?;
+                }
+                Err(e) => lost = Some(e),
+            }
         }
     }
     out.flush()?;
+    if let Some(e) = lost {
+        // The broker held the counts: they are gone with it. The command is ours to see to
+        // the end (signals still passed on) and its exit status is still the one returned,
+        // as documented; without a command there is nothing left to report.
+        eprintln!(
+            "counterpoint: stat: the broker at {} stopped answering {:.1} s into the run ({e}): \
+             its counts are lost",
+            socket.display(),
+            start.elapsed().as_secs_f64()
+        );
+        if child.is_some() {
+            while exit.is_none() && !ended(&mut exit)? {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        return Ok(match exit {
+            Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
+            None => ExitCode::FAILURE,
+        });
+    }
     for &id in &ids {
         client.unregister(id)?;
     }

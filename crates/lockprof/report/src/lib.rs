@@ -50,6 +50,10 @@
 
 #![warn(missing_docs)]
 
+/// Events the library reads inside critical sections at most (`lockprof --events`): the
+/// library and the command share it, so a longer list is refused before the program runs.
+pub const MAX_EVENTS: usize = 4;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

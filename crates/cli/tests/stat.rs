@@ -910,3 +910,38 @@ fn another_users_process_names_the_owner_not_paranoid() {
     assert!(err.contains("ptrace access"), "{err}");
     assert!(!err.contains("sysctl"), "{err}");
 }
+
+/// `-p` with a thread id counts the thread's whole process, as perf does; the header says it
+/// was a thread and of which process (it said "process id" of the thread's id).
+#[test]
+fn a_thread_id_is_named_as_a_thread_in_the_header() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        tx.send(unsafe { libc::gettid() }).unwrap();
+        let _ = stop_rx.recv();
+    });
+    let tid = rx.recv().unwrap();
+    let o = stat(&["-p", &tid.to_string(), "-e", "task-clock", "--", "true"]);
+    let _ = stop_tx.send(());
+    t.join().unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "thread id '{tid}' (process {})",
+            std::process::id()
+        )),
+        "{err}"
+    );
+    let o = stat(&[
+        "-p",
+        &std::process::id().to_string(),
+        "-e",
+        "task-clock",
+        "--",
+        "true",
+    ]);
+    assert!(stderr(&o).contains("process id '"), "{}", stderr(&o));
+}

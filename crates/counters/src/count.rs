@@ -241,9 +241,14 @@ impl EventReading {
             .and_then(CounterValue::scaled)
             .map(|v| v * self.spec.scale)
     }
-    /// Percentage of the enabled time the counter ran.
+    /// Percentage of the enabled time the counter ran; `None` where nothing was counted (a
+    /// counter never enabled, e.g. an interval of `stat -I` in which the task did not run,
+    /// which the text shows as `<not counted>`: 100 % of nothing said otherwise).
     pub fn counted_percent(&self) -> Option<f64> {
-        self.value.as_ref().map(|v| 100.0 * v.counted_fraction())
+        self.value
+            .as_ref()
+            .filter(|v| v.scaled().is_some())
+            .map(|v| 100.0 * v.counted_fraction())
     }
 }
 
@@ -966,6 +971,25 @@ mod tests {
         // `:k` stays kernel-only (and is refused again); nothing to change then.
         let k = parse_event_list("cs:k,task-clock:u", &t).unwrap();
         assert!(user_only(&k).is_none());
+    }
+
+    /// A reading of a counter that never ran is "not counted", not counted 100 % of the time
+    /// (`stat -I --json` gave `counted_percent` 100 beside a null value).
+    #[test]
+    fn nothing_counted_has_no_counted_percent() {
+        let reading = |enabled, running, raw| EventReading {
+            spec: spec("task-clock"),
+            value: Some(CounterValue {
+                raw,
+                time_enabled_ns: enabled,
+                time_running_ns: running,
+            }),
+            status: Status::Counting,
+        };
+        let none = reading(0, 0, 0);
+        assert_eq!((none.display_value(), none.counted_percent()), (None, None));
+        assert_eq!(reading(100, 25, 10).counted_percent(), Some(25.0));
+        assert_eq!(reading(100, 100, 0).counted_percent(), Some(100.0));
     }
 
     #[test]

@@ -244,14 +244,23 @@ fn path_at(src: &str, offset: usize) -> String {
         if start > offset {
             break;
         }
-        if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
-            let name = name.trim().to_string();
-            let n = counts.entry(name.clone()).or_insert(0);
-            table = format!("{name}[{n}]");
-            *n += 1;
+        // A header that is not closed is named as written (`[[tasks]` read as `tasks][0]`).
+        let closed = |open: &str, close: &str| {
+            t.strip_prefix(open)
+                .and_then(|r| r.split_once(close))
+                .map(|p| p.0.trim().to_string())
+        };
+        if t.starts_with("[[") {
+            if let Some(name) = closed("[[", "]]") {
+                let n = counts.entry(name.clone()).or_insert(0);
+                table = format!("{name}[{n}]");
+                *n += 1;
+            } else {
+                table = t.to_string();
+            }
             key = None;
-        } else if let Some(name) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
-            table = name.trim().to_string();
+        } else if t.starts_with('[') {
+            table = closed("[", "]").unwrap_or_else(|| t.to_string());
             key = None;
         } else if let Some((k, _)) = t.split_once('=') {
             if !t.starts_with('#') {
@@ -393,6 +402,14 @@ fn check_times(
     Ok(())
 }
 
+/// Why a task starting at `start_ms` is refused in a run of `duration_ms`.
+fn never_starts(start_ms: u64, duration_ms: u64) -> String {
+    format!(
+        "start_ms {start_ms} is at or after the end of the run (duration_ms {duration_ms}): the \
+         task would never run"
+    )
+}
+
 impl Scenario {
     /// Check a resolved scenario as a scenario file is checked (times, scheduler parameters,
     /// tasks, affinities, the limits that keep the engine's arithmetic and memory sound; not
@@ -444,6 +461,18 @@ impl Scenario {
                         t.start_ms,
                         u64::MAX / 1_000_000
                     ),
+                ));
+            }
+            if t.start_ms >= self.duration_ms {
+                return Err(refuse(
+                    format!("task[{i}].start_ms"),
+                    never_starts(t.start_ms, self.duration_ms),
+                ));
+            }
+            if t.name.trim().is_empty() {
+                return Err(refuse(
+                    format!("task[{i}].name"),
+                    "a task's name must not be empty".into(),
                 ));
             }
             if let Workload::Shell(ps) = &t.workload {
@@ -691,6 +720,28 @@ impl Scenario {
         }
         let mut tasks = Vec::with_capacity(total_tasks as usize);
         for (i, t) in parsed.task.iter().enumerate() {
+            if t.get_ref().start_ms >= duration_ms {
+                return Err(ScenarioError {
+                    path: format!("task[{i}].start_ms"),
+                    ..err_at(
+                        key_in(t, "start_ms"),
+                        never_starts(t.get_ref().start_ms, duration_ms),
+                    )
+                });
+            }
+            if t.get_ref()
+                .name
+                .as_deref()
+                .is_some_and(|n| n.trim().is_empty())
+            {
+                return Err(ScenarioError {
+                    path: format!("task[{i}].name"),
+                    ..err_at(
+                        key_in(t, "name"),
+                        "a task's name must not be empty (leave it out for the workload's)".into(),
+                    )
+                });
+            }
             let span = t.span();
             let t = t.get_ref();
             let kinds = [t.program.is_some(), t.shell.is_some(), t.server.is_some()];

@@ -302,3 +302,56 @@ fn builder_refuses_what_the_file_parser_refuses() {
     assert_eq!(e.path, "task[1].cpus", "{e}");
     assert!(e.message.contains("does not have"), "{e}");
 }
+
+/// A task that would start at or after the end of the run, or with an empty name, is refused
+/// naming the field, in a file and built in code (probe, session 22: accepted, and the table
+/// showed a task that never ran, or a blank name).
+#[test]
+fn a_task_that_never_starts_or_has_no_name_is_refused() {
+    for (edit, path, words) in [
+        (
+            "cpus = \"0\"\nstart_ms = 100",
+            "task[0].start_ms",
+            "never run",
+        ),
+        (
+            "cpus = \"0\"\nstart_ms = 5000",
+            "task[0].start_ms",
+            "never run",
+        ),
+        (
+            "cpus = \"0\"\nname = \" \"",
+            "task[0].name",
+            "must not be empty",
+        ),
+    ] {
+        let e = load(&GOOD.replace("cpus = \"0\"", edit)).unwrap_err();
+        assert_eq!((e.line, e.path.as_str()), (8, path), "{e}");
+        assert!(e.message.contains(words), "{e}");
+    }
+    assert!(load(&GOOD.replace("cpus = \"0\"", "cpus = \"0\"\nstart_ms = 99")).is_ok());
+    let cat = Catalog::builtin();
+    let mut sc = load(GOOD).unwrap();
+    sc.tasks[0].start_ms = 100;
+    let e = sc.validate().unwrap_err();
+    assert_eq!(e.path, "task[0].start_ms", "{e}");
+    let mut sc = Scenario::builder(&cat, "zhang-smp")
+        .unwrap()
+        .duration_ms(100)
+        .task("gzip", None)
+        .unwrap()
+        .build()
+        .unwrap();
+    sc.tasks[0].name = String::new();
+    assert_eq!(sc.validate().unwrap_err().path, "task[0].name");
+}
+
+/// A table header that is not closed is named as written, not mangled (`[[tasks]` was reported
+/// as `tasks][0]`).
+#[test]
+fn an_unclosed_table_header_is_named_as_written() {
+    let e = load("name = \"x\"\n[[tasks]\n").unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (2, "[[tasks]"), "{e}");
+    let e = load("name = \"x\"\n[sched\n").unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (2, "[sched"), "{e}");
+}

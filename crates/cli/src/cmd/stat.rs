@@ -277,6 +277,40 @@ pub(super) fn process_ended(pid: i32) -> bool {
 }
 
 /// The processes of `-p`, to stop counting when every one has ended (as perf does).
+/// perf's "process id 'P'", saying which ids are threads and whose: `-p` counts a thread's
+/// whole process (as perf does), so a thread id reads "thread id 'T' (process P)".
+fn process_ids_header(list: &str) -> String {
+    let threads: Vec<(String, i32)> = list
+        .split(',')
+        .filter_map(|x| {
+            let id: i32 = x.trim().parse().ok()?;
+            let tgid = thread_group(id)?;
+            (tgid != id).then(|| (x.trim().to_string(), tgid))
+        })
+        .collect();
+    if threads.is_empty() {
+        return format!("process id '{list}'");
+    }
+    let named: Vec<String> = threads
+        .iter()
+        .map(|(t, p)| format!("thread id '{t}' (process {p})"))
+        .collect();
+    if threads.len() == list.split(',').count() {
+        named.join(", ")
+    } else {
+        format!("process id '{list}'; {}", named.join(", "))
+    }
+}
+
+/// The process (thread group) thread `tid` belongs to, from `/proc/TID/status`.
+pub(crate) fn thread_group(tid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 fn target_pids(args: &StatArgs) -> Vec<i32> {
     args.pid
         .as_deref()
@@ -1296,7 +1330,7 @@ fn print_counts_at(
         .unwrap_or_default();
     if interval_ts.is_none() {
         let what = match (&args.pid, &args.cpus, args.all_cpus) {
-            (Some(p), _, _) => format!("process id '{p}'"),
+            (Some(p), _, _) => process_ids_header(p),
             (_, Some(c), _) => format!("CPU(s) {c}"),
             (_, _, true) => "'system wide'".into(),
             _ => format!("'{}'", args.command.join(" ")),

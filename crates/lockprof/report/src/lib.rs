@@ -105,6 +105,18 @@ pub enum Ending {
     QuickExit,
 }
 
+impl std::fmt::Display for Ending {
+    /// What the image did, in the words of the report (the JSON's names: `exec`, not `Exec`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Ending::Exit => "exit",
+            Ending::Signal => "signal",
+            Ending::Exec => "exec",
+            Ending::QuickExit => "_exit",
+        })
+    }
+}
+
 /// One file written by the preload library.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1195,7 +1207,7 @@ impl Profile {
         if self.segments.len() > 1 {
             for seg in &self.segments {
                 s.push_str(&format!(
-                    "image {}: {} ({:?}, {})\n",
+                    "image {}: {} ({}, {})\n",
                     seg.segment,
                     seg.program.as_deref().unwrap_or("?"),
                     seg.ended_by,
@@ -1530,6 +1542,20 @@ mod tests {
         assert_eq!(p.segments.len(), 2);
         assert_eq!(p.segments[0].ended_by, Ending::Exec);
         assert!(p.to_table(0, 0).contains("1:0x10"));
+        // The text names the endings as the JSON does (it printed `Exec`, Rust's name).
+        let table = p.to_table(0, 0);
+        assert!(
+            table.contains("(exec, ") && table.contains("(exit, "),
+            "{table}"
+        );
+        for e in [
+            Ending::Exit,
+            Ending::Signal,
+            Ending::Exec,
+            Ending::QuickExit,
+        ] {
+            assert_eq!(serde_json::to_value(e).unwrap(), e.to_string());
+        }
     }
 
     #[test]

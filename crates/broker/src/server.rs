@@ -197,6 +197,9 @@ struct Reg {
     /// Last values reported (never reported lower).
     last: Checkpoint,
     keys: BTreeSet<u64>,
+    /// The target as resolved (`self` is `pid:N` of the registering process): what the
+    /// metrics label a consumer's series with, since `self` tells a scraper nothing.
+    resolved_target: String,
 }
 
 /// A journaled registration the broker refused when it restarted (the policy changed).
@@ -806,6 +809,7 @@ impl Broker {
                 last: base.clone(),
                 base,
                 keys,
+                resolved_target: resolved.key.clone(),
             },
         );
         Ok(shared)
@@ -1225,7 +1229,8 @@ impl Broker {
         self.slice
     }
 
-    /// Readings for a metrics exporter: per consumer (labels `cpu`, `consumer`, `target`) and
+    /// Readings for a metrics exporter: per consumer (labels `cpu`, `consumer`, `target` as
+    /// resolved, so `self` reads `pid:N`) and
     /// per kernel counter (`consumer` empty): (event, labels, raw, enabled_ns, running_ns).
     /// A per-CPU target gives one series per CPU (`cpu="N"`, with that CPU's own running time,
     /// since each CPU is multiplexed on its own); a task target one series with `cpu="all"`.
@@ -1234,7 +1239,7 @@ impl Broker {
         let ids: Vec<u64> = st.regs.keys().copied().collect();
         let targets: Vec<String> = ids
             .iter()
-            .filter_map(|id| st.regs.get(id).map(|r| r.rec.target.clone()))
+            .filter_map(|id| st.regs.get(id).map(|r| r.resolved_target.clone()))
             .collect();
         let readings = self.readings(&mut st, &ids, false);
         let mut out = Vec::new();

@@ -440,3 +440,23 @@ fn a_refused_hello_says_the_connection_is_closing() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     srv.join().unwrap().unwrap();
 }
+
+/// A consumer's metric series carry its target as resolved: `self` is the registering
+/// process's `pid:N`, the same label its kernel counter's series has (probe, session 22: it was
+/// `target="self"`, which tells a scraper nothing).
+#[test]
+fn metrics_label_a_self_target_with_its_pid() {
+    let b = broker(4);
+    let p = me();
+    let id = id_of(register(&b, &p, "task-clock", "self", 1));
+    let want = format!("pid:{}", p.pid);
+    let m = b.metrics_readings();
+    let target_of = |consumer: &str| {
+        m.iter()
+            .find(|(_, labels, ..)| labels.contains(&("consumer".into(), consumer.into())))
+            .and_then(|(_, labels, ..)| labels.iter().find(|(k, _)| k == "target"))
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(target_of(&id.to_string()).as_deref(), Some(want.as_str()));
+    assert_eq!(target_of("").as_deref(), Some(want.as_str()));
+}

@@ -367,7 +367,9 @@ fn metrics_expose_consumers_raw_counts_with_coverage() {
             .unwrap_or_else(|| panic!("no {name} for consumer {id}: {body}"))
             .to_string()
     };
-    assert!(line("counterpoint_task_clock_total{").contains("target=\"self"));
+    // The target as resolved (`self` is this process), the clock in seconds.
+    let pid = format!("target=\"pid:{}\"", std::process::id());
+    assert!(line("counterpoint_task_clock_seconds_total{").contains(&pid));
     let cov = line("counterpoint_task_clock_coverage{");
     let v: f64 = cov.rsplit(' ').next().unwrap().parse().unwrap();
     assert!((0.0..=1.0).contains(&v), "{cov}");

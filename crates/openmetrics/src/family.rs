@@ -76,16 +76,23 @@ pub(crate) fn scaled(r: &CounterReading) -> f64 {
     }
 }
 
+/// Whether `event` (perf's spelling, modifiers after `:` aside) counts nanoseconds: the
+/// software clocks `task-clock` and `cpu-clock`.
+fn counts_nanoseconds(event: &str) -> bool {
+    let name = event.split(':').next().unwrap_or(event).trim();
+    matches!(name, "task-clock" | "cpu-clock")
+}
+
 /// Families for a set of readings. For each event (named after it, sanitized to the metric
 /// grammar, `counterpoint_` in front; `E` below):
 ///
 /// | family | type | value |
 /// |---|---|---|
-/// | `counterpoint_E` (`_total`) | counter | the raw count |
+/// | `counterpoint_E` (`_total`) | counter | the raw count (for the software clocks `task-clock` and `cpu-clock`, which count nanoseconds: in seconds, `counterpoint_E_seconds_total`) |
 /// | `counterpoint_E_enabled_seconds` (`_total`) | counter | time enabled |
 /// | `counterpoint_E_running_seconds` (`_total`) | counter | time running |
 /// | `counterpoint_E_coverage` | gauge | running / enabled (1 when enabled is 0) |
-/// | `counterpoint_E_scaled` | gauge | raw × enabled / running (`NaN` if it never ran) |
+/// | `counterpoint_E_scaled` | gauge | raw × enabled / running (`NaN` if it never ran; `_scaled_seconds` for the clocks) |
 /// | `counterpoint_E_multiplexed` | gauge | 1 when the scaled estimate differs from the raw count |
 ///
 /// The scaled estimate is a gauge, not a counter, because it is not monotonic: a counter that
@@ -137,12 +144,26 @@ pub fn counter_families(readings: &[CounterReading]) -> Vec<Family> {
                 })
                 .collect(),
         };
+        // The software clocks count nanoseconds: exposed in seconds, Prometheus's base unit,
+        // with the unit in the name (`_seconds_total`; promtool refuses `nanoseconds`). A unit
+        // conversion only: still the kernel's count, not scaled for multiplexing.
+        let clock = rs.iter().all(|r| counts_nanoseconds(&r.event));
+        // A division, so that a count of nanoseconds gives the nearest double to its seconds.
+        let (unit, counts_per_unit, in_unit) = if clock {
+            (
+                Some("seconds"),
+                1e9,
+                " in seconds (the kernel counts nanoseconds)",
+            )
+        } else {
+            (None, 1.0, "")
+        };
         out.push(family(
             "",
-            format!("Raw count of {events} as read from the kernel, not scaled for multiplexing (see _coverage)."),
+            format!("Raw count of {events} as read from the kernel{in_unit}, not scaled for multiplexing (see _coverage)."),
             Kind::Counter,
-            None,
-            &|r| r.raw as f64,
+            unit,
+            &|r| r.raw as f64 / counts_per_unit,
         ));
         out.push(family(
             "_enabled_seconds",
@@ -167,10 +188,10 @@ pub fn counter_families(readings: &[CounterReading]) -> Vec<Family> {
         ));
         out.push(family(
             "_scaled",
-            format!("Estimate of {events} extrapolated to the enabled time: raw * enabled / running (NaN if it never ran); not monotonic."),
+            format!("Estimate of {events} extrapolated to the enabled time: raw * enabled / running (NaN if it never ran){in_unit}; not monotonic."),
             Kind::Gauge,
-            None,
-            &scaled,
+            unit,
+            &|r| scaled(r) / counts_per_unit,
         ));
         out.push(family(
             "_multiplexed",
@@ -257,6 +278,12 @@ mod tests {
         assert_eq!(fams[4].samples[0].value, 10.0);
         assert_eq!(fams[5].samples[0].value, 1.0);
         assert_eq!(fams[5].samples[1].value, 0.0);
+        // task-clock counts nanoseconds: its count and estimate are in seconds, and say so.
+        assert_eq!(fams[6].unit.as_deref(), Some("seconds"));
+        assert_eq!(fams[6].samples[0].value, 7e-9);
+        assert_eq!(fams[10].unit.as_deref(), Some("seconds"));
+        assert_eq!(fams[3].unit, None);
+        assert!(fams[0].unit.is_none());
         assert_eq!(fams[1].unit.as_deref(), Some("seconds"));
         assert_eq!(fams[0].kind, Kind::Counter);
         assert_eq!(fams[3].kind, Kind::Gauge);

@@ -106,7 +106,11 @@ fn golden_values_mean_what_the_docs_say() {
     has("# TYPE counterpoint_cycles_coverage gauge");
     // Fully counted: coverage 1, estimate equal to the raw count, not flagged.
     has("counterpoint_task_clock_coverage{cpu=\"1\",event=\"task-clock\"} 1");
-    has("counterpoint_task_clock_scaled{cpu=\"1\",event=\"task-clock\"} 250000000");
+    // The software clocks count nanoseconds: in seconds, the unit in the name (probe, session
+    // 22: `counterpoint_task_clock_total` held nanoseconds and said nothing of it).
+    has("counterpoint_task_clock_scaled_seconds{cpu=\"1\",event=\"task-clock\"} 0.25");
+    has("counterpoint_task_clock_seconds_total{cpu=\"0\",event=\"task-clock\"} 1.5");
+    has("# UNIT counterpoint_task_clock_seconds seconds");
     has("counterpoint_task_clock_multiplexed{cpu=\"1\",event=\"task-clock\"} 0");
     // Never enabled: nothing missed. Never ran: coverage 0, no estimate.
     has("counterpoint_cache_misses_coverage{consumer=\"new\",event=\"cache-misses\"} 1");

@@ -196,12 +196,12 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
             }
             panic!("prometheus exited ({status}):\n{}", log_tail(&log));
         }
-        if let Some(r) = query_one(prom, "counterpoint_task_clock_total") {
+        if let Some(r) = query_one(prom, "counterpoint_task_clock_seconds_total") {
             break r;
         }
         assert!(
             start.elapsed() < DEADLINE,
-            "no counterpoint_task_clock_total in Prometheus after {DEADLINE:?}; targets: {:?}\n{}",
+            "no counterpoint_task_clock_seconds_total in Prometheus after {DEADLINE:?}; targets: {:?}\n{}",
             api(prom, "/api/v1/targets"),
             log_tail(&log)
         );
@@ -215,7 +215,7 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
         "task-clock is not positive: {total}"
     );
     let m = &total["metric"];
-    assert_eq!(m["__name__"], "counterpoint_task_clock_total");
+    assert_eq!(m["__name__"], "counterpoint_task_clock_seconds_total");
     assert_eq!(m["event"], "task-clock");
     assert_eq!(m["pid"], pid.to_string().as_str());
     assert_eq!(m["who"], WHO);
@@ -251,9 +251,12 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
     assert_eq!(odd["metric"]["consumer"], "x\"y\\z");
 
     // The OpenMetrics metadata arrived: Prometheus knows the family as a counter.
-    let meta = api(prom, "/api/v1/metadata?metric=counterpoint_task_clock")
-        .expect("metadata API answered");
-    let kinds: Vec<&str> = meta["counterpoint_task_clock"]
+    let meta = api(
+        prom,
+        "/api/v1/metadata?metric=counterpoint_task_clock_seconds",
+    )
+    .expect("metadata API answered");
+    let kinds: Vec<&str> = meta["counterpoint_task_clock_seconds"]
         .as_array()
         .map(|a| a.iter().filter_map(|m| m["type"].as_str()).collect())
         .unwrap_or_default();

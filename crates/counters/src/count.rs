@@ -241,13 +241,14 @@ impl EventReading {
             .and_then(CounterValue::scaled)
             .map(|v| v * self.spec.scale)
     }
-    /// Percentage of the enabled time the counter ran; `None` where nothing was counted (a
-    /// counter never enabled, e.g. an interval of `stat -I` in which the task did not run,
-    /// which the text shows as `<not counted>`: 100 % of nothing said otherwise).
+    /// Percentage of the enabled time the counter ran; `None` for a counter that was never
+    /// enabled and counted nothing (e.g. an interval of `stat -I` in which the task did not
+    /// run, which the text shows as `<not counted>`: "100 %" of no time said otherwise). One
+    /// enabled but never run (multiplexed out) ran 0 % of its time.
     pub fn counted_percent(&self) -> Option<f64> {
         self.value
             .as_ref()
-            .filter(|v| v.scaled().is_some())
+            .filter(|v| v.time_enabled_ns > 0 || v.time_running_ns > 0 || v.raw != 0)
             .map(|v| 100.0 * v.counted_fraction())
     }
 }
@@ -990,6 +991,8 @@ mod tests {
         assert_eq!((none.display_value(), none.counted_percent()), (None, None));
         assert_eq!(reading(100, 25, 10).counted_percent(), Some(25.0));
         assert_eq!(reading(100, 100, 0).counted_percent(), Some(100.0));
+        // Enabled but multiplexed out all the time: it ran 0 % of it.
+        assert_eq!(reading(400, 0, 0).counted_percent(), Some(0.0));
     }
 
     #[test]

@@ -793,6 +793,14 @@ pub struct Simulation {
     scratch_run: Vec<(u32, u32)>,
     /// CPUs with a waiting task, collected by the tick's idle balancing.
     scratch_sources: Vec<usize>,
+    /// CPUs running a task, one bit each (`Cpu::current != NONE`, kept by `switch_out` and
+    /// `dispatch`): the tick visits only these, so a machine of 1024 mostly idle CPUs (a
+    /// server's solo reference run on bench-1024) does not walk every CPU's state twice a tick.
+    busy: Vec<u64>,
+    /// CPUs whose run queue holds a task, one bit each (`Simulation::note_queue`).
+    queued: Vec<u64>,
+    /// A copy of `busy` for the slice-expiry walk, which switches tasks as it goes.
+    scratch_busy: Vec<u64>,
     /// Per task: it has run since the last `take_interval` (tick.rs), so its counters may
     /// have moved.
     ran_in_interval: Vec<bool>,
@@ -1018,6 +1026,9 @@ impl Simulation {
             scratch_prev_f: vec![0.0; ncpu],
             scratch_run: Vec::with_capacity(ncpu),
             scratch_sources: Vec::new(),
+            busy: vec![0; ncpu.div_ceil(64)],
+            scratch_busy: Vec::new(),
+            queued: vec![0; ncpu.div_ceil(64)],
             ran_in_interval: vec![false; ntasks],
             cpus,
             domains,

@@ -87,6 +87,13 @@ pub const TASK_TICK_BUDGET: u64 = 2_000_000_000;
 /// Most tasks a scenario file may declare in all (`count` summed): each is built up front, so
 /// `count = 4e9` is refused instead of aborting on allocation. Not lifted by `--force`.
 pub const MAX_TASKS: u64 = 100_000;
+
+/// The coarsest tick a scenario may ask for, µs: a 100 Hz kernel's (Linux's coarsest `HZ`).
+/// The tick holds a warming task's miss ratio for its whole length, so coarser ticks are not
+/// converged, and at 20-50 ms they broke NP <= 1 (twolf beside three co-runners on x5650-2s
+/// 1.00107 at 50 ms, a web-clip server beside twolf 1.0125 at 20 ms; physics probe, session 22:
+/// 100 ms was accepted until then).
+pub const MAX_TICK_US: u64 = 10_000;
 /// Most time-series points (tasks x epochs) a scenario file may ask for: every epoch keeps a
 /// point per task (about 90 bytes), so `epoch_ms = 1` over hours of many tasks would exhaust
 /// memory at the end of a long run; refused up front instead. At the limit the series holds
@@ -343,10 +350,13 @@ fn check_times(
     sched
         .check()
         .map_err(|(key, m)| (TimeField::SchedKey(key), m))?;
-    if !(10..=100_000).contains(&tick_us) {
+    if !(10..=MAX_TICK_US).contains(&tick_us) {
         return Err((
             TimeField::TickUs,
-            format!("tick_us must be between 10 and 100000, got {tick_us}"),
+            format!(
+                "tick_us must be between 10 and {MAX_TICK_US} (a 100 Hz kernel's tick, the \
+                 coarsest Linux has), got {tick_us}"
+            ),
         ));
     }
     if duration_ms == 0 {

@@ -179,8 +179,13 @@ fn times_the_engine_cannot_honour_are_refused() {
     assert_eq!(e.path, "duration_ms", "{e}");
     assert!(e.message.contains("whole number of ticks"), "{e}");
     let e =
-        load(&GOOD.replace("duration_ms = 100", "duration_ms = 120\ntick_us = 50000")).unwrap_err();
-    assert!(e.message.contains("would run 150000 us"), "{e}");
+        load(&GOOD.replace("duration_ms = 100", "duration_ms = 120\ntick_us = 7000")).unwrap_err();
+    assert!(e.message.contains("would run 126000 us"), "{e}");
+    // A tick coarser than a 100 Hz kernel's is refused (100 ms was accepted: NP > 1 there).
+    let e =
+        load(&GOOD.replace("duration_ms = 100", "duration_ms = 100\ntick_us = 20000")).unwrap_err();
+    assert_eq!(e.path, "tick_us", "{e}");
+    assert!(e.message.contains("between 10 and 10000"), "{e}");
     // The key is found in `[sched]`, not in a comment above it.
     let e = load(&format!(
         "# timeslice_ms is set below\n{GOOD}\n[sched]\ntimeslice_ms = 0.5\n"
@@ -235,8 +240,8 @@ fn builder_refuses_what_the_file_parser_refuses() {
             "duration_ms",
         ),
         (
-            base().duration_ms(120).tick_us(50_000).epoch_ms(100_000),
-            "duration_ms = 120\ntick_us = 50000\nepoch_ms = 100000",
+            base().duration_ms(120).tick_us(7_000).epoch_ms(7),
+            "duration_ms = 120\ntick_us = 7000\nepoch_ms = 7",
             "duration_ms",
         ),
         (
@@ -245,8 +250,8 @@ fn builder_refuses_what_the_file_parser_refuses() {
             "epoch_ms",
         ),
         (
-            base().epoch_ms(150).tick_us(100_000),
-            "duration_ms = 100\nepoch_ms = 150\ntick_us = 100000",
+            base().epoch_ms(15).tick_us(10_000),
+            "duration_ms = 100\nepoch_ms = 15\ntick_us = 10000",
             "epoch_ms",
         ),
         (

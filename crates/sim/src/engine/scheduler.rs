@@ -75,6 +75,17 @@ impl Simulation {
         }
     }
 
+    /// Keep CPU `c`'s bit in `queued` (a non-empty run queue) after its queue changed.
+    #[inline]
+    pub(super) fn note_queue(&mut self, c: usize) {
+        let bit = 1u64 << (c % 64);
+        if self.cpus[c].queue.is_empty() {
+            self.queued[c / 64] &= !bit;
+        } else {
+            self.queued[c / 64] |= bit;
+        }
+    }
+
     /// Take the running task off CPU `c`; it keeps its occupancy in the domain's idle pool.
     pub(super) fn switch_out(&mut self, c: usize, involuntary: bool) {
         let t = self.cpus[c].current;
@@ -84,6 +95,7 @@ impl Simulation {
         // Its deferred steady ticks first: the slice's statistics read its counters.
         self.flush_cpu(c);
         self.cpus[c].current = NONE;
+        self.busy[c / 64] &= !(1u64 << (c % 64));
         self.mark_switch(self.cpus[c].bus as usize);
         let now = self.now_ns;
         let task = &mut self.tasks[t as usize];
@@ -161,6 +173,7 @@ impl Simulation {
         task.slice_start = task.c;
         task.slice_start_ns = now;
         self.cpus[c].current = t;
+        self.busy[c / 64] |= 1u64 << (c % 64);
         self.cpus[c].slice_end_ns = now + slice;
         self.ran_in_interval[t as usize] = true;
         if self.v2_fast() {
@@ -231,6 +244,7 @@ impl Simulation {
         let Some(t) = self.cpus[c].queue.remove(idx) else {
             return;
         };
+        self.note_queue(c);
         self.switch_in(c, t);
     }
 
@@ -324,6 +338,7 @@ impl Simulation {
         self.tasks[t as usize].state = State::Queued;
         self.tasks[t as usize].cpu = c as u32;
         self.cpus[c].queue.push_back(t);
+        self.note_queue(c);
         if self.cpus[c].current == NONE {
             self.dispatch(c, pick);
         }
@@ -382,6 +397,7 @@ impl Simulation {
         }
         if let Some((_, s, pos)) = best {
             if let Some(t) = self.cpus[s].queue.remove(pos) {
+                self.note_queue(s);
                 self.enqueue(t, c, pick);
             }
         }
@@ -408,6 +424,7 @@ impl Simulation {
                         .rposition(|&t| allowed(&self.tasks[t as usize].mask, dst as u32))
                     {
                         if let Some(t) = self.cpus[src].queue.remove(pos) {
+                            self.note_queue(src);
                             self.enqueue(t, dst, pick.as_deref_mut());
                             moved = true;
                             break 'outer;
@@ -451,6 +468,7 @@ impl Simulation {
                     .position(|&x| x == t as u32)
                 {
                     self.cpus[c as usize].queue.remove(pos);
+                    self.note_queue(c as usize);
                 }
                 let dst = self.place(t as u32);
                 self.enqueue(t as u32, dst, None);

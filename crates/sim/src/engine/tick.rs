@@ -49,11 +49,13 @@ impl Simulation {
         // ticks at a time, so most of its CPUs retire lazily; bench-64 34.6 -> 43.5 M).
         let lazy_ok = !self.exact_warmup && self.lazy_retire;
         let pass = self.tick_passes;
-        for c in 0..self.cpus.len() {
+        // The running CPUs in ascending order, as a walk of every CPU skipping the idle ones
+        // visits them (the loop switches no task, so the set does not change under it).
+        let mut busy = std::mem::take(&mut self.scratch_busy);
+        busy.clone_from(&self.busy);
+        for c in cpus_in(&busy) {
             let cur = self.cpus[c].current;
-            if cur == NONE {
-                continue;
-            }
+            debug_assert!(cur != NONE, "a busy bit on an idle CPU");
             if self.cpus[c].lazy {
                 if pass < self.cpus[c].lazy_until {
                     // Steady: this tick is retired later with the others (`flush_cpu`); its
@@ -339,6 +341,7 @@ impl Simulation {
                 };
             }
         }
+        self.scratch_busy = busy;
         self.tick_passes += 1;
         // Lines filled by running tasks evict lines of tasks waiting in the same domain.
         for d in 0..self.domains.len() {
@@ -394,8 +397,11 @@ impl Simulation {
                 }
             }
         }
-        // Slice expiry.
-        for c in 0..self.cpus.len() {
+        // Slice expiry, on the CPUs running a task (a switch here changes only its own CPU,
+        // so the set taken first is the one a walk of every CPU would find busy).
+        let mut busy = std::mem::take(&mut self.scratch_busy);
+        busy.clone_from(&self.busy);
+        for c in cpus_in(&busy) {
             if self.cpus[c].current != NONE && self.cpus[c].slice_end_ns <= self.now_ns {
                 if self.cpus[c].queue.is_empty() {
                     let slice = self.slice_ns(c);
@@ -404,21 +410,26 @@ impl Simulation {
                     let t = self.cpus[c].current;
                     self.switch_out(c, true);
                     self.cpus[c].queue.push_back(t);
+                    self.note_queue(c);
                     self.tasks[t as usize].state = State::Queued;
                     self.tasks[t as usize].cpu = c as u32;
                     self.dispatch(c, pick.as_deref_mut());
                 }
             }
         }
+        self.scratch_busy = busy;
         // An idle CPU pulls a waiting task it may run (the kernel's idle balancing at the
         // tick): otherwise a task queued behind a pinned co-runner waits while a CPU idles,
         // whenever the periodic balancer happens to run while it is the one running.
         // The CPUs with a waiting task are collected once (usually none): a queue of pinned
         // tasks beside many idle CPUs then costs each idle CPU a look at those queues only.
-        if self.cpus.iter().any(|c| c.current == NONE) {
+        let running: u32 = self.busy.iter().map(|w| w.count_ones()).sum();
+        if (running as usize) < self.cpus.len() {
             let mut sources = std::mem::take(&mut self.scratch_sources);
             sources.clear();
-            sources.extend((0..self.cpus.len()).filter(|&s| !self.cpus[s].queue.is_empty()));
+            // The CPUs with a waiting task, in ascending order (a bit each: walking every CPU's
+            // queue was most of a tick on a large, mostly idle machine).
+            sources.extend(cpus_in(&self.queued));
             if !sources.is_empty() {
                 for c in 0..self.cpus.len() {
                     if self.cpus[c].current == NONE {
@@ -433,6 +444,16 @@ impl Simulation {
             self.next_balance_ns = self.now_ns + self.ms_to_ns(self.sched.balance_interval_ms);
             self.balance(pick);
         }
+        debug_assert!(self.cpu_bits_agree(), "busy or queued bits out of step");
+    }
+
+    /// Whether `busy` and `queued` say what the CPUs hold (checked after every tick in debug
+    /// builds, so every test run checks the bits the tick walks instead of the CPUs).
+    fn cpu_bits_agree(&self) -> bool {
+        self.cpus.iter().enumerate().all(|(c, cpu)| {
+            let bit = |bits: &[u64]| bits[c / 64] >> (c % 64) & 1 == 1;
+            bit(&self.busy) == (cpu.current != NONE) && bit(&self.queued) == !cpu.queue.is_empty()
+        })
     }
 
     /// Advance by `interval_ns` (whole ticks), consulting `pick` at every context switch.
@@ -560,10 +581,14 @@ impl Simulation {
         }
     }
 
-    /// `flush_cpu` for every CPU: before counters are read from outside the tick.
+    /// `flush_cpu` for every CPU: before counters are read from outside the tick. Bus by bus,
+    /// skipping buses without a lazy CPU: a call per CPU was most of a solo run's time on a
+    /// large machine (bench-1024: a server's solo reference ran a tick and then this over
+    /// 1024 mostly idle CPUs). Each flush touches only its own CPU and task, so the order of
+    /// the flushes does not matter.
     pub(super) fn flush_all(&mut self) {
-        for c in 0..self.cpus.len() {
-            self.flush_cpu(c);
+        for b in 0..self.buses.len() {
+            self.flush_bus(b);
         }
     }
 }
@@ -578,6 +603,21 @@ fn start_cold(t: &mut Task) {
     t.occ = 0.0;
     t.full = false;
     t.fill_bytes = 0.0;
+}
+
+/// The CPUs whose bit is set in `bits` (one bit per CPU, 64 to a word), in ascending order.
+#[inline]
+fn cpus_in(bits: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    bits.iter().enumerate().flat_map(|(w, &word)| {
+        let mut rest = word;
+        std::iter::from_fn(move || {
+            (rest != 0).then(|| {
+                let b = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                w * 64 + b
+            })
+        })
+    })
 }
 
 /// `|d| / total`, infinite when the total is 0 and `d` is not (a bus or domain that carried

@@ -88,6 +88,15 @@ const FULL_PENDING_MAX_TICKS: u32 = 10;
 /// meanwhile its co-runners' rates lag by at most `V2_DRIFT_BOUND` (docs/sim.md, "fourth
 /// pass": 0.29 -> 0.16 whole solves per tick on bench-64, within speed_paths' bounds).
 const V2_PENDING_MAX_TICKS: u32 = 30;
+/// v2 fast path: how far (relative) snoop latency updates may move a bus's latency from the
+/// one its shares were divided at before the bus is marked for a settling solve. A latency
+/// update keeps the shares ("the next solve catches up"), but a socket of pinned, warm tasks
+/// gets no next solve: one that had settled alone kept, for good, the shares of a latency
+/// without the other socket's snoops, its tasks 0.1-0.7 % off their identical twins on the
+/// other socket (physics probe, session 22; the reference path was symmetric). The snoop
+/// load moves a latency by a few per cent at most, so this asks for a solve only when that
+/// matters, and rarely where switches divide the shares every few ticks anyway.
+const V2_RESHARE_LATENCY_TOL: f64 = 1e-3;
 
 /// A profile with derived constants for the hot path.
 #[derive(Clone, Debug)]
@@ -709,6 +718,9 @@ struct Bus {
     updated_pass: u64,
     /// Its CPUs retiring lazily now (`flush_bus` has nothing to do when none is).
     lazy_cpus: u32,
+    /// v2 fast path: the latency at which the shares were last divided (the end of a solve or
+    /// light update); snoop latency updates move the latency without dividing them again.
+    latency_at_division: f64,
 }
 
 /// The simulated machine.

@@ -850,6 +850,61 @@ fn a_late_socket_settles_where_an_early_one_does() {
     }
 }
 
+/// Two sockets of identical pinned, warm tasks end in identical states whichever started
+/// first. The socket that settled alone kept the cache shares of a latency without the other
+/// socket's snoops: its later latency updates moved the latency but not the shares, and
+/// pinned tasks never asked for the whole solve that would have (physics probe, session 22:
+/// twolf 0.7 %, mcf 0.4 % off their twins over the last 500 ms of 20 s; the reference path
+/// was symmetric). CPU `c` and `c + 12` are mirrors on x5650-2s (checked above).
+#[test]
+fn an_early_socket_of_pinned_tasks_settles_where_its_late_twin_does() {
+    let cat = Catalog::builtin();
+    let mix = [
+        ("eon", 0),
+        ("429.mcf", 1),
+        ("swim", 2),
+        ("swim", 3),
+        ("art", 4),
+        ("462.libquantum", 5),
+        ("parser", 6),
+        ("twolf", 7),
+        ("mesa", 8),
+        ("parser", 9),
+        ("462.libquantum", 10),
+        ("twolf", 11),
+    ];
+    let mut b = Scenario::builder(&cat, "x5650-2s")
+        .unwrap()
+        .model(Model::V2)
+        .duration_ms(1000);
+    for socket in 0..2u32 {
+        for &(program, cpu) in &mix {
+            b = b.task_spec(TaskSpec {
+                name: format!("{program}@{}", cpu + 12 * socket),
+                workload: Workload::Program(cat.program(program).unwrap()),
+                affinity: Some(CpuSet::single(cpu + 12 * socket)),
+                repeat: true,
+                start_ms: 100 * u64::from(socket),
+            });
+        }
+    }
+    let sc = b.build().unwrap();
+    let mut sim = Simulation::new(&sc, 1).unwrap();
+    let (mut d, mut bus) = (Vec::new(), Vec::new());
+    sim.advance_quiet(800_000_000, None);
+    sim.take_interval(&mut d, &mut bus);
+    sim.advance_quiet(200_000_000, None);
+    sim.take_interval(&mut d, &mut bus);
+    for (k, &(program, _)) in mix.iter().enumerate() {
+        let (early, late) = (d[k].instructions, d[k + mix.len()].instructions);
+        assert!(
+            (late / early - 1.0).abs() < 1e-4,
+            "{program}: late socket / early socket = {}",
+            late / early
+        );
+    }
+}
+
 /// `machine` of the built-in catalog with its v2 physics changed by `edit`.
 fn machine_with(machine: &str, edit: impl FnOnce(&mut PhysicsV2)) -> Catalog {
     let mut cat = Catalog::builtin();

@@ -243,6 +243,7 @@ impl Simulation {
         }
         self.scratch_run = run;
         self.record_touch(b);
+        self.buses[b].latency_at_division = lat;
         iters
     }
 
@@ -381,6 +382,13 @@ impl Simulation {
         }
         self.latency_v2(b, BUS_ITERS);
         let lat = self.buses[b].latency_cycles;
+        // The shares keep the division of the last solve or light update; once the latency has
+        // moved far from it, the bus is solved whole when its warm-ups allow (as after a
+        // burst of warm-ups), so that warm, pinned tasks do not keep stale shares for good.
+        let at = self.buses[b].latency_at_division;
+        if self.v2_fast() && (lat - at).abs() > V2_RESHARE_LATENCY_TOL * at {
+            self.full_pending_ticks[b] = self.full_pending_ticks[b].max(1);
+        }
         for k in 0..self.buses[b].cpus.len() {
             let c = self.buses[b].cpus[k] as usize;
             if self.cpus[c].current == NONE {

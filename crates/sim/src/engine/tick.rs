@@ -53,259 +53,269 @@ impl Simulation {
         // visits them (the loop switches no task, so the set does not change under it).
         let mut busy = std::mem::take(&mut self.scratch_busy);
         busy.clone_from(&self.busy);
-        for c in cpus_in(&busy) {
-            let cur = self.cpus[c].current;
-            debug_assert!(cur != NONE, "a busy bit on an idle CPU");
-            if self.cpus[c].lazy {
-                if pass < self.cpus[c].lazy_until {
-                    // Steady: this tick is retired later with the others (`flush_cpu`); its
-                    // lines still count against the waiting tasks' pool.
-                    self.scratch_dom_running[self.cpus[c].domain as usize] +=
-                        self.tasks[cur as usize].occ;
-                    continue;
+        // A loop over the set bits by hand: an iterator adapter cost v1's bench-64 a tenth
+        // more instructions (every CPU runs there).
+        for w in 0..busy.len() {
+            let mut rest = busy[w];
+            while rest != 0 {
+                let c = w * 64 + rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                let cur = self.cpus[c].current;
+                debug_assert!(cur != NONE, "a busy bit on an idle CPU");
+                if self.cpus[c].lazy {
+                    if pass < self.cpus[c].lazy_until {
+                        // Steady: this tick is retired later with the others (`flush_cpu`); its
+                        // lines still count against the waiting tasks' pool.
+                        self.scratch_dom_running[self.cpus[c].domain as usize] +=
+                            self.tasks[cur as usize].occ;
+                        continue;
+                    }
+                    self.flush_cpu(c);
                 }
-                self.flush_cpu(c);
-            }
-            let (mut cpi, mut miss, share) =
-                (self.cpus[c].cpi, self.cpus[c].miss, self.cpus[c].share);
-            let bus = self.cpus[c].bus as usize;
-            let t = &mut self.tasks[cur as usize];
-            {
-                // A task below its target whose rates are those of more than it holds (a full
-                // task's headroom let the solve count lines it has not brought in, past a knee:
-                // libquantum beside swim ran a tick at its warmed rate holding 4.28 of 5.24 MB,
-                // and gained half a millisecond on itself alone) runs this tick as a warming
-                // task: at the miss ratio of what it holds, its misses along its fill curve.
+                let (mut cpi, mut miss, share) =
+                    (self.cpus[c].cpi, self.cpus[c].miss, self.cpus[c].share);
+                let bus = self.cpus[c].bus as usize;
+                let t = &mut self.tasks[cur as usize];
+                {
+                    // A task below its target whose rates are those of more than it holds (a full
+                    // task's headroom let the solve count lines it has not brought in, past a knee:
+                    // libquantum beside swim ran a tick at its warmed rate holding 4.28 of 5.24 MB,
+                    // and gained half a millisecond on itself alone) runs this tick as a warming
+                    // task: at the miss ratio of what it holds, its misses along its fill curve.
+                    let p = &self.profs[t.prof as usize];
+                    let target = if self.footprint_sharing {
+                        share
+                    } else {
+                        share.min(p.saturation_bytes)
+                    };
+                    // Only a full task's solve counts headroom: a warming task's rates are those of
+                    // its occupancy at the last update, never less than it holds now.
+                    if t.full && t.occ < target * (1.0 - 1e-9) {
+                        let held = share.min(t.occ);
+                        let cpu = &self.cpus[c];
+                        let m0 = if cpu.memo_prof == t.prof
+                            && cpu.memo_held.to_bits() == held.to_bits()
+                        {
+                            cpu.memo_miss
+                        } else {
+                            p.miss_ratio(held)
+                        };
+                        if miss < m0 * (1.0 - OPTIMISM_TOL) {
+                            t.full = false;
+                            miss = m0;
+                            cpi = self.scratch_cc[c]
+                                + self.scratch_apm[c] * m0 * self.buses[bus].latency_cycles;
+                            let cpu = &mut self.cpus[c];
+                            (cpu.miss, cpu.cpi, cpu.ipc) = (miss, cpi, 1.0 / cpi);
+                            (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m0);
+                        }
+                    }
+                }
+                let mut instr = cyc / cpi;
+                let mut tick_instr = 0.0;
+                let mut fp = 0.0;
+                let mut refs = 0.0;
+                let mut misses = 0.0;
+                let mut transfers = 0.0;
+                let mut crossed = false;
+                // The tick's misses before a new program started in it: those lines belong to the
+                // finished program, not to the new one's occupancy (review, session 14).
+                let mut misses_before_new = 0.0;
+                // Retire, crossing phase boundaries at the current rates.
+                loop {
+                    let p = &self.profs[t.prof as usize];
+                    let n = instr.min(t.phase_left);
+                    tick_instr += n;
+                    fp += n * p.fp;
+                    refs += n * p.api;
+                    misses += n * p.api * miss;
+                    transfers += n * p.api * miss * p.lines_per_miss;
+                    t.phase_left -= n;
+                    instr -= n;
+                    if t.phase_left > 0.0 {
+                        break;
+                    }
+                    // Phase done: next phase, program completion, or the end.
+                    crossed = true;
+                    match next_phase(&mut t.src, t.repeat) {
+                        Next::Phase(p, n, ended, new_process) => {
+                            t.prof = p;
+                            t.phase_left = n as f64;
+                            if ended {
+                                t.c.completions += 1;
+                            }
+                            if new_process {
+                                start_cold(t);
+                                misses_before_new = misses;
+                            }
+                            self.dirty = true;
+                            self.dirty_bus[bus] = true;
+                        }
+                        Next::Done => {
+                            t.c.completions += 1;
+                            t.state = State::Done;
+                            // Finished part-way through the tick.
+                            let used = ((cyc - instr * cpi) / cyc).clamp(0.0, 1.0);
+                            t.finish_ns =
+                                Some(self.now_ns + (used * tick_ns as f64).round() as u64);
+                            finished_any = true;
+                            break;
+                        }
+                    }
+                    if instr <= 0.0 {
+                        break;
+                    }
+                }
                 let p = &self.profs[t.prof as usize];
+                // Under footprint sharing the share is what LRU leaves the task, used or not.
                 let target = if self.footprint_sharing {
                     share
                 } else {
                     share.min(p.saturation_bytes)
                 };
-                // Only a full task's solve counts headroom: a warming task's rates are those of
-                // its occupancy at the last update, never less than it holds now.
-                if t.full && t.occ < target * (1.0 - 1e-9) {
-                    let held = share.min(t.occ);
-                    let cpu = &self.cpus[c];
-                    let m0 = if cpu.memo_prof == t.prof && cpu.memo_held.to_bits() == held.to_bits()
-                    {
-                        cpu.memo_miss
-                    } else {
-                        p.miss_ratio(held)
-                    };
-                    if miss < m0 * (1.0 - OPTIMISM_TOL) {
-                        t.full = false;
-                        miss = m0;
-                        cpi = self.scratch_cc[c]
-                            + self.scratch_apm[c] * m0 * self.buses[bus].latency_cycles;
-                        let cpu = &mut self.cpus[c];
-                        (cpu.miss, cpu.cpi, cpu.ipc) = (miss, cpi, 1.0 / cpi);
-                        (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m0);
-                    }
+                if !crossed && !t.full && t.occ < target * (1.0 - 1e-9) {
+                    // Within one phase a warming task's misses follow its fill curve, so they do
+                    // not depend on how many instructions a tick holds (`FillTable`). A tick that
+                    // crosses a phase keeps the miss ratio of its start (the bus is re-solved).
+                    misses = p.warm_misses(t.occ, target, refs, p.fill_line_bytes, &mut t.fill_k);
+                    transfers = misses * p.lines_per_miss;
                 }
-            }
-            let mut instr = cyc / cpi;
-            let mut tick_instr = 0.0;
-            let mut fp = 0.0;
-            let mut refs = 0.0;
-            let mut misses = 0.0;
-            let mut transfers = 0.0;
-            let mut crossed = false;
-            // The tick's misses before a new program started in it: those lines belong to the
-            // finished program, not to the new one's occupancy (review, session 14).
-            let mut misses_before_new = 0.0;
-            // Retire, crossing phase boundaries at the current rates.
-            loop {
-                let p = &self.profs[t.prof as usize];
-                let n = instr.min(t.phase_left);
-                tick_instr += n;
-                fp += n * p.fp;
-                refs += n * p.api;
-                misses += n * p.api * miss;
-                transfers += n * p.api * miss * p.lines_per_miss;
-                t.phase_left -= n;
-                instr -= n;
-                if t.phase_left > 0.0 {
-                    break;
-                }
-                // Phase done: next phase, program completion, or the end.
-                crossed = true;
-                match next_phase(&mut t.src, t.repeat) {
-                    Next::Phase(p, n, ended, new_process) => {
-                        t.prof = p;
-                        t.phase_left = n as f64;
-                        if ended {
-                            t.c.completions += 1;
-                        }
-                        if new_process {
-                            start_cold(t);
-                            misses_before_new = misses;
-                        }
-                        self.dirty = true;
-                        self.dirty_bus[bus] = true;
-                    }
-                    Next::Done => {
-                        t.c.completions += 1;
-                        t.state = State::Done;
-                        // Finished part-way through the tick.
-                        let used = ((cyc - instr * cpi) / cyc).clamp(0.0, 1.0);
-                        t.finish_ns = Some(self.now_ns + (used * tick_ns as f64).round() as u64);
-                        finished_any = true;
-                        break;
-                    }
-                }
-                if instr <= 0.0 {
-                    break;
-                }
-            }
-            let p = &self.profs[t.prof as usize];
-            // Under footprint sharing the share is what LRU leaves the task, used or not.
-            let target = if self.footprint_sharing {
-                share
-            } else {
-                share.min(p.saturation_bytes)
-            };
-            if !crossed && !t.full && t.occ < target * (1.0 - 1e-9) {
-                // Within one phase a warming task's misses follow its fill curve, so they do
-                // not depend on how many instructions a tick holds (`FillTable`). A tick that
-                // crosses a phase keeps the miss ratio of its start (the bus is re-solved).
-                misses = p.warm_misses(t.occ, target, refs, p.fill_line_bytes, &mut t.fill_k);
-                transfers = misses * p.lines_per_miss;
-            }
-            let used_cycles = if t.state == State::Done {
-                (tick_instr * cpi).min(cyc)
-            } else {
-                cyc
-            };
-            t.c.cycles += used_cycles;
-            t.c.instructions += tick_instr;
-            t.c.fp_ops += fp;
-            t.c.llc_references += refs;
-            t.c.llc_misses += misses;
-            t.c.mem_transactions += transfers;
-            // A task that finished part-way through the tick ran only for that part.
-            let used_ns = if used_cycles < cyc {
-                (used_cycles / cyc * tick_ns as f64).round() as u64
-            } else {
-                tick_ns
-            };
-            t.c.task_clock_ns += used_ns;
-            // Warm-up: misses bring lines in until the task holds its share (or all it can use).
-            let fill = (misses - misses_before_new) * p.fill_line_bytes;
-            if t.full {
-                // A full task follows its share (the solve assumed so): down at once, up by what
-                // this tick's misses brought in. A share that grew by more than that (a co-runner
-                // left) makes it a warming task again, under the warming rule below from the
-                // next tick.
-                if target > t.occ
-                    && t.occ + t.fill_bytes < target * (1.0 - 1e-9)
-                    && fill > t.fill_bytes
-                {
-                    // It grows past what the last solve counted it as holding (its occupancy
-                    // plus the fills of its previous tick): its rates want that solve again,
-                    // or they would stay those of the smaller holding (review, session 13).
-                    self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
-                }
-                t.occ = if target > t.occ {
-                    (t.occ + fill).min(target)
+                let used_cycles = if t.state == State::Done {
+                    (tick_instr * cpi).min(cyc)
                 } else {
-                    t.occ.min(share)
+                    cyc
                 };
-                t.full = t.occ >= target * (1.0 - 1e-9);
-                t.fill_bytes = fill;
-            } else if t.occ < target * (1.0 - 1e-9) {
-                t.occ = (t.occ + fill).min(target);
-                // While the miss ratio still moves by more than 0.5 % a tick, the bus gets a
-                // light update (the reference path: a whole solve); once the share is filled,
-                // a whole solve, so that warm tasks run at exact steady-state rates.
-                let held = share.min(t.occ);
-                if !v2_fast && !self.exact_warmup && t.occ < target {
-                    // v1, still filling: whether the miss ratio moved by 0.5 % since the bus's
-                    // last update, read from the fill table's exact values at its grid points
-                    // (`FillTable::miss_at`: about 1e-4 off on smooth stretches, a few 1e-3
-                    // next to a kink, against a threshold of 5e-3, so near a kink a light
-                    // update can come a tick early or late), instead of evaluating the curve at
-                    // every tick of a warm-up; the light update evaluates it exactly.
-                    if (p.fill.miss_at(held, &mut t.fill_k) - miss).abs() > 0.005 * miss {
-                        self.light = true;
-                        self.light_bus[bus] = true;
-                    }
+                t.c.cycles += used_cycles;
+                t.c.instructions += tick_instr;
+                t.c.fp_ops += fp;
+                t.c.llc_references += refs;
+                t.c.llc_misses += misses;
+                t.c.mem_transactions += transfers;
+                // A task that finished part-way through the tick ran only for that part.
+                let used_ns = if used_cycles < cyc {
+                    (used_cycles / cyc * tick_ns as f64).round() as u64
                 } else {
-                    let m_now = p.miss_ratio(held);
-                    // The next solve of this CPU starts from this evaluation (contention.rs
-                    // `miss_at`): a warming task holds exactly this much in it.
-                    let cpu = &mut self.cpus[c];
-                    (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
-                    if t.occ >= target {
-                        t.full = true;
-                        // The headroom the solve gives a full task (`held_bytes`): at least a
-                        // whole tick of fills at its target's miss ratio, though this tick's
-                        // fill was only the rest of the warm-up. (A share that then grows past
-                        // occupancy plus headroom is the guard's case above.)
-                        t.fill_bytes = fill.max(refs * p.miss_ratio(target) * p.fill_line_bytes);
-                    }
-                    if v2_fast {
-                        if t.occ >= target {
-                            self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
-                        }
-                        // A phase change in this tick already made the bus dirty.
-                        if m_now != miss && !self.dirty_bus[bus] {
-                            // Local step: the warming task's own miss ratio and CPI at its new
-                            // occupancy (the bus's latency and its core CPI as last solved); the
-                            // bus's other tasks keep their rates until the drift of the rates
-                            // from the bus's last update passes `V2_DRIFT_BOUND`, then the bus
-                            // gets a light update.
-                            let lat = self.buses[bus].latency_cycles;
-                            let cpi_now = self.scratch_cc[c] + self.scratch_apm[c] * m_now * lat;
-                            let cpu = &mut self.cpus[c];
-                            cpu.miss = m_now;
-                            cpu.cpi = cpi_now;
-                            cpu.ipc = 1.0 / cpi_now;
-                            let (r, n) = p.rates(m_now, cpu.ipc);
-                            let drift = relative(
-                                r - cpu.touch_rate,
-                                self.domains[cpu.domain as usize].touch_access,
-                            ) + self.buses[bus].touch_gain
-                                * relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
-                            self.buses[bus].drift += drift - cpu.drift;
-                            cpu.drift = drift;
-                            self.local_steps += 1;
-                            if self.buses[bus].drift > V2_DRIFT_BOUND {
-                                self.light = true;
-                                self.light_bus[bus] = true;
-                            }
-                        }
-                    } else if self.exact_warmup
-                        && (t.occ >= target || (m_now - miss).abs() > 0.005 * miss)
+                    tick_ns
+                };
+                t.c.task_clock_ns += used_ns;
+                // Warm-up: misses bring lines in until the task holds its share (or all it can use).
+                let fill = (misses - misses_before_new) * p.fill_line_bytes;
+                if t.full {
+                    // A full task follows its share (the solve assumed so): down at once, up by what
+                    // this tick's misses brought in. A share that grew by more than that (a co-runner
+                    // left) makes it a warming task again, under the warming rule below from the
+                    // next tick.
+                    if target > t.occ
+                        && t.occ + t.fill_bytes < target * (1.0 - 1e-9)
+                        && fill > t.fill_bytes
                     {
-                        self.dirty = true;
-                        self.dirty_bus[bus] = true;
-                    } else if t.occ >= target {
-                        // v1, filled (a v1 task still filling took the branch above, where a
-                        // warm-up step is one fixed-point iteration for the bus): the bus is
-                        // re-solved once no task on it is still warming up (see below), so that
-                        // warm tasks run at exact steady-state rates.
+                        // It grows past what the last solve counted it as holding (its occupancy
+                        // plus the fills of its previous tick): its rates want that solve again,
+                        // or they would stay those of the smaller holding (review, session 13).
                         self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
                     }
+                    t.occ = if target > t.occ {
+                        (t.occ + fill).min(target)
+                    } else {
+                        t.occ.min(share)
+                    };
+                    t.full = t.occ >= target * (1.0 - 1e-9);
+                    t.fill_bytes = fill;
+                } else if t.occ < target * (1.0 - 1e-9) {
+                    t.occ = (t.occ + fill).min(target);
+                    // While the miss ratio still moves by more than 0.5 % a tick, the bus gets a
+                    // light update (the reference path: a whole solve); once the share is filled,
+                    // a whole solve, so that warm tasks run at exact steady-state rates.
+                    let held = share.min(t.occ);
+                    if !v2_fast && !self.exact_warmup && t.occ < target {
+                        // v1, still filling: whether the miss ratio moved by 0.5 % since the bus's
+                        // last update, read from the fill table's exact values at its grid points
+                        // (`FillTable::miss_at`: about 1e-4 off on smooth stretches, a few 1e-3
+                        // next to a kink, against a threshold of 5e-3, so near a kink a light
+                        // update can come a tick early or late), instead of evaluating the curve at
+                        // every tick of a warm-up; the light update evaluates it exactly.
+                        if (p.fill.miss_at(held, &mut t.fill_k) - miss).abs() > 0.005 * miss {
+                            self.light = true;
+                            self.light_bus[bus] = true;
+                        }
+                    } else {
+                        let m_now = p.miss_ratio(held);
+                        // The next solve of this CPU starts from this evaluation (contention.rs
+                        // `miss_at`): a warming task holds exactly this much in it.
+                        let cpu = &mut self.cpus[c];
+                        (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
+                        if t.occ >= target {
+                            t.full = true;
+                            // The headroom the solve gives a full task (`held_bytes`): at least a
+                            // whole tick of fills at its target's miss ratio, though this tick's
+                            // fill was only the rest of the warm-up. (A share that then grows past
+                            // occupancy plus headroom is the guard's case above.)
+                            t.fill_bytes =
+                                fill.max(refs * p.miss_ratio(target) * p.fill_line_bytes);
+                        }
+                        if v2_fast {
+                            if t.occ >= target {
+                                self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
+                            }
+                            // A phase change in this tick already made the bus dirty.
+                            if m_now != miss && !self.dirty_bus[bus] {
+                                // Local step: the warming task's own miss ratio and CPI at its new
+                                // occupancy (the bus's latency and its core CPI as last solved); the
+                                // bus's other tasks keep their rates until the drift of the rates
+                                // from the bus's last update passes `V2_DRIFT_BOUND`, then the bus
+                                // gets a light update.
+                                let lat = self.buses[bus].latency_cycles;
+                                let cpi_now =
+                                    self.scratch_cc[c] + self.scratch_apm[c] * m_now * lat;
+                                let cpu = &mut self.cpus[c];
+                                cpu.miss = m_now;
+                                cpu.cpi = cpi_now;
+                                cpu.ipc = 1.0 / cpi_now;
+                                let (r, n) = p.rates(m_now, cpu.ipc);
+                                let drift = relative(
+                                    r - cpu.touch_rate,
+                                    self.domains[cpu.domain as usize].touch_access,
+                                ) + self.buses[bus].touch_gain
+                                    * relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
+                                self.buses[bus].drift += drift - cpu.drift;
+                                cpu.drift = drift;
+                                self.local_steps += 1;
+                                if self.buses[bus].drift > V2_DRIFT_BOUND {
+                                    self.light = true;
+                                    self.light_bus[bus] = true;
+                                }
+                            }
+                        } else if self.exact_warmup
+                            && (t.occ >= target || (m_now - miss).abs() > 0.005 * miss)
+                        {
+                            self.dirty = true;
+                            self.dirty_bus[bus] = true;
+                        } else if t.occ >= target {
+                            // v1, filled (a v1 task still filling took the branch above, where a
+                            // warm-up step is one fixed-point iteration for the bus): the bus is
+                            // re-solved once no task on it is still warming up (see below), so that
+                            // warm tasks run at exact steady-state rates.
+                            self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
+                        }
+                    }
+                } else {
+                    // Switched in with (or evicted down to) its whole target: full already.
+                    t.occ = t.occ.min(share);
+                    t.full = true;
+                    t.fill_bytes = fill;
                 }
-            } else {
-                // Switched in with (or evicted down to) its whole target: full already.
-                t.occ = t.occ.min(share);
-                t.full = true;
-                t.fill_bytes = fill;
-            }
-            if !t.full {
-                self.scratch_bus_warming[bus] += 1;
-            }
-            self.scratch_dom_running[self.cpus[c].domain as usize] += t.occ;
-            // Lazy retire: a task that ran this whole tick at the rates it keeps, is full and
-            // holds exactly what it will hold next tick (its target, within its share)
-            // retires the same amounts every tick until its bus is updated, it is switched out
-            // or its phase ends: those ticks are retired at once later (`flush_cpu`), and this
-            // loop skips it meanwhile. Passes up to `lazy_until` stay clear of the phase's end.
-            // A bus already marked for an update (a phase ended in this tick, a local step
-            // drifted too far) would flush it at the next tick: not worth entering.
-            let steady = lazy_ok
+                if !t.full {
+                    self.scratch_bus_warming[bus] += 1;
+                }
+                self.scratch_dom_running[self.cpus[c].domain as usize] += t.occ;
+                // Lazy retire: a task that ran this whole tick at the rates it keeps, is full and
+                // holds exactly what it will hold next tick (its target, within its share)
+                // retires the same amounts every tick until its bus is updated, it is switched out
+                // or its phase ends: those ticks are retired at once later (`flush_cpu`), and this
+                // loop skips it meanwhile. Passes up to `lazy_until` stay clear of the phase's end.
+                // A bus already marked for an update (a phase ended in this tick, a local step
+                // drifted too far) would flush it at the next tick: not worth entering.
+                let steady = lazy_ok
                 && pass >= self.buses[bus].updated_pass + LAZY_QUIET_PASSES
                 && !self.dirty_bus[bus]
                 && !self.light_bus[bus]
@@ -317,28 +327,29 @@ impl Simulation {
                 // A local warm-up step in this tick moved its rates for the next one.
                 && self.cpus[c].cpi == cpi
                 && self.cpus[c].miss == miss;
-            let lazy_ticks = if steady {
-                (t.phase_left / tick_instr).floor() - 1.0
-            } else {
-                0.0
-            };
-            let cpu = &mut self.cpus[c];
-            cpu.busy_ns_obs += used_ns;
-            cpu.cycles_obs += used_cycles;
-            cpu.instr_obs += tick_instr;
-            if lazy_ticks >= 1.0 {
-                self.buses[bus].lazy_cpus += 1;
-                let cpu = &mut self.cpus[c];
-                cpu.lazy = true;
-                cpu.lazy_from = pass + 1;
-                cpu.lazy_until = pass + 1 + lazy_ticks.min(1e15) as u64;
-                cpu.lazy_tick = LazyTick {
-                    instr: tick_instr,
-                    fp,
-                    refs,
-                    misses,
-                    transfers,
+                let lazy_ticks = if steady {
+                    (t.phase_left / tick_instr).floor() - 1.0
+                } else {
+                    0.0
                 };
+                let cpu = &mut self.cpus[c];
+                cpu.busy_ns_obs += used_ns;
+                cpu.cycles_obs += used_cycles;
+                cpu.instr_obs += tick_instr;
+                if lazy_ticks >= 1.0 {
+                    self.buses[bus].lazy_cpus += 1;
+                    let cpu = &mut self.cpus[c];
+                    cpu.lazy = true;
+                    cpu.lazy_from = pass + 1;
+                    cpu.lazy_until = pass + 1 + lazy_ticks.min(1e15) as u64;
+                    cpu.lazy_tick = LazyTick {
+                        instr: tick_instr,
+                        fp,
+                        refs,
+                        misses,
+                        transfers,
+                    };
+                }
             }
         }
         self.scratch_busy = busy;
@@ -401,19 +412,24 @@ impl Simulation {
         // so the set taken first is the one a walk of every CPU would find busy).
         let mut busy = std::mem::take(&mut self.scratch_busy);
         busy.clone_from(&self.busy);
-        for c in cpus_in(&busy) {
-            if self.cpus[c].current != NONE && self.cpus[c].slice_end_ns <= self.now_ns {
-                if self.cpus[c].queue.is_empty() {
-                    let slice = self.slice_ns(c);
-                    self.cpus[c].slice_end_ns = self.now_ns + slice;
-                } else {
-                    let t = self.cpus[c].current;
-                    self.switch_out(c, true);
-                    self.cpus[c].queue.push_back(t);
-                    self.note_queue(c);
-                    self.tasks[t as usize].state = State::Queued;
-                    self.tasks[t as usize].cpu = c as u32;
-                    self.dispatch(c, pick.as_deref_mut());
+        for w in 0..busy.len() {
+            let mut rest = busy[w];
+            while rest != 0 {
+                let c = w * 64 + rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                if self.cpus[c].current != NONE && self.cpus[c].slice_end_ns <= self.now_ns {
+                    if self.cpus[c].queue.is_empty() {
+                        let slice = self.slice_ns(c);
+                        self.cpus[c].slice_end_ns = self.now_ns + slice;
+                    } else {
+                        let t = self.cpus[c].current;
+                        self.switch_out(c, true);
+                        self.cpus[c].queue.push_back(t);
+                        self.note_queue(c);
+                        self.tasks[t as usize].state = State::Queued;
+                        self.tasks[t as usize].cpu = c as u32;
+                        self.dispatch(c, pick.as_deref_mut());
+                    }
                 }
             }
         }

@@ -596,10 +596,10 @@ fn heatmap_interrupted_prints_what_it_sampled() {
     let fds = format!("/proc/{}/fd", child.id());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let sampling = || {
-        std::fs::read_dir(&fds).map_or(false, |d| {
+        std::fs::read_dir(&fds).is_ok_and(|d| {
             d.flatten().any(|e| {
                 std::fs::read_link(e.path())
-                    .map_or(false, |l| l.to_string_lossy().contains("perf_event"))
+                    .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
             })
         })
     };

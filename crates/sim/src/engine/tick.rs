@@ -55,8 +55,8 @@ impl Simulation {
         busy.clone_from(&self.busy);
         // A loop over the set bits by hand: an iterator adapter cost v1's bench-64 a tenth
         // more instructions (every CPU runs there).
-        for w in 0..busy.len() {
-            let mut rest = busy[w];
+        for (w, &word) in busy.iter().enumerate() {
+            let mut rest = word;
             while rest != 0 {
                 let c = w * 64 + rest.trailing_zeros() as usize;
                 rest &= rest - 1;
@@ -412,8 +412,8 @@ impl Simulation {
         // so the set taken first is the one a walk of every CPU would find busy).
         let mut busy = std::mem::take(&mut self.scratch_busy);
         busy.clone_from(&self.busy);
-        for w in 0..busy.len() {
-            let mut rest = busy[w];
+        for (w, &word) in busy.iter().enumerate() {
+            let mut rest = word;
             while rest != 0 {
                 let c = w * 64 + rest.trailing_zeros() as usize;
                 rest &= rest - 1;
@@ -468,7 +468,7 @@ impl Simulation {
     fn cpu_bits_agree(&self) -> bool {
         self.cpus.iter().enumerate().all(|(c, cpu)| {
             let bit = |bits: &[u64]| bits[c / 64] >> (c % 64) & 1 == 1;
-            bit(&self.busy) == (cpu.current != NONE) && bit(&self.queued) == !cpu.queue.is_empty()
+            bit(&self.busy) == (cpu.current != NONE) && bit(&self.queued) != cpu.queue.is_empty()
         })
     }
 

@@ -208,9 +208,12 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     }
     // The hold-back delays the policy's next move of a task; the baseline moves none, so the
     // value would do nothing (as `simulate` refuses it).
-    if let (Some(n), "linux") = (args.min_residency, policy_name) {
+    if let (Some(n @ 1..), "linux") = (args.min_residency, policy_name) {
         bail!("--min-residency {n}: policy \"linux\" (the baseline) moves no task; drop --min-residency");
     }
+    // Cheap checks before MASA's calibration of a simulated machine, which takes a while.
+    let interval_ns = parse_interval(&args.interval)?;
+    let targets = TargetSpec::parse(&args.targets)?;
     // A simulated source is read before the policy is built: MASA calibrates its machine.
     let sim = match args.source.strip_prefix("sim:") {
         Some(path) => {
@@ -305,8 +308,6 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
              is sampled (schedtask does)"
         );
     }
-    let interval_ns = parse_interval(&args.interval)?;
-    let targets = TargetSpec::parse(&args.targets)?;
     let loop_cfg = LoopConfig {
         interval_ns,
         min_residency: args.min_residency.unwrap_or(DEFAULT_MIN_RESIDENCY),

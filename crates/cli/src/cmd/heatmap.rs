@@ -159,6 +159,12 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
             break;
         }
     }
+    // Sampling is over: a second Ctrl-C or SIGTERM ends the command again, as by default.
+    // SAFETY: setting signal dispositions.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+    }
     sampler.disable().context("disabling the samplers")?;
     sampler.drain(&mut samples);
     let wall_ns = t0.elapsed().as_nanos().max(1) as f64;

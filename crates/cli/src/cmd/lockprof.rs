@@ -466,11 +466,11 @@ fn our_children() -> Vec<(u32, String)> {
             .find('(')
             .map_or("", |open| &stat[open + 1..close])
             .to_string();
-        let ppid = stat[close + 1..]
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(me) {
+        let mut fields = stat[close + 1..].split_whitespace();
+        let state = fields.next();
+        let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
+        // A zombie has exited (only its exit status waits to be collected): not running.
+        if ppid == Some(me) && state != Some("Z") {
             out.push((pid, comm));
         }
     }

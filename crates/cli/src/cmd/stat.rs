@@ -277,9 +277,16 @@ pub(super) fn process_ended(pid: i32) -> bool {
 }
 
 /// The processes of `-p`, to stop counting when every one has ended (as perf does).
+/// The `-p` header, worked out when counting starts (`/proc/TID` is gone once a thread that
+/// ended the count has exited).
+static PID_HEADER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// perf's "process id 'P'", saying which ids are threads and whose: `-p` counts a thread's
 /// whole process (as perf does), so a thread id reads "thread id 'T' (process P)".
 fn process_ids_header(list: &str) -> String {
+    if let Some(h) = PID_HEADER.get() {
+        return h.clone();
+    }
     let threads: Vec<(String, i32)> = list
         .split(',')
         .filter_map(|x| {
@@ -382,6 +389,9 @@ fn stderr_gone() -> bool {
 mod stat_daemon;
 
 pub fn run(args: StatArgs) -> Result<ExitCode> {
+    if let Some(p) = &args.pid {
+        let _ = PID_HEADER.set(process_ids_header(p));
+    }
     super::check_sysfs_root(&args.sysfs_root)?;
     let result = match args.daemon.clone() {
         Some(socket) => stat_daemon::run(&args, socket.as_deref()),

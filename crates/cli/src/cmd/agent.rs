@@ -31,7 +31,7 @@ pub struct AgentArgs {
     #[arg(long, default_value = DEFAULT_JOURNAL)]
     journal: PathBuf,
     /// A task changed by the agent is not changed again for this many intervals (hysteresis;
-    /// default 3). Refused for `linux`, which changes no task.
+    /// default 3). Above 0 it is refused for `linux`, which changes no task.
     #[arg(long)]
     min_residency: Option<u32>,
     /// Log as JSON lines instead of text.

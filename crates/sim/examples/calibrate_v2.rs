@@ -668,15 +668,8 @@ fn main() {
             smt_pair(&cat, p, Model::V1),
         );
         // Its time on memory alone, which put it in the calibration set (under 5 %).
-        let alone = solo_counters(&cat, MODERN_SMT_MACHINE, p, Model::V2, 3000)
+        let (_, memory) = solo_cpi_and_memory_share(&cat, MODERN_SMT_MACHINE, p, Model::V2, 3000)
             .unwrap_or_else(|e| fail(e.to_string()));
-        let core = cat
-            .program(p)
-            .unwrap_or_else(|| fail(format!("no program {p}")))
-            .phases[0]
-            .profile
-            .core_cpi_on(&spec, Model::V2);
-        let memory = 1.0 - core * alone.instructions / alone.cycles.max(1.0);
         println!(
             "  {p:<13} two copies on one core retire {v2:.3} x one copy (v1 {v1:.3}; measured {want:.3}, {:+.1} %), memory {:.1} % of the time alone",
             (v2 / want - 1.0) * 100.0,

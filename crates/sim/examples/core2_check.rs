@@ -23,19 +23,9 @@ const MACHINE: &str = "dualcore-shared-l2";
 /// v2 CPI of `program` alone on `MACHINE` of `cat` over a 3 s run (as `calibrate_v2` measures
 /// it), with the share of its time on memory (the CPI above its core CPI).
 fn solo(cat: &Catalog, program: &str) -> (f64, f64) {
-    let c = solo_counters(cat, MACHINE, program, Model::V2, 3000)
+    let (cpi, memory) = solo_cpi_and_memory_share(cat, MACHINE, program, Model::V2, 3000)
         .unwrap_or_else(|e| fail(e.to_string()));
-    let cpi = c.cycles / c.instructions.max(1.0);
-    let spec = cat
-        .machine(MACHINE)
-        .unwrap_or_else(|| fail(format!("no machine {MACHINE}")));
-    let core = cat
-        .program(program)
-        .unwrap_or_else(|| fail(format!("no program {program}")))
-        .phases[0]
-        .profile
-        .core_cpi_on(&spec, Model::V2);
-    (cpi, (1.0 - core / cpi).max(0.0))
+    (cpi, memory.max(0.0))
 }
 
 fn main() {

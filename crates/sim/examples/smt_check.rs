@@ -61,15 +61,9 @@ fn main() {
     // Share of the program's time alone on memory under v2 (its CPI above its core CPI): under
     // 5 % puts a program with both scores in the calibration set (`paper::SMT_CORE_PROGRAMS`).
     let memory = |p: &str| {
-        let c = solo_counters(&cat, MACHINE, p, Model::V2, 3000)
+        let (_, share) = solo_cpi_and_memory_share(&cat, MACHINE, p, Model::V2, 3000)
             .unwrap_or_else(|e| fail(e.to_string()));
-        let core = cat
-            .program(p)
-            .unwrap_or_else(|| fail(format!("no program {p}")))
-            .phases[0]
-            .profile
-            .core_cpi_on(&spec, Model::V2);
-        100.0 * (1.0 - core * c.instructions / c.cycles.max(1.0))
+        100.0 * share
     };
     println!(
         "{:14} {:>9} {:>7} {:>7} {:>8} | {:>8} | {:>6}",

@@ -57,8 +57,8 @@ pub mod spec;
 pub use catalog::Catalog;
 pub use engine::{Counters, Simulation};
 pub use run::{
-    drive, pair_throughput, run, run_with, run_with_progress, solo_counters, RunOptions, RunResult,
-    Series, TaskResult, TaskSeries,
+    drive, pair_throughput, run, run_with, run_with_progress, solo_counters,
+    solo_cpi_and_memory_share, RunOptions, RunResult, Series, TaskResult, TaskSeries,
 };
 pub use scenario::{Scenario, ScenarioBuilder, ScenarioError, TaskSpec, Workload};
 pub use spec::{

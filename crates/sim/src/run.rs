@@ -166,6 +166,36 @@ pub fn solo_counters(
         .ok_or_else(|| SimError::Invalid(format!("{program} on {machine}: no counters")))
 }
 
+/// `program` alone on CPU 0 of catalog machine `machine` (as [`solo_counters`]): its CPI and
+/// the share of its time on memory, `1 - core CPI / CPI`, the core CPI being its first phase's
+/// on that machine under `model` (`Profile::core_cpi_on`). The checks put a program whose share
+/// is under 5 % in the calibration set of a core's speed (`calibrate_v2`, `core2_check`,
+/// `smt_check`).
+pub fn solo_cpi_and_memory_share(
+    cat: &Catalog,
+    machine: &str,
+    program: &str,
+    model: Model,
+    duration_ms: u64,
+) -> Result<(f64, f64), SimError> {
+    let c = solo_counters(cat, machine, program, model, duration_ms)?;
+    let spec = cat
+        .machine(machine)
+        .ok_or_else(|| SimError::Invalid(format!("no machine {machine}")))?;
+    let core = cat
+        .program(program)
+        .and_then(|p| {
+            p.phases
+                .first()
+                .map(|ph| ph.profile.core_cpi_on(&spec, model))
+        })
+        .ok_or_else(|| SimError::Invalid(format!("no program {program} with a phase")))?;
+    Ok((
+        c.cycles / c.instructions.max(1.0),
+        1.0 - core * c.instructions / c.cycles.max(1.0),
+    ))
+}
+
 /// A core's throughput with two copies of `program` on its two SMT threads (CPUs 0 and 1 of
 /// catalog machine `machine`, siblings in every catalog topology with two threads per core)
 /// against one copy alone on CPU 0, both over `duration_ms` under `model`: the instructions the

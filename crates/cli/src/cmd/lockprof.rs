@@ -443,39 +443,21 @@ fn wait_for_descendants(limit: Duration) -> bool {
 }
 
 /// This process's children now (pid, command name), from /proc: the program's descendants
-/// were reparented to it (it is their subreaper), so these are the ones still running.
+/// were reparented to it (it is their subreaper), so these are the ones still running. A
+/// zombie has exited (only its status waits to be collected): not running.
 fn our_children() -> Vec<(u32, String)> {
     let me = std::process::id();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so split at the
-        // last ')'.
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let comm = stat
-            .find('(')
-            .map_or("", |open| &stat[open + 1..close])
-            .to_string();
-        let mut fields = stat[close + 1..].split_whitespace();
-        let state = fields.next();
-        let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
-        // A zombie has exited (only its exit status waits to be collected): not running.
-        if ppid == Some(me) && state != Some("Z") {
-            out.push((pid, comm));
-        }
-    }
-    out.sort_unstable();
-    out
+    let proc_ = counterpoint_host::procfs::Proc::default();
+    // `pids` is sorted, and so is the list.
+    proc_
+        .pids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| {
+            let st = proc_.stat(pid)?;
+            (st.ppid == me && st.state != 'Z').then_some((pid, st.comm))
+        })
+        .collect()
 }
 
 type AllReports = std::collections::BTreeMap<u32, Vec<counterpoint_lockprof_report::Report>>;

@@ -47,6 +47,10 @@ pub struct StatArgs {
     /// Count these processes (comma-separated PIDs): every thread now, and what they create.
     #[arg(short = 'p', long = "pid", value_name = "PID")]
     pid: Option<String>,
+    /// The header naming `-p`'s ids, worked out when counting starts (`/proc/TID` is gone once
+    /// a thread that ended the count has exited).
+    #[arg(skip)]
+    pid_header: Option<String>,
     /// Count every task on every online CPU.
     #[arg(short = 'a', long = "all-cpus")]
     all_cpus: bool,
@@ -277,16 +281,9 @@ pub(super) fn process_ended(pid: i32) -> bool {
 }
 
 /// The processes of `-p`, to stop counting when every one has ended (as perf does).
-/// The `-p` header, worked out when counting starts (`/proc/TID` is gone once a thread that
-/// ended the count has exited).
-static PID_HEADER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
 /// perf's "process id 'P'", saying which ids are threads and whose: `-p` counts a thread's
 /// whole process (as perf does), so a thread id reads "thread id 'T' (process P)".
 fn process_ids_header(list: &str) -> String {
-    if let Some(h) = PID_HEADER.get() {
-        return h.clone();
-    }
     let threads: Vec<(String, i32)> = list
         .split(',')
         .filter_map(|x| {
@@ -310,7 +307,7 @@ fn process_ids_header(list: &str) -> String {
 }
 
 /// The process (thread group) thread `tid` belongs to, from `/proc/TID/status`.
-pub(crate) fn thread_group(tid: i32) -> Option<i32> {
+fn thread_group(tid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     status
         .lines()
@@ -388,10 +385,8 @@ fn stderr_gone() -> bool {
 #[path = "stat_daemon.rs"]
 mod stat_daemon;
 
-pub fn run(args: StatArgs) -> Result<ExitCode> {
-    if let Some(p) = &args.pid {
-        let _ = PID_HEADER.set(process_ids_header(p));
-    }
+pub fn run(mut args: StatArgs) -> Result<ExitCode> {
+    args.pid_header = args.pid.as_deref().map(process_ids_header);
     super::check_sysfs_root(&args.sysfs_root)?;
     let result = match args.daemon.clone() {
         Some(socket) => stat_daemon::run(&args, socket.as_deref()),
@@ -1340,7 +1335,10 @@ fn print_counts_at(
         .unwrap_or_default();
     if interval_ts.is_none() {
         let what = match (&args.pid, &args.cpus, args.all_cpus) {
-            (Some(p), _, _) => process_ids_header(p),
+            (Some(p), _, _) => args
+                .pid_header
+                .clone()
+                .unwrap_or_else(|| process_ids_header(p)),
             (_, Some(c), _) => format!("CPU(s) {c}"),
             (_, _, true) => "'system wide'".into(),
             _ => format!("'{}'", args.command.join(" ")),

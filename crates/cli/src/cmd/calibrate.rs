@@ -20,7 +20,7 @@ use counterpoint_host::probe;
 use counterpoint_host::probe::{ProbeKind, ProbeSizes};
 use counterpoint_policy::{Calibration, CalibrationEntry, LoadMetric};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 /// The shortest run `calibrate` accepts: a run must finish many of a probe's work units and
@@ -42,7 +42,9 @@ fn parse_calibrate_seconds(s: &str) -> Result<f64, String> {
 
 #[derive(Args)]
 #[command(after_help = "\
-Progress goes to stderr, one line per run (4 solo runs, then 10 pairs).
+Progress goes to stderr, one line per run (4 solo runs, then 10 pairs). Ctrl-C or SIGTERM
+stop early: the runs that finished are printed (the one in progress is dropped) and the exit
+status is 128 + the signal's number; `--masa` then writes nothing.
 Each run also measures the share of its CPU the probe got: a slowdown while other work takes
 the CPUs (a loaded machine, a VM's steal time) is CPU theft, not interference, and is flagged.")]
 pub struct CalibrateArgs {
@@ -64,6 +66,31 @@ pub struct CalibrateArgs {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The stop signal that came (0 while none has).
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_stop(sig: libc::c_int) {
+    // Async-signal-safe: atomics only. The running probes see STOP and end their run.
+    STOP_SIGNAL.store(sig, Ordering::SeqCst);
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C or SIGTERM end the calibration early: the runs that finished are still printed (the
+/// one in progress is cut short and dropped), as `perf stat` prints what it counted.
+fn catch_stop_signals() {
+    let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to atomics.
+    unsafe {
+        libc::signal(libc::SIGINT, h);
+        libc::signal(libc::SIGTERM, h);
+    }
+}
+
+/// The signal that stopped the calibration, if one did.
+fn stopped_by() -> Option<libc::c_int> {
+    STOP.load(Ordering::SeqCst)
+        .then(|| STOP_SIGNAL.load(Ordering::SeqCst))
+}
 
 /// A probe that got less of its CPU than this (thread CPU time / wall time) was preempted by
 /// other work: its slowdown is CPU theft, not interference.
@@ -199,8 +226,19 @@ fn theft_note(
 pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
     super::check_sysfs_root(&args.sysfs_root)?;
     let topo = counterpoint_host::sysfs::host_topology()?;
+    catch_stop_signals();
     if let Some(path) = &args.masa {
-        let table = masa_table(&topo, &args, Duration::from_secs_f64(args.seconds))?;
+        let table = masa_table(&topo, &args, Duration::from_secs_f64(args.seconds));
+        if let Some(sig) = stopped_by() {
+            // A table from cut-short runs would rank the metrics on noise: nothing is written.
+            eprintln!(
+                "calibrate: stopped by {} before MASA's calibration was complete: nothing written to {}",
+                signal_name(sig),
+                path.display()
+            );
+            return Ok(ExitCode::from(128 + sig as u8));
+        }
+        let table = table?;
         let text = serde_json::to_string_pretty(&table)? + "\n";
         counterpoint_experiment::report::write_atomic(path, text.as_bytes())
             .with_context(|| format!("--masa {}", path.display()))?;
@@ -240,7 +278,9 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
         );
     };
     let mut solo: Vec<(ProbeKind, Measured)> = Vec::new();
-    for k in ProbeKind::ALL {
+    let mut pairs = Vec::new();
+    let mut rows = Vec::new();
+    'runs: for k in ProbeKind::ALL {
         progress(&format!("{} alone on CPU {c0}", k.name()));
         let m = std::thread::scope(|s| {
             s.spawn(|| pinned(c0, &online, k, sizes, d))
@@ -249,6 +289,9 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
                 .flatten()
         })
         .with_context(|| format!("the {} probe could not be pinned to CPU {c0}", k.name()))?;
+        if stopped_by().is_some() {
+            break 'runs;
+        }
         if !m.full() {
             warnings.push(format!(
                 "{} alone on CPU {c0} got only {:.0} % of its CPU (steal {:.0} %): the solo baseline is not quiet",
@@ -260,9 +303,10 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
         solo.push((k, m));
     }
     let solo_of = |k: ProbeKind| solo.iter().find(|(x, _)| *x == k).map(|x| x.1);
-    let mut pairs = Vec::new();
-    let mut rows = Vec::new();
-    for (i, &a) in ProbeKind::ALL.iter().enumerate() {
+    'pairs: for (i, &a) in ProbeKind::ALL.iter().enumerate() {
+        if stopped_by().is_some() {
+            break;
+        }
         for &b in &ProbeKind::ALL[i..] {
             progress(&format!(
                 "{} on CPU {c0} with {} on CPU {c1}",
@@ -274,6 +318,9 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
                 let hb = s.spawn(|| pinned(c1, &online, b, sizes, d));
                 (ha.join().ok().flatten(), hb.join().ok().flatten())
             });
+            if stopped_by().is_some() {
+                break 'pairs;
+            }
             let (Some(ma), Some(mb), Some(sa), Some(sb)) = (ma, mb, solo_of(a), solo_of(b)) else {
                 bail!(
                     "the {}+{} pair could not be pinned to CPUs {c0} and {c1}",
@@ -314,6 +361,21 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
         pairs,
         delta_l: Some("no PMU: ΔL unavailable".to_string()),
     };
+    let stopped = stopped_by();
+    if let Some(sig) = stopped {
+        let note = format!(
+            "stopped by {} after {} of {total} runs: the run in progress was dropped, the table is incomplete",
+            signal_name(sig),
+            solo.len() + rows.len()
+        );
+        eprintln!("calibrate: {note}");
+        warnings.push(note);
+    }
+    // A stopped calibration exits as the signal would have ended it, after printing.
+    let status = match stopped {
+        Some(sig) => ExitCode::from(128 + sig as u8),
+        None => ExitCode::SUCCESS,
+    };
     if args.json {
         let mut v = serde_json::to_value(&t)?;
         v["runs"] = serde_json::json!(rows
@@ -328,8 +390,9 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
             }))
             .collect::<Vec<_>>());
         v["warnings"] = serde_json::json!(warnings);
+        v["complete"] = serde_json::json!(stopped.is_none());
         outln!("{}", serde_json::to_string_pretty(&v)?)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(status);
     }
     outln!(
         "load calibration on CPUs {} and {} ({}), {:.1} s per run; l2 working set {} KiB, mem buffer {} MiB",
@@ -378,7 +441,15 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
             outln!("warning: {w}")?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(status)
+}
+
+fn signal_name(sig: libc::c_int) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
 }
 
 /// MASA's method on this host: for each load metric its probe runs alone on one CPU, then two

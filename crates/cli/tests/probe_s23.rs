@@ -1,0 +1,82 @@
+//! Fixes of session 23: `calibrate` stopped by a signal prints the runs that finished instead
+//! of dying silently. The signal is sent once a progress line shows a run has finished, so the
+//! test does not depend on how fast the probes run; only the status, the JSON's fields and the
+//! message are checked, never a measured rate.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[test]
+fn calibrate_stopped_by_sigterm_prints_the_runs_that_finished() {
+    if online_cpus() < 2 {
+        eprintln!("skipped: calibrate needs two online CPUs");
+        return;
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_counterpoint"))
+        // 5 s a run: the signal lands inside the second run unless this test is held up that long.
+        .args(["calibrate", "--json", "--seconds", "5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn calibrate");
+    let mut child = common::Kill(child);
+    let err = child.0.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(err).lines();
+    let mut seen = Vec::new();
+    // "[ 2/14] ..." is printed when the second run starts: the first one has finished.
+    for line in lines.by_ref() {
+        let line = line.expect("stderr line");
+        let second = line.starts_with("[ 2/");
+        seen.push(line);
+        if second {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.starts_with("[ 2/")),
+        "no second run: {seen:?}"
+    );
+    // SAFETY: the pid is our unreaped child's.
+    unsafe { libc::kill(child.pid() as i32, libc::SIGTERM) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = child.0.wait_with_output_stdout();
+    let status = child.0.wait().expect("wait");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{rest:?}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+    assert_eq!(v["complete"], false, "{out}");
+    let solo = v["solo_units_per_s"].as_array().expect("solo rates");
+    // The first run finished; the second (cut short) is dropped.
+    assert_eq!(solo.len(), 1, "{out}");
+    assert_eq!(v["pairs"].as_array().map(Vec::len), Some(0), "{out}");
+    let warned = v["warnings"].as_array().expect("warnings").iter().any(|w| {
+        w.as_str()
+            .is_some_and(|w| w.contains("stopped by SIGTERM after 1 of 14 runs"))
+    });
+    assert!(warned, "{out}");
+    assert!(
+        rest.iter().any(|l| l.contains("stopped by SIGTERM")),
+        "stderr: {rest:?}"
+    );
+}
+
+trait StdoutText {
+    fn wait_with_output_stdout(&mut self) -> String;
+}
+
+impl StdoutText for std::process::Child {
+    /// Everything the child writes to stdout, up to its end.
+    fn wait_with_output_stdout(&mut self) -> String {
+        use std::io::Read;
+        let mut text = String::new();
+        if let Some(mut out) = self.stdout.take() {
+            out.read_to_string(&mut text).expect("read stdout");
+        }
+        text
+    }
+}

@@ -11,7 +11,7 @@ use crate::scenario::{Scenario, Workload};
 use crate::spec::Model;
 use crate::SimError;
 use counterpoint_core::driver::{Driver, DriverConfig, DriverError, Observer};
-use counterpoint_core::stats::{system_metrics, SystemMetrics};
+use counterpoint_core::stats::{system_metrics_with_progress, SystemMetrics};
 use counterpoint_core::{event, Machine, PickNext, Policy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -35,6 +35,10 @@ pub struct TaskResult {
     pub solo_cpu_time_ns: u64,
     /// Normalized performance `T_alone / T_shared` (CPU time); `None` if the task never ran.
     pub np: Option<f64>,
+    /// Wall-clock progress (Eyerman & Eeckhout): the time the work it retired takes alone over
+    /// the wall time it lived (arrival to finish, or to the end of the run); unlike NP it
+    /// charges the time the task waited for a CPU. 0 if it retired nothing.
+    pub progress: f64,
     /// Instructions per cycle over the run.
     pub ipc: f64,
     /// LLC misses per thousand instructions.
@@ -537,7 +541,8 @@ pub fn run_with<'p, 'k>(
         );
     }
     let mut tasks = Vec::with_capacity(n);
-    let mut nps = Vec::new();
+    let mut nps = Vec::with_capacity(n);
+    let mut progresses = Vec::with_capacity(n);
     let mut total_instr = 0.0;
     let mut total_completions = 0u64;
     for i in 0..n {
@@ -548,12 +553,23 @@ pub fn run_with<'p, 'k>(
         let solo_ns = curve.cpu_ns_for(c.instructions);
         let np =
             (c.instructions > 0.0 && c.task_clock_ns > 0).then(|| solo_ns / c.task_clock_ns as f64);
-        if let Some(v) = np {
-            nps.push(v);
-        }
+        nps.push(np);
         total_instr += c.instructions;
         total_completions += c.completions;
         let spec = &scenario.tasks[i];
+        // The time the task lived: from its arrival to its finish (or the end). Over the whole
+        // run, a task that finished early or arrived late was charged for time it did not
+        // exist (physics probe, session 19: art finished at 34.6 s of a 60 s run and reported
+        // 60 s per program).
+        let start_ns = spec.start_ms.saturating_mul(1_000_000).min(duration_ns);
+        let end_ns = sim.finish_ns(i).unwrap_or(duration_ns).max(start_ns);
+        let lived_ns = (end_ns - start_ns) as f64;
+        let progress = if c.instructions > 0.0 && lived_ns > 0.0 {
+            solo_ns / lived_ns
+        } else {
+            0.0
+        };
+        progresses.push(progress);
         let prog_instr = match &spec.workload {
             Workload::Program(p) => Some(p.instructions() as f64),
             Workload::Shell(ps) => Some(ps.iter().map(|p| p.instructions() as f64).sum()),
@@ -568,6 +584,7 @@ pub fn run_with<'p, 'k>(
             cpu_time_ns: c.task_clock_ns,
             solo_cpu_time_ns: solo_ns.round() as u64,
             np,
+            progress,
             ipc: if c.cycles > 0.0 {
                 c.instructions / c.cycles
             } else {
@@ -583,13 +600,6 @@ pub fn run_with<'p, 'k>(
             completions: c.completions,
             finish_ns: sim.finish_ns(i),
             wall_ns_per_program: prog_instr.and_then(|pi| {
-                // Over the time the task lived: from its arrival to its finish (or the end).
-                // Over the whole run, a task that finished early or arrived late was charged
-                // for time it did not exist (physics probe, session 19: art finished at 34.6 s
-                // of a 60 s run and reported 60 s per program).
-                let start_ns = spec.start_ms.saturating_mul(1_000_000).min(duration_ns);
-                let end_ns = sim.finish_ns(i).unwrap_or(duration_ns).max(start_ns);
-                let lived_ns = (end_ns - start_ns) as f64;
                 (c.instructions > 0.0 && lived_ns > 0.0).then(|| lived_ns * pi / c.instructions)
             }),
         });
@@ -604,7 +614,7 @@ pub fn run_with<'p, 'k>(
         duration_ns,
         epoch_ns,
         tasks,
-        metrics: system_metrics(&nps),
+        metrics: system_metrics_with_progress(&nps, &progresses),
         throughput_instructions_per_s: if secs > 0.0 { total_instr / secs } else { 0.0 },
         throughput_completions_per_s: if secs > 0.0 {
             total_completions as f64 / secs

@@ -255,11 +255,34 @@ pub fn summary(r: &RunResult) -> String {
     }
     match &r.metrics {
         Some(m) => {
+            let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
             let _ = writeln!(
                 s,
-                "normalized performance {:.3}  unfairness {:.3}  STP {:.3}  ANTT {:.3}",
-                m.normalized_performance, m.unfairness, m.stp, m.antt
+                "normalized performance {:.3}  unfairness {:.3}  STP {}  ANTT {}",
+                m.normalized_performance,
+                m.unfairness,
+                opt(m.stp),
+                opt(m.antt)
             );
+            if m.tasks_without_np > 0 {
+                // A starved task has no NP: the geometric mean and the unfairness are over the
+                // others, which must be said (they read 1.000 / 0.000 beside two starved tasks).
+                let starved: Vec<&str> = r
+                    .tasks
+                    .iter()
+                    .filter(|t| t.np.is_none())
+                    .map(|t| t.name.as_str())
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "{} of {} tasks never ran ({}): NP and unfairness are over the other {}; \
+                     their turnaround is unbounded (ANTT -)",
+                    m.tasks_without_np,
+                    r.tasks.len(),
+                    starved.join(", "),
+                    r.tasks.len() - m.tasks_without_np
+                );
+            }
         }
         None => {
             let _ = writeln!(s, "no task ran: no system metrics");

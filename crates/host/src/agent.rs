@@ -823,6 +823,11 @@ pub fn run_on_host_with(
                 "perf_off",
                 json!(src.perf_off_reason.as_deref().unwrap_or("")),
             ),
+            // Why threads are on /proc although perf_event works (a broker refusing groups).
+            (
+                "open_refused",
+                json!(src.open_refused.as_deref().unwrap_or("")),
+            ),
             (
                 "idle_gate",
                 json!(match &src.idle_gate_off {

@@ -85,6 +85,10 @@ pub struct Host {
     use_perf: bool,
     /// Why perf_event is not used, if it is not.
     perf_off_reason: Option<String>,
+    /// The last refusal of one thread's group (not a reason to stop trying the next thread,
+    /// but the reason that thread is read from `/proc`: a broker with fewer counter slots than
+    /// the group has events refuses every thread, which went unsaid; CLI probe, session 23).
+    open_refused: Option<String>,
     /// The hardware events that opened in the probe (none without a PMU).
     hw_group: Vec<(&'static str, PerfEvent)>,
     /// Overrides found while applying an action, reported by the next [`Host::sweep`].
@@ -208,6 +212,7 @@ impl Host {
             prev_read: Instant::now(),
             use_perf: false,
             perf_off_reason: None,
+            open_refused: None,
             hw_group: Vec::new(),
             found_overrides: Vec::new(),
             skipped_threads: Vec::new(),
@@ -293,6 +298,7 @@ impl Host {
         }
         self.counter_source = source;
         self.source_fallback = None;
+        self.open_refused = None;
     }
 
     /// Turn the idle gate on (where the kernel allows it: see [`crate::taskstats`]) or off
@@ -453,6 +459,7 @@ impl Host {
             perf_threads,
             proc_threads: self.sources.len() - perf_threads,
             perf_off_reason: self.perf_off_reason.clone(),
+            open_refused: self.open_refused.clone(),
             via: self.counter_source.describe(),
             direct: self.counter_source.is_direct(),
             fallback_reason: self.source_fallback.clone(),
@@ -577,6 +584,11 @@ impl Host {
             }
             let Some(r) = self.read_thread(pid, tid) else {
                 moved = true;
+                // A thread that is still there but could not be read (its broker went away):
+                // the process's sums lack it. A thread that exited is simply gone.
+                if self.proc_.thread_alive(pid, tid) {
+                    sums.missed += 1;
+                }
                 continue;
             };
             // A thread first seen now contributes from the next interval on.
@@ -595,6 +607,7 @@ impl Host {
                         reading: r,
                         idle_seq: None,
                     });
+                    sums.fresh += 1;
                     true
                 }
             };
@@ -731,7 +744,11 @@ impl Host {
                     self.perf_off_reason = Some(e.to_string());
                 }
                 // Gone, out of descriptors, or not permitted for this task: /proc for it.
-                Err(_) => {}
+                Err(e) => {
+                    if self.proc_.thread_alive(pid, tid) {
+                        self.open_refused = Some(e.to_string());
+                    }
+                }
             }
         }
         if self.detailed {
@@ -837,6 +854,8 @@ pub struct CounterSources {
     pub proc_threads: usize,
     /// Why new threads are not given perf_event groups, when they are not.
     pub perf_off_reason: Option<String>,
+    /// Why the last thread whose group did not open (while others may) is on `/proc`.
+    pub open_refused: Option<String>,
     /// Who opens the groups ([`CounterSource::describe`]: `perf_event`, `broker at PATH`).
     pub via: String,
     /// Whether that is this process's own perf_event groups.
@@ -1000,6 +1019,12 @@ struct ProcessSums {
     acc: [(Cumulative, usize); SLOTS.len()],
     /// Threads that contributed deltas.
     threads: usize,
+    /// Threads listed whose read failed this interval (their source broke or went away while
+    /// the thread lives on): the sums lack them, so no event is complete.
+    missed: usize,
+    /// Threads first seen (or reopened on a new source) this interval: they contribute from
+    /// the next interval on.
+    fresh: usize,
     /// Slots a contributing thread had in only one of its two readings.
     lacking: [bool; SLOTS.len()],
 }
@@ -1039,8 +1064,17 @@ impl ProcessSums {
     fn incomplete(&self, name: &str) -> bool {
         slot(name).is_some_and(|i| {
             let k = self.acc[i].1;
-            self.lacking[i] || (k > 0 && k != self.threads)
+            self.lacking[i] || (k > 0 && k != self.threads) || self.missed > 0
         })
+    }
+
+    /// Whether a process with no deltas this interval may be reported as having done nothing:
+    /// only when no thread failed to read and not every thread is new. A process whose threads
+    /// were all just (re)opened was not watched over the interval; a zero would be a false,
+    /// fully counted reading (`top` showed a busy task at 0.0 % CPU, counted 100 %, for two
+    /// intervals after its broker stopped; CLI probe, session 23).
+    fn known_zero(&self) -> bool {
+        self.missed == 0 && (self.threads > 0 || self.fresh == 0)
     }
 }
 
@@ -1171,7 +1205,7 @@ impl Machine for Host {
             let mut sample = Sample::new(Some(TaskId(pid as u64)), elapsed_ns);
             // CPU time and switches are always known (zero for a process without deltas yet).
             for name in [event::TASK_CLOCK, event::CONTEXT_SWITCHES] {
-                if !sums.incomplete(name) {
+                if !sums.incomplete(name) && sums.known_zero() {
                     sample.set(name, CounterValue::exact(0, elapsed_ns));
                 }
             }
@@ -1285,6 +1319,33 @@ mod counting_tests {
         assert_eq!(cycles.raw, 3_000);
         assert!((cycles.counted_fraction() - 0.5).abs() < 1e-9);
         assert_eq!(cycles.scaled(), Some(6_000.0));
+    }
+
+    #[test]
+    fn a_process_not_watched_over_the_interval_has_no_zero() {
+        // Nothing contributed: a known zero only when no thread failed and not all are new.
+        let quiet = ProcessSums::default();
+        assert!(quiet.known_zero());
+        let reopened = ProcessSums {
+            fresh: 1,
+            ..Default::default()
+        };
+        assert!(!reopened.known_zero());
+        // A thread that failed to read leaves every event incomplete, even with others summed.
+        let mut broken = ProcessSums::default();
+        let r = Reading::of(&[(event::TASK_CLOCK, c(5, 0, 0))]);
+        broken.add(&r, &r);
+        broken.missed = 1;
+        assert!(broken.incomplete(event::TASK_CLOCK));
+        assert!(!broken.known_zero());
+        // One new thread beside one that was read: the old one's deltas stand.
+        let mut growing = ProcessSums {
+            fresh: 1,
+            ..Default::default()
+        };
+        growing.add(&r, &r);
+        assert!(growing.known_zero());
+        assert!(!growing.incomplete(event::TASK_CLOCK));
     }
 
     #[test]

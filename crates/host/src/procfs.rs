@@ -109,6 +109,11 @@ impl Proc {
             .unwrap_or_default()
     }
 
+    /// Whether thread `tid` of `pid` still exists (a zombie thread counts as existing).
+    pub fn thread_alive(&self, pid: u32, tid: u32) -> bool {
+        self.thread_dir(pid, tid).exists()
+    }
+
     /// A process's `stat`, read from its leader thread's own file (`task/PID/stat`): the
     /// process-wide file makes the kernel loop over every thread to sum times and faults, which
     /// for a process of 500 threads was a tenth of the agent's steady-state CPU. Every field

@@ -243,6 +243,7 @@ mod tests {
             name: name.into(),
             cpu_pct: cpu,
             cs_per_s: 0.0,
+            counted: true,
             mig_per_s: mig,
             ipc: None,
             llc_mpki: None,
@@ -350,6 +351,47 @@ mod tests {
         assert_eq!(hw_cell(None, true, |x| x.to_string()), "-");
         assert_eq!(hw_cell(Some(1.5), true, |x| format!("{x:.2}")), "1.50");
         assert_eq!(fmt_bw(2.5e9), "2.50 GB/s");
+    }
+
+    /// A task whose CPU time was not counted over the interval (its counters reopened after a
+    /// broker stopped) shows "-" and counted 0, not 0.0 % counted 100 (CLI probe, session 23).
+    #[test]
+    fn a_task_not_counted_shows_no_zero() {
+        use counterpoint_core::observation::{Observation, TaskObservation};
+        use counterpoint_core::{event, CounterValue, Sample, TaskId};
+        let task = |pid: u64, clock: Option<u64>| {
+            let mut sample = Sample::new(Some(TaskId(pid)), 1_000_000_000);
+            if let Some(ns) = clock {
+                sample.set(event::TASK_CLOCK, CounterValue::exact(ns, 1_000_000_000));
+            }
+            TaskObservation {
+                id: TaskId(pid),
+                name: format!("t{pid}"),
+                affinity: CpuSet::default(),
+                cpu: None,
+                sample,
+                runnable: true,
+                finished: false,
+                code: None,
+            }
+        };
+        let obs = Observation {
+            time_ns: 1_000_000_000,
+            interval_ns: 1_000_000_000,
+            tasks: vec![task(1, Some(500_000_000)), task(2, None)],
+            cpus: Vec::new(),
+            memory_utilization: Vec::new(),
+        };
+        let snap = model::snapshot(&obs, &CpuSet::default(), false, Default::default());
+        let (counted, missing) = (&snap.rows[0], &snap.rows[1]);
+        assert!(counted.counted && (counted.cpu_pct - 50.0).abs() < 1e-9);
+        assert_eq!(counted.counted_fraction, 1.0);
+        assert!(!missing.counted);
+        assert_eq!(missing.counted_fraction, 0.0);
+        let doc = render::json_doc(&snap, 2, SortKey::Pid, false);
+        assert_eq!(doc["tasks"][0]["cpu_percent"], 50.0);
+        assert!(doc["tasks"][1]["cpu_percent"].is_null(), "{doc}");
+        assert!(doc["tasks"][1]["context_switches_per_s"].is_null(), "{doc}");
     }
 
     #[test]

@@ -113,8 +113,12 @@ impl SortKey {
 pub(super) struct Row {
     pub(super) pid: u64,
     pub(super) name: String,
+    /// 0 when not counted (see `counted`), so that sorting and totals still work.
     pub(super) cpu_pct: f64,
     pub(super) cs_per_s: f64,
+    /// Whether the task's CPU time was counted over the interval: not when its counters were
+    /// (re)opened or failed to read in it (a broker that stopped), shown as "-", not 0.0.
+    pub(super) counted: bool,
     pub(super) mig_per_s: Option<f64>,
     pub(super) ipc: Option<f64>,
     pub(super) llc_mpki: Option<f64>,
@@ -173,11 +177,17 @@ pub(super) fn snapshot(
             cpu_pct: t.sample.get(event::TASK_CLOCK).unwrap_or(0.0) / obs.interval_ns.max(1) as f64
                 * 100.0,
             cs_per_s: t.sample.get(event::CONTEXT_SWITCHES).unwrap_or(0.0) / secs,
+            counted: t.sample.get(event::TASK_CLOCK).is_some(),
             mig_per_s: t.sample.get(event::CPU_MIGRATIONS).map(|m| m / secs),
             ipc: ipc.eval_sample(&t.sample),
             llc_mpki: mpki.eval_sample(&t.sample),
             bw_bytes_per_s: bw.eval_sample(&t.sample),
-            counted_fraction: t.sample.counted_fraction(),
+            // An empty sample's fraction is 1 (nothing multiplexed): not counted is 0.
+            counted_fraction: if t.sample.get(event::TASK_CLOCK).is_some() {
+                t.sample.counted_fraction()
+            } else {
+                0.0
+            },
             affinity: t.affinity.clone(),
             last_cpu: t.cpu,
             superfn: t.code.as_ref().map(|c| c.total.dominant_label()),

@@ -15,6 +15,8 @@ pub(super) fn sources_text(c: &CounterSources) -> String {
     }
     if let Some(r) = &c.perf_off_reason {
         t.push_str(&format!(" (perf_event off: {r})"));
+    } else if let (Some(r), true) = (&c.open_refused, c.proc_threads > 0) {
+        t.push_str(&format!(" (/proc where a group did not open: {r})"));
     }
     t
 }
@@ -35,8 +37,17 @@ pub(super) const NO_PMU_NOTE: &str = "IPC, LLC MPKI, MEM BW: n/a (no PMU): this 
 pub(super) const MULTIPLEXED_NOTE: &str = "CNT% < 100: hardware counters were multiplexed; \
      their values are scaled by enabled/running time, CNT% is the share of the interval counted";
 
+/// A value of the task's software counters: "-" when they did not count over the interval.
+fn counted_num(r: &super::model::Row, v: f64) -> String {
+    if r.counted {
+        format!("{v:.1}")
+    } else {
+        "-".to_string()
+    }
+}
+
 /// The share of the interval the task's counters ran (the least of its events), in percent:
-/// 100 unless the kernel multiplexed a hardware group.
+/// 100 unless the kernel multiplexed a hardware group (0 when they did not count at all).
 pub(super) fn counted_cell(fraction: f64) -> String {
     format!("{:.0}", (fraction * 100.0).clamp(0.0, 100.0))
 }
@@ -156,11 +167,11 @@ pub(super) fn print_text(
             String::new()
         };
         outln!(
-            "{:>8} {:<16} {:>7.1} {:>9.1} {:>8}{hw} {:>5} {:>4} {:<10}{sf}",
+            "{:>8} {:<16} {:>7} {:>9} {:>8}{hw} {:>5} {:>4} {:<10}{sf}",
             r.pid,
             r.name,
-            r.cpu_pct,
-            r.cs_per_s,
+            counted_num(r, r.cpu_pct),
+            counted_num(r, r.cs_per_s),
             opt_num(r.mig_per_s),
             counted_cell(r.counted_fraction),
             r.last_cpu.map(|c| c.to_string()).unwrap_or("-".into()),
@@ -193,10 +204,12 @@ pub(super) fn json_doc(
             "perf_threads": s.sources.perf_threads,
             "proc_threads": s.sources.proc_threads,
             "perf_off": s.sources.perf_off_reason,
+            "open_refused": s.sources.open_refused,
         },
         "tasks": s.rows.iter().take(rows).map(|r| json!({
-            "pid": r.pid, "comm": r.name, "cpu_percent": r.cpu_pct,
-            "context_switches_per_s": r.cs_per_s, "migrations_per_s": r.mig_per_s,
+            "pid": r.pid, "comm": r.name, "cpu_percent": r.counted.then_some(r.cpu_pct),
+            "context_switches_per_s": r.counted.then_some(r.cs_per_s),
+            "migrations_per_s": r.mig_per_s,
             "ipc": r.ipc, "llc_mpki": r.llc_mpki, "mem_bandwidth_bytes_per_s": r.bw_bytes_per_s,
             "counted_fraction": r.counted_fraction,
             "affinity": r.affinity.to_list(), "last_cpu": r.last_cpu,
@@ -330,8 +343,8 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
         let mut cells = vec![
             num(r.pid.to_string()),
             Cell::from(r.name.clone()),
-            num(format!("{:.1}", r.cpu_pct)),
-            num(format!("{:.1}", r.cs_per_s)),
+            num(counted_num(r, r.cpu_pct)),
+            num(counted_num(r, r.cs_per_s)),
             num(opt_num(r.mig_per_s)),
         ];
         if s.pmu {

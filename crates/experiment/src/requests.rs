@@ -75,6 +75,11 @@ impl Drop for Running {
     }
 }
 
+/// The runs [`run`] reports to its progress over `seeds` seeds: one PostgreSQL run each.
+pub fn planned_runs(seeds: u64) -> u64 {
+    seeds
+}
+
 /// Run one PostgreSQL run per seed.
 pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, String> {
     let mut r = ExperimentResult::new(
@@ -88,12 +93,12 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         ),
         seeds,
     );
-    progress.add_total(seeds.len() as u64);
+    progress.add_total(planned_runs(seeds.len() as u64));
     let mut ari: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut ks: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut speedups: BTreeMap<String, (Vec<f64>, Vec<f64>, String)> = BTreeMap::new();
     let mut first = None;
-    for &seed in seeds {
+    for (i, &seed) in seeds.iter().enumerate() {
         let cfg = RunConfig {
             scale: SCALE,
             clients: CLIENTS,
@@ -128,6 +133,10 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         let out = match run {
             Ok(o) => o,
             Err(RequestsError::NoPostgres(why)) => {
+                // Skipped runs are over too: the progress reaches its planned total.
+                for _ in i..seeds.len() {
+                    progress.done("requests: skipped (no PostgreSQL)");
+                }
                 r.findings.push(format!(
                     "Skipped: PostgreSQL cannot run here ({why}). Install it with \
                      scripts/setup (part postgresql.sh) and run `counterpoint experiment requests`."

@@ -153,6 +153,7 @@ struct Bar {
     bar: ProgressBar,
     /// Print plain lines (stderr is not a terminal and the run is long).
     lines: bool,
+    /// Every run of the command: `experiment::run` gives the whole before the first starts.
     total: AtomicU64,
     finished: AtomicU64,
     started: Instant,
@@ -168,7 +169,7 @@ impl Progress for Bar {
         self.bar.inc(1);
         let done = self.finished.fetch_add(1, Ordering::Relaxed) + 1;
         let total = self.total.load(Ordering::Relaxed).max(1);
-        // One line per tenth (experiments add their runs as they start, so total grows).
+        // One line per tenth of the whole.
         if self.lines && (done * 10 / total) != ((done - 1) * 10 / total) {
             eprintln!(
                 "counterpoint: {done}/{total} runs ({:.0} %), {:.0} s",

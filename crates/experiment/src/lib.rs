@@ -35,6 +35,7 @@
 pub mod clock_scaling;
 pub mod corun_slowdown;
 pub mod di_oracle;
+pub mod exit;
 pub mod lab;
 pub mod leak;
 #[allow(missing_docs)] // documented by its owner

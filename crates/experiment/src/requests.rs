@@ -27,9 +27,6 @@ static RUNNING: AtomicBool = AtomicBool::new(false);
 /// Whether this experiment saw the stop flag and ended on it: the caller, not a signal
 /// watcher, ends the process then (with this experiment's error, which says what was done).
 static HANDLED: AtomicBool = AtomicBool::new(false);
-/// Held while a cluster is entered, and by whoever must not be cut short by a signal watcher
-/// (see [`exit_guard`]).
-static EXIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Give the experiment a flag that ends it early (a signal handler's): a run in progress stops
 /// before its next request, and its private cluster is stopped and its directory removed, as
@@ -43,13 +40,9 @@ fn stopped() -> bool {
     STOP.get().is_some_and(|f| f.load(Ordering::SeqCst))
 }
 
-/// A lock a signal watcher takes before it ends the process, and that a run holds while it
-/// enters a cluster (so the watcher cannot end the process between the check of the stop flag
-/// and the cluster's start); a caller holds it too while it writes what must not be cut short
-/// (a report). Poisoning is ignored: the lock guards no data.
-pub fn exit_guard() -> std::sync::MutexGuard<'static, ()> {
-    EXIT_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// [`crate::exit::guard`], which a run holds while it enters a cluster (so a signal watcher
+/// cannot end the process between the check of the stop flag and the cluster's start).
+pub use crate::exit::guard as exit_guard;
 
 /// Whether a signal watcher (holding [`exit_guard`]) may end the process now: no cluster of
 /// this experiment may be running, and the experiment has not taken the stop on itself (its

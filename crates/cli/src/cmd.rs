@@ -242,6 +242,136 @@ pub fn check_out_dir(dir: &std::path::Path, what: &str) -> anyhow::Result<()> {
     })
 }
 
+/// Catch the stop signals (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) of a command that writes its
+/// output files as one set (`simulate --out`, `experiment`): a watcher thread ends the command
+/// with "interrupted by SIGNAL" and the shell's status for it (128 + its number) within 50 ms,
+/// except while something holds `counterpoint_experiment::exit::guard` (the renames of
+/// [`write_out_set`]; a `requests` run entering its cluster) or while a `requests` run has the
+/// stop in hand (it ends the command itself, saying what became of its cluster). Without it
+/// the default action killed the command between two renames, leaving a mix of new and old
+/// files.
+pub fn exit_on_interrupt() -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use counterpoint_host::signals;
+    signals::install_only(signals::INTERRUPTING).context("catching Ctrl-C")?;
+    std::thread::Builder::new()
+        .name("interrupt".into())
+        .spawn(|| loop {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            if signals::stop_requested() {
+                // Held to the exit: nothing that takes the guard can begin after the check.
+                let _guard = counterpoint_experiment::exit::guard();
+                if counterpoint_experiment::requests::exit_allowed() {
+                    end_interrupted(None);
+                }
+            }
+        })
+        .context("starting the interrupt watcher")?;
+    Ok(())
+}
+
+/// Say which signal ended the command, with what was done about it, and exit with 128 + its
+/// number. Called by one thread only: the watcher of [`exit_on_interrupt`] exits only while no
+/// one holds the exit guard or has taken the stop on itself, and they only while holding it.
+pub fn end_interrupted(what_was_done: Option<&str>) -> ! {
+    use counterpoint_host::signals;
+    let sig = signals::received().unwrap_or(libc::SIGINT);
+    match what_was_done {
+        None => eprintln!("counterpoint: interrupted by {}", signals::name(sig)),
+        Some(what) => eprintln!(
+            "counterpoint: interrupted by {}: {what}",
+            signals::name(sig)
+        ),
+    }
+    std::process::exit(128 + sig)
+}
+
+/// Write `files` (names relative to `dir`) into `dir` as one set
+/// (`counterpoint_experiment::report::write_set`): every new file or, after an error or a stop
+/// signal, every old one, and no temporary file left. The exit guard is held over the whole
+/// write, so the watcher of [`exit_on_interrupt`] cannot end the command between two renames: a
+/// signal that comes while the temporary files are written stops the write before any rename
+/// (the directory stays as it was), one that comes during the renames lets them finish; either
+/// way the command then ends with "interrupted by SIGNAL: ..." saying which. `what` names the
+/// set in the message ("report", "results").
+pub fn write_out_set(
+    dir: &std::path::Path,
+    files: &[(String, Vec<u8>)],
+    what: &str,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use counterpoint_experiment::report::{write_set, SetWritten};
+    use counterpoint_host::signals;
+    let _no_exit = counterpoint_experiment::exit::guard();
+    let written = write_set(dir, files, &signals::stop_requested)
+        .with_context(|| format!("writing the {what} into {}", dir.display()))?;
+    match written {
+        SetWritten::Stopped => end_interrupted(Some(&format!(
+            "nothing was written ({} is as it was)",
+            dir.display()
+        ))),
+        SetWritten::Whole if signals::stop_requested() => end_interrupted(Some(&format!(
+            "{} holds the new {what}, written whole before stopping",
+            dir.display()
+        ))),
+        SetWritten::Whole => Ok(()),
+    }
+}
+
+/// Refuse to overwrite, in `--out dir`, any of the files `names` that exists and that `is_own`
+/// (given the name and path) does not recognize as written by this command: a hand-written
+/// `report.md` or `result.json` was replaced without a word. Absent names, dangling links
+/// (their target is created) and devices or FIFOs (written in place, as asked) pass; a directory
+/// in a file's place does not. `writer` names the command in the message ("`counterpoint
+/// simulate --out`"), which names every such file and the `--force` that overwrites them.
+pub fn refuse_foreign_outputs(
+    dir: &std::path::Path,
+    names: &[&str],
+    is_own: &dyn Fn(&str, &std::path::Path) -> bool,
+    writer: &str,
+) -> anyhow::Result<()> {
+    let mut foreign = Vec::new();
+    for name in names {
+        let path = dir.join(name);
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() => foreign.push(format!("{} (a directory)", path.display())),
+            Ok(m) if m.is_file() && !is_own(name, &path) => {
+                foreign.push(path.display().to_string())
+            }
+            _ => {}
+        }
+    }
+    match foreign.len() {
+        0 => Ok(()),
+        1 => anyhow::bail!(
+            "--out {}: {} does not look like a file {writer} wrote, and this run would \
+             overwrite it; move it away, choose another directory, or pass --force to \
+             overwrite it",
+            dir.display(),
+            foreign[0]
+        ),
+        _ => anyhow::bail!(
+            "--out {}: {} do not look like files {writer} wrote, and this run would \
+             overwrite them; move them away, choose another directory, or pass --force to \
+             overwrite them",
+            dir.display(),
+            foreign.join(", ")
+        ),
+    }
+}
+
+/// The first line of the file `path` (with its newline), at most 4 KiB of it: enough to tell
+/// a file's kind by its header without reading a large one whole. `None` when unreadable.
+pub fn first_line(path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::{BufRead as _, Read as _};
+    let file = std::fs::File::open(path).ok()?;
+    let mut line = Vec::new();
+    std::io::BufReader::new(file.take(4096))
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    Some(line)
+}
+
 /// clap's parser for a number of CPUs (`--hungry-cpus`): finite and above zero.
 pub fn parse_cpus(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {

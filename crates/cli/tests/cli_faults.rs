@@ -522,7 +522,7 @@ fn heatmap_refused_names_perf_event_paranoid_once() {
     assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
 }
 
-/// An output that cannot be written whole leaves the file it would replace as it was (a full
+/// An output that cannot be written whole leaves the files it would replace as they were (a full
 /// disk left `result.json` truncated to what fitted). The file-size limit stands in for a full
 /// disk: writes past it fail with `EFBIG` once `SIGXFSZ` is ignored.
 #[test]
@@ -531,9 +531,30 @@ fn a_failed_write_leaves_the_old_output_whole() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sc = scenario(dir.path(), "linux");
     let out_dir = dir.path().join("out");
-    std::fs::create_dir(&out_dir).expect("mkdir");
-    let old = "{\"an earlier run\": true}\n";
-    std::fs::write(out_dir.join("result.json"), old).expect("write");
+    // An earlier run's files (simulate refuses to overwrite files it did not write).
+    let first = bin()
+        .arg("simulate")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("run");
+    assert!(first.status.success(), "{}", stderr(&first));
+    let old_files = |names: &[&str]| -> Vec<Vec<u8>> {
+        names
+            .iter()
+            .map(|n| std::fs::read(out_dir.join(n)).expect("read"))
+            .collect()
+    };
+    let names = [
+        "result.json",
+        "series.csv",
+        "bus.csv",
+        "np.svg",
+        "bus.svg",
+        "ipc.svg",
+    ];
+    let before = old_files(&names);
     let mut cmd = bin();
     cmd.arg("simulate").arg(&sc).arg("--out").arg(&out_dir);
     // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs in the child.
@@ -556,10 +577,10 @@ fn a_failed_write_leaves_the_old_output_whole() {
         "result.json",
         "simulate --out with a 2 KiB file limit",
     );
-    let now = std::fs::read_to_string(out_dir.join("result.json")).expect("read");
-    assert_eq!(
-        now, old,
-        "the earlier result.json was replaced or truncated"
+    // The whole earlier set, not only result.json.
+    assert!(
+        old_files(&names) == before,
+        "an earlier file was replaced or truncated"
     );
     // The partial file is removed.
     let left: Vec<_> = std::fs::read_dir(&out_dir)

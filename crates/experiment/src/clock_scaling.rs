@@ -67,6 +67,12 @@ pub fn memory_share(s: f64, g: f64) -> f64 {
     (g / s - 1.0) / (g - 1.0)
 }
 
+/// The runs [`run`] reports to its progress over `seeds` seeds: every program on both
+/// machines, once per seed.
+pub fn planned_runs(seeds: u64) -> u64 {
+    paper::P4_CLOCK_SCALING.len() as u64 * 2 * seeds
+}
+
 /// Run the experiment: every program on both machines, for every seed (a program alone does
 /// not depend on the seed; the seeds show that it does not).
 pub fn run(
@@ -84,7 +90,7 @@ pub fn run(
         ),
         seeds,
     );
-    progress.add_total((paper::P4_CLOCK_SCALING.len() * seeds.len() * 2) as u64);
+    progress.add_total(planned_runs(seeds.len() as u64));
     let mut table = Table::new(
         "Speed-up from 1.3 to 1.7 GHz (x1.308 clock), each program alone, and the share of its \
          time at 1.3 GHz that does not scale with the clock (memory)",

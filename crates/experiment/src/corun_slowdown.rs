@@ -120,6 +120,13 @@ pub fn spearman(a: &[f64], b: &[f64]) -> Option<f64> {
     (va > 0.0 && vb > 0.0).then(|| cov / (va * vb).sqrt())
 }
 
+/// The runs [`run`] reports to its progress over `seeds` seeds: every program alone and every
+/// pair, once per seed.
+pub fn planned_runs(seeds: u64) -> u64 {
+    let n = paper::XEON5150_CORUN.len() as u64;
+    seeds * (n + n * n.saturating_sub(1) / 2)
+}
+
 /// Run the experiment: every program alone and beside every other, for every seed.
 pub fn run(
     lab: &dyn Lab,
@@ -138,7 +145,7 @@ pub fn run(
         ),
         seeds,
     );
-    progress.add_total((seeds.len() * (n + n * (n - 1) / 2)) as u64);
+    progress.add_total(planned_runs(seeds.len() as u64));
     // ratio[s][a][b]: program a's time beside b over its time alone, seed s.
     let mut ratio = vec![vec![vec![f64::NAN; n]; n]; seeds.len()];
     // alone_s[s][a]: program a's time per run alone, seed s.

@@ -166,22 +166,11 @@ struct MixResult {
     policy_np: Vec<f64>,
 }
 
-/// Run the comparison.
-pub fn run(
-    lab: &dyn Lab,
-    seeds: &[u64],
-    progress: &dyn Progress,
-) -> Result<ExperimentResult, LabError> {
-    let shapes = shapes();
-    let programs = lab.mix_programs();
-    if programs.is_empty() {
-        return Err(LabError(
-            "the catalog offers no programs for random mixes".into(),
-        ));
-    }
-    // Enumerate the canonical placements per shape once (they depend on the shape only).
-    let mut canon: Vec<Vec<Vec<CpuId>>> = Vec::new();
-    for s in &shapes {
+/// The canonical placements of each shape's tasks (they depend on the shape only): what the
+/// oracle screens, one run each.
+fn canonical_placements(lab: &dyn Lab, shapes: &[Shape]) -> Result<Vec<Vec<Vec<CpuId>>>, LabError> {
+    let mut canon = Vec::new();
+    for s in shapes {
         let topo = lab.topology(&job(s.machine, &[], None))?;
         let mut all = Vec::new();
         let found = OracleSearch {
@@ -204,14 +193,41 @@ pub fn run(
         }
         canon.push(all);
     }
+    Ok(canon)
+}
+
+/// Runs per seed and shape: every canonical placement (the oracle's screen) and every policy.
+fn runs_over(canon: &[Vec<Vec<CpuId>>], seeds: u64) -> u64 {
+    canon
+        .iter()
+        .map(|c| (c.len() + POLICIES.len()) as u64)
+        .sum::<u64>()
+        * seeds
+}
+
+/// The runs [`run`] reports to its progress over `seeds` seeds, counted before any runs.
+pub fn planned_runs(lab: &dyn Lab, seeds: u64) -> Result<u64, LabError> {
+    Ok(runs_over(&canonical_placements(lab, &shapes())?, seeds))
+}
+
+/// Run the comparison.
+pub fn run(
+    lab: &dyn Lab,
+    seeds: &[u64],
+    progress: &dyn Progress,
+) -> Result<ExperimentResult, LabError> {
+    let shapes = shapes();
+    let programs = lab.mix_programs();
+    if programs.is_empty() {
+        return Err(LabError(
+            "the catalog offers no programs for random mixes".into(),
+        ));
+    }
+    let canon = canonical_placements(lab, &shapes)?;
     let work: Vec<(usize, u64)> = (0..shapes.len())
         .flat_map(|i| seeds.iter().map(move |s| (i, *s)))
         .collect();
-    let total: u64 = work
-        .iter()
-        .map(|(i, _)| (canon[*i].len() + POLICIES.len()) as u64)
-        .sum();
-    progress.add_total(total);
+    progress.add_total(runs_over(&canon, seeds.len() as u64));
     let results: Vec<MixResult> = work
         .par_iter()
         .map(|&(si, seed)| {

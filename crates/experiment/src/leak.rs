@@ -347,10 +347,14 @@ pub fn at_chance(s: &Summary) -> bool {
         .is_some_and(|(lo, hi)| lo >= 0.5 - CHANCE_TOLERANCE && hi <= 0.5 + CHANCE_TOLERANCE)
 }
 
+/// The runs [`run`] reports to its progress, whatever the seeds: the sweep and its
+/// counter-experiment.
+pub const PLANNED_RUNS: u64 = 2;
+
 /// The experiment over `seeds` ([`KEYS_PER_SEED`] keys each).
 pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, String> {
     let setup = Setup::from_catalog().ok_or_else(|| format!("no machine {MACHINE}"))?;
-    progress.add_total(2);
+    progress.add_total(PLANNED_RUNS);
     let real = sweep(&setup, seeds, KEYS_PER_SEED);
     progress.done("leak: square/multiply differ");
     let flat = sweep(&setup.without_difference(), seeds, KEYS_PER_SEED);

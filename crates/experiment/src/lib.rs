@@ -35,6 +35,7 @@
 pub mod clock_scaling;
 pub mod corun_slowdown;
 pub mod di_oracle;
+pub mod exit;
 pub mod lab;
 pub mod leak;
 #[allow(missing_docs)] // documented by its owner
@@ -106,32 +107,114 @@ pub enum ExperimentError {
     NoSeeds,
 }
 
-/// Run one experiment (or `all`) over `seeds`.
-pub fn run(
-    name: &str,
-    lab: &dyn Lab,
-    seeds: &[u64],
-    progress: &dyn Progress,
-) -> Result<Vec<ExperimentResult>, ExperimentError> {
+/// The experiments `name` runs, in order (`all`: every one).
+fn selection(name: &str) -> Result<Vec<&'static str>, ExperimentError> {
     if !names().contains(&name) {
         return Err(ExperimentError::Unknown {
             name: name.to_string(),
             known: names(),
         });
     }
-    if seeds.is_empty() {
-        return Err(ExperimentError::NoSeeds);
-    }
-    let selected: Vec<&'static str> = if name == "all" {
+    Ok(if name == "all" {
         names().into_iter().filter(|n| *n != "all").collect()
     } else {
         names().into_iter().filter(|n| *n == name).collect()
+    })
+}
+
+/// The runs experiment `exp` reports to its progress over `seeds` seeds; `v1_reused`: for
+/// `model-validation`, the first model's results come from the experiments run before it.
+fn planned(
+    exp: &'static str,
+    lab: &dyn Lab,
+    seeds: u64,
+    v1_reused: bool,
+) -> Result<u64, ExperimentError> {
+    let wrap = |source| ExperimentError::Lab {
+        experiment: exp,
+        source,
     };
+    Ok(match exp {
+        "zhang-spec" => zhang::planned_runs(&zhang::SPEC, seeds),
+        "zhang-server" => zhang::planned_runs(&zhang::SERVER, seeds),
+        "masa-placement" => masa::placement_runs(seeds),
+        "masa-testcases" => masa::testcases_runs(seeds),
+        "clock-scaling" => clock_scaling::planned_runs(seeds),
+        "corun-slowdown" => corun_slowdown::planned_runs(seeds),
+        "di-vs-oracle" => di_oracle::planned_runs(lab, seeds).map_err(wrap)?,
+        "leak" => leak::PLANNED_RUNS,
+        "replica" => replica::planned_runs(),
+        "model-validation" => validation::covered_runs(seeds) * if v1_reused { 1 } else { 2 },
+        "requests" => requests::planned_runs(seeds),
+        "schedtask" => schedtask::planned_runs(seeds),
+        other => return Err(wrap(LabError(format!("experiment {other} has no runner")))),
+    })
+}
+
+/// How many runs [`run`] of `name` over `seeds` seeds reports to its progress, counted before
+/// any runs (from how each experiment plans its runs), so a progress bar's total is the whole
+/// from the start.
+pub fn planned_runs(name: &str, lab: &dyn Lab, seeds: u64) -> Result<u64, ExperimentError> {
+    let v1_reused = name == "all" && runs_v1(lab.forced_model());
+    selection(name)?
+        .into_iter()
+        .map(|exp| planned(exp, lab, seeds, v1_reused))
+        .sum()
+}
+
+/// One experiment's progress inside [`run`]: its runs were added to the total up front, so
+/// its own `add_total` passes on only what goes beyond its plan (none, when the plan is
+/// right: tests check that it is).
+struct Planned<'a> {
+    inner: &'a dyn Progress,
+    planned: u64,
+    added: std::sync::atomic::AtomicU64,
+}
+
+impl Progress for Planned<'_> {
+    fn add_total(&self, runs: u64) {
+        use std::sync::atomic::Ordering;
+        let before = self.added.fetch_add(runs, Ordering::Relaxed);
+        let over = before.saturating_add(runs).saturating_sub(self.planned)
+            - before.saturating_sub(self.planned);
+        if over > 0 {
+            self.inner.add_total(over);
+        }
+    }
+    fn done(&self, label: &str) {
+        self.inner.done(label);
+    }
+}
+
+/// Run one experiment (or `all`) over `seeds`. The progress hears the whole number of runs
+/// ([`planned_runs`]) before the first one starts.
+pub fn run(
+    name: &str,
+    lab: &dyn Lab,
+    seeds: &[u64],
+    progress: &dyn Progress,
+) -> Result<Vec<ExperimentResult>, ExperimentError> {
+    let selected = selection(name)?;
+    if seeds.is_empty() {
+        return Err(ExperimentError::NoSeeds);
+    }
+    // `all` runs the covered experiments before model-validation, which then reuses them.
+    let v1_reused = name == "all" && runs_v1(lab.forced_model());
+    let plans: Vec<u64> = selected
+        .iter()
+        .map(|exp| planned(exp, lab, seeds.len() as u64, v1_reused))
+        .collect::<Result<_, _>>()?;
+    progress.add_total(plans.iter().sum());
     let mut out = Vec::new();
-    for exp in selected {
+    for (exp, plan) in selected.into_iter().zip(plans) {
         let wrap = |source| ExperimentError::Lab {
             experiment: exp,
             source,
+        };
+        let progress = &Planned {
+            inner: progress,
+            planned: plan,
+            added: std::sync::atomic::AtomicU64::new(0),
         };
         let r = match exp {
             "zhang-spec" => zhang::run(lab, &zhang::SPEC, seeds, progress),
@@ -198,6 +281,42 @@ pub fn to_json(results: &[ExperimentResult]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `all`'s total is every experiment's, less the first model's runs of model-validation,
+    /// which reuses the experiments run before it (not under `--model v2`).
+    #[test]
+    fn all_plans_every_experiment_once() {
+        let seeds = 3;
+        let singles = |lab: &dyn Lab| -> u64 {
+            names()
+                .into_iter()
+                .filter(|n| *n != "all")
+                .map(|n| planned_runs(n, lab, seeds).unwrap())
+                .sum()
+        };
+        let lab = sim_lab::SimLab::new().unwrap();
+        assert_eq!(
+            planned_runs("all", &lab, seeds).unwrap(),
+            singles(&lab) - validation::covered_runs(seeds)
+        );
+        let v2 = sim_lab::SimLab::new()
+            .unwrap()
+            .with_model(counterpoint_sim::Model::V2);
+        assert_eq!(planned_runs("all", &v2, seeds).unwrap(), singles(&v2));
+        // Seeds multiply what runs per seed; leak and replica run a fixed set.
+        assert_eq!(
+            planned_runs("zhang-spec", &lab, 2).unwrap() * 2,
+            planned_runs("zhang-spec", &lab, 4).unwrap()
+        );
+        assert_eq!(
+            planned_runs("leak", &lab, 1).unwrap(),
+            planned_runs("leak", &lab, 9).unwrap()
+        );
+        assert!(matches!(
+            planned_runs("nope", &lab, 1),
+            Err(ExperimentError::Unknown { .. })
+        ));
+    }
 
     /// `experiment all --model v2` must not pass its v2 results off as model-validation's v1.
     #[test]

@@ -48,8 +48,8 @@ mod shells;
 mod testcases;
 
 pub use calibration::calibrate;
-pub use placement::placement;
 use placement::{machine, run_baseline, seconds, topology_of};
+pub use placement::{placement, placement_runs};
 use shells::shell_job;
 pub use shells::{shells, start_order};
-pub use testcases::testcases;
+pub use testcases::{testcases, testcases_runs};

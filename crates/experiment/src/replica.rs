@@ -264,6 +264,12 @@ pub fn run(
     run_with(seeds, progress, costs, model)
 }
 
+/// The runs [`run_with`] reports to its progress, whatever the seeds: one per SPEC program and
+/// per synthetic program of the crossover map, and the policy runs.
+pub fn planned_runs() -> u64 {
+    (replica::spec_int_2006().len() + MAP_APKI.len()) as u64 + 1
+}
+
 /// The experiment with other notification costs (e.g. [`costs_from_c2c`]): the machine's shape
 /// and caches stay the X5650's. `model` forces the engine's physics for the compute side (None:
 /// the machine's own).
@@ -298,7 +304,8 @@ pub fn run_with(
     let map_progs: Vec<String> = MAP_APKI.iter().map(|&a| synthetic(a).name).collect();
     let mut names: Vec<String> = spec_progs.iter().map(|p| p.program.clone()).collect();
     names.extend(map_progs.iter().cloned());
-    progress.add_total(names.len() as u64 + 1);
+    debug_assert_eq!(names.len() as u64 + 1, planned_runs());
+    progress.add_total(planned_runs());
     let done: Vec<Result<(String, Computed), String>> = names
         .par_iter()
         .map(|n| {

@@ -47,76 +47,254 @@ fn write(path: &Path, text: &str) -> Result<(), ReportError> {
 /// directory takes no new file (not writable, or the name too long for the temporary one).
 /// An existing file this process may not write is refused as a plain write would refuse it
 /// (a rename would have replaced it anyway). Hard links to the old file keep the old content.
+/// Several files that belong together: [`FileSet`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let target = match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => resolve_link(path)?,
-        _ => path.to_path_buf(),
-    };
-    // The permissions the replacement keeps, when there is a file to replace.
-    let permissions = match fs::metadata(&target) {
-        Ok(meta) if !meta.is_file() => return fs::write(&target, bytes),
-        Ok(meta) => {
-            // Writable by this process, as a plain write would need (opened, not truncated).
-            drop(fs::OpenOptions::new().write(true).open(&target)?);
-            Some(meta.permissions())
+    let mut set = FileSet::new();
+    set.stage_io(path, bytes)?;
+    set.commit_io().map_err(|(_, e)| e)
+}
+
+/// Files written together, so that a reader of their directory finds either all the new ones or
+/// all the old ones, never a mix: each is first written beside its name as [`write_atomic`]
+/// writes one (`.NAME.PID.tmp`, flushed), and only [`FileSet::commit`] renames them over their
+/// names, one after another, once every one is written. A set dropped before its commit (a
+/// failed write, a stop) removes its temporary files and every directory it created that is
+/// still empty, and has changed no name. What a rename cannot do atomically stays as it is:
+/// a path written in place (see [`write_atomic`]) is written at the commit, in its turn; and a
+/// rename that fails during the commit (the directory changed under the run) leaves the files
+/// renamed before it and removes the others' temporaries.
+#[derive(Default)]
+pub struct FileSet {
+    /// In the order they were staged (and are committed).
+    pending: Vec<Pending>,
+    /// Directories [`FileSet::create_dir`] made, outermost first.
+    created: Vec<PathBuf>,
+    committed: bool,
+}
+
+enum Pending {
+    /// A flushed temporary file, renamed over `target` at the commit.
+    Rename {
+        tmp: PathBuf,
+        target: PathBuf,
+        /// The path the caller named (errors name it).
+        named: PathBuf,
+        dir: PathBuf,
+    },
+    /// Written in place at the commit: a device or FIFO, or a directory that takes no new file.
+    InPlace {
+        target: PathBuf,
+        named: PathBuf,
+        bytes: Vec<u8>,
+    },
+}
+
+impl Pending {
+    fn named(&self) -> &Path {
+        match self {
+            Pending::Rename { named, .. } | Pending::InPlace { named, .. } => named,
         }
-        Err(_) => None,
-    };
-    let name = target
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
-    let dir = target
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let create = || {
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-    };
-    let mut file = match create() {
-        Ok(f) => f,
-        // Left by an earlier run of this process id that was killed mid-write.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            fs::remove_file(&tmp)?;
-            create()?
-        }
-        // The directory takes no new file, or the temporary name is too long: in place.
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENAMETOOLONG)
-            ) =>
-        {
-            return fs::write(&target, bytes);
-        }
-        Err(e) => return Err(e),
-    };
-    let written = (|| {
-        file.write_all(bytes)?;
-        // Delayed allocation reports a full disk at the flush, not at the write.
-        file.sync_all()?;
-        if let Some(p) = permissions {
-            file.set_permissions(p)?;
-        }
-        fs::rename(&tmp, &target)?;
-        // The rename itself reaches the disk with the directory (best effort: some file
-        // systems refuse to sync a directory).
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
+    }
+}
+
+impl FileSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Create `dir` and its missing parents; those created are removed again (when empty) if
+    /// the set is dropped without its commit, so an interrupted first run leaves no empty
+    /// directory behind.
+    pub fn create_dir(&mut self, dir: &Path) -> Result<(), ReportError> {
+        let missing: Vec<&Path> = dir
+            .ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .take_while(|a| fs::symlink_metadata(a).is_err())
+            .collect();
+        for d in missing.into_iter().rev() {
+            match fs::create_dir(d) {
+                Ok(()) => self.created.push(d.to_path_buf()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(source) => {
+                    return Err(ReportError::Io {
+                        path: d.to_path_buf(),
+                        source,
+                    })
+                }
+            }
         }
         Ok(())
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
     }
-    written
+
+    /// Write `bytes` beside `path` (see the type), leaving `path` itself as it is until the
+    /// commit. Staging a path again replaces its earlier bytes.
+    pub fn stage(&mut self, path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+        self.stage_io(path, bytes)
+            .map_err(|source| ReportError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+    }
+
+    /// Rename every staged file over its name, in the order staged, then flush their
+    /// directories. An error names the file whose rename or write failed.
+    pub fn commit(self) -> Result<(), ReportError> {
+        self.commit_io()
+            .map_err(|(path, source)| ReportError::Io { path, source })
+    }
+
+    fn stage_io(&mut self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let target = match fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => resolve_link(path)?,
+            _ => path.to_path_buf(),
+        };
+        // Staged before (under this name or through a link): the last bytes win, and the
+        // earlier temporary file must not be renamed as well.
+        if let Some(i) = self.pending.iter().position(|p| match p {
+            Pending::Rename { target: t, .. } | Pending::InPlace { target: t, .. } => *t == target,
+        }) {
+            if let Pending::Rename { tmp, .. } = self.pending.remove(i) {
+                let _ = fs::remove_file(tmp);
+            }
+        }
+        let in_place = |bytes: &[u8]| Pending::InPlace {
+            target: target.clone(),
+            named: path.to_path_buf(),
+            bytes: bytes.to_vec(),
+        };
+        // The permissions the replacement keeps, when there is a file to replace.
+        let permissions = match fs::metadata(&target) {
+            Ok(meta) if !meta.is_file() => {
+                self.pending.push(in_place(bytes));
+                return Ok(());
+            }
+            Ok(meta) => {
+                // Writable by this process, as a plain write would need (opened, not truncated).
+                drop(fs::OpenOptions::new().write(true).open(&target)?);
+                Some(meta.permissions())
+            }
+            Err(_) => None,
+        };
+        let name = target.file_name().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name")
+        })?;
+        let dir = target
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".{}.tmp", std::process::id()));
+        let tmp = dir.join(tmp_name);
+        let create = || {
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+        };
+        let mut file = match create() {
+            Ok(f) => f,
+            // Left by an earlier run of this process id that was killed mid-write.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                fs::remove_file(&tmp)?;
+                create()?
+            }
+            // The directory takes no new file, or the temporary name is too long: in place.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENAMETOOLONG)
+                ) =>
+            {
+                self.pending.push(in_place(bytes));
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let written = (|| {
+            file.write_all(bytes)?;
+            // Delayed allocation reports a full disk at the flush, not at the write.
+            file.sync_all()?;
+            if let Some(p) = permissions {
+                file.set_permissions(p)?;
+            }
+            Ok(())
+        })();
+        match written {
+            Ok(()) => {
+                self.pending.push(Pending::Rename {
+                    tmp,
+                    target,
+                    named: path.to_path_buf(),
+                    dir,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    fn commit_io(mut self) -> Result<(), (PathBuf, std::io::Error)> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let mut rest = pending.into_iter();
+        while let Some(p) = rest.next() {
+            let named = p.named().to_path_buf();
+            let done = match p {
+                Pending::Rename {
+                    tmp, target, dir, ..
+                } => {
+                    let r = fs::rename(&tmp, &target);
+                    if r.is_err() {
+                        let _ = fs::remove_file(&tmp);
+                    }
+                    if !dirs.contains(&dir) {
+                        dirs.push(dir);
+                    }
+                    r
+                }
+                Pending::InPlace { target, bytes, .. } => fs::write(&target, bytes),
+            };
+            if let Err(e) = done {
+                // The rest stay unwritten: their temporaries go with the set (and a directory
+                // it made goes only if nothing reached it).
+                self.pending = rest.collect();
+                return Err((named, e));
+            }
+        }
+        self.committed = true;
+        // The renames reach the disk with their directories (best effort: some file systems
+        // refuse to sync a directory).
+        for d in dirs {
+            if let Ok(d) = fs::File::open(&d) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FileSet {
+    fn drop(&mut self) {
+        for p in &self.pending {
+            if let Pending::Rename { tmp, .. } = p {
+                let _ = fs::remove_file(tmp);
+            }
+        }
+        if !self.committed {
+            // Innermost first; a directory that holds anything (another process's file)
+            // refuses and stays.
+            for d in self.created.iter().rev() {
+                let _ = fs::remove_dir(d);
+            }
+        }
+    }
 }
 
 /// Where the symbolic link `path` points, relative to its own directory, followed to the end
@@ -141,8 +319,7 @@ fn resolve_link(path: &Path) -> std::io::Result<PathBuf> {
 
 /// The Markdown of a set of results (also used for `docs/experiments.md`).
 pub fn markdown(results: &[ExperimentResult], preamble: &str) -> String {
-    let mut md =
-        String::from("# Counterpoint experiments: seed results on the simulated machine\n\n");
+    let mut md = format!("{REPORT_TITLE}\n\n");
     md.push_str(preamble);
     md.push('\n');
     for r in results {
@@ -178,30 +355,124 @@ pub fn markdown(results: &[ExperimentResult], preamble: &str) -> String {
     md
 }
 
-/// Write `report.md`, `results.json` and the SVG figures into `dir` (created if needed).
+/// The first line of every `report.md` this module writes (how [`is_own_file`] knows one).
+pub const REPORT_TITLE: &str = "# Counterpoint experiments: seed results on the simulated machine";
+
+/// The files of a report, named relative to its directory, in the order they are written:
+/// the SVG figures, then `report.md`, then `results.json` (last: it is what tells the report's
+/// experiments apart).
+pub fn render(
+    results: &[ExperimentResult],
+    preamble: &str,
+) -> Result<Vec<(String, Vec<u8>)>, ReportError> {
+    let mut files = Vec::new();
+    for r in results {
+        for f in &r.figures {
+            let mut svg = String::new();
+            draw_bars_svg(&mut svg, Path::new(&f.file), f)?;
+            files.push((f.file.clone(), svg.into_bytes()));
+        }
+        for (file, _, svg) in &r.svgs {
+            files.push((file.clone(), svg.clone().into_bytes()));
+        }
+    }
+    files.push((
+        "report.md".to_string(),
+        markdown(results, preamble).into_bytes(),
+    ));
+    files.push((
+        "results.json".to_string(),
+        serde_json::to_string_pretty(results)?.into_bytes(),
+    ));
+    Ok(files)
+}
+
+/// How a [`write_set`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetWritten {
+    /// Every file was renamed over its name.
+    Whole,
+    /// `stop` said so before the renames began: no name was changed and every temporary file
+    /// (and directory the set made) was removed.
+    Stopped,
+}
+
+/// Write `files` (names relative to `dir`) into `dir` as one [`FileSet`]: all the new files or,
+/// after an error or a stop, all the old ones. `stop` is asked before each file is written and
+/// once more before the renames; once they begin they run to the end (a caller that defers
+/// its stop signals over this call keeps the set whole).
+pub fn write_set(
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    stop: &dyn Fn() -> bool,
+) -> Result<SetWritten, ReportError> {
+    let mut set = FileSet::new();
+    set.create_dir(dir)?;
+    for (name, bytes) in files {
+        if stop() {
+            return Ok(SetWritten::Stopped);
+        }
+        set.stage(&dir.join(name), bytes)?;
+    }
+    if stop() {
+        return Ok(SetWritten::Stopped);
+    }
+    set.commit()?;
+    Ok(SetWritten::Whole)
+}
+
+/// Write `report.md`, `results.json` and the SVG figures into `dir` (created if needed), all
+/// or none of them ([`write_set`]).
 pub fn write_report(
     dir: &Path,
     results: &[ExperimentResult],
     preamble: &str,
 ) -> Result<(), ReportError> {
-    fs::create_dir_all(dir).map_err(|source| ReportError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    for r in results {
-        for f in &r.figures {
-            draw_bars(&dir.join(&f.file), f)?;
-        }
-        for (file, _, svg) in &r.svgs {
-            write(&dir.join(file), svg)?;
-        }
+    write_set(dir, &render(results, preamble)?, &|| false).map(|_| ())
+}
+
+/// Whether an SVG is one plotters drew (every figure Counterpoint writes): it opens with
+/// plotters' own first tag, `<svg width=".." height=".." viewBox="0 0 .." xmlns=..>`, which
+/// an editor's file (an XML declaration first, or other attributes) does not.
+pub fn is_plotters_svg(bytes: &[u8]) -> bool {
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let Ok(first) = std::str::from_utf8(first) else {
+        return false;
+    };
+    let Some(rest) = first.strip_prefix("<svg width=\"") else {
+        return false;
+    };
+    rest.contains("\" height=\"")
+        && rest.contains("\" viewBox=\"0 0 ")
+        && rest.ends_with("\" xmlns=\"http://www.w3.org/2000/svg\">")
+}
+
+/// Whether `bytes`, found under `name` in a report directory, is a file a report of this
+/// module wrote (so a new report may replace it): `report.md` opening with [`REPORT_TITLE`],
+/// `results.json` a JSON array of entries naming their experiment, an SVG plotters drew.
+/// Any other name is not a report's.
+pub fn is_own_file(name: &str, bytes: &[u8]) -> bool {
+    if name == "report.md" {
+        bytes.starts_with(format!("{REPORT_TITLE}\n").as_bytes())
+    } else if name == "results.json" {
+        report_experiments(bytes).is_some()
+    } else if name.ends_with(".svg") {
+        is_plotters_svg(bytes)
+    } else {
+        false
     }
-    write(&dir.join("report.md"), &markdown(results, preamble))?;
-    write(
-        &dir.join("results.json"),
-        &serde_json::to_string_pretty(results)?,
-    )?;
-    Ok(())
+}
+
+/// The experiments a report's `results.json` holds, in its order; `None` when the text is not
+/// one (not a JSON array of objects each with a string `experiment`). Read as a stream, the
+/// rest of each entry skipped: a large file is not held whole.
+pub fn report_experiments(json: impl std::io::Read) -> Option<Vec<String>> {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        experiment: String,
+    }
+    let entries: Vec<Entry> = serde_json::from_reader(json).ok()?;
+    Some(entries.into_iter().map(|e| e.experiment).collect())
 }
 
 /// Ten distinguishable colours (matplotlib's tab10), so series up to ten never share one.
@@ -480,6 +751,143 @@ mod tests {
             .unwrap()
             .file_type()
             .is_char_device());
+    }
+
+    /// The names in `dir`, sorted.
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Files written as a set are all new once committed, and before the commit (a dropped
+    /// set: an error or a stop) all old, with no temporary file left.
+    #[test]
+    fn a_file_set_changes_nothing_until_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.json"), dir.path().join("b.csv"));
+        fs::write(&a, "old a").unwrap();
+        fs::write(&b, "old b").unwrap();
+        let mut set = FileSet::new();
+        set.stage(&a, b"new a").unwrap();
+        set.stage(&b, b"new b").unwrap();
+        // Staged, not renamed: the old files are in place beside the temporaries.
+        assert_eq!(fs::read_to_string(&a).unwrap(), "old a");
+        assert_eq!(names_in(dir.path()).len(), 4);
+        drop(set);
+        assert_eq!(fs::read_to_string(&a).unwrap(), "old a");
+        assert_eq!(fs::read_to_string(&b).unwrap(), "old b");
+        assert_eq!(names_in(dir.path()), ["a.json", "b.csv"]);
+        let mut set = FileSet::new();
+        set.stage(&a, b"new a").unwrap();
+        // Staged twice: the last bytes win, and one temporary file was left to rename.
+        set.stage(&b, b"first b").unwrap();
+        set.stage(&b, b"new b").unwrap();
+        set.commit().unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "new a");
+        assert_eq!(fs::read_to_string(&b).unwrap(), "new b");
+        assert_eq!(names_in(dir.path()), ["a.json", "b.csv"]);
+    }
+
+    /// A write that fails part way (here: into a directory that is not there) leaves every
+    /// file of the set as it was, and the temporaries of those staged before it are removed.
+    #[test]
+    fn a_failed_stage_leaves_the_old_set() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a"), "old a").unwrap();
+        let files = vec![
+            ("a".to_string(), b"new a".to_vec()),
+            ("missing/b".to_string(), b"new b".to_vec()),
+        ];
+        let err = write_set(dir.path(), &files, &|| false).unwrap_err();
+        assert!(err.to_string().contains("missing/b"), "{err}");
+        assert_eq!(fs::read_to_string(dir.path().join("a")).unwrap(), "old a");
+        assert_eq!(names_in(dir.path()), ["a"]);
+    }
+
+    /// A stop before the renames writes nothing: the old files stay, the temporaries go, and
+    /// a directory the set made is removed again.
+    #[test]
+    fn a_stopped_set_writes_nothing_and_removes_what_it_made() {
+        use std::cell::Cell;
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a"), "old a").unwrap();
+        let files = vec![
+            ("a".to_string(), b"new a".to_vec()),
+            ("b".to_string(), b"new b".to_vec()),
+        ];
+        // Stopped after the first file was staged.
+        let asked = Cell::new(0);
+        let stop = || {
+            asked.set(asked.get() + 1);
+            asked.get() > 1
+        };
+        assert_eq!(
+            write_set(dir.path(), &files, &stop).unwrap(),
+            SetWritten::Stopped
+        );
+        assert_eq!(fs::read_to_string(dir.path().join("a")).unwrap(), "old a");
+        assert_eq!(names_in(dir.path()), ["a"]);
+        // Stopped once every file was staged, before the renames, into a directory it had to
+        // make (two levels): asked before each file, then before the commit.
+        let new = dir.path().join("new/report");
+        asked.set(0);
+        let at_commit = || {
+            asked.set(asked.get() + 1);
+            asked.get() == files.len() + 1
+        };
+        assert_eq!(
+            write_set(&new, &files, &at_commit).unwrap(),
+            SetWritten::Stopped
+        );
+        assert_eq!(asked.get(), files.len() + 1);
+        assert!(!dir.path().join("new").exists());
+        assert_eq!(
+            write_set(&new, &files, &|| false).unwrap(),
+            SetWritten::Whole
+        );
+        assert_eq!(names_in(&new), ["a", "b"]);
+    }
+
+    #[test]
+    fn own_report_files_are_told_from_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = ExperimentResult::new("leak", "Leak", "m", &[1]);
+        r.findings.push("f".into());
+        r.figures.push(BarFigure {
+            file: "leak.svg".into(),
+            title: "t".into(),
+            y_label: "y".into(),
+            categories: vec!["a".into()],
+            series: vec![BarSeries {
+                name: "ours".into(),
+                values: vec![Some(1.0)],
+                errors: vec![None],
+            }],
+        });
+        let files = render(&[r], "pre\n").unwrap();
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["leak.svg", "report.md", "results.json"]);
+        for (name, bytes) in &files {
+            assert!(is_own_file(name, bytes), "{name}");
+        }
+        assert_eq!(
+            report_experiments(&files[2].1[..]).unwrap(),
+            vec!["leak".to_string()]
+        );
+        write_set(dir.path(), &files, &|| false).unwrap();
+        // What someone else wrote under the same names.
+        assert!(!is_own_file("report.md", b"# My notes\n"));
+        assert!(!is_own_file("results.json", b"{\"results\": []}"));
+        assert!(!is_own_file("results.json", b"[{\"name\": \"x\"}]"));
+        assert!(!is_own_file(
+            "leak.svg",
+            b"<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\"/>"
+        ));
+        assert!(!is_own_file("notes.txt", b"anything"));
     }
 
     #[test]

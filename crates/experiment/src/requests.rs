@@ -27,9 +27,6 @@ static RUNNING: AtomicBool = AtomicBool::new(false);
 /// Whether this experiment saw the stop flag and ended on it: the caller, not a signal
 /// watcher, ends the process then (with this experiment's error, which says what was done).
 static HANDLED: AtomicBool = AtomicBool::new(false);
-/// Held while a cluster is entered, and by whoever must not be cut short by a signal watcher
-/// (see [`exit_guard`]).
-static EXIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Give the experiment a flag that ends it early (a signal handler's): a run in progress stops
 /// before its next request, and its private cluster is stopped and its directory removed, as
@@ -43,13 +40,9 @@ fn stopped() -> bool {
     STOP.get().is_some_and(|f| f.load(Ordering::SeqCst))
 }
 
-/// A lock a signal watcher takes before it ends the process, and that a run holds while it
-/// enters a cluster (so the watcher cannot end the process between the check of the stop flag
-/// and the cluster's start); a caller holds it too while it writes what must not be cut short
-/// (a report). Poisoning is ignored: the lock guards no data.
-pub fn exit_guard() -> std::sync::MutexGuard<'static, ()> {
-    EXIT_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// [`crate::exit::guard`], which a run holds while it enters a cluster (so a signal watcher
+/// cannot end the process between the check of the stop flag and the cluster's start).
+pub use crate::exit::guard as exit_guard;
 
 /// Whether a signal watcher (holding [`exit_guard`]) may end the process now: no cluster of
 /// this experiment may be running, and the experiment has not taken the stop on itself (its
@@ -75,6 +68,11 @@ impl Drop for Running {
     }
 }
 
+/// The runs [`run`] reports to its progress over `seeds` seeds: one PostgreSQL run each.
+pub fn planned_runs(seeds: u64) -> u64 {
+    seeds
+}
+
 /// Run one PostgreSQL run per seed.
 pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, String> {
     let mut r = ExperimentResult::new(
@@ -88,12 +86,12 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         ),
         seeds,
     );
-    progress.add_total(seeds.len() as u64);
+    progress.add_total(planned_runs(seeds.len() as u64));
     let mut ari: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut ks: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut speedups: BTreeMap<String, (Vec<f64>, Vec<f64>, String)> = BTreeMap::new();
     let mut first = None;
-    for &seed in seeds {
+    for (i, &seed) in seeds.iter().enumerate() {
         let cfg = RunConfig {
             scale: SCALE,
             clients: CLIENTS,
@@ -128,6 +126,10 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         let out = match run {
             Ok(o) => o,
             Err(RequestsError::NoPostgres(why)) => {
+                // Skipped runs are over too: the progress reaches its planned total.
+                for _ in i..seeds.len() {
+                    progress.done("requests: skipped (no PostgreSQL)");
+                }
                 r.findings.push(format!(
                     "Skipped: PostgreSQL cannot run here ({why}). Install it with \
                      scripts/setup (part postgresql.sh) and run `counterpoint experiment requests`."

@@ -29,6 +29,17 @@ pub const PAPER_AVERAGE_GAIN: f64 = crate::paper::SCHEDTASK_AVERAGE_GAIN;
 /// The baselines SchedTask is compared with (the paper's "state of the art").
 pub const BASELINES: [&str; 4] = ["selective-offload", "flexsc", "regionsched", "slicc"];
 
+/// The runs [`sweep`] reports to its progress: every benchmark under every technique, once per
+/// seed.
+fn sweep_runs(techniques: usize, seeds: u64) -> u64 {
+    (workload::BENCHMARKS.len() * techniques) as u64 * seeds
+}
+
+/// The runs [`run`] reports to its progress over `seeds` seeds (at most [`MAX_SEEDS`] run).
+pub fn planned_runs(seeds: u64) -> u64 {
+    sweep_runs(Technique::all().len(), seeds.min(MAX_SEEDS as u64))
+}
+
 /// Every run's outcome: `[benchmark][technique][seed]`.
 pub fn sweep(
     o: &Options,
@@ -42,6 +53,10 @@ pub fn sweep(
             (0..techniques.len()).flat_map(move |t| seeds.iter().map(move |&s| (b, t, s)))
         })
         .collect();
+    debug_assert_eq!(
+        jobs.len() as u64,
+        sweep_runs(techniques.len(), seeds.len() as u64)
+    );
     progress.add_total(jobs.len() as u64);
     let outs: Vec<Result<Outcome, String>> = jobs
         .par_iter()

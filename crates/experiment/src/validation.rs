@@ -44,6 +44,16 @@ const OUTSIDE_SEEDS: [(&str, &str); 2] = [
     ),
 ];
 
+/// The runs [`run_model`] reports to its progress over `seeds` seeds.
+pub fn covered_runs(seeds: u64) -> u64 {
+    zhang::planned_runs(&zhang::SPEC, seeds)
+        + zhang::planned_runs(&zhang::SERVER, seeds)
+        + masa::placement_runs(seeds)
+        + masa::testcases_runs(seeds)
+        + crate::clock_scaling::planned_runs(seeds)
+        + crate::corun_slowdown::planned_runs(seeds)
+}
+
 /// Run the covered experiments under `model`.
 pub fn run_model(
     model: Model,

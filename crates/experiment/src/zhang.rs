@@ -121,6 +121,12 @@ pub fn jitter_key(key: &str, jitter: f64) -> String {
     }
 }
 
+/// The runs [`run`] reports to its progress over `seeds` seeds: every configuration at every
+/// jitter, once per seed.
+pub fn planned_runs(setup: &ZhangSetup, seeds: u64) -> u64 {
+    (setup.scenarios.len() * configs().len()) as u64 * seeds
+}
+
 /// Run one Zhang experiment over `seeds`: every configuration at every jitter of the setup.
 pub fn run(
     lab: &dyn Lab,
@@ -132,7 +138,8 @@ pub fn run(
     let work: Vec<(usize, usize, u64)> = (0..setup.scenarios.len())
         .flat_map(|j| (0..configs.len()).flat_map(move |c| seeds.iter().map(move |s| (j, c, *s))))
         .collect();
-    progress.add_total(work.len() as u64);
+    debug_assert_eq!(work.len() as u64, planned_runs(setup, seeds.len() as u64));
+    progress.add_total(planned_runs(setup, seeds.len() as u64));
     let outcomes: Vec<(usize, usize, u64, (f64, f64))> = work
         .par_iter()
         .map(|&(j, c, seed)| {

@@ -30,6 +30,11 @@ fn zhang_spec_runs_every_form_on_the_simulator() {
             assert!(s.mean.is_finite(), "{policy} {m}");
         }
     }
+    // The whole was known before the first run and every planned run was reported.
+    assert_eq!(
+        p.total.load(Ordering::Relaxed),
+        counterpoint_experiment::planned_runs("zhang-spec", &lab, 1).unwrap()
+    );
     let json = counterpoint_experiment::to_json(&results);
     let np = |k: &str| json["zhang-spec"]["policies"][k]["normalized_performance"]["mean"].as_f64();
     // The kernel-level bus pairing beats the baseline on the real model.
@@ -125,4 +130,37 @@ fn the_simulator_builds_masa_with_its_own_calibration_and_the_oracle_by_search()
         .err()
         .unwrap();
     assert!(e.to_string().contains("1 to 8 tasks"), "{e}");
+}
+
+/// Records the total each finished run was counted against.
+#[derive(Default)]
+struct Totals {
+    total: std::sync::atomic::AtomicU64,
+    seen: std::sync::Mutex<Vec<u64>>,
+}
+
+impl counterpoint_experiment::Progress for Totals {
+    fn add_total(&self, runs: u64) {
+        self.total.fetch_add(runs, Ordering::Relaxed);
+    }
+    fn done(&self, _label: &str) {
+        let t = self.total.load(Ordering::Relaxed);
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    }
+}
+
+/// The progress hears every planned run before the first one finishes (`experiment all`
+/// printed "3690/3690 runs (100 %)" long before its end: each experiment added its runs as it
+/// started), and the runs reported are the runs planned.
+#[test]
+fn the_progress_total_is_whole_from_the_first_run() {
+    let lab = short(500_000_000);
+    for name in ["leak", "masa-placement"] {
+        let p = Totals::default();
+        counterpoint_experiment::run(name, &lab, &[1, 2], &p).unwrap();
+        let planned = counterpoint_experiment::planned_runs(name, &lab, 2).unwrap();
+        let seen = p.seen.into_inner().unwrap_or_else(|e| e.into_inner());
+        assert_eq!(seen.len() as u64, planned, "{name}: runs reported");
+        assert!(seen.iter().all(|&t| t == planned), "{name}: {seen:?}");
+    }
 }

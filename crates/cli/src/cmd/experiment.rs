@@ -38,7 +38,8 @@ pub struct ExperimentArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Start even when the estimated time exceeds the budget (30 min on 2 vCPUs), or when
-    /// `--out` holds a report of other experiments that this run would replace.
+    /// `--out` holds a report of other experiments that this run would replace, or files under
+    /// the report's names that are not a report's.
     #[arg(long)]
     force: bool,
     /// replica only: notification costs from a `counterpoint bench c2c --json` file instead of
@@ -81,17 +82,22 @@ fn refuse_to_replace_other_reports(dir: &std::path::Path, name: &str) -> Result<
     if name == "all" {
         return Ok(());
     }
+    // Not there, not a file (a FIFO would block the read), unreadable or not a report: no
+    // report to lose (a file that is not a report is refused by `refuse_foreign_outputs`).
     let path = dir.join("results.json");
-    // Not there, unreadable or not a report: nothing of ours to lose.
-    let Ok(text) = crate::cmd::read_input_file("--out", &path) else {
+    if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let Ok(file) = std::fs::File::open(&path) else {
         return Ok(());
     };
-    let Ok(serde_json::Value::Array(entries)) = serde_json::from_str(&text) else {
+    let Some(entries) = experiment::report::report_experiments(std::io::BufReader::new(file))
+    else {
         return Ok(());
     };
     let others: std::collections::BTreeSet<&str> = entries
         .iter()
-        .filter_map(|e| e.get("experiment").and_then(|x| x.as_str()))
+        .map(String::as_str)
         .filter(|&e| e != name)
         .collect();
     if others.is_empty() {
@@ -105,47 +111,20 @@ fn refuse_to_replace_other_reports(dir: &std::path::Path, name: &str) -> Result<
     )
 }
 
-/// Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) during `requests` stops its private PostgreSQL cluster
-/// and removes its directory before the command ends (a signal's default action had killed the
-/// command and left the server running and its data in /tmp). Outside a cluster's run the
-/// command ends at once, with the shell's status for the signal (128 + its number); never in
-/// the middle of writing the report (`experiment::requests::exit_guard`).
-fn stop_the_cluster_on_interrupt() -> Result<()> {
-    use counterpoint_host::signals;
-    experiment::requests::set_stop_flag(signals::stop_flag());
-    signals::install_only(signals::INTERRUPTING).context("catching Ctrl-C")?;
-    std::thread::Builder::new()
-        .name("interrupt".into())
-        .spawn(|| loop {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            if signals::stop_requested() {
-                // Held to the exit: no cluster can start, and no report write begin, after
-                // the check.
-                let _guard = experiment::requests::exit_guard();
-                if experiment::requests::exit_allowed() {
-                    end_interrupted(None);
-                }
-            }
-        })
-        .context("starting the interrupt watcher")?;
-    Ok(())
+/// Whether the regular file `name` at `path`, in a report directory, is one a report wrote
+/// (see `report::is_own_file`): `results.json` read as a stream, the others by their first
+/// line.
+fn is_report_file(name: &str, path: &std::path::Path) -> bool {
+    if name == "results.json" {
+        return std::fs::File::open(path).is_ok_and(|f| {
+            experiment::report::report_experiments(std::io::BufReader::new(f)).is_some()
+        });
+    }
+    super::first_line(path).is_some_and(|b| experiment::report::is_own_file(name, &b))
 }
 
-/// Say which signal ended the command, with what was done about it, and exit with 128 + its
-/// number. Called by the main thread or by the watcher, never both: the watcher exits only
-/// while the experiment has not taken the stop on itself, and the main thread only after.
-fn end_interrupted(what_was_done: Option<&str>) -> ! {
-    use counterpoint_host::signals;
-    let sig = signals::received().unwrap_or(libc::SIGINT);
-    match what_was_done {
-        None => eprintln!("counterpoint: interrupted by {}", signals::name(sig)),
-        Some(what) => eprintln!(
-            "counterpoint: interrupted by {}: {what}",
-            signals::name(sig)
-        ),
-    }
-    std::process::exit(128 + sig)
-}
+/// The writer of a report, as the refusal of other files names it.
+const REPORT_WRITER: &str = "`counterpoint experiment`";
 
 /// An indicatif bar when stderr is a terminal; otherwise, for long runs, a plain progress line
 /// at every tenth of the runs.
@@ -153,6 +132,7 @@ struct Bar {
     bar: ProgressBar,
     /// Print plain lines (stderr is not a terminal and the run is long).
     lines: bool,
+    /// Every run of the command: `experiment::run` gives the whole before the first starts.
     total: AtomicU64,
     finished: AtomicU64,
     started: Instant,
@@ -168,7 +148,7 @@ impl Progress for Bar {
         self.bar.inc(1);
         let done = self.finished.fetch_add(1, Ordering::Relaxed) + 1;
         let total = self.total.load(Ordering::Relaxed).max(1);
-        // One line per tenth (experiments add their runs as they start, so total grows).
+        // One line per tenth of the whole.
         if self.lines && (done * 10 / total) != ((done - 1) * 10 / total) {
             eprintln!(
                 "counterpoint: {done}/{total} runs ({:.0} %), {:.0} s",
@@ -231,12 +211,20 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     if let Some(dir) = &out_dir {
         super::check_out_dir(dir, "report")?;
         if !args.force {
+            // The figures' names are known only once the runs are done: checked again then.
+            super::refuse_foreign_outputs(
+                dir,
+                &["report.md", "results.json"],
+                &is_report_file,
+                REPORT_WRITER,
+            )?;
             refuse_to_replace_other_reports(dir, &args.name)?;
         }
     }
-    if matches!(args.name.as_str(), "requests" | "all") {
-        stop_the_cluster_on_interrupt()?;
-    }
+    // Ctrl-C ends the command with a message, never between two renames of the report's files;
+    // during `requests` it stops the private PostgreSQL cluster first.
+    experiment::requests::set_stop_flag(counterpoint_host::signals::stop_flag());
+    super::exit_on_interrupt()?;
     let mut lab = experiment::sim_lab::SimLab::new()
         .context("cannot load the simulator's scenario catalog")?;
     if let Some(m) = model {
@@ -282,7 +270,7 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             // Interrupted: the error says what became of the cluster.
             Err(e) if counterpoint_host::signals::stop_requested() => {
                 bar.bar.finish_and_clear();
-                end_interrupted(Some(&crate::cmd::error_chain(&anyhow::Error::new(e))))
+                super::end_interrupted(Some(&crate::cmd::error_chain(&anyhow::Error::new(e))))
             }
             Err(e) => return Err(e.into()),
         },
@@ -316,16 +304,17 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
             seeds[seeds.len() - 1],
             elapsed.as_secs_f64()
         );
-        // Whole or not at all: an interrupt that came before is honoured here, one that comes
-        // during the write waits for its end (the watcher takes the same lock).
-        {
-            let _no_exit = experiment::requests::exit_guard();
-            if counterpoint_host::signals::stop_requested() {
-                end_interrupted(Some("the report was not written"));
-            }
-            experiment::report::write_report(dir, &results, &preamble)
-                .with_context(|| format!("writing the report into {}", dir.display()))?;
+        let files = experiment::report::render(&results, &preamble)
+            .with_context(|| format!("drawing the report for {}", dir.display()))?;
+        if !args.force {
+            // Again, with the figures now named (and in case the directory changed during the
+            // runs).
+            let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+            super::refuse_foreign_outputs(dir, &names, &is_report_file, REPORT_WRITER)
+                .context("the report was not written")?;
         }
+        // All the new files or all the old ones, whatever the signal (see write_out_set).
+        super::write_out_set(dir, &files, "report")?;
         eprintln!(
             "counterpoint: wrote {} ({} experiment(s), {:.1} s)",
             dir.display(),

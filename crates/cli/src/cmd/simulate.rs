@@ -40,11 +40,14 @@ pub struct SimulateArgs {
     /// Print the whole result as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Write result.json, series.csv, bus.csv and SVG figures into this directory.
+    /// Write result.json, series.csv, bus.csv and SVG figures into this directory: all the new
+    /// files or, when interrupted or failing, all the old ones. Files there of another origin
+    /// under those names are refused unless --force.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Run even beyond the simulated-work budget (2e9 task-ticks: tasks x duration in ticks;
-    /// the task count and time-series limits still apply).
+    /// the task count and time-series limits still apply), and let --out overwrite files under
+    /// its names that simulate did not write.
     #[arg(long)]
     force: bool,
 }
@@ -87,9 +90,15 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     if args.policy.is_none() {
         check_scenario_policy(&args.scenario, &scenario)?;
     }
-    // Before the run, which can be long: a directory that cannot be written fails now.
+    // Before the run, which can be long: a directory that cannot be written, or whose files
+    // under our names are someone else's, fails now.
     if let Some(dir) = &args.out {
         super::check_out_dir(dir, "results")?;
+        if !args.force {
+            refuse_foreign(dir)?;
+        }
+        // Ctrl-C ends the run with a message, and never between two renames of the files.
+        super::exit_on_interrupt()?;
     }
     let seed = args.seed.unwrap_or(scenario.seed);
     let policy_name = args
@@ -193,7 +202,13 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     result.policy = policy_name;
     // The files first: a stdout that fails (a full disk, a closed pipe) does not lose them.
     if let Some(dir) = &args.out {
-        write_out(dir, &result).with_context(|| format!("writing results to {}", dir.display()))?;
+        let files =
+            out_files(&result).with_context(|| format!("writing results to {}", dir.display()))?;
+        if !args.force {
+            // Again: the directory may have changed during the run.
+            refuse_foreign(dir).context("the results were not written")?;
+        }
+        super::write_out_set(dir, &files, "results")?;
     }
     let mut text = if args.json {
         serde_json::to_string_pretty(&result)? + "\n"
@@ -319,18 +334,69 @@ fn policy_key_at(path: &Path) -> Option<(usize, usize)> {
     None
 }
 
-fn write_out(dir: &Path, r: &RunResult) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
-    // Every failure names the file it was writing.
-    let write = |name: &str, text: &str| {
-        let path = dir.join(name);
-        counterpoint_experiment::report::write_atomic(&path, text.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))
+/// The files `--out` writes, in the order they are written.
+const OUT_FILES: [&str; 6] = [
+    "result.json",
+    "series.csv",
+    "bus.csv",
+    "np.svg",
+    "bus.svg",
+    "ipc.svg",
+];
+
+/// The first line of `series.csv`.
+const SERIES_HEADER: &str =
+    "time_ns,task,name,instructions,cycles,ipc,llc_misses,mem_transactions,fp_ops,task_clock_ns";
+/// The first line of `bus.csv`.
+const BUS_HEADER: &str = "time_ns,bus,utilization";
+
+/// Refuse to overwrite a file of `dir` under one of [`OUT_FILES`]'s names that simulate did
+/// not write (see [`is_own_output`]).
+fn refuse_foreign(dir: &Path) -> Result<()> {
+    super::refuse_foreign_outputs(
+        dir,
+        &OUT_FILES,
+        &is_own_output,
+        "`counterpoint simulate --out`",
+    )
+}
+
+/// Whether the file `name` at `path` is one `simulate --out` writes: `result.json` a run's
+/// result (its scenario, machine, seed, policy, tasks and series; read whole, as a stream),
+/// the CSV files by their header line, the figures as drawn by plotters.
+fn is_own_output(name: &str, path: &Path) -> bool {
+    /// What every `result.json` has held; other fields are ignored (older or newer versions).
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)] // read to be checked, never used
+    struct Shape {
+        scenario: String,
+        machine: String,
+        seed: u64,
+        policy: String,
+        tasks: Vec<serde::de::IgnoredAny>,
+        series: serde::de::IgnoredAny,
+    }
+    if name == "result.json" {
+        return std::fs::File::open(path).is_ok_and(|f| {
+            serde_json::from_reader::<_, Shape>(std::io::BufReader::new(f)).is_ok()
+        });
+    }
+    let Some(line) = super::first_line(path) else {
+        return false;
     };
-    write("result.json", &serde_json::to_string_pretty(r)?)?;
-    let mut csv = String::from(
-        "time_ns,task,name,instructions,cycles,ipc,llc_misses,mem_transactions,fp_ops,task_clock_ns\n",
-    );
+    let header = |h: &str| line.strip_suffix(b"\n") == Some(h.as_bytes());
+    match name {
+        "series.csv" => header(SERIES_HEADER),
+        "bus.csv" => header(BUS_HEADER),
+        _ if name.ends_with(".svg") => counterpoint_experiment::report::is_plotters_svg(&line),
+        _ => false,
+    }
+}
+
+/// The contents of [`OUT_FILES`], in their order: built whole before any is written, so the
+/// files are written as one set.
+fn out_files(r: &RunResult) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut csv = format!("{SERIES_HEADER}\n");
     for ts in &r.series.tasks {
         let name = &r.tasks[ts.id as usize].name;
         for (k, t) in r.series.time_ns.iter().enumerate() {
@@ -349,25 +415,25 @@ fn write_out(dir: &Path, r: &RunResult) -> Result<()> {
             );
         }
     }
-    write("series.csv", &csv)?;
-    let mut bus = String::from("time_ns,bus,utilization\n");
+    let mut bus = format!("{BUS_HEADER}\n");
     for (b, series) in r.series.bus_utilization.iter().enumerate() {
         for (t, u) in r.series.time_ns.iter().zip(series) {
             let _ = writeln!(bus, "{t},{b},{u:.6}");
         }
     }
-    write("bus.csv", &bus)?;
-    type Plot = fn(&Path, &RunResult) -> Result<()>;
-    let plots: [(&str, Plot); 3] = [
-        ("np.svg", super::simulate_plot::np_bars),
-        ("bus.svg", super::simulate_plot::bus_lines),
-        ("ipc.svg", super::simulate_plot::ipc_lines),
+    let contents = [
+        serde_json::to_string_pretty(r).context("encoding result.json")?,
+        csv,
+        bus,
+        super::simulate_plot::np_bars(r).context("drawing np.svg")?,
+        super::simulate_plot::bus_lines(r).context("drawing bus.svg")?,
+        super::simulate_plot::ipc_lines(r).context("drawing ipc.svg")?,
     ];
-    for (name, plot) in plots {
-        let path = dir.join(name);
-        plot(&path, r).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
+    Ok(OUT_FILES
+        .iter()
+        .zip(contents)
+        .map(|(name, text)| (name.to_string(), text.into_bytes()))
+        .collect())
 }
 
 fn csv_field(s: &str) -> String {

@@ -8,7 +8,6 @@ use counterpoint_experiment::report;
 use counterpoint_sim::RunResult;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use std::path::Path;
 
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("plotting: {e}")
@@ -17,15 +16,12 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 /// Per-task normalized performance as bars, task names under the axis; the y axis starts at
 /// zero (a solid baseline) unless the tasks' NPs are close, then just below them (said in the
 /// axis label), so the differences show.
-pub fn np_bars(path: &Path, r: &RunResult) -> Result<()> {
+/// The figures are returned, not written: `simulate --out` writes them with the rest of its
+/// files as one set.
+pub fn np_bars(r: &RunResult) -> Result<String> {
     let mut svg = String::new();
     np_bars_svg(&mut svg, r)?;
-    save(path, &svg)
-}
-
-/// Writes a drawn figure whole or not at all (`report::write_atomic`).
-fn save(path: &Path, svg: &str) -> Result<()> {
-    report::write_atomic(path, svg.as_bytes()).map_err(|e| anyhow!("{}: {e}", path.display()))
+    Ok(svg)
 }
 
 fn np_bars_svg(svg: &mut String, r: &RunResult) -> Result<()> {
@@ -102,15 +98,14 @@ fn np_bars_svg(svg: &mut String, r: &RunResult) -> Result<()> {
 }
 
 fn lines(
-    path: &Path,
     title: &str,
     y_desc: &str,
     times_ns: &[u64],
     series: &[(String, Vec<f64>)],
-) -> Result<()> {
+) -> Result<String> {
     let mut svg = String::new();
     lines_svg(&mut svg, title, y_desc, times_ns, series)?;
-    save(path, &svg)
+    Ok(svg)
 }
 
 fn lines_svg(
@@ -182,7 +177,7 @@ fn lines_svg(
 }
 
 /// Utilization of each bus / memory controller per epoch.
-pub fn bus_lines(path: &Path, r: &RunResult) -> Result<()> {
+pub fn bus_lines(r: &RunResult) -> Result<String> {
     let series: Vec<(String, Vec<f64>)> = r
         .series
         .bus_utilization
@@ -191,7 +186,6 @@ pub fn bus_lines(path: &Path, r: &RunResult) -> Result<()> {
         .map(|(i, s)| (format!("bus {i}"), s.clone()))
         .collect();
     lines(
-        path,
         &format!("{}: memory bus utilization", r.scenario),
         "utilization",
         &r.series.time_ns,
@@ -200,7 +194,7 @@ pub fn bus_lines(path: &Path, r: &RunResult) -> Result<()> {
 }
 
 /// IPC of each task per epoch (the first 32 tasks on large runs).
-pub fn ipc_lines(path: &Path, r: &RunResult) -> Result<()> {
+pub fn ipc_lines(r: &RunResult) -> Result<String> {
     let series: Vec<(String, Vec<f64>)> = r
         .series
         .tasks
@@ -209,7 +203,6 @@ pub fn ipc_lines(path: &Path, r: &RunResult) -> Result<()> {
         .map(|t| (r.tasks[t.id as usize].name.clone(), t.ipc.clone()))
         .collect();
     lines(
-        path,
         &format!("{}: IPC per epoch", r.scenario),
         "IPC",
         &r.series.time_ns,

@@ -152,6 +152,12 @@ pub(super) fn run_baseline(lab: &dyn Lab, job: &Job, seed: u64) -> Result<Outcom
     )
 }
 
+/// The runs [`placement`] reports to its progress over `seeds` seeds: every row of both tables,
+/// once per seed.
+pub fn placement_runs(seeds: u64) -> u64 {
+    (table(FP).len() + table(L2C).len()) as u64 * seeds
+}
+
 /// `masa-placement`: Tables 1 and 2.
 pub fn placement(
     lab: &dyn Lab,

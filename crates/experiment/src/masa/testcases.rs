@@ -55,6 +55,12 @@ pub(super) fn pct(s: Option<crate::Summary>) -> String {
         .unwrap_or_else(|| "n/a".into())
 }
 
+/// The runs [`testcases`] reports to its progress over `seeds` seeds: one calibration per seed,
+/// and every test case in every variant.
+pub fn testcases_runs(seeds: u64) -> u64 {
+    seeds * (test_cases().len() * VARIANTS.len() + 1) as u64
+}
+
 /// `masa-testcases`: test cases 1 and 2 without and with MASA, swap counts per metric.
 pub fn testcases(
     lab: &dyn Lab,
@@ -62,7 +68,7 @@ pub fn testcases(
     progress: &dyn Progress,
 ) -> Result<ExperimentResult, LabError> {
     let tcs = test_cases();
-    progress.add_total((seeds.len() * (tcs.len() * VARIANTS.len() + 1)) as u64);
+    progress.add_total(testcases_runs(seeds.len() as u64));
     // Calibration per seed (as MASA does at start-up), in parallel.
     let cals: Vec<(u64, Calibration)> = seeds
         .par_iter()

@@ -782,6 +782,11 @@ pub struct Simulation {
     /// v2 fast path: steady CPUs retire lazily (tick.rs); off only to check it
     /// (`set_lazy_retire`).
     lazy_retire: bool,
+    /// Solo reference runs: the points (task, instructions, task-clock ns) where a task crossed
+    /// into a new phase during the last tick (tick.rs). A crossing tick runs at two rates, so a
+    /// solo curve interpolating linearly across it would misplace a target inside it.
+    record_crossings: bool,
+    crossings: Vec<(u32, f64, f64)>,
     /// Passes of the tick's per-CPU loop so far (lazy retire counts deferred ticks in them).
     tick_passes: u64,
     // Scratch for the solver (kept to avoid per-tick allocation).
@@ -791,6 +796,9 @@ pub struct Simulation {
     /// cycle of latency, as the last solve found it (`Prof::api_per_mlp`, or `_smt` while a
     /// sibling runs), beside `scratch_cc`.
     scratch_apm: Vec<f64>,
+    /// Per CPU: whether a sibling ran at the last solve (its task's `_smt` rates were used):
+    /// a tick that crosses into a new phase rates the rest of it with the same ones.
+    scratch_smt: Vec<bool>,
     /// Per CPU: LLC accesses per cycle of its running task in this iteration.
     scratch_rate: Vec<f64>,
     scratch_dom_running: Vec<f64>,
@@ -827,7 +835,15 @@ impl Simulation {
     /// A machine running the one-task scenario `solo`, its task drawing requests from the
     /// stream `stream_key` it has in the whole scenario ([`stream_keys`]).
     pub(crate) fn new_solo(solo: &Scenario, seed: u64, stream_key: u64) -> Result<Self, SimError> {
-        Self::build(solo, seed, &[stream_key])
+        let mut sim = Self::build(solo, seed, &[stream_key])?;
+        sim.record_crossings = true;
+        Ok(sim)
+    }
+
+    /// Where tasks crossed into a new phase during the last tick: (task, instructions,
+    /// task-clock ns) at each crossing, in order (solo runs only; empty otherwise).
+    pub(crate) fn crossings(&self) -> &[(u32, f64, f64)] {
+        &self.crossings
     }
 
     /// `stream_keys[i]`: the random stream of task `i`'s requests ([`stream_keys`]).
@@ -1032,6 +1048,7 @@ impl Simulation {
             scratch_dom_running: vec![0.0; domains.len()],
             scratch_cc: vec![0.0; ncpu],
             scratch_apm: vec![0.0; ncpu],
+            scratch_smt: vec![false; ncpu],
             scratch_rate: vec![0.0; ncpu],
             scratch_share: vec![0.0; ncpu],
             scratch_prev_x: vec![0.0; ncpu],
@@ -1072,6 +1089,8 @@ impl Simulation {
             footprint_sharing: spec.model == Model::V2
                 && spec.v2.llc_sharing == crate::spec::LlcSharing::Footprint,
             lazy_retire: true,
+            record_crossings: false,
+            crossings: Vec::new(),
             tick_passes: 0,
             spec,
         };

@@ -756,6 +756,9 @@ fn solo_curve(
         // a sample for each, most of a solo run's time on a large machine.
         sim.advance_quiet(tick, None);
         ticks += 1;
+        // A tick that crossed into a new phase ran at two rates: the crossing is a point of
+        // the curve, or a target inside that tick would be placed by the wrong rate.
+        points.extend(sim.crossings().iter().map(|&(_, i, ns)| (i, ns)));
         let c = sim
             .counters(0)
             .ok_or(SimError::Invalid("solo task vanished".into()))?;

@@ -573,8 +573,14 @@ fn a_shells_next_program_starts_with_a_cold_cache() {
         let mcf = run(Workload::Program(short("mcf")));
         let art = run(Workload::Program(short("art")));
         let both = run(Workload::Shell(vec![short("mcf"), short("art")]));
+        // To a millionth: a program that starts mid-tick is timed by other tick boundaries
+        // than one that starts alone at a boundary (since session 23 the rest of a crossing
+        // tick runs at the new program's rate, and a warming tick retires until its counted
+        // misses fill it: the shell then came within 23 ns of 165.6 ms, either side). The
+        // inherited occupancy this test was written for cost 0.25 %.
+        let sum = (mcf + art) as f64;
         assert!(
-            both >= mcf + art,
+            both as f64 >= sum * (1.0 - 1e-6),
             "{model:?}: mcf {mcf} ns + art {art} ns alone, {both} ns one after the other"
         );
     }

@@ -165,6 +165,7 @@ impl Simulation {
                 };
                 self.scratch_cc[c] = cc * (1.0 + pressure);
                 self.scratch_apm[c] = apm;
+                self.scratch_smt[c] = sibling_runs;
                 let held = held_bytes(
                     &self.tasks[self.cpus[c].current as usize],
                     p,

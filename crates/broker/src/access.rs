@@ -173,16 +173,39 @@ pub enum PolicyError {
         message: String,
     },
     /// A value out of range.
-    #[error("policy {}: {field}: {message}", .path.display())]
+    #[error("policy {}: {}{message}", .path.display(), at_field(*.line, .field))]
     Invalid {
         /// The file.
         path: PathBuf,
+        /// The line that sets the field, when one does (1-based).
+        line: Option<usize>,
         /// The field.
         field: &'static str,
         /// What is wrong.
         message: String,
     },
 }
+
+/// Where an invalid value is, in the words of a TOML syntax error: `line 3 (field): `, or
+/// `field: ` when no line sets it.
+fn at_field(line: Option<usize>, field: &str) -> String {
+    match line {
+        Some(n) => format!("line {n} ({field}): "),
+        None => format!("{field}: "),
+    }
+}
+
+/// The first line of `text` that sets `key` (`key = ...`), 1-based. The policy's top-level
+/// fields share no name with a grant's, so no table header needs tracking.
+fn line_setting(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| l.split_once('=').is_some_and(|(k, _)| k.trim() == key))
+        .map(|i| i + 1)
+}
+
+/// The fastest subscription a policy may allow, in ms. At 0 a subscriber was pushed to as fast
+/// as the pusher could loop (about 4800 times a second here), a load no policy means to allow.
+pub const MIN_INTERVAL_FLOOR_MS: u64 = 1;
 
 /// Who is asking (from `SO_PEERCRED`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -248,6 +271,7 @@ impl Policy {
         })?;
         let bad = |field, message: String| PolicyError::Invalid {
             path: path.to_path_buf(),
+            line: line_setting(text, field),
             field,
             message,
         };
@@ -255,6 +279,16 @@ impl Policy {
             return Err(bad(
                 "reserved_system_share",
                 format!("{} is not in [0, 1]", p.reserved_system_share),
+            ));
+        }
+        if p.min_interval_ms < MIN_INTERVAL_FLOOR_MS {
+            return Err(bad(
+                "min_interval_ms",
+                format!(
+                    "{} ms is below the floor of {MIN_INTERVAL_FLOOR_MS} ms (the fastest \
+                     subscription a policy may allow)",
+                    p.min_interval_ms
+                ),
             ));
         }
         if !(p.rate_per_s > 0.0 && p.rate_burst >= 1.0) {
@@ -628,6 +662,32 @@ mod tests {
         assert!(e.to_string().contains("reserved_system_share"), "{e}");
         let e = Policy::parse("[[grant]]\nallow = []", Path::new("p.toml")).unwrap_err();
         assert!(e.to_string().contains("grant"), "{e}");
+    }
+
+    #[test]
+    fn a_minimum_interval_below_the_floor_is_refused_with_its_line() {
+        let text = "# fast\nrate_per_s = 100\nmin_interval_ms = 0\n";
+        let e = Policy::parse(text, Path::new("p.toml")).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PolicyError::Invalid {
+                    line: Some(3),
+                    field: "min_interval_ms",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "policy p.toml: line 3 (min_interval_ms): 0 ms is below the floor of 1 ms (the \
+             fastest subscription a policy may allow)"
+        );
+        // The floor itself is allowed, and subscriptions below it are then refused by rule.
+        let p = Policy::parse("min_interval_ms = 1", Path::new("p.toml")).unwrap();
+        assert_eq!(p.check_interval(0).unwrap_err().rule, Rule::MinInterval);
+        assert_eq!(p.check_interval(1), Ok(()));
     }
 
     #[test]

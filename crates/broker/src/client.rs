@@ -292,7 +292,7 @@ impl Client {
 
     /// The broker's status.
     pub fn status(&mut self) -> Result<Response, ClientError> {
-        self.call(&Request::Status)
+        self.call(&Request::Status {})
     }
 
     fn expect_ok(&mut self, req: &Request) -> Result<(), ClientError> {

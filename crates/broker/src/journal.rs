@@ -7,15 +7,21 @@
 //! order gives the state. The broker writes a checkpoint *before* it answers a read with the
 //! values it checkpoints, so no value a client saw is lost: after a restart the counts continue
 //! from at least what the client last saw, and the downtime appears as enabled-but-not-running
-//! time. The journal must be a regular file (opened with `O_NOFOLLOW`; a symlink or a device is
-//! refused). Opening compacts it: the live state is written to `PATH.tmp`, synced and renamed
-//! over the journal.
+//! time. The journal must be a regular file (opened with `O_NOFOLLOW`; a symlink, a directory or
+//! a device is refused). Opening compacts it: the live state is written to `PATH.tmp`, synced and
+//! renamed over the journal.
+//!
+//! One broker per journal: an exclusive `flock` on `REAL.lock` (REAL the journal's real path, so
+//! two spellings of one file meet on one lock) is taken before the journal is read and held for
+//! the journal's life. Not on the journal itself: compaction renames a new file over it, and a
+//! lock on the old inode would not stop the next broker. A second broker is refused with the
+//! holder's pid; it never compacts the journal under the first nor restores its registrations.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -33,10 +39,33 @@ pub enum JournalError {
         error: std::io::Error,
     },
     /// Not a regular file.
-    #[error("journal {}: not a regular file (symlinks and devices are refused)", .path.display())]
+    #[error(
+        "journal {}: {kind}, not a regular file (symbolic links, directories and devices are \
+         refused)",
+        .path.display()
+    )]
     NotRegular {
         /// The file.
         path: PathBuf,
+        /// What it is instead ("a directory", "a symbolic link", ...).
+        kind: &'static str,
+    },
+    /// Another broker holds the journal's lock.
+    #[error(
+        "journal {}: locked by another broker{} (lock file {}); refusing to start: two \
+         brokers on one journal would overwrite each other's journal and both count its \
+         registrations (stop that broker or give another --journal)",
+        .path.display(),
+        .holder.map_or(String::new(), |p| format!(", pid {p}")),
+        .lock.display()
+    )]
+    Locked {
+        /// The journal as given.
+        path: PathBuf,
+        /// The lock file: the journal's real path and `.lock`.
+        lock: PathBuf,
+        /// The holder's pid when known: `/proc/locks`, else what the holder wrote in the lock file.
+        holder: Option<u32>,
     },
     /// A file that does not begin with a journal line: opening would have compacted it to
     /// nothing, so it is refused and left as it is.
@@ -256,6 +285,84 @@ pub struct Journal {
     file: File,
     seq: u64,
     since_compaction: u64,
+    /// The lock file, kept open: its `flock` is this broker's hold on the journal.
+    _lock: File,
+}
+
+/// `path` with `suffix` appended to its file name (`j.journal` → `j.journal.tmp`; not
+/// `with_extension`, which would make `j.tmp` for both `j.journal` and `j.log`).
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Take the journal's lock (see the module comment): `REAL.lock`, created if absent and never
+/// removed (removing it would let the next two brokers lock two different files).
+fn lock(path: &Path) -> Result<File, JournalError> {
+    use counterpoint_host::journal::JournalError as HostError;
+    let real = counterpoint_host::journal::resolve(path).map_err(|e| match e {
+        HostError::NotRegular { kind, .. } => JournalError::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+        },
+        HostError::Io { what, error, .. } => JournalError::Io {
+            path: path.to_path_buf(),
+            what,
+            error,
+        },
+        other => JournalError::Io {
+            path: path.to_path_buf(),
+            what: "resolving its real path",
+            error: std::io::Error::other(other.to_string()),
+        },
+    })?;
+    let lock = with_suffix(&real, ".lock");
+    let io = |what, error| JournalError::Io {
+        path: lock.clone(),
+        what,
+        error,
+    };
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&lock)
+        .map_err(|e| io("opening its lock file", e))?;
+    let m = f.metadata().map_err(|e| io("stat", e))?;
+    if !m.file_type().is_file() {
+        return Err(io(
+            "its lock file",
+            std::io::Error::other(format!(
+                "{}, not a regular file",
+                counterpoint_host::files::kind(m.file_type())
+            )),
+        ));
+    }
+    if !counterpoint_host::files::try_lock_exclusive(&f).map_err(|e| io("locking", e))? {
+        // The kernel's word first; the pid the holder wrote where /proc/locks cannot tell
+        // (a file system whose inode numbers differ from the lock's, as overlayfs may).
+        let written = || {
+            let mut text = String::new();
+            (&f).read_to_string(&mut text).ok()?;
+            text.trim().parse().ok()
+        };
+        return Err(JournalError::Locked {
+            path: path.to_path_buf(),
+            holder: counterpoint_host::files::flock_holder(&f).or_else(written),
+            lock,
+        });
+    }
+    // Our pid for the message that refuses the next broker; only a message, so a failure to
+    // write it is not one to stop for.
+    let pid = format!("{}\n", std::process::id());
+    let _ = f
+        .set_len(0)
+        .and_then(|()| f.write_all_at(pid.as_bytes(), 0));
+    Ok(f)
 }
 
 /// Write `records` to `PATH.tmp`, sync, rename over `path`.
@@ -265,7 +372,7 @@ fn write_compacted(path: &Path, records: &[Record]) -> Result<(), JournalError> 
         what,
         error,
     };
-    let tmp = path.with_extension("tmp");
+    let tmp = with_suffix(path, ".tmp");
     {
         let mut t = open_regular(&tmp, true)?;
         let mut buf = Vec::new();
@@ -289,6 +396,7 @@ fn open_regular(path: &Path, truncate: bool) -> Result<File, JournalError> {
         if !m.file_type().is_file() {
             return Err(JournalError::NotRegular {
                 path: path.to_path_buf(),
+                kind: counterpoint_host::files::kind(m.file_type()),
             });
         }
     }
@@ -305,6 +413,7 @@ fn open_regular(path: &Path, truncate: bool) -> Result<File, JournalError> {
             if e.raw_os_error() == Some(libc::ELOOP) {
                 JournalError::NotRegular {
                     path: path.to_path_buf(),
+                    kind: "a symbolic link",
                 }
             } else {
                 io("opening", e)
@@ -314,23 +423,33 @@ fn open_regular(path: &Path, truncate: bool) -> Result<File, JournalError> {
     if !m.file_type().is_file() {
         return Err(JournalError::NotRegular {
             path: path.to_path_buf(),
+            kind: counterpoint_host::files::kind(m.file_type()),
         });
     }
     Ok(f)
 }
 
 impl Journal {
-    /// Open (creating) and compact the journal; returns it with the state it held.
+    /// Lock, open (creating) and compact the journal; returns it with the state it held.
+    /// Refused, touching nothing, while another broker holds it ([`JournalError::Locked`]).
     pub fn open(path: &Path) -> Result<(Journal, State), JournalError> {
         let io = |what, error| JournalError::Io {
             path: path.to_path_buf(),
             what,
             error,
         };
+        // What the path is, first: a directory is named as one, a link refused unfollowed.
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            if !m.file_type().is_file() {
+                return Err(JournalError::NotRegular {
+                    path: path.to_path_buf(),
+                    kind: counterpoint_host::files::kind(m.file_type()),
+                });
+            }
+        }
         // Its first bytes before anything else: a file of another kind (a typo'd path, notes)
         // is refused before it is read whole or compacted away.
         {
-            use std::io::Read as _;
             let mut head = Vec::new();
             open_regular(path, false)?
                 .take(MAGIC.len() as u64)
@@ -343,6 +462,10 @@ impl Journal {
                 });
             }
         }
+        // Before the state is read: another broker's journal must be neither compacted under
+        // it nor restored here. (After the check above, so a file that is not a journal gets
+        // no lock file beside it.)
+        let lock = lock(path)?;
         let bytes = std::fs::read(path).map_err(|e| io("reading", e))?;
         let state = replay(&bytes);
         let records = state.records();
@@ -354,6 +477,7 @@ impl Journal {
                 file,
                 seq: records.len() as u64,
                 since_compaction: 0,
+                _lock: lock,
             },
             state,
         ))
@@ -480,6 +604,8 @@ mod tests {
             std::fs::read_to_string(&path).unwrap(),
             "my notes\nline two\n"
         );
+        // Nor is a lock file made beside it.
+        assert!(!dir.path().join("notes.txt.lock").exists());
         // A journal torn inside its first line (a crash at its first write) still opens.
         let torn = dir.path().join("torn.journal");
         std::fs::write(&torn, "counterpoint-bro").unwrap();
@@ -553,6 +679,80 @@ mod tests {
             Journal::open(Path::new("/dev/null")),
             Err(JournalError::NotRegular { .. })
         ));
+    }
+
+    #[test]
+    fn a_second_broker_on_the_journal_is_refused_whatever_the_spelling() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("j");
+        let (mut first, _) = Journal::open(&p).unwrap();
+        first.append(&Record::Register(reg(1))).unwrap();
+        let before = std::fs::read(&p).unwrap();
+        // The same file through a symlinked directory and a `.` component: one real path.
+        let alias = d.path().join("alias");
+        std::os::unix::fs::symlink(d.path(), &alias).unwrap();
+        for other in [p.clone(), alias.join("j"), d.path().join(".").join("j")] {
+            let e = Journal::open(&other).unwrap_err();
+            let JournalError::Locked { path, lock, holder } = &e else {
+                panic!("{other:?}: {e}");
+            };
+            assert_eq!(path, &other);
+            assert_eq!(lock.file_name().unwrap(), "j.lock");
+            // This process holds it (through `first`), and the message says so.
+            assert_eq!(*holder, Some(std::process::id()), "{e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("pid {}", std::process::id())),
+                "{msg}"
+            );
+            assert!(msg.contains(&other.display().to_string()), "{msg}");
+        }
+        // Refused before anything was read or compacted: the holder's journal is as it was.
+        assert_eq!(std::fs::read(&p).unwrap(), before);
+        first.append(&Record::Unregister { id: 1 }).unwrap();
+        drop(first);
+        // Released with the journal: the next broker opens it and sees the whole history.
+        let (_, st) = Journal::open(&p).unwrap();
+        assert!(st.regs.is_empty());
+        assert_eq!(st.max_id, 1);
+    }
+
+    #[test]
+    fn a_directory_is_refused_as_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let e = Journal::open(d.path()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                JournalError::NotRegular {
+                    kind: "a directory",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("a directory, not a regular file"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn compaction_writes_beside_the_journal_under_its_whole_name() {
+        // Two journals that differ only in their extension must not share a temporary file.
+        assert_eq!(
+            with_suffix(Path::new("/x/cp.journal"), ".tmp"),
+            Path::new("/x/cp.journal.tmp")
+        );
+        let d = tempfile::tempdir().unwrap();
+        let (mut a, _) = Journal::open(&d.path().join("cp.journal")).unwrap();
+        let (mut b, _) = Journal::open(&d.path().join("cp.log")).unwrap();
+        a.append(&Record::Register(reg(1))).unwrap();
+        b.append(&Record::Register(reg(2))).unwrap();
+        let sa = replay(&std::fs::read(d.path().join("cp.journal")).unwrap());
+        a.compact(&sa.records()).unwrap();
+        assert!(!d.path().join("cp.tmp").exists());
+        assert!(!d.path().join("cp.journal.tmp").exists());
     }
 
     #[test]

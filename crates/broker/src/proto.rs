@@ -101,8 +101,10 @@ pub enum Request {
         /// How long (bounded by the policy).
         duration_ms: u64,
     },
-    /// Broker state: slots, registrations, kernel counters.
-    Status,
+    /// Broker state: slots, registrations, kernel counters. A struct variant with no fields,
+    /// not a unit variant: serde's internally tagged unit variants ignore extra fields, and
+    /// `{"op":"status","extra":1}` must be refused like any other unknown field.
+    Status {},
 }
 
 fn default_share() -> u32 {
@@ -266,6 +268,13 @@ pub fn decode_request(line: &[u8]) -> Result<Request, ProtoError> {
     serde_json::from_str(text).map_err(|e| ProtoError::Malformed(e.to_string()))
 }
 
+/// Whether a line is blank (empty or ASCII whitespace only, a `\r` of a CRLF client included):
+/// the broker skips such lines without an answer, as line protocols usually do, rather than
+/// closing the connection over them.
+pub fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
 /// Decode one response line. Never panics.
 pub fn decode_response(line: &[u8]) -> Result<Response, ProtoError> {
     if line.len() > MAX_LINE_BYTES {
@@ -348,7 +357,7 @@ mod tests {
                 id: 7,
                 duration_ms: 500,
             },
-            Request::Status,
+            Request::Status {},
         ];
         for r in reqs {
             let line = encode(&r);
@@ -369,6 +378,32 @@ mod tests {
             decode_request(br#"{"op":"fly"}"#),
             Err(ProtoError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn every_op_refuses_an_unknown_field() {
+        let ops = [
+            r#""op":"hello","version":1"#,
+            r#""op":"register","events":"cs","target":"self""#,
+            r#""op":"read","id":1"#,
+            r#""op":"read_many","ids":[1]"#,
+            r#""op":"subscribe","id":1,"interval_ms":10"#,
+            r#""op":"subscribe_shared","id":1,"interval_ms":10"#,
+            r#""op":"unregister","id":1"#,
+            r#""op":"grant_exclusive","id":1,"duration_ms":10"#,
+            r#""op":"status""#,
+        ];
+        for op in ops {
+            let good = format!("{{{op}}}");
+            assert!(decode_request(good.as_bytes()).is_ok(), "{good}");
+            let bad = format!("{{{op},\"extra\":1}}");
+            match decode_request(bad.as_bytes()) {
+                Err(ProtoError::Malformed(m)) => assert!(m.contains("unknown field"), "{bad}: {m}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        // Status is still `{"op":"status"}` on the wire.
+        assert_eq!(encode(&Request::Status {}), b"{\"op\":\"status\"}\n");
     }
 
     #[test]

@@ -46,6 +46,13 @@ pub enum ServerError {
     /// Another broker answers on the socket.
     #[error("socket {}: a broker is already running there", .0.display())]
     InUse(PathBuf),
+    /// Something accepts connections on the socket but does not answer `hello` as a broker.
+    #[error(
+        "something is already listening on {} (not answering as a broker); left untouched: \
+         stop it or choose another socket path",
+        .0.display()
+    )]
+    Occupied(PathBuf),
     /// Journal.
     #[error(transparent)]
     Journal(#[from] JournalError),
@@ -1156,7 +1163,7 @@ impl Broker {
                 self.audit(peer, "exclusive", None, &describe(req));
                 Ok(Response::Ok)
             }
-            Request::Status => {
+            Request::Status {} => {
                 let mut st = self.lock();
                 let now = Self::now_ns(&st);
                 st.sched.advance_to(now);
@@ -1331,7 +1338,7 @@ fn describe(req: &Request) -> String {
         Request::ReadMany { ids } => format!("read {} registrations", ids.len()),
         Request::Unregister { id } => format!("unregister {id}"),
         Request::Hello { version } => format!("hello {version}"),
-        Request::Status => "status".into(),
+        Request::Status {} => "status".into(),
     }
 }
 
@@ -1573,6 +1580,7 @@ fn serve_lines(
         }
         loop {
             let line = match lines.next_line() {
+                Ok(Some(l)) if proto::is_blank(&l) => continue,
                 Ok(Some(l)) => l,
                 Ok(None) => break,
                 Err(e) => {
@@ -1708,6 +1716,44 @@ fn share_slot(
     Ok((p, slot, fresh))
 }
 
+/// How long [`bind`] waits for a listener already on the socket to answer `hello`: long enough
+/// for a broker on a loaded machine, bounded so start-up never hangs on a silent program.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether the peer on `s` answers a `hello` as a broker does: any protocol response, a
+/// refusal included (a broker of another protocol version is still a broker). Silence until
+/// [`PROBE_TIMEOUT`], an end of connection, or a line that is not a response says it is not.
+fn answers_as_broker(mut s: UnixStream) -> bool {
+    let deadline = Instant::now() + PROBE_TIMEOUT;
+    let _ = s.set_write_timeout(Some(PROBE_TIMEOUT));
+    let hello = proto::encode(&Request::Hello {
+        version: proto::VERSION,
+    });
+    if s.write_all(&hello).is_err() {
+        return false;
+    }
+    let mut lines = LineBuffer::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match lines.next_line() {
+            Ok(Some(l)) => return proto::decode_response(&l).is_ok(),
+            Ok(None) => {}
+            Err(_) => return false,
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+            return false;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return false,
+            Ok(n) => lines.push(&chunk[..n]),
+            // A stop signal during start-up: the daemon's loop sees it; keep waiting here.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
 /// Bind the socket: create its directory, refuse if a broker answers there, replace a stale
 /// socket, and let anyone connect (the policy decides what they may do).
 pub fn bind(path: &Path) -> Result<UnixListener, ServerError> {
@@ -1729,8 +1775,12 @@ pub fn bind(path: &Path) -> Result<UnixListener, ServerError> {
                 io::Error::from(io::ErrorKind::AlreadyExists),
             ));
         }
-        if UnixStream::connect(path).is_ok() {
-            return Err(ServerError::InUse(path.to_path_buf()));
+        if let Ok(s) = UnixStream::connect(path) {
+            return Err(if answers_as_broker(s) {
+                ServerError::InUse(path.to_path_buf())
+            } else {
+                ServerError::Occupied(path.to_path_buf())
+            });
         }
         std::fs::remove_file(path).map_err(|e| err("removing the stale socket", e))?;
     }

@@ -162,7 +162,7 @@ fn policy_refusals_name_their_rule_for_an_unprivileged_peer() {
     // Someone else's registration.
     let root_id = id_of(register(&b, &me(), "task-clock", "self", 1));
     if me().uid != user.uid {
-        match b.handle(&user, &Request::Status) {
+        match b.handle(&user, &Request::Status {}) {
             Response::Status { registrations, .. } => assert!(registrations.is_empty()),
             other => panic!("{other:?}"),
         }
@@ -459,4 +459,95 @@ fn metrics_label_a_self_target_with_its_pid() {
     };
     assert_eq!(target_of(&id.to_string()).as_deref(), Some(want.as_str()));
     assert_eq!(target_of("").as_deref(), Some(want.as_str()));
+}
+
+/// Blank lines are skipped without an answer (probe, session 23: one closed the connection as
+/// `malformed request: EOF while parsing`), and an unknown field is refused with
+/// `closing: true` on every op, `status` included (it was accepted there alone).
+#[test]
+fn blank_lines_are_skipped_and_an_unknown_field_closes_even_on_status() {
+    use std::io::{BufRead, BufReader, Write};
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("s.sock");
+    let listener = server::bind(&path).unwrap();
+    let b = Arc::new(broker(4));
+    let stop = Arc::new(AtomicBool::new(false));
+    let srv = {
+        let (b, s) = (b.clone(), stop.clone());
+        std::thread::spawn(move || server::run(b, listener, s))
+    };
+    let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    // A hang guard, not a timing claim.
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(b"\n\r\n  \t\n{\"op\":\"status\"}\n").unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    // The first answer is the status: the blank lines got none.
+    assert_eq!(v["type"], "status", "{line}");
+    s.write_all(b"{\"op\":\"status\",\"extra\":1}\n").unwrap();
+    line.clear();
+    r.read_line(&mut line).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["type"], "error", "{line}");
+    assert_eq!(v["closing"], true, "{line}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `extra`"),
+        "{line}"
+    );
+    let mut rest = String::new();
+    assert_eq!(
+        r.read_line(&mut rest).unwrap(),
+        0,
+        "after the refusal: {rest}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    srv.join().unwrap().unwrap();
+}
+
+/// A program that listens on the socket but does not speak the protocol is not called a broker
+/// (probe, session 23: "a broker is already running there"); the socket is still refused and
+/// left in place. One answers with a line that is not a response, one closes at once.
+#[test]
+fn a_listener_that_is_not_a_broker_is_named_as_such() {
+    use std::io::Write;
+    let d = tempfile::tempdir().unwrap();
+    for answer in [Some(&b"HTTP/1.0 400 Bad Request\r\n"[..]), None] {
+        let path = d.path().join("other.sock");
+        let _ = std::fs::remove_file(&path);
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            if let Some(a) = answer {
+                let _ = s.write_all(a);
+            }
+        });
+        let e = server::bind(&path).unwrap_err();
+        assert!(matches!(e, server::ServerError::Occupied(_)), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!(
+                "something is already listening on {} (not answering as a broker)",
+                path.display()
+            )),
+            "{e}"
+        );
+        peer.join().unwrap();
+        assert!(path.exists(), "the other program's socket was removed");
+    }
+    // A broker there is still called one.
+    let path = d.path().join("b.sock");
+    let listener = server::bind(&path).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let srv = {
+        let s = stop.clone();
+        std::thread::spawn(move || server::run(Arc::new(broker(4)), listener, s))
+    };
+    let e = server::bind(&path).unwrap_err();
+    assert!(matches!(e, server::ServerError::InUse(_)), "{e}");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    srv.join().unwrap().unwrap();
 }

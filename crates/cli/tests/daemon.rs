@@ -5,6 +5,7 @@ use counterpoint_broker::client::{Client, ClientError};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -18,15 +19,19 @@ struct Daemon {
 
 impl Daemon {
     fn start(dir: &Path, extra: &[&str]) -> Daemon {
+        Self::start_with(dir, extra, |_| {})
+    }
+
+    fn start_with(dir: &Path, extra: &[&str], setup: impl FnOnce(&mut Command)) -> Daemon {
         let socket = dir.join("broker.sock");
-        let child = Command::new(BIN)
-            .arg("daemon")
+        let mut cmd = Command::new(BIN);
+        cmd.arg("daemon")
             .arg("--socket")
             .arg(&socket)
             .args(extra)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start daemon");
+            .stderr(Stdio::null());
+        setup(&mut cmd);
+        let child = cmd.spawn().expect("start daemon");
         let deadline = Instant::now() + Duration::from_secs(60);
         while Client::connect(&socket).is_err() {
             assert!(Instant::now() < deadline, "daemon did not come up");
@@ -49,6 +54,29 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Run a daemon expected to refuse to start. A hang guard, not a timing claim: one that starts
+/// instead (the fault) fails the test after a minute rather than hanging it.
+fn refused_daemon(cmd: &mut Command) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "the daemon started instead of refusing: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
 }
 
 fn world_dir() -> tempfile::TempDir {
@@ -322,6 +350,22 @@ fn bad_policy_names_the_field() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("min_interval_ms"));
+    // Below the floor (probe, session 23: 0 was accepted, and `interval_ms: 0` then pushed
+    // thousands of times a second): refused with its line.
+    std::fs::write(&p, "# fast\nmin_interval_ms = 0\n").unwrap();
+    let o = refused_daemon(
+        Command::new(BIN)
+            .args(["daemon", "--socket"])
+            .arg(d.path().join("s"))
+            .arg("--policy")
+            .arg(&p),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("line 2 (min_interval_ms): 0 ms is below the floor of 1 ms"),
+        "{err}"
+    );
     let o = Command::new(BIN)
         .args(["daemon", "--metrics-addr", "not-an-address", "--socket"])
         .arg(d.path().join("s"))
@@ -458,4 +502,99 @@ fn a_broker_that_stops_mid_run_loses_the_counts_not_the_exit_status() {
         );
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// One broker per journal (probe, session 23: a second broker on another socket compacted the
+/// journal from under the first and restored its live registrations, so both counted them).
+/// The second is refused naming the journal and the holder's pid, whatever spelling of the path
+/// it is given, and the first's journal is left as it was (not even renamed over).
+#[test]
+fn a_second_broker_on_one_journal_is_refused_naming_the_holder() {
+    use std::os::unix::fs::MetadataExt;
+    let d = world_dir();
+    let journal = d.path().join("j");
+    let j = journal.to_str().unwrap().to_string();
+    let daemon = Daemon::start(d.path(), &["--journal", &j]);
+    let mut c = Client::connect(&daemon.socket).unwrap();
+    let id = c.register("task-clock", "self", 1, None).unwrap();
+    c.read(id).unwrap();
+    let inode = std::fs::metadata(&journal).unwrap().ino();
+    let other = d.path().join("b.sock");
+    for spelling in [journal.clone(), d.path().join(".").join("j")] {
+        let o = refused_daemon(
+            Command::new(BIN)
+                .arg("daemon")
+                .arg("--socket")
+                .arg(&other)
+                .arg("--journal")
+                .arg(&spelling),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("journal {}", spelling.display())),
+            "{err}"
+        );
+        assert!(err.contains("locked by another broker"), "{err}");
+        assert!(err.contains(&format!("pid {}", daemon.child.id())), "{err}");
+        assert!(!other.exists(), "the second broker bound its socket: {err}");
+    }
+    assert_eq!(std::fs::metadata(&journal).unwrap().ino(), inode);
+    // The first broker serves on, its registration intact.
+    assert_eq!(c.read(id).unwrap().id, id);
+    // A directory given as the journal is named as one.
+    let o = refused_daemon(
+        Command::new(BIN)
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&other)
+            .arg("--journal")
+            .arg(d.path()),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("a directory, not a regular file"), "{err}");
+}
+
+/// SIGHUP and SIGQUIT stop the daemon cleanly like SIGTERM (socket removed, exit 0) and SIGPIPE
+/// is ignored (probe, session 23: SIGHUP and SIGPIPE killed it, 129 and 141, leaving the socket
+/// file; SIGQUIT looked clean only where the shell had started it with SIGQUIT ignored);
+/// `--help` says so.
+#[test]
+fn sighup_and_sigquit_stop_cleanly_and_sigpipe_is_ignored() {
+    let d = world_dir();
+    let mut daemon = Daemon::start(d.path(), &[]);
+    // SAFETY: signalling our own child, which has not been reaped.
+    unsafe { libc::kill(daemon.child.id() as i32, libc::SIGPIPE) };
+    // Answering takes the daemon back to user mode, where a fatal signal would have ended it.
+    let mut c = Client::connect(&daemon.socket).expect("the daemon died of SIGPIPE");
+    c.status().unwrap();
+    drop(c);
+    let st = daemon.signal(libc::SIGHUP);
+    assert!(st.success(), "{st:?}");
+    assert!(!daemon.socket.exists());
+    // Started with SIGQUIT at its default whatever this test inherited (a shell's background
+    // job inherits it ignored): without the daemon's handler it would die, not carry on.
+    let mut daemon = Daemon::start_with(d.path(), &[], |c| {
+        // SAFETY: between fork and exec, only signal(2), which is async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                Ok(())
+            })
+        };
+    });
+    let st = daemon.signal(libc::SIGQUIT);
+    assert!(st.success(), "{st:?}");
+    assert!(!daemon.socket.exists());
+    let help = Command::new(BIN)
+        .args(["daemon", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("SIGTERM, SIGINT, SIGHUP (a closed terminal) and SIGQUIT stop it cleanly")
+            && help.contains("SIGPIPE is ignored"),
+        "{help}"
+    );
 }

@@ -37,7 +37,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -519,14 +518,8 @@ impl Journal {
                 kind: "not a regular file",
             });
         }
-        // SAFETY: flock on a descriptor we own; no memory is passed.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                return Err(JournalError::Locked { path: real });
-            }
-            return Err(io_err(&real, "cannot lock it")(e));
+        if !crate::files::try_lock_exclusive(&file).map_err(io_err(&real, "cannot lock it"))? {
+            return Err(JournalError::Locked { path: real });
         }
         let mut bytes = Vec::new();
         file.seek(SeekFrom::Start(0))

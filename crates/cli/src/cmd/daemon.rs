@@ -19,7 +19,13 @@ Examples:
 
 Socket: /run/counterpoint/broker.sock for root, $XDG_RUNTIME_DIR/counterpoint/broker.sock
 otherwise. Slots: the PMU's general-purpose counters (CPUID leaf 0xA) unless --slots; 4 when
-the CPU reports none. SIGTERM/SIGINT stop it cleanly (socket removed). See docs/broker.md.")]
+the CPU reports none.
+
+Signals: SIGTERM, SIGINT, SIGHUP (a closed terminal) and SIGQUIT stop it cleanly: every
+registration checkpointed, the socket removed, exit 0. SIGPIPE is ignored (a consumer gone
+mid-write ends only its connection). Other signals (SIGUSR1, SIGUSR2, ...) keep their default
+action and kill it as SIGKILL does: the journal keeps the counts, and the socket file left
+behind is replaced as stale by the next start. See docs/broker.md.")]
 pub struct DaemonArgs {
     /// Socket path (at most 107 bytes: a Unix socket address holds 108 including the
     /// terminating NUL). Its directory is created; a stale socket there is replaced; anything
@@ -56,6 +62,30 @@ static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+}
+
+/// The signals that stop the daemon cleanly. SIGHUP with them: a daemon left in a terminal that
+/// closes must not die with its socket file behind; SIGQUIT as other daemons take it (a
+/// graceful stop), and as the stop signals of `experiment` include it.
+const STOP_SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+/// Catch [`STOP_SIGNALS`] and ignore SIGPIPE (`main` sets it to its default, which would kill
+/// the daemon when it writes to a consumer that has gone: an EPIPE, handled per connection).
+/// Before anything starts, so a stop during start-up is not a death either.
+fn install_signals() -> Result<()> {
+    let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    for (sig, action) in STOP_SIGNALS
+        .iter()
+        .map(|&s| (s, h))
+        .chain([(libc::SIGPIPE, libc::SIG_IGN)])
+    {
+        // SAFETY: the handler only stores to an atomic; SIG_IGN needs nothing.
+        if unsafe { libc::signal(sig, action) } == libc::SIG_ERR {
+            let e = std::io::Error::last_os_error();
+            bail!("cannot set the action of signal {sig}: {e}");
+        }
+    }
+    Ok(())
 }
 
 /// The listening socket systemd passed (fd 3), if this process was socket-activated.
@@ -158,6 +188,7 @@ fn check_audit_log(flag: &str, path: &Path) -> Result<()> {
 }
 
 pub fn run(args: DaemonArgs) -> Result<ExitCode> {
+    install_signals()?;
     let policy = match &args.policy {
         Some(p) => Policy::load(p)?,
         None => Policy::default(),
@@ -212,12 +243,6 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
             .context("using the socket passed by systemd")?,
         None => server::bind(&socket)?,
     };
-    let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, h);
-        libc::signal(libc::SIGTERM, h);
-    }
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let s = stop.clone();
@@ -243,7 +268,10 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
     };
     served.context("serving")?;
     removed.with_context(|| format!("removing {}", socket.display()))?;
-    eprintln!("counterpoint daemon: stopped");
+    // Not eprintln!: after SIGHUP stderr may be a terminal that is gone (EIO), and a panic
+    // there would turn a clean stop into exit 101.
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "counterpoint daemon: stopped");
     Ok(ExitCode::SUCCESS)
 }
 

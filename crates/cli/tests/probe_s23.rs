@@ -80,3 +80,21 @@ impl StdoutText for std::process::Child {
         text
     }
 }
+
+/// A measurement that would run for more than a day is refused before anything starts (four
+/// billion repetitions of hour-long intervals were accepted and ran in silence).
+#[test]
+fn agent_overhead_refuses_a_run_of_years() {
+    let o = common::run(&[
+        "agent-overhead",
+        "--repeat",
+        "4294967295",
+        "--intervals",
+        "1000000",
+        "--interval",
+        "1h",
+    ]);
+    let err = common::stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("days of measuring: at most 24.0 h"), "{err}");
+}

@@ -10,8 +10,7 @@
 //! run gives the time a fixed amount of work would take: ΔT of a pair = solo rate / coupled
 //! rate - 1.
 
-use crate::affinity;
-use counterpoint_core::cpuset::{CpuId, CpuSet};
+use counterpoint_core::cpuset::CpuId;
 use counterpoint_core::topology::Topology;
 use serde::Serialize;
 use std::hint::black_box;
@@ -85,15 +84,54 @@ impl ProbeRun {
     }
 }
 
+/// A probe's buffer could not be allocated (a memory limit, `ulimit -v`): said, not an abort.
+#[derive(Debug, thiserror::Error)]
+#[error("the {kind} probe's buffer of {bytes} bytes could not be allocated: memory limited (ulimit -v, a cgroup)?")]
+pub struct ProbeError {
+    /// The probe.
+    pub kind: &'static str,
+    /// The buffer it needed.
+    pub bytes: usize,
+    #[source]
+    source: std::collections::TryReserveError,
+}
+
+/// A vector of `n` copies of `v`, or the allocator's refusal.
+fn try_filled<T: Clone>(n: usize, v: T) -> Result<Vec<T>, std::collections::TryReserveError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n)?;
+    out.resize(n, v);
+    Ok(out)
+}
+
 /// Run a probe on the calling thread until `duration` passes or `stop` is set.
-/// Buffers are allocated and touched before the clock starts.
-pub fn run(kind: ProbeKind, sizes: ProbeSizes, duration: Duration, stop: &AtomicBool) -> ProbeRun {
+/// Buffers are allocated and touched before the clock starts; one that cannot be allocated is
+/// an error.
+pub fn run(
+    kind: ProbeKind,
+    sizes: ProbeSizes,
+    duration: Duration,
+    stop: &AtomicBool,
+) -> Result<ProbeRun, ProbeError> {
+    let refused = |bytes: usize| {
+        move |source| ProbeError {
+            kind: kind.name(),
+            bytes,
+            source,
+        }
+    };
     let next = match kind {
-        ProbeKind::L2 => chase_ring(sizes.l2_working_set_bytes / std::mem::size_of::<usize>()),
+        ProbeKind::L2 => {
+            let n = sizes.l2_working_set_bytes / std::mem::size_of::<usize>();
+            let mut next = try_filled(n, 0usize).map_err(refused(sizes.l2_working_set_bytes))?;
+            chase_ring_into(&mut next);
+            next
+        }
         _ => Vec::new(),
     };
     let mut buf = match kind {
-        ProbeKind::Mem => vec![1u64; sizes.mem_buffer_bytes / std::mem::size_of::<u64>()],
+        ProbeKind::Mem => try_filled(sizes.mem_buffer_bytes / std::mem::size_of::<u64>(), 1u64)
+            .map_err(refused(sizes.mem_buffer_bytes))?,
         _ => Vec::new(),
     };
     let t0 = Instant::now();
@@ -150,16 +188,28 @@ pub fn run(kind: ProbeKind, sizes: ProbeSizes, duration: Duration, stop: &Atomic
             }
         }
     }
-    ProbeRun {
+    Ok(ProbeRun {
         units,
         elapsed_s: t0.elapsed().as_secs_f64(),
-    }
+    })
 }
 
 /// A single random cycle over `n` slots (Sattolo's algorithm), so the chase visits every slot
 /// and the prefetcher cannot guess the next one.
+#[cfg(test)]
 fn chase_ring(n: usize) -> Vec<usize> {
-    let mut next: Vec<usize> = (0..n).collect();
+    let mut next = vec![0; n];
+    chase_ring_into(&mut next);
+    next
+}
+
+/// Make `next` one random cycle through all its slots (a pointer chase the prefetcher cannot
+/// follow).
+fn chase_ring_into(next: &mut [usize]) {
+    let n = next.len();
+    for (i, v) in next.iter_mut().enumerate() {
+        *v = i;
+    }
     let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
     for i in (1..n).rev() {
         seed ^= seed << 13;
@@ -168,7 +218,6 @@ fn chase_ring(n: usize) -> Vec<usize> {
         let j = (seed % i as u64) as usize;
         next.swap(i, j);
     }
-    next
 }
 
 /// One row of the calibration table: probe `a` on the first CPU, `b` on the second.
@@ -195,19 +244,6 @@ pub struct CalibrationTable {
     pub delta_l: Option<String>,
 }
 
-fn pinned_run(
-    cpu: CpuId,
-    online: &CpuSet,
-    kind: ProbeKind,
-    sizes: ProbeSizes,
-    d: Duration,
-    stop: &AtomicBool,
-) -> ProbeRun {
-    // Pin the calling thread (tid 0 = self) so the pair really shares the chosen CPUs.
-    let _ = affinity::set(0, &CpuSet::single(cpu), online);
-    run(kind, sizes, d, stop)
-}
-
 /// The two CPUs to co-run on: SMT siblings if the machine has them, else the first two online.
 pub fn calibration_cpus(t: &Topology) -> Option<(CpuId, CpuId, bool)> {
     if let Some(core) = t.cores().into_iter().find(|c| c.len() >= 2) {
@@ -218,58 +254,25 @@ pub fn calibration_cpus(t: &Topology) -> Option<(CpuId, CpuId, bool)> {
     (v.len() == 2).then(|| (v[0], v[1], false))
 }
 
-/// Co-run every unordered pair of probes (and each probe solo) for `d` each.
-pub fn calibrate(t: &Topology, d: Duration, stop: &AtomicBool) -> Option<CalibrationTable> {
-    let (c0, c1, smt) = calibration_cpus(t)?;
-    let online = t.online_cpus();
-    let sizes = ProbeSizes::for_topology(t);
-    let mut solo = Vec::new();
-    for k in ProbeKind::ALL {
-        let r = std::thread::scope(|s| {
-            s.spawn(|| pinned_run(c0, &online, k, sizes, d, stop))
-                .join()
-                .ok()
-        })?;
-        solo.push((k, r.units_per_s()));
-    }
-    let rate = |k: ProbeKind| {
-        solo.iter()
-            .find(|(x, _)| *x == k)
-            .map(|x| x.1)
-            .unwrap_or(0.0)
-    };
-    let mut pairs = Vec::new();
-    for (i, &a) in ProbeKind::ALL.iter().enumerate() {
-        for &b in &ProbeKind::ALL[i..] {
-            let (ra, rb) = std::thread::scope(|s| {
-                let ha = s.spawn(|| pinned_run(c0, &online, a, sizes, d, stop));
-                let hb = s.spawn(|| pinned_run(c1, &online, b, sizes, d, stop));
-                (ha.join().ok(), hb.join().ok())
-            });
-            let (ra, rb) = (ra?, rb?);
-            let dt = |solo: f64, co: f64| if co > 0.0 { solo / co - 1.0 } else { f64::NAN };
-            pairs.push(PairResult {
-                a,
-                b,
-                delta_t_a: dt(rate(a), ra.units_per_s()),
-                delta_t_b: dt(rate(b), rb.units_per_s()),
-            });
-        }
-    }
-    Some(CalibrationTable {
-        cpus: (c0, c1),
-        smt_siblings: smt,
-        seconds_per_run: d.as_secs_f64(),
-        sizes,
-        solo_units_per_s: solo,
-        pairs,
-        delta_l: Some("no PMU: ΔL unavailable".to_string()),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A buffer the allocator refuses is an error naming the probe and its size, not an abort
+    /// (`burn --kind mem` under `ulimit -v` died with a backtrace).
+    #[test]
+    fn a_buffer_that_cannot_be_allocated_is_an_error() {
+        let stop = AtomicBool::new(false);
+        let huge = ProbeSizes {
+            l2_working_set_bytes: usize::MAX,
+            mem_buffer_bytes: usize::MAX,
+        };
+        for kind in [ProbeKind::Mem, ProbeKind::L2] {
+            let e = run(kind, huge, Duration::from_millis(1), &stop).unwrap_err();
+            assert_eq!(e.bytes, usize::MAX);
+            assert!(e.to_string().contains("could not be allocated"), "{e}");
+        }
+    }
 
     #[test]
     fn chase_ring_is_one_cycle() {
@@ -293,12 +296,12 @@ mod tests {
         };
         let stop = AtomicBool::new(false);
         for k in ProbeKind::ALL {
-            let r = run(k, sizes, Duration::from_millis(30), &stop);
+            let r = run(k, sizes, Duration::from_millis(30), &stop).expect("buffers");
             assert!(r.units > 0, "{k:?} did nothing");
             assert!(r.elapsed_s >= 0.03);
         }
         stop.store(true, Ordering::Relaxed);
-        let r = run(ProbeKind::Int, sizes, Duration::from_secs(60), &stop);
+        let r = run(ProbeKind::Int, sizes, Duration::from_secs(60), &stop).expect("buffers");
         assert!(r.elapsed_s < 1.0);
     }
 

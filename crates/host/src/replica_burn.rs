@@ -197,6 +197,29 @@ fn private_buffer(bytes: usize) -> Option<&'static mut [u64]> {
     }
 }
 
+/// A replica's exit code when its working set could not be mapped.
+const EXIT_NO_MEMORY: i32 = 2;
+
+/// Why a replica ended badly, in words: its exit code's meaning or the signal that killed it.
+fn child_status_text(reaped: bool, status: i32, ws_bytes: usize) -> String {
+    if !reaped {
+        return "it could not be waited for".to_string();
+    }
+    if libc::WIFEXITED(status) {
+        return match libc::WEXITSTATUS(status) {
+            EXIT_NO_MEMORY => format!(
+                "its working set of {ws_bytes} bytes could not be mapped: memory limited \
+                 (ulimit -v, a cgroup)?"
+            ),
+            code => format!("exit code {code}"),
+        };
+    }
+    if libc::WIFSIGNALED(status) {
+        return format!("killed by signal {}", libc::WTERMSIG(status));
+    }
+    format!("wait status {status:#x}")
+}
+
 fn replica_main(sh: &Shared, me: usize, n: u32, steps_per_sync: u64, ws_bytes: usize) -> i32 {
     // Named for `--targets comm:cp-replica`; ends with the parent.
     const NAME: &[u8] = b"cp-replica\0";
@@ -213,7 +236,7 @@ fn replica_main(sh: &Shared, me: usize, n: u32, steps_per_sync: u64, ws_bytes: u
     }
     let lines = (ws_bytes / 64).max(2);
     let Some(r) = private_buffer(lines * 64) else {
-        return 2;
+        return EXIT_NO_MEMORY;
     };
     if !fill_ring(r, 0x9e37_79b9_7f4a_7c15 ^ me as u64, &sh.stop) {
         return 0;
@@ -382,7 +405,7 @@ pub fn run(
         if !ok && bad.is_none() {
             bad = Some(ReplicaBurnError::Child {
                 pid,
-                status: format!("wait status {status:#x}"),
+                status: child_status_text(r == pid, status, spec.ws_bytes),
             });
         }
     }
@@ -419,6 +442,19 @@ pub fn run(
 
 #[cfg(test)]
 mod tests {
+    /// A replica's end is said in words: a working set it could not map, a signal.
+    #[test]
+    fn a_replicas_end_is_said_in_words() {
+        let exited = |code: i32| code << 8;
+        let t = super::child_status_text(true, exited(super::EXIT_NO_MEMORY), 1 << 30);
+        assert!(t.contains("1073741824 bytes could not be mapped"), "{t}");
+        assert_eq!(super::child_status_text(true, exited(3), 64), "exit code 3");
+        assert_eq!(
+            super::child_status_text(true, libc::SIGKILL, 64),
+            "killed by signal 9"
+        );
+    }
+
     use super::*;
 
     #[test]

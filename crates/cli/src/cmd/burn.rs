@@ -91,7 +91,7 @@ pub fn run(args: BurnArgs) -> Result<ExitCode> {
     }
     let topo = counterpoint_host::sysfs::host_topology()?;
     let sizes = ProbeSizes::for_topology(&topo);
-    let r = probe::run(kind, sizes, Duration::from_secs_f64(args.seconds), &STOP);
+    let r = probe::run(kind, sizes, Duration::from_secs_f64(args.seconds), &STOP)?;
     if args.json {
         outln!(
             "{}",

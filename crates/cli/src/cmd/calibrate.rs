@@ -153,11 +153,12 @@ fn pinned(
     kind: ProbeKind,
     sizes: ProbeSizes,
     d: Duration,
-) -> Option<Measured> {
-    counterpoint_host::affinity::set(0, &CpuSet::single(cpu), online).ok()?;
+) -> Result<Measured> {
+    counterpoint_host::affinity::set(0, &CpuSet::single(cpu), online)
+        .with_context(|| format!("the {} probe could not be pinned to CPU {cpu}", kind.name()))?;
     let steal0 = read_steal(cpu);
     let (c0, t0) = (thread_cpu_s(), std::time::Instant::now());
-    let run = probe::run(kind, sizes, d, &STOP);
+    let run = probe::run(kind, sizes, d, &STOP)?;
     let (c1, wall) = (thread_cpu_s(), t0.elapsed().as_secs_f64());
     let steal = match (steal0, read_steal(cpu)) {
         (Some(a), Some(b)) if b.1 > a.1 => (b.0 - a.0) as f64 / (b.1 - a.1) as f64,
@@ -168,11 +169,17 @@ fn pinned(
     } else {
         1.0
     };
-    Some(Measured {
+    Ok(Measured {
         run,
         cpu_share: share,
         steal,
     })
+}
+
+/// `pinned` on a thread of its own: its result, or the thread's panic as an error.
+fn joined(h: std::thread::ScopedJoinHandle<'_, Result<Measured>>) -> Result<Measured> {
+    h.join()
+        .map_err(|_| anyhow::anyhow!("a probe thread panicked"))?
 }
 
 /// The 1-minute load average, if readable.
@@ -282,13 +289,7 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
     'runs: for k in ProbeKind::ALL {
         progress(&format!("{} alone on CPU {c0}", k.name()));
-        let m = std::thread::scope(|s| {
-            s.spawn(|| pinned(c0, &online, k, sizes, d))
-                .join()
-                .ok()
-                .flatten()
-        })
-        .with_context(|| format!("the {} probe could not be pinned to CPU {c0}", k.name()))?;
+        let m = std::thread::scope(|s| joined(s.spawn(|| pinned(c0, &online, k, sizes, d))))?;
         if stopped_by().is_some() {
             break 'runs;
         }
@@ -316,17 +317,14 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
             let (ma, mb) = std::thread::scope(|s| {
                 let ha = s.spawn(|| pinned(c0, &online, a, sizes, d));
                 let hb = s.spawn(|| pinned(c1, &online, b, sizes, d));
-                (ha.join().ok().flatten(), hb.join().ok().flatten())
+                (joined(ha), joined(hb))
             });
             if stopped_by().is_some() {
                 break 'pairs;
             }
-            let (Some(ma), Some(mb), Some(sa), Some(sb)) = (ma, mb, solo_of(a), solo_of(b)) else {
-                bail!(
-                    "the {}+{} pair could not be pinned to CPUs {c0} and {c1}",
-                    a.name(),
-                    b.name()
-                );
+            let (ma, mb) = (ma?, mb?);
+            let (Some(sa), Some(sb)) = (solo_of(a), solo_of(b)) else {
+                bail!("no solo run of {} or {}", a.name(), b.name());
             };
             let dt = (
                 delta_t(sa.run.units_per_s(), ma.run.units_per_s()),
@@ -500,7 +498,9 @@ fn masa_table(
                     s.spawn(move || {
                         // Pin this thread (tid 0 = self) so the probe runs where it is counted.
                         counterpoint_host::affinity::set(0, &CpuSet::single(c), online).ok()?;
-                        Some(counterpoint_host::probe::run(kind, sizes, d, &STOP).units_per_s())
+                        counterpoint_host::probe::run(kind, sizes, d, &STOP)
+                            .ok()
+                            .map(|r| r.units_per_s())
                     })
                 })
                 .collect();

@@ -98,3 +98,49 @@ fn agent_overhead_refuses_a_run_of_years() {
     assert_ne!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("days of measuring: at most 24.0 h"), "{err}");
 }
+
+/// `requests --pid`: an event named twice is refused (it made two identical CSV columns),
+/// a list of which nothing can be counted is refused before any input is read (it printed
+/// rows of `"counts":{}`), and an input that measured no request exits 1, as when the task
+/// exits first (it exited 0).
+#[test]
+fn requests_refuses_what_it_cannot_measure() {
+    use std::io::Write;
+    let sleeper = Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("spawn sleep");
+    let sleeper = common::Kill(sleeper);
+    let pid = sleeper.pid().to_string();
+    let run_with = |events: Option<&str>, input: &str| {
+        let mut args = vec!["requests", "--pid", &pid];
+        if let Some(e) = events {
+            args.extend(["--events", e]);
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_counterpoint"))
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn requests");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(input.as_bytes()).expect("write input");
+        drop(stdin);
+        child.wait_with_output().expect("requests output")
+    };
+    let twice = run_with(Some("task-clock,task-clock"), "begin 1\nend 1\n");
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(common::stderr(&twice).contains("task-clock is named twice"));
+    // `cycles` needs a PMU; where one exists it can be counted and this case does not apply.
+    if !common::has_hw_pmu() {
+        let none = run_with(Some("cycles"), "begin 1\nend 1\n");
+        assert_eq!(none.status.code(), Some(2), "{}", common::stderr(&none));
+        assert!(common::stderr(&none).contains("none of these events can be counted here"));
+    }
+    let empty = run_with(Some("task-clock"), "");
+    assert_eq!(empty.status.code(), Some(1), "{}", common::stderr(&empty));
+    assert!(common::stderr(&empty).contains("no request measured"));
+    let one = run_with(Some("task-clock"), "begin 1\nend 1\n");
+    assert_eq!(one.status.code(), Some(0), "{}", common::stderr(&one));
+}

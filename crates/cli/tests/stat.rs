@@ -1,5 +1,7 @@
 //! `counterpoint stat` end to end on this machine (software events; no hardware PMU).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -17,13 +19,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn has_hw_pmu() -> bool {
-    ["cpu", "cpu_core", "cpu_atom"].iter().any(|p| {
-        std::path::Path::new("/sys/bus/event_source/devices")
-            .join(p)
-            .exists()
-    })
-}
+use common::has_hw_pmu;
 
 /// Rows of `-x,` output: (value, unit, event, run time, percent, metric, metric unit).
 fn csv_rows(text: &str) -> Vec<Vec<String>> {

@@ -119,13 +119,24 @@ fn external(pid: i32, events: &str, csv: bool) -> Result<ExitCode> {
     for (e, why) in s.counters().unsupported() {
         eprintln!("counterpoint: {e}: not supported: {why}");
     }
-    let names: Vec<String> = s
-        .counters()
-        .names()
+    // An event named twice would be two identical columns (one JSON key): refused.
+    let all = s.counters().names();
+    if let Some(dup) = all
+        .iter()
+        .enumerate()
+        .find_map(|(i, n)| all[..i].contains(n).then_some(n))
+    {
+        bail!("--events {events:?}: {dup} is named twice");
+    }
+    let names: Vec<String> = all
         .iter()
         .filter(|n| !s.counters().unsupported().contains_key(*n))
         .cloned()
         .collect();
+    // Nothing to count: every row would be empty. Said before any input is read.
+    if names.is_empty() {
+        bail!("--events {events:?}: none of these events can be counted here (see above)");
+    }
     if csv {
         let mut header = Vec::new();
         counterpoint_requests::attrib::write_csv(&mut header, &[], &names)?;
@@ -179,6 +190,11 @@ fn external(pid: i32, events: &str, csv: bool) -> Result<ExitCode> {
             "counterpoint requests: the input ended with request {id} begun and not ended: \
              not measured ({measured} measured)"
         );
+    }
+    // As when the task exits first: no request measured is a failure (exit 1), not a success.
+    if measured == 0 {
+        eprintln!("counterpoint requests: no request measured (no begin/end pair in the input)");
+        return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
 }

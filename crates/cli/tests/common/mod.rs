@@ -74,3 +74,10 @@ pub fn run(args: &[&str]) -> Output {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Whether this machine has a hardware PMU (the kernel's `cpu` event source, or a hybrid's).
+pub fn has_hw_pmu() -> bool {
+    ["cpu", "cpu_core", "cpu_atom"]
+        .iter()
+        .any(|p| Path::new("/sys/bus/event_source/devices").join(p).exists())
+}

@@ -1508,8 +1508,11 @@ mod cold_start_tests {
                     "tick {ticks}: grew {grown} bytes from {dm} misses"
                 );
                 let want = p.fill.occ_at(p.fill.acc_at(o0, &mut 0) + dr, &mut 0);
+                // To 0.5 %: the last small part of a warming tick's accesses is counted at the
+                // tick's average miss ratio, not along the curve (tick.rs, `WARM_TIME_TOL`;
+                // 0.12 % on the first tick). Unstretched (`k` 1) the occupancy would be half.
                 assert!(
-                    (t.occ - want).abs() <= 1e-9 * want,
+                    (t.occ - want).abs() <= 5e-3 * want,
                     "tick {ticks}: holds {} where the fill curve gives {want}",
                     t.occ
                 );

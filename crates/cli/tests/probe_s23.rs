@@ -1,6 +1,6 @@
 //! Fixes of session 23: `calibrate` stopped by a signal prints the runs that finished instead
-//! of dying silently. The signal is sent once a progress line shows a run has finished, so the
-//! test does not depend on how fast the probes run; only the status, the JSON's fields and the
+//! of dying silently. The signal is sent once a progress line shows a run has finished, and the
+//! checks hold however many more finished before it came; only the status, the JSON's fields and the
 //! message are checked, never a measured rate.
 
 mod common;
@@ -19,8 +19,8 @@ fn calibrate_stopped_by_sigterm_prints_the_runs_that_finished() {
         return;
     }
     let child = Command::new(env!("CARGO_BIN_EXE_counterpoint"))
-        // 5 s a run: the signal lands inside the second run unless this test is held up that long.
-        .args(["calibrate", "--json", "--seconds", "5"])
+        // 10 s a run: the signal lands well before the calibration's 140 s are over.
+        .args(["calibrate", "--json", "--seconds", "10"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -50,15 +50,18 @@ fn calibrate_stopped_by_sigterm_prints_the_runs_that_finished() {
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{rest:?}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
     assert_eq!(v["complete"], false, "{out}");
-    let solo = v["solo_units_per_s"].as_array().expect("solo rates");
-    // The first run finished; the second (cut short) is dropped.
-    assert_eq!(solo.len(), 1, "{out}");
-    assert_eq!(v["pairs"].as_array().map(Vec::len), Some(0), "{out}");
-    let warned = v["warnings"].as_array().expect("warnings").iter().any(|w| {
-        w.as_str()
-            .is_some_and(|w| w.contains("stopped by SIGTERM after 1 of 14 runs"))
-    });
-    assert!(warned, "{out}");
+    let solo = v["solo_units_per_s"].as_array().expect("solo rates").len();
+    let pairs = v["pairs"].as_array().map_or(0, Vec::len);
+    // The first run finished (the signal came after the second began; how many more finished
+    // depends on how soon it came): those are printed, the one cut short is dropped.
+    assert!(solo >= 1 && solo + pairs < 14, "{out}");
+    let said = format!("stopped by SIGTERM after {} of 14 runs", solo + pairs);
+    let warned = v["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .any(|w| w.as_str().is_some_and(|w| w.contains(&said)));
+    assert!(warned, "{said}: {out}");
     assert!(
         rest.iter().any(|l| l.contains("stopped by SIGTERM")),
         "stderr: {rest:?}"

@@ -1054,7 +1054,8 @@ impl ProcessSums {
         (0..SLOTS.len())
             .filter(|&i| {
                 let k = self.acc[i].1;
-                k > 0 && k == self.threads && !self.lacking[i]
+                // A thread that failed to read is in no sum: none is complete.
+                k > 0 && k == self.threads && !self.lacking[i] && self.missed == 0
             })
             .map(|i| (SLOTS[i], self.acc[i].0.value(interval_ns)))
             .collect()
@@ -1338,6 +1339,8 @@ mod counting_tests {
         broken.missed = 1;
         assert!(broken.incomplete(event::TASK_CLOCK));
         assert!(!broken.known_zero());
+        // Nor are the other threads' sums reported as the process's.
+        assert!(broken.values(10).is_empty());
         // One new thread beside one that was read: the old one's deltas stand.
         let mut growing = ProcessSums {
             fresh: 1,

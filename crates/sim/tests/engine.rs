@@ -563,3 +563,59 @@ fn a_request_boundary_costs_the_same_at_any_tick() {
         }
     }
 }
+
+/// A program whose phases change inside one tick: a short memory-bound phase (mcf's profile)
+/// between two core-bound ones (eon's). At a 1 ms tick several phases begin in one tick, and
+/// each must run at its own rate (the core CPI scaled from the profile the CPU was solved
+/// for, not from the previous phase's), and the tick it finishes in must be billed its
+/// phases' own cycles. A reviewer (session 23) found the program finishing 48 % early at
+/// 1 ms against 10 us, and a finishing tick billed 9.5 % too little CPU time.
+#[test]
+fn phases_within_a_tick_run_at_their_own_rates() {
+    let (eon, mcf) = (cat().program("eon").unwrap(), cat().program("mcf").unwrap());
+    let phase = |p: &Program, n: u64| Phase {
+        instructions: n,
+        profile: p.phases[0].profile.clone(),
+    };
+    let prog = Program {
+        name: "eon-mcf-eon".into(),
+        phases: vec![
+            phase(&eon, 500_000),
+            phase(&mcf, 100_000),
+            phase(&eon, 20_000_000),
+        ],
+    };
+    for model in [Model::V1, Model::V2] {
+        let finish = |tick_us: u64| {
+            let sc = Scenario::builder(&cat(), "zhang-smp")
+                .unwrap()
+                .duration_ms(100)
+                .tick_us(tick_us)
+                .model(model)
+                .task_spec(TaskSpec {
+                    name: "phased".into(),
+                    workload: Workload::Program(prog.clone()),
+                    affinity: pinned("0"),
+                    repeat: false,
+                    start_ms: 0,
+                })
+                .build()
+                .unwrap();
+            let r = run(&sc, 1, None, None, 10_000_000).unwrap();
+            let t = &r.tasks[0];
+            let fin = t.finish_ns.expect("the program finishes") as f64;
+            // Alone on its CPU from the start: it ran for exactly the time it lived.
+            let billed = t.cpu_time_ns as f64;
+            assert!(
+                (billed - fin).abs() <= 1e-3 * fin,
+                "{model:?} at {tick_us} us: billed {billed} ns, finished at {fin} ns"
+            );
+            fin
+        };
+        let (fine, coarse) = (finish(10), finish(1000));
+        assert!(
+            (coarse / fine - 1.0).abs() < 1e-2,
+            "{model:?}: finished at {coarse} ns at 1 ms, {fine} ns at 10 us"
+        );
+    }
+}

@@ -70,9 +70,14 @@ static STOP: AtomicBool = AtomicBool::new(false);
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_stop(sig: libc::c_int) {
-    // Async-signal-safe: atomics only. The running probes see STOP and end their run.
+    // Async-signal-safe: atomics and signal(2). The running probes see STOP and end their run;
+    // a second Ctrl-C ends the command at once, as by default.
     STOP_SIGNAL.store(sig, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
+    // SAFETY: signal(2) is async-signal-safe.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+    }
 }
 
 /// Ctrl-C or SIGTERM end the calibration early: the runs that finished are still printed (the

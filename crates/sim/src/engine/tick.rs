@@ -115,6 +115,13 @@ impl Simulation {
                     }
                 }
                 let mut instr = cyc / cpi;
+                // The profile the CPU's rates were solved for: a crossing scales its core CPI
+                // (the sibling pressure of that solve) by the new phase's over this one's, even
+                // after an earlier crossing in the same tick (review, session 23: a short
+                // middle phase otherwise carried its CPI ratio into the next one).
+                let solved_prof = t.prof;
+                // Cycles a task that finished in this tick used (its phases' own rates).
+                let mut done_cycles = cyc;
                 let mut tick_instr = 0.0;
                 let mut fp = 0.0;
                 let mut refs = 0.0;
@@ -151,7 +158,6 @@ impl Simulation {
                                     t.c.task_clock_ns as f64 + ns,
                                 ));
                             }
-                            let old_prof = t.prof;
                             t.prof = p;
                             t.phase_left = n as f64;
                             if ended {
@@ -176,7 +182,7 @@ impl Simulation {
                                 if let Some((cpi_new, m_new)) = phase_rates(
                                     &self.profs,
                                     (self.scratch_cc[c], self.scratch_smt[c], lat),
-                                    old_prof,
+                                    solved_prof,
                                     p,
                                     held,
                                 ) {
@@ -191,6 +197,7 @@ impl Simulation {
                             t.state = State::Done;
                             // Finished part-way through the tick.
                             let used = ((cyc - instr * cpi) / cyc).clamp(0.0, 1.0);
+                            done_cycles = used * cyc;
                             t.finish_ns =
                                 Some(self.now_ns + (used * tick_ns as f64).round() as u64);
                             finished_any = true;
@@ -211,7 +218,7 @@ impl Simulation {
                 if !crossed && !t.full && t.occ < target * (1.0 - 1e-9) {
                     // Within one phase a warming task's misses follow its fill curve, so they do
                     // not depend on how many instructions a tick holds (`FillTable`). A tick that
-                    // crosses a phase keeps the miss ratio of its start (the bus is re-solved).
+                    // crosses a phase runs its rest at the new phase's ratio (`phase_rates`; the bus is re-solved).
                     misses = p.warm_misses(t.occ, target, refs, p.fill_line_bytes, &mut t.fill_k);
                     // The tick's instructions were timed at the miss ratio of what the task held
                     // at its start, but its misses fall as it fills: those instructions and
@@ -236,7 +243,8 @@ impl Simulation {
                             }
                             // Newton on the accesses: the time of `r` accesses is concave in `r`
                             // (each access misses at the ratio of what is held by then), so a
-                            // step at the slope where this fill ends never overshoots the tick.
+                            // step at the slope where this fill ends does not overshoot the tick
+                            // (up to the fill table's interpolation of that slope).
                             // The fill table's miss ratio there (a lookup from the warm-up's
                             // cell, not a curve evaluation: a slope need not be exact).
                             if gap <= cyc * WARM_TIME_TOL || k + 1 == WARM_TIME_ITERS {
@@ -273,7 +281,8 @@ impl Simulation {
                     transfers = misses * p.lines_per_miss;
                 }
                 let used_cycles = if t.state == State::Done {
-                    (tick_instr * cpi).min(cyc)
+                    // Not `tick_instr * cpi`: the tick may have run phases at other rates.
+                    done_cycles
                 } else {
                     cyc
                 };
@@ -711,8 +720,8 @@ impl Simulation {
     }
 }
 
-/// A CPU's CPI and miss ratio for profile `new` in place of `old` (a phase that began inside
-/// the tick), holding `held` bytes: `(cc, smt, latency)` are the CPU's core CPI and whether its
+/// A CPU's CPI and miss ratio for profile `new` (a phase that began inside the tick) where its
+/// rates were solved for profile `old`, holding `held` bytes: `(cc, smt, latency)` are the CPU's core CPI and whether its
 /// sibling ran at the last solve, and its bus's latency in cycles (the sibling pressure and
 /// the latency are kept). `None` for a profile without a core CPI. Out of line: it runs once
 /// per crossing, and inlined it slowed the retire loop of every tick.

@@ -9,6 +9,15 @@
 //! happened while it was scheduled, its `running_ns` the time it was scheduled, its
 //! `enabled_ns` the time since it registered, and `scaled = raw * enabled / running`.
 
+/// A line on stderr that never panics: `eprintln!` does when stderr is gone (the terminal of
+/// a daemon stopped by SIGHUP), and a broker must not die of a warning.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use crate::access::{Access, AuditLog, AuditRecord, Peer, Policy, RateLimiter, Refusal};
 use crate::journal::{Checkpoint, Journal, JournalError, Record, RegRecord};
 use crate::proto::{
@@ -345,9 +354,10 @@ impl Broker {
                 // a tightened policy no longer allows is refused (audited with the rule) and
                 // its consumer is told so when it comes back for it.
                 if let Err(f) = broker.install(&mut st, &peer, rec.clone(), cp, true) {
-                    eprintln!(
+                    say!(
                         "broker: dropping registration {} on restart: {}",
-                        rec.id, f.message
+                        rec.id,
+                        f.message
                     );
                     if let Some(rule) = &f.rule {
                         let what = format!(
@@ -391,7 +401,7 @@ impl Broker {
             return;
         };
         if let Err(e) = j.append_many(rs) {
-            eprintln!("broker: {e}");
+            say!("broker: {e}");
         }
         if j.since_compaction() >= COMPACT_EVERY {
             // Every read appends a checkpoint: rewrite the live state now and then.
@@ -412,7 +422,7 @@ impl Broker {
             }
             if let Some(j) = st.journal.as_mut() {
                 if let Err(e) = j.compact(&live) {
-                    eprintln!("broker: {e}");
+                    say!("broker: {e}");
                 }
             }
         }
@@ -429,7 +439,7 @@ impl Broker {
             what,
         };
         if let Err(e) = self.audit.record(&rec) {
-            eprintln!("broker: audit log: {e}");
+            say!("broker: audit log: {e}");
         }
     }
 
@@ -460,7 +470,7 @@ impl Broker {
                     (v.raw, v.time_running_ns)
                 }),
             Err(e) => {
-                eprintln!("broker: reading {} on {}: {e}", k.event, k.target);
+                say!("broker: reading {} on {}: {e}", k.event, k.target);
                 (k.last_raw, k.last_running_ns)
             }
         };
@@ -520,7 +530,7 @@ impl Broker {
                     };
                     match r {
                         Ok(()) => k.enabled = want,
-                        Err(e) => eprintln!("broker: {} on {}: {e}", k.event, k.target),
+                        Err(e) => say!("broker: {} on {}: {e}", k.event, k.target),
                     }
                 }
             }
@@ -1856,7 +1866,7 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
                     .spawn(move || serve_connection(&b, &p, conn, stream, &s))
                 {
                     Ok(h) => conns.push((uid, h, handle)),
-                    Err(e) => eprintln!("broker: cannot start a connection thread: {e}"),
+                    Err(e) => say!("broker: cannot start a connection thread: {e}"),
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -1870,7 +1880,7 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
-                eprintln!("broker: accept: {e}");
+                say!("broker: accept: {e}");
                 std::thread::sleep(Duration::from_millis(50));
             }
         }

@@ -198,8 +198,8 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
              {}; use fewer --seeds or pass --force",
             args.name,
             args.seeds,
-            human_time(estimate_s),
-            human_time(experiment::progress::BUDGET_SECONDS)
+            super::human_time(estimate_s),
+            super::human_time(experiment::progress::BUDGET_SECONDS)
         );
     }
     let seeds: Vec<u64> = (args.first_seed..=last).collect();
@@ -248,7 +248,7 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
                 "counterpoint: experiment {} over {} seed(s): about {} on 2 vCPUs",
                 args.name,
                 seeds.len(),
-                human_time(estimate_s)
+                super::human_time(estimate_s)
             );
         }
     };
@@ -354,17 +354,4 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
         eprintln!("counterpoint: {:.1} s", elapsed.as_secs_f64());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `42 s`, `12 min`, `3.5 h`, `70 days`.
-fn human_time(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.0} min", s / 60.0)
-    } else if s < 172_800.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else {
-        format!("{:.0} days", s / 86_400.0)
-    }
 }

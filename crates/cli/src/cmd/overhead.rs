@@ -73,19 +73,6 @@ const MAX_THREADS: i64 = 10_000;
 /// The longest measurement `agent-overhead` starts (repetitions x intervals x interval): a day.
 const MAX_TOTAL_S: f64 = 86_400.0;
 
-/// Seconds as `45 s`, `12.5 min`, `3.2 h` or `4.1 days`.
-fn human_duration(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.1} min", s / 60.0)
-    } else if s < 172_800.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else {
-        format!("{:.1} days", s / 86_400.0)
-    }
-}
-
 /// Intervals left out at the start: the first interval opens the counters and takes the
 /// first snapshot; one more lets lazily opened state settle.
 pub fn skip_intervals(intervals: u64) -> u64 {
@@ -352,8 +339,8 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             args.repeat,
             args.intervals,
             args.interval,
-            human_duration(total_s),
-            human_duration(MAX_TOTAL_S)
+            super::human_time(total_s),
+            super::human_time(MAX_TOTAL_S)
         );
     }
     if total_s >= 60.0 {
@@ -362,7 +349,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             args.repeat,
             args.intervals,
             args.interval,
-            human_duration(total_s)
+            super::human_time(total_s)
         );
     }
     let exe = std::env::current_exe().context("own executable")?;

@@ -104,6 +104,9 @@ struct Prof {
     cpi_core: f64,
     /// LLC accesses per instruction.
     api: f64,
+    /// `1 / api` (0 for a program that never reaches the LLC): a product in the warming
+    /// tick's time check instead of a division.
+    inv_api: f64,
     /// `api / mlp`: memory stall cycles per instruction per miss ratio per cycle of latency
     /// (a product in the hot loops instead of a division).
     api_per_mlp: f64,
@@ -234,6 +237,15 @@ impl FillTable {
     }
 }
 
+/// `1 / x`, or 0 for a non-positive `x`.
+fn recip_or_zero(x: f64) -> f64 {
+    if x > 0.0 {
+        1.0 / x
+    } else {
+        0.0
+    }
+}
+
 /// `ys` at `x`, linear between the points `(xs[i], ys[i])` (the end cells extended), searching
 /// from cell `k` ([`seek`], which updates it).
 #[inline]
@@ -321,6 +333,7 @@ impl Prof {
             return Self {
                 cpi_core: p.core_cpi_on(spec, spec.model),
                 api: v.llc_apki / 1000.0,
+                inv_api: recip_or_zero(v.llc_apki / 1000.0),
                 api_per_mlp: v.llc_apki / 1000.0 / v.effective_mlp(&spec.v2),
                 cpi_core_smt: v.smt_core_cpi(p.fp_fraction, &spec.v2),
                 api_per_mlp_smt: v.llc_apki / 1000.0 / v.smt_effective_mlp(&spec.v2),
@@ -348,6 +361,7 @@ impl Prof {
         Self {
             cpi_core: p.core_cpi_on(spec, spec.model),
             api: p.llc_apki / 1000.0,
+            inv_api: recip_or_zero(p.llc_apki / 1000.0),
             api_per_mlp: p.llc_apki / 1000.0 / p.mlp,
             cpi_core_smt: p.cpi_core,
             api_per_mlp_smt: p.llc_apki / 1000.0 / smt_mlp,

@@ -226,44 +226,45 @@ impl Simulation {
                     // this a cold start cost a whole tick at the empty cache's rate (parser
                     // alone on zhang-smp lost 3.3 % of its work over 200 ms at a 10 ms tick
                     // against a 10 us one, 0.3 % at 1 ms; physics probe, session 23).
-                    if t.state == State::Running && p.api > 0.0 {
+                    if t.state == State::Running && p.api > 0.0 && refs > 0.0 {
                         let lat = self.buses[bus].latency_cycles;
                         // Core cycles per access and stall cycles per miss, as the CPI was made.
                         let (cpa, spm) = (
-                            self.scratch_cc[c] / p.api,
-                            self.scratch_apm[c] * lat / p.api,
+                            self.scratch_cc[c] * p.inv_api,
+                            self.scratch_apm[c] * lat * p.inv_api,
                         );
                         let mut r = refs;
                         // Stay inside the phase: its end is the next tick's crossing.
                         let r_max = refs + 0.999 * t.phase_left * p.api;
                         for k in 0..WARM_TIME_ITERS {
-                            let gap = cyc - (r * cpa + misses * spm);
+                            let used = r * cpa + misses * spm;
+                            let gap = cyc - used;
                             if gap <= cyc * WARM_TIME_NEGLIGIBLE || r >= r_max {
+                                break;
+                            }
+                            if gap <= cyc * WARM_TIME_TOL || k + 1 == WARM_TIME_ITERS {
+                                // A small gap is closed at the tick's average rate so far (its
+                                // average miss ratio is above the marginal one, so not past the
+                                // tick): accesses and misses scaled by `cyc / used`, one division
+                                // and no look at the fill curve (a walk of it on every warming
+                                // tick cost v1 8 % more instructions; the occupancy then runs
+                                // ahead of the curve by the step's curvature, 0.12 % on a cold
+                                // tick). Left open, the gaps of a warm-up's ticks added up to tens
+                                // of microseconds of lost work, and a shell's second program,
+                                // which starts mid-tick, finished sooner than alone.
+                                let o_end = (t.occ + misses * p.fill_line_bytes).min(target);
+                                let m_end = p.fill.miss_at(o_end, &mut t.fill_k);
+                                let dr = (gap / (cpa + m_end * spm)).min(r_max - r);
+                                r += dr;
+                                misses += dr * m_end;
                                 break;
                             }
                             // Newton on the accesses: the time of `r` accesses is concave in `r`
                             // (each access misses at the ratio of what is held by then), so a
                             // step at the slope where this fill ends does not overshoot the tick
-                            // (up to the fill table's interpolation of that slope).
-                            // The fill table's miss ratio there (a lookup from the warm-up's
-                            // cell, not a curve evaluation: a slope need not be exact).
-                            if gap <= cyc * WARM_TIME_TOL || k + 1 == WARM_TIME_ITERS {
-                                // A small gap is closed in one step at the tick's average miss
-                                // ratio so far (above the marginal one, so never past the tick;
-                                // no look at the fill curve for a slope): left open, the gaps of a warm-up's
-                                // ticks added up to tens of microseconds of lost work, and a
-                                // shell's second program, which starts mid-tick, finished sooner
-                                // than alone.
-                                // Its misses at that ratio too, not by the fill curve (a walk
-                                // of it on every warming tick cost bench-64 8 % more
-                                // instructions under v1): the occupancy then runs ahead of the
-                                // curve by the step's curvature, 0.1 % on a cold tick.
-                                let m_avg = if r > 0.0 { misses / r } else { miss };
-                                let dr = (gap / (cpa + m_avg * spm)).min(r_max - r);
-                                r += dr;
-                                misses += dr * m_avg;
-                                break;
-                            }
+                            // (up to the fill table's interpolation of that slope). The fill
+                            // table's miss ratio there: a lookup from the warm-up's cell, not a
+                            // curve evaluation.
                             let o_end = (t.occ + misses * p.fill_line_bytes).min(target);
                             let m_end = p.fill.miss_at(o_end, &mut t.fill_k);
                             r = (r + gap / (cpa + m_end * spm)).min(r_max);
@@ -271,7 +272,7 @@ impl Simulation {
                                 p.warm_misses(t.occ, target, r, p.fill_line_bytes, &mut t.fill_k);
                         }
                         if r > refs {
-                            let extra = (r - refs) / p.api;
+                            let extra = (r - refs) * p.inv_api;
                             tick_instr += extra;
                             fp += extra * p.fp;
                             t.phase_left -= extra;
@@ -645,11 +646,11 @@ impl Simulation {
 const OPTIMISM_TOL: f64 = 0.5;
 /// A warming task's tick retires more when the instructions and misses counted take less than
 /// the tick by more than this share of it (its misses fell as it filled), in at most
-/// `WARM_TIME_ITERS` Newton steps: a cold start converges in two or three. A tick of a slow
-/// warm-up within the tolerance costs nothing; at 1e-3 the checks cost bench-64 12 % more
-/// instructions under v1 (7 % under v2) for no gain a tick of 1 ms shows (parser alone: 0.02 %
-/// against 0.03 % of the work off the 10 us figure); at 3e-2, 2.5 % (2.7 %).
-const WARM_TIME_TOL: f64 = 3e-2;
+/// `WARM_TIME_ITERS` Newton steps along the fill curve: a cold start converges in two or
+/// three. A smaller gap is closed by one step at the fill table's marginal miss ratio (no walk
+/// of the curve). At 1e-3 the checks cost bench-64 12 % more instructions under v1 for nothing a
+/// 1 ms tick shows; 3e-2 and 1e-1 give the same solo work to 0.03 % (docs/sim.md, "Limits").
+const WARM_TIME_TOL: f64 = 1e-1;
 /// A gap below this share of the tick is left (a ten-thousandth of a tick per warming tick).
 const WARM_TIME_NEGLIGIBLE: f64 = 1e-4;
 const WARM_TIME_ITERS: usize = 4;

@@ -403,6 +403,19 @@ pub fn parse_interval(s: &str) -> anyhow::Result<u64> {
     }
 }
 
+/// Seconds in words: `42 s`, `12 min`, `3.5 h`, `70 days` (estimates of long work).
+pub(crate) fn human_time(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} min", s / 60.0)
+    } else if s < 172_800.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.0} days", s / 86_400.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::error_chain;
@@ -459,18 +472,5 @@ mod tests {
             "without repetition the chain is anyhow's own"
         );
         assert!(error_chain(&err).ends_with("No such file or directory (os error 2)"));
-    }
-}
-
-/// Seconds in words: `42 s`, `12 min`, `3.5 h`, `70 days` (estimates of long work).
-pub(crate) fn human_time(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.0} min", s / 60.0)
-    } else if s < 172_800.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else {
-        format!("{:.0} days", s / 86_400.0)
     }
 }

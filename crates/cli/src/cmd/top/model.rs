@@ -171,19 +171,20 @@ pub(super) fn snapshot(
     let rows: Vec<Row> = obs
         .tasks
         .iter()
-        .map(|t| Row {
+        .map(|t| (t, t.sample.get(event::TASK_CLOCK).is_some()))
+        .map(|(t, counted)| Row {
             pid: t.id.0,
             name: t.name.clone(),
             cpu_pct: t.sample.get(event::TASK_CLOCK).unwrap_or(0.0) / obs.interval_ns.max(1) as f64
                 * 100.0,
             cs_per_s: t.sample.get(event::CONTEXT_SWITCHES).unwrap_or(0.0) / secs,
-            counted: t.sample.get(event::TASK_CLOCK).is_some(),
+            counted,
             mig_per_s: t.sample.get(event::CPU_MIGRATIONS).map(|m| m / secs),
             ipc: ipc.eval_sample(&t.sample),
             llc_mpki: mpki.eval_sample(&t.sample),
             bw_bytes_per_s: bw.eval_sample(&t.sample),
             // An empty sample's fraction is 1 (nothing multiplexed): not counted is 0.
-            counted_fraction: if t.sample.get(event::TASK_CLOCK).is_some() {
+            counted_fraction: if counted {
                 t.sample.counted_fraction()
             } else {
                 0.0

@@ -157,6 +157,13 @@ struct FillTable {
     acc: Vec<f64>,
     /// The miss ratio at `occ[k]`, exactly.
     m: Vec<f64>,
+    /// Per cell `k` (from point `k` to `k + 1`), the slopes `lerp` interpolates by: accesses per
+    /// byte held, bytes held per access, miss ratio per byte held. The same quotients the
+    /// lookups divided out at every call (bit for bit), computed once: a warming tick's
+    /// lookups were chains of divisions.
+    acc_per_occ: Vec<f64>,
+    occ_per_acc: Vec<f64>,
+    m_per_occ: Vec<f64>,
 }
 
 impl FillTable {
@@ -167,6 +174,9 @@ impl FillTable {
             occ: vec![0.0],
             acc: vec![0.0],
             m: vec![miss_ratio(0.0)],
+            acc_per_occ: Vec::new(),
+            occ_per_acc: Vec::new(),
+            m_per_occ: Vec::new(),
         };
         let step = 2f64.powf(1.0 / Self::PER_OCTAVE);
         let mut hi = line_bytes;
@@ -178,6 +188,9 @@ impl FillTable {
             }
             hi *= step;
         }
+        t.acc_per_occ = slopes(&t.occ, &t.acc);
+        t.occ_per_acc = slopes(&t.acc, &t.occ);
+        t.m_per_occ = slopes(&t.occ, &t.m);
         t
     }
 
@@ -208,7 +221,7 @@ impl FillTable {
     /// slope.
     #[inline]
     fn acc_at(&self, o: f64, k: &mut u32) -> f64 {
-        lerp(&self.occ, &self.acc, o, k)
+        lerp(&self.occ, &self.acc, &self.acc_per_occ, o, k)
     }
 
     /// `A^-1(a)` and its slope there (bytes per access: `line x` the cell's miss ratio),
@@ -216,7 +229,7 @@ impl FillTable {
     #[inline]
     fn occ_and_slope(&self, a: f64) -> (f64, f64) {
         let i = seek(&self.acc, a, &mut 0);
-        let slope = (self.occ[i + 1] - self.occ[i]) / (self.acc[i + 1] - self.acc[i]);
+        let slope = self.occ_per_acc[i];
         (self.occ[i] + (a - self.acc[i]) * slope, slope)
     }
 
@@ -227,13 +240,13 @@ impl FillTable {
     /// few 1e-3. Searches from cell `k`, which it updates.
     #[inline]
     fn miss_at(&self, o: f64, k: &mut u32) -> f64 {
-        lerp(&self.occ, &self.m, o, k)
+        lerp(&self.occ, &self.m, &self.m_per_occ, o, k)
     }
 
     /// `A^-1(a)`, searching from cell `k` (left at `a`'s cell).
     #[inline]
     fn occ_at(&self, a: f64, k: &mut u32) -> f64 {
-        lerp(&self.acc, &self.occ, a, k)
+        lerp(&self.acc, &self.occ, &self.occ_per_acc, a, k)
     }
 }
 
@@ -246,18 +259,32 @@ fn recip_or_zero(x: f64) -> f64 {
     }
 }
 
-/// `ys` at `x`, linear between the points `(xs[i], ys[i])` (the end cells extended), searching
-/// from cell `k` ([`seek`], which updates it).
+/// `ys` at `x`, linear between the points `(xs[i], ys[i])` (the end cells extended) by the
+/// cells' `slopes` ([`slopes`]), searching from cell `k` ([`seek`], which updates it).
 #[inline]
-fn lerp(xs: &[f64], ys: &[f64], x: f64, k: &mut u32) -> f64 {
+fn lerp(xs: &[f64], ys: &[f64], slopes: &[f64], x: f64, k: &mut u32) -> f64 {
     let i = seek(xs, x, k);
-    let (x0, x1) = (xs[i], xs[i + 1]);
-    ys[i] + (x - x0) * ((ys[i + 1] - ys[i]) / (x1 - x0))
+    ys[i] + (x - xs[i]) * slopes[i]
+}
+
+/// Per cell of the points `(xs[i], ys[i])`: `(ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])`.
+fn slopes(xs: &[f64], ys: &[f64]) -> Vec<f64> {
+    xs.windows(2)
+        .zip(ys.windows(2))
+        .map(|(x, y)| (y[1] - y[0]) / (x[1] - x[0]))
+        .collect()
 }
 
 /// The cell `i` of increasing `xs` with `xs[i] <= x < xs[i + 1]` (the first or last cell
-/// beyond the ends): cell `k` or the next when `x` is there (a warm-up step moves a cell or
-/// two), else a binary search (a task switched back in, evicted far below). Updates `k`.
+/// beyond the ends): cell `k` or the next when `x` is there, else a galloping search from
+/// `k` (steps of 1, 2, 4, ... cells, then a binary search inside the last step). Updates `k`.
+///
+/// A warm-up tick moves a few cells at 16 cells per octave, so about a quarter of bench-64's
+/// lookups missed cell `k` and `k + 1`; a binary search over the whole table (about 300
+/// cells, a chain of dependent loads) then took 12 % of v1's wall time (`perf record -e
+/// cpu-clock`, session 24) for 6 % of its instructions. Galloping costs a move of `d` cells
+/// about `2 log2 d` comparisons, and a far jump (a task switched back in) no more than the
+/// plain search. Same cell as the plain search for every `x`, NaN included (`seek_tests`).
 #[inline]
 fn seek(xs: &[f64], x: f64, k: &mut u32) -> usize {
     let last = xs.len().saturating_sub(2);
@@ -268,10 +295,53 @@ fn seek(xs: &[f64], x: f64, k: &mut u32) -> usize {
     } else if i < last && inside(i + 1) {
         i + 1
     } else {
-        xs.partition_point(|&v| v <= x).saturating_sub(1).min(last)
+        gallop(xs, x, i, last)
     };
     *k = i as u32;
     i
+}
+
+/// `seek`'s search outside cells `i` and `i + 1`: the cell of the first point above `x`,
+/// found from `i` outward.
+#[cold]
+#[inline(never)]
+fn gallop(xs: &[f64], x: f64, i: usize, last: usize) -> usize {
+    // The first index whose point is above `x` (`xs.len()` if none), then its cell.
+    let first_above = if i < last && xs[i + 1] <= x {
+        // Right: `xs[lo] <= x` throughout.
+        let (mut lo, mut step) = (i + 1, 1);
+        let hi = loop {
+            let h = lo + step;
+            if h >= xs.len() {
+                break xs.len();
+            }
+            if xs[h] > x {
+                break h;
+            }
+            lo = h;
+            step *= 2;
+        };
+        lo + 1 + xs[lo + 1..hi].partition_point(|&v| v <= x)
+    } else if i > 0 && x < xs[i] {
+        // Left: `xs[hi] > x` throughout.
+        let (mut hi, mut step) = (i, 1);
+        let lo = loop {
+            if hi < step {
+                break 0;
+            }
+            let l = hi - step;
+            if xs[l] <= x {
+                break l;
+            }
+            hi = l;
+            step *= 2;
+        };
+        lo + xs[lo..hi].partition_point(|&v| v <= x)
+    } else {
+        // Neither way (a NaN compares false both ways): the plain search.
+        xs.partition_point(|&v| v <= x)
+    };
+    first_above.saturating_sub(1).min(last)
 }
 
 /// A knee curve whose sharpness is a whole number `k`: `(c / w)^k` by `k - 1` multiplications
@@ -608,7 +678,6 @@ struct Task {
 struct Cpu {
     current: u32,
     queue: VecDeque<u32>,
-    slice_end_ns: u64,
     domain: u32,
     bus: u32,
     // Solved rates for the running task.
@@ -639,6 +708,19 @@ struct Cpu {
     lazy_from: u64,
     lazy_until: u64,
     lazy_tick: LazyTick,
+}
+
+/// What the tick loop reads of a lazy CPU on the ticks it skips, kept apart from `Cpu` (216
+/// bytes) and `Task` (528): the pass its lazy run ends at (0 when the CPU is not lazy), its
+/// LLC domain and its task's occupancy (constant while lazy: the task is full and holds its
+/// target, and a switch or an update flushes the CPU first). The skip had loaded a CPU and a
+/// task from far apart in memory for every steady CPU of every tick: a quarter of v1's wall
+/// time on bench-64 (`perf record -e cpu-clock`, session 24).
+#[derive(Clone, Copy, Debug, Default)]
+struct LazySkip {
+    until: u64,
+    occ: f64,
+    domain: u32,
 }
 
 /// One steady tick of a CPU's running task: what it retires (instructions, FP operations, LLC
@@ -835,6 +917,15 @@ pub struct Simulation {
     queued: Vec<u64>,
     /// A copy of `busy` for the slice-expiry walk, which switches tasks as it goes.
     scratch_busy: Vec<u64>,
+    /// Per CPU: `LazySkip`.
+    lazy_skip: Vec<LazySkip>,
+    /// Per CPU: when the running task's slice ends (kept out of `Cpu`, like `lazy_skip`: the
+    /// slice-expiry walk reads it for every running CPU at every tick).
+    slice_end_ns: Vec<u64>,
+    /// No running task's slice ends before this (the earliest `slice_end_ns` of the running
+    /// CPUs as the last slice-expiry walk left them, lowered by every slice begun since): the
+    /// tick skips the walk before it. Most ticks end no slice (a slice is tens of ticks).
+    next_slice_end_ns: u64,
     /// Per task: it has run since the last `take_interval` (tick.rs), so its counters may
     /// have moved.
     ran_in_interval: Vec<bool>,
@@ -911,7 +1002,6 @@ impl Simulation {
             cpus.push(Cpu {
                 current: NONE,
                 queue: VecDeque::new(),
-                slice_end_ns: 0,
                 domain: domain as u32,
                 bus: bus as u32,
                 cpi: 1.0,
@@ -1071,6 +1161,9 @@ impl Simulation {
             scratch_sources: Vec::new(),
             busy: vec![0; ncpu.div_ceil(64)],
             scratch_busy: Vec::new(),
+            lazy_skip: vec![LazySkip::default(); ncpu],
+            slice_end_ns: vec![0; ncpu],
+            next_slice_end_ns: 0,
             queued: vec![0; ncpu.div_ceil(64)],
             ran_in_interval: vec![false; ntasks],
             cpus,
@@ -1301,6 +1394,55 @@ impl Machine for Simulation {
                     self.set_affinity(j, ca)?;
                 }
                 Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod seek_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The plain search `seek` stands for.
+    fn plain(xs: &[f64], x: f64) -> usize {
+        xs.partition_point(|&v| v <= x)
+            .saturating_sub(1)
+            .min(xs.len().saturating_sub(2))
+    }
+
+    proptest! {
+        /// From any starting cell, for any `x` (inside, on a point, beyond either end), the
+        /// cell of the plain search over the whole table.
+        #[test]
+        fn seek_finds_the_plain_searchs_cell(
+            steps in proptest::collection::vec(0.0f64..10.0, 2..400),
+            x in -20.0f64..4100.0,
+            k in 0u32..500,
+            on_point in any::<bool>(),
+        ) {
+            let mut xs = Vec::with_capacity(steps.len());
+            let mut acc = 0.0;
+            for s in steps {
+                // Strictly increasing, as every table here is.
+                acc += s + 1e-3;
+                xs.push(acc);
+            }
+            let x = if on_point { xs[(k as usize) % xs.len()] } else { x };
+            let mut kk = k;
+            let got = seek(&xs, x, &mut kk);
+            prop_assert_eq!(got, plain(&xs, x));
+            prop_assert_eq!(kk as usize, got);
+        }
+    }
+
+    #[test]
+    fn seek_of_nan_and_infinities_is_the_plain_searchs() {
+        let xs: Vec<f64> = (0..50).map(|i| i as f64).collect();
+        for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0] {
+            for k in [0, 1, 10, 48, 49, 200] {
+                let mut kk = k;
+                assert_eq!(seek(&xs, x, &mut kk), plain(&xs, x), "x {x} from {k}");
             }
         }
     }

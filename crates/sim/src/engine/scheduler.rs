@@ -174,7 +174,8 @@ impl Simulation {
         task.slice_start_ns = now;
         self.cpus[c].current = t;
         self.busy[c / 64] |= 1u64 << (c % 64);
-        self.cpus[c].slice_end_ns = now + slice;
+        self.slice_end_ns[c] = now + slice;
+        self.next_slice_end_ns = self.next_slice_end_ns.min(now + slice);
         self.ran_in_interval[t as usize] = true;
         if self.v2_fast() {
             // The switch is answered by a light update (`mark_switch`): its one iteration

@@ -452,17 +452,29 @@ impl Prof {
 
     /// LLC misses of a warming task (holding `occ` bytes, below `target`) over `refs`
     /// accesses: the lines that bring it along its fill curve ([`FillTable`]), and once it
-    /// reaches `target`, the rest at the miss ratio there.
+    /// reaches `target`, the rest at the miss ratio there. The table's searches start from
+    /// cell `k_start` for `occ` and `k_end` for where the accesses end, and leave each at its
+    /// cell: a warming tick's Newton steps look both up again, and with one cell for both each
+    /// lookup searched from the other end of the step (a cold start's first tick crosses a
+    /// hundred cells).
     #[inline]
-    fn warm_misses(&self, occ: f64, target: f64, refs: f64, line: f64, k: &mut u32) -> f64 {
-        let a1 = self.fill.acc_at(occ, k) + refs;
-        let o1 = self.fill.occ_at(a1, k);
+    fn warm_misses(
+        &self,
+        occ: f64,
+        target: f64,
+        refs: f64,
+        line: f64,
+        k_start: &mut u32,
+        k_end: &mut u32,
+    ) -> f64 {
+        let a1 = self.fill.acc_at(occ, k_start) + refs;
+        let o1 = self.fill.occ_at(a1, k_end);
         if o1 < target {
             // The table and its inverse agree to rounding: a step of no accesses brings in
             // nothing, never a negative count.
             return ((o1 - occ) / line).max(0.0);
         }
-        let mut kt = *k;
+        let mut kt = *k_end;
         let rest = (a1 - self.fill.acc_at(target, &mut kt)).max(0.0);
         (target - occ) / line + rest * self.miss_ratio(target)
     }
@@ -1475,11 +1487,11 @@ mod fill_tests {
             let line = spec.line_bytes as f64;
             let target = (target_kb * 1024.0).min(spec.llc_bytes as f64);
             let occ0 = (occ0_kb * 1024.0).min(target * 0.999);
-            let whole = p.warm_misses(occ0, target, n1 + n2, line, &mut 0);
-            let first = p.warm_misses(occ0, target, n1, line, &mut 0);
+            let whole = p.warm_misses(occ0, target, n1 + n2, line, &mut 0, &mut 0);
+            let first = p.warm_misses(occ0, target, n1, line, &mut 0, &mut 0);
             let occ1 = (occ0 + first * line).min(target);
             let second = if occ1 < target * (1.0 - 1e-9) {
-                p.warm_misses(occ1, target, n2, line, &mut 0)
+                p.warm_misses(occ1, target, n2, line, &mut 0, &mut 0)
             } else {
                 n2 * p.miss_ratio(target)
             };

@@ -231,7 +231,17 @@ impl Simulation {
                     // Within one phase a warming task's misses follow its fill curve, so they do
                     // not depend on how many instructions a tick holds (`FillTable`). A tick that
                     // crosses a phase runs its rest at the new phase's ratio (`phase_rates`; the bus is re-solved).
-                    misses = p.warm_misses(t.occ, target, refs, p.fill_line_bytes, &mut t.fill_k);
+                    // The fill table's cell where this tick's accesses end (`warm_misses`):
+                    // the next tick starts there.
+                    let mut k_end = t.fill_k;
+                    misses = p.warm_misses(
+                        t.occ,
+                        target,
+                        refs,
+                        p.fill_line_bytes,
+                        &mut t.fill_k,
+                        &mut k_end,
+                    );
                     // The tick's instructions were timed at the miss ratio of what the task held
                     // at its start, but its misses fall as it fills: those instructions and
                     // misses take less than the tick, and the rest of it retires more. Without
@@ -265,7 +275,7 @@ impl Simulation {
                                 // of microseconds of lost work, and a shell's second program,
                                 // which starts mid-tick, finished sooner than alone.
                                 let o_end = (t.occ + misses * p.fill_line_bytes).min(target);
-                                let m_end = p.fill.miss_at(o_end, &mut t.fill_k);
+                                let m_end = p.fill.miss_at(o_end, &mut k_end);
                                 let dr = (gap / (cpa + m_end * spm)).min(r_max - r);
                                 r += dr;
                                 misses += dr * m_end;
@@ -278,10 +288,16 @@ impl Simulation {
                             // table's miss ratio there: a lookup from the warm-up's cell, not a
                             // curve evaluation.
                             let o_end = (t.occ + misses * p.fill_line_bytes).min(target);
-                            let m_end = p.fill.miss_at(o_end, &mut t.fill_k);
+                            let m_end = p.fill.miss_at(o_end, &mut k_end);
                             r = (r + gap / (cpa + m_end * spm)).min(r_max);
-                            misses =
-                                p.warm_misses(t.occ, target, r, p.fill_line_bytes, &mut t.fill_k);
+                            misses = p.warm_misses(
+                                t.occ,
+                                target,
+                                r,
+                                p.fill_line_bytes,
+                                &mut t.fill_k,
+                                &mut k_end,
+                            );
                         }
                         if r > refs {
                             let extra = (r - refs) * p.inv_api;
@@ -292,6 +308,7 @@ impl Simulation {
                         }
                     }
                     transfers = misses * p.lines_per_miss;
+                    t.fill_k = k_end;
                 }
                 let used_cycles = if t.state == State::Done {
                     // Not `tick_instr * cpi`: the tick may have run phases at other rates.

@@ -726,8 +726,9 @@ struct Cpu {
 /// bytes) and `Task` (528): the pass its lazy run ends at (0 when the CPU is not lazy), its
 /// LLC domain and its task's occupancy (constant while lazy: the task is full and holds its
 /// target, and a switch or an update flushes the CPU first). The skip had loaded a CPU and a
-/// task from far apart in memory for every steady CPU of every tick: a quarter of v1's wall
-/// time on bench-64 (`perf record -e cpu-clock`, session 24).
+/// task from far apart in memory for every steady CPU of every tick (with the store chain
+/// `tick` now avoids, about 5 % of v1's wall time on bench-64: `perf record -e cpu-clock`,
+/// session 24).
 #[derive(Clone, Copy, Debug, Default)]
 struct LazySkip {
     until: u64,

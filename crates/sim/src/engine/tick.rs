@@ -69,7 +69,7 @@ impl Simulation {
                     // lines still count against the waiting tasks' pool. The steady CPUs that
                     // follow in the same domain are added here too, in a register: the same
                     // additions in the same order as one by one through memory, where each
-                    // waited on the last one's store (a tenth of v1's wall time on bench-64).
+                    // waited on the last one's store.
                     let mut acc = self.scratch_dom_running[skip.domain as usize] + skip.occ;
                     while rest != 0 {
                         let next = self.lazy_skip[w * 64 + rest.trailing_zeros() as usize];

@@ -437,3 +437,37 @@ fn a_knee_program_beside_a_stream_settles_alike_at_every_tick() {
         assert!(hi - lo < 5e-3, "{model:?}: NP by tick {nps:?}");
     }
 }
+
+/// A task that refills the whole cache after every switch (its co-runner on the same CPU is
+/// cache-resident) never runs faster than alone, on caches of any size. The fill table's grid
+/// (16 points an octave) hit a power-of-two capacity but ran past a 20 MB or 12 MB one, and
+/// the last cell's chord counted each refill's accesses high and its misses low: 483.xalancbmk
+/// with crafty at 1 ms slices on xeon-4x8x1 ran at NP 1.0007 (physics probe, session 24).
+#[test]
+fn refills_to_a_whole_cache_of_any_size_never_beat_running_alone() {
+    let cat = Catalog::builtin();
+    for (machine, victim, co) in [
+        ("xeon-4x8x1", "483.xalancbmk", "crafty"),
+        ("x5650-2s", "471.omnetpp", "eon"),
+    ] {
+        for model in [Model::V1, Model::V2] {
+            let mut sc = Scenario::builder(&cat, machine)
+                .unwrap()
+                .model(model)
+                .duration_ms(300)
+                .task(victim, Some(CpuSet::single(0)))
+                .unwrap()
+                .task(co, Some(CpuSet::single(0)))
+                .unwrap()
+                .build()
+                .unwrap();
+            sc.sched.timeslice_ms = 1.0;
+            let r = run(&sc, 1, None, None, 50_000_000).unwrap();
+            let np = r.tasks[0].np.expect("the victim ran");
+            assert!(
+                np <= 1.0 + 1e-6,
+                "{machine} {model:?}: {victim} beside {co} at NP {np}"
+            );
+        }
+    }
+}

@@ -608,15 +608,35 @@ impl Simulation {
             self.next_balance_ns = self.now_ns + self.ms_to_ns(self.sched.balance_interval_ms);
             self.balance(pick);
         }
-        debug_assert!(self.cpu_bits_agree(), "busy or queued bits out of step");
+        debug_assert!(
+            self.cpu_bits_agree(),
+            "busy or queued bits, lazy skips or slice ends out of step"
+        );
     }
 
-    /// Whether `busy` and `queued` say what the CPUs hold (checked after every tick in debug
-    /// builds, so every test run checks the bits the tick walks instead of the CPUs).
+    /// Whether `busy` and `queued` say what the CPUs hold, and `lazy_skip` and
+    /// `next_slice_end_ns` what they stand for (checked after every tick in debug builds, so
+    /// every test run checks the copies the tick reads instead of the CPUs).
     fn cpu_bits_agree(&self) -> bool {
         self.cpus.iter().enumerate().all(|(c, cpu)| {
             let bit = |bits: &[u64]| bits[c / 64] >> (c % 64) & 1 == 1;
-            bit(&self.busy) == (cpu.current != NONE) && bit(&self.queued) != cpu.queue.is_empty()
+            let skip = &self.lazy_skip[c];
+            // The lazy skip's copy of the CPU (`LazySkip`), and no running slice ending before
+            // the walk that would end it (`next_slice_end_ns`).
+            let lazy_agrees = if cpu.lazy {
+                skip.until == cpu.lazy_until
+                    && skip.domain == cpu.domain
+                    && skip.occ.to_bits() == self.tasks[cpu.current as usize].occ.to_bits()
+            } else {
+                skip.until == 0
+            };
+            let slice_agrees = cpu.current == NONE
+                || (self.next_slice_end_ns <= self.slice_end_ns[c]
+                    && self.slice_end_ns[c] > self.now_ns);
+            bit(&self.busy) == (cpu.current != NONE)
+                && bit(&self.queued) != cpu.queue.is_empty()
+                && lazy_agrees
+                && slice_agrees
         })
     }
 

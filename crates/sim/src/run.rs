@@ -29,6 +29,19 @@ pub struct TaskResult {
     pub instructions: u64,
     /// Cycles it ran.
     pub cycles: u64,
+    /// LLC references (perf's `cache-references`) in the shared run.
+    #[serde(default)]
+    pub llc_references: u64,
+    /// LLC misses (perf's `cache-misses`) in the shared run.
+    #[serde(default)]
+    pub llc_misses: u64,
+    /// Lines it moved on the memory bus (fills, dirty victims, device DMA): the bus
+    /// transactions a `BUS_TRANS_MEM`-like counter would count.
+    #[serde(default)]
+    pub mem_transactions: u64,
+    /// Floating-point operations retired.
+    #[serde(default)]
+    pub fp_ops: u64,
     /// CPU time it got.
     pub cpu_time_ns: u64,
     /// CPU time the same work takes alone on the machine.
@@ -581,6 +594,10 @@ pub fn run_with<'p, 'k>(
             workload: spec.workload.label(),
             instructions: c.instructions.round() as u64,
             cycles: c.cycles.round() as u64,
+            llc_references: c.llc_references.round() as u64,
+            llc_misses: c.llc_misses.round() as u64,
+            mem_transactions: c.mem_transactions.round() as u64,
+            fp_ops: c.fp_ops.round() as u64,
             cpu_time_ns: c.task_clock_ns,
             solo_cpu_time_ns: solo_ns.round() as u64,
             np,

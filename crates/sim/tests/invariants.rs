@@ -322,11 +322,19 @@ fn epoch_series_add_up_to_the_totals() {
                 "{machine} {}",
                 t.name
             );
-            // The misses' total is not in the result; rebuilt from the series, it is the
-            // reported MPKI's count to within the rounding of the last readings: half a miss,
-            // plus half an instruction of the rounded instruction count at the run's miss
-            // rate, plus the floating-point error of the MPKI's product.
             let misses: u64 = s.llc_misses.iter().sum();
+            assert_eq!(misses, t.llc_misses, "{machine} {}", t.name);
+            let lines: u64 = s.mem_transactions.iter().sum();
+            assert_eq!(lines, t.mem_transactions, "{machine} {}", t.name);
+            let fp: u64 = s.fp_ops.iter().sum();
+            assert_eq!(fp, t.fp_ops, "{machine} {}", t.name);
+            // Every miss is a reference, and every missed line crosses the bus.
+            assert!(t.llc_misses <= t.llc_references, "{machine} {}", t.name);
+            assert!(t.llc_misses <= t.mem_transactions, "{machine} {}", t.name);
+            assert!(t.fp_ops <= t.instructions, "{machine} {}", t.name);
+            // The MPKI is the same count to within the rounding of the last readings: half a
+            // miss, plus half an instruction of the rounded instruction count at the run's
+            // miss rate, plus the floating-point error of the MPKI's product.
             let instr = t.instructions as f64;
             let reported = t.llc_mpki * instr / 1000.0;
             let bound = 0.5 + 0.5 * reported / instr + 1e-12 * reported;

@@ -98,6 +98,11 @@ pub enum ReplicaError {
     Sim(#[from] SimError),
 }
 
+/// The longest futex round trip a `bench c2c` file may give (ns): a second. A wake-up between
+/// cores takes microseconds; a file with 1e300 ran the experiment to overheads of 1e293 %
+/// and null spreads (CLI probe, session 24).
+const MAX_FUTEX_ROUND_TRIP_NS: f64 = 1e9;
+
 #[derive(Deserialize)]
 struct C2cDoc {
     schema: u32,
@@ -146,6 +151,14 @@ impl NotifyCosts {
             if !(g.futex_median_ns.is_finite() && g.futex_median_ns > 0.0) {
                 return Err(bad(format!(
                     "groups[{:?}].futex_median_ns = {} is not a positive time",
+                    g.distance, g.futex_median_ns
+                )));
+            }
+            if g.futex_median_ns > MAX_FUTEX_ROUND_TRIP_NS {
+                return Err(bad(format!(
+                    "groups[{:?}].futex_median_ns = {:e} ns is not a futex round trip (at \
+                     most {MAX_FUTEX_ROUND_TRIP_NS:e} ns, a second; a core-to-core wake-up \
+                     takes microseconds)",
                     g.distance, g.futex_median_ns
                 )));
             }

@@ -132,6 +132,17 @@ fn c2c_file_of_the_vm_as_notification_costs() {
     assert!(bad.to_string().contains("x.json"), "{bad}");
     let none = NotifyCosts::from_c2c_json("{\"schema\":1,\"groups\":[]}", "y.json", 2.0);
     assert!(none.is_err());
+    // A round trip of 1e300 ns is refused, naming the file and the field.
+    let huge = text.replacen(
+        "\"futex_median_ns\":",
+        "\"futex_median_ns\":1e300,\"was\":",
+        1,
+    );
+    assert_ne!(huge, text, "the test file has a futex_median_ns");
+    let e = NotifyCosts::from_c2c_json(&huge, "z.json", 2.0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("z.json") && e.contains("futex_median_ns"), "{e}");
 }
 
 #[test]

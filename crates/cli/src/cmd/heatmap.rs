@@ -77,6 +77,27 @@ fn top_syscalls(c: &counterpoint_core::CodeHeatmap, n: usize) -> String {
         .join(", ")
 }
 
+/// Why reading `/proc/PID/maps` was refused: another user's process, or (for its owner or
+/// root) the kernel's ptrace access check, which a container without `CAP_SYS_PTRACE` or
+/// `kernel.yama.ptrace_scope = 3` refuses even to root (the hint had told root to run as root).
+fn denied_hint(pid: u32) -> String {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let owner = std::fs::metadata(format!("/proc/{pid}"))
+        .map(|m| m.uid())
+        .ok();
+    if me == 0 || owner == Some(me) {
+        format!(
+            " (we are root or its owner, but the kernel refused ptrace access to process \
+             {pid}: reading another process's memory map needs CAP_SYS_PTRACE in a container \
+             and kernel.yama.ptrace_scope below 3)"
+        )
+    } else {
+        format!(" (process {pid} belongs to another user: run as its owner or as root)")
+    }
+}
+
 pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     // Ctrl-C or SIGTERM end the sampling early and the heatmap of what was sampled is still
     // printed, as `perf record` keeps what it recorded. Installed before the samplers open.
@@ -85,10 +106,7 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     let maps_text = std::fs::read_to_string(&maps_path).map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => format!(" (no process {})", args.pid),
-            std::io::ErrorKind::PermissionDenied => format!(
-                " (process {} belongs to another user: run as its owner or as root)",
-                args.pid
-            ),
+            std::io::ErrorKind::PermissionDenied => denied_hint(args.pid),
             _ => String::new(),
         };
         anyhow::Error::new(e).context(format!("reading {maps_path}{why}"))
@@ -368,4 +386,16 @@ pub fn bench_schedtask(args: BenchSchedtaskArgs) -> Result<ExitCode> {
     }
     super::write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Our own process is ours: a refusal there is the kernel's ptrace check, never "another
+    /// user" (which the hint told root, about pid 1 in a sandbox).
+    #[test]
+    fn a_refusal_on_our_own_process_is_blamed_on_ptrace_access() {
+        let hint = super::denied_hint(std::process::id());
+        assert!(hint.contains("ptrace"), "{hint}");
+        assert!(!hint.contains("another user"), "{hint}");
+    }
 }

@@ -76,6 +76,47 @@ fn c2c_refuses_one_cpu_and_offline_cpus() {
     assert!(err.contains("4095") && err.contains("not online"), "{err}");
 }
 
+/// The time a run will take is said before it starts, and a run estimated past 30 minutes is
+/// refused without `--force` (pairs grow as N(N-1)/2; a probe waited 8.5 minutes on one pair
+/// with no word of how long).
+#[test]
+fn c2c_says_how_long_and_refuses_a_run_of_hours() {
+    let out = counterpoint()
+        .args([
+            "bench",
+            "c2c",
+            "--cpus",
+            "0,1",
+            "--rounds",
+            "10",
+            "--futex-rounds",
+            "10",
+        ])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("1 CPU pair(s), at most under a second"),
+        "{err}"
+    );
+    if online_cpus() < 4 {
+        eprintln!("skipped the refusal: fewer than 4 online CPUs cannot make a run of hours");
+        return;
+    }
+    let out = counterpoint()
+        .args(["bench", "c2c", "--cpus", "0-3"])
+        .args(["--rounds", "10000000", "--futex-rounds", "10000000"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--force") && err.contains("6 CPU pairs"),
+        "{err}"
+    );
+}
+
 #[test]
 fn burn_replica_refuses_bad_parameters() {
     for (args, needle) in [

@@ -30,12 +30,16 @@ pub struct BenchC2cArgs {
     /// CPUs to measure (kernel list format, e.g. 0-3,8); default: every online CPU.
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
-    /// Timed ping-pong rounds per pair.
+    /// Timed ping-pong rounds per pair (1 to 10,000,000).
     #[arg(long, default_value_t = 20_000)]
     rounds: usize,
-    /// Timed futex rounds per pair.
+    /// Timed futex rounds per pair (1 to 10,000,000; a futex round trip takes tens of
+    /// microseconds on a VM, so 10,000,000 take minutes per pair).
     #[arg(long, default_value_t = 5_000)]
     futex_rounds: usize,
+    /// Run even when the estimated time exceeds 30 minutes.
+    #[arg(long)]
+    force: bool,
     /// Print the whole report as JSON.
     #[arg(long)]
     json: bool,
@@ -45,6 +49,14 @@ pub struct BenchC2cArgs {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Pessimistic round-trip times for the estimate: a ping-pong round (two line transfers) and a
+/// futex round (two wake-ups), as on a loaded VM (this one measured about 42 us per futex round
+/// trip; bare metal is several times faster).
+const PINGPONG_ROUND_S: f64 = 1e-6;
+const FUTEX_ROUND_S: f64 = 50e-6;
+/// Runs estimated beyond this need `--force`.
+const BUDGET_S: f64 = 1800.0;
 
 pub fn run(args: BenchC2cArgs) -> Result<ExitCode> {
     let max = c2c::MAX_ROUNDS;
@@ -71,6 +83,32 @@ pub fn run(args: BenchC2cArgs) -> Result<ExitCode> {
     // The figure's place is checked before the pairs run (minutes on a big machine).
     if let Some(p) = &args.svg {
         super::check_output_file("--svg", p)?;
+    }
+    // Pairs grow as N(N-1)/2: estimated up front, refused past the budget without --force
+    // (a probe ran 10^7 futex rounds on one pair for 8.5 minutes with no word of how long).
+    let n = cpus.len() as f64;
+    let pairs = n * (n - 1.0) / 2.0;
+    let estimate_s =
+        pairs * (args.rounds as f64 * PINGPONG_ROUND_S + args.futex_rounds as f64 * FUTEX_ROUND_S);
+    if estimate_s > BUDGET_S && !args.force {
+        anyhow::bail!(
+            "{pairs} CPU pairs x ({} ping-pong + {} futex rounds) would take about {} \
+             (estimated at {:.0} us per ping-pong and {:.0} us per futex round trip); pass \
+             --force to run it, or fewer --cpus or rounds",
+            args.rounds,
+            args.futex_rounds,
+            super::human_time(estimate_s),
+            PINGPONG_ROUND_S * 1e6,
+            FUTEX_ROUND_S * 1e6,
+        );
+    }
+    if !args.json {
+        let about = if estimate_s < 1.0 {
+            "under a second".to_string()
+        } else {
+            format!("about {}", super::human_time(estimate_s))
+        };
+        eprintln!("{pairs} CPU pair(s), at most {about}");
     }
     let opts = C2cOptions {
         pingpong_rounds: args.rounds,

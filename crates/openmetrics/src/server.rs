@@ -159,9 +159,17 @@ enum Request {
 }
 
 /// Parse a request head (without the blank line). Total: any bytes give a `Request`.
+/// Lines end in CRLF or, leniently (RFC 9112 §2.2), a bare LF; a bare CR elsewhere is `Bad`.
 fn parse_request(head: &[u8]) -> Request {
     let head = String::from_utf8_lossy(head);
-    let mut lines = head.split("\r\n");
+    let lines: Vec<&str> = head
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    if lines.iter().any(|l| l.contains('\r')) {
+        return Request::Bad;
+    }
+    let mut lines = lines.into_iter();
     let request_line = lines.next().unwrap_or("");
     let mut parts = request_line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
@@ -199,19 +207,42 @@ fn parse_request(head: &[u8]) -> Request {
     }
 }
 
+/// Length of the request head in `buf` (without the terminator of its last line and the
+/// blank line), once the blank line has arrived. Lines may end in CRLF or a bare LF.
+fn head_len(buf: &[u8]) -> Option<usize> {
+    buf.iter().enumerate().find_map(|(i, &b)| {
+        let rest = &buf[i + 1..];
+        (b == b'\n' && (rest.starts_with(b"\n") || rest.starts_with(b"\r\n"))).then(|| {
+            if i > 0 && buf[i - 1] == b'\r' {
+                i - 1
+            } else {
+                i
+            }
+        })
+    })
+}
+
+/// How reading a request head ended.
+enum Head {
+    Complete(Vec<u8>),
+    /// Larger than [`MAX_REQUEST_BYTES`] without its end.
+    TooLarge,
+    /// The client shut its side before the end of the head, having sent this much.
+    Truncated(usize),
+}
+
 /// Read up to the end of the request head, within [`MAX_REQUEST_BYTES`] and [`IO_TIMEOUT`].
-/// `Ok(None)` when the head is too large.
-fn read_head(stream: &mut TcpStream) -> io::Result<Option<Vec<u8>>> {
+fn read_head(stream: &mut TcpStream) -> io::Result<Head> {
     let deadline = Instant::now() + IO_TIMEOUT;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+        if let Some(end) = head_len(&buf) {
             buf.truncate(end);
-            return Ok(Some(buf));
+            return Ok(Head::Complete(buf));
         }
         if buf.len() >= MAX_REQUEST_BYTES {
-            return Ok(None);
+            return Ok(Head::TooLarge);
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -220,7 +251,7 @@ fn read_head(stream: &mut TcpStream) -> io::Result<Option<Vec<u8>>> {
         stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut chunk)?;
         if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
+            return Ok(Head::Truncated(buf.len()));
         }
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -228,8 +259,8 @@ fn read_head(stream: &mut TcpStream) -> io::Result<Option<Vec<u8>>> {
 
 fn handle(mut stream: TcpStream, source: &Source) {
     let head = match read_head(&mut stream) {
-        Ok(Some(head)) => head,
-        Ok(None) => {
+        Ok(Head::Complete(head)) => head,
+        Ok(Head::TooLarge) => {
             let _ = respond(
                 &mut stream,
                 431,
@@ -240,7 +271,21 @@ fn handle(mut stream: TcpStream, source: &Source) {
             );
             return;
         }
-        // Timed out or closed: nothing useful to say.
+        // Connected and closed without a byte: nobody to answer.
+        Ok(Head::Truncated(0)) => return,
+        // Half a request, then the client shut its side: it may still read the answer.
+        Ok(Head::Truncated(_)) => {
+            let _ = respond(
+                &mut stream,
+                400,
+                "Bad Request",
+                &[],
+                b"request ended before the blank line\n",
+                false,
+            );
+            return;
+        }
+        // Timed out or reset: nothing useful to say.
         Err(_) => return,
     };
     let _ = match parse_request(&head) {
@@ -387,5 +432,27 @@ mod tests {
         assert_eq!(m("GET /metrics HTTP/1.1\r\nno colon"), Request::Bad);
         assert_eq!(m("\u{0}\u{ff}"), Request::Bad);
         assert_eq!(m(""), Request::Bad);
+        // Bare LF line ends are accepted (RFC 9112 §2.2); a bare CR is not.
+        assert_eq!(
+            m("GET /metrics HTTP/1.1\nAccept: text/plain"),
+            Request::Metrics {
+                head_only: false,
+                openmetrics: false
+            }
+        );
+        assert_eq!(m("GET /metrics HTTP/1.1\rHost: x"), Request::Bad);
+        assert_eq!(m("GET /metrics HTTP/1.1\r\nHost: x\ry"), Request::Bad);
+    }
+
+    #[test]
+    fn the_head_ends_at_a_blank_line_after_crlf_or_bare_lf() {
+        assert_eq!(head_len(b"GET / HTTP/1.1\r\n\r\n"), Some(14));
+        assert_eq!(head_len(b"GET / HTTP/1.1\n\n"), Some(14));
+        assert_eq!(head_len(b"GET / HTTP/1.1\r\nA: b\n\r\nbody"), Some(20));
+        assert_eq!(head_len(b"GET / HTTP/1.1\nA: b\r\n\n"), Some(19));
+        assert_eq!(head_len(b"GET / HTTP/1.1\r\n"), None);
+        assert_eq!(head_len(b"GET / HTTP/1.1\r\n\r"), None);
+        assert_eq!(head_len(b"GET / HTTP/1.1\r\r\n"), None);
+        assert_eq!(head_len(b""), None);
     }
 }

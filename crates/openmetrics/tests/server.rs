@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{exchange, get};
+use common::{exchange, exchange_then_shutdown, get};
 use counterpoint_openmetrics::{
     counter_families, render, render_prometheus_text, serve, CounterReading, Family,
     OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE,
@@ -99,6 +99,66 @@ fn errors_for_anything_else() {
         assert_eq!(r.status, 431);
     }
     // Still serving.
+    assert_eq!(get(addr, "/metrics", &[]).unwrap().status, 200);
+}
+
+#[test]
+fn bare_lf_line_ends_are_accepted() {
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    let ok = exchange(addr, b"GET /metrics HTTP/1.1\n\n").expect("GET");
+    assert_eq!((ok.status, ok.body), (200, render(&families(1))));
+    let text = exchange(
+        addr,
+        b"GET /metrics HTTP/1.1\nHost: x\nAccept: text/plain\n\n",
+    )
+    .unwrap();
+    assert_eq!(text.status, 200);
+    assert_eq!(
+        text.header("content-type"),
+        Some(PROMETHEUS_TEXT_CONTENT_TYPE)
+    );
+    // Mixed line ends end the head too.
+    assert_eq!(
+        exchange(addr, b"GET /metrics HTTP/1.1\r\nHost: x\n\r\n")
+            .unwrap()
+            .status,
+        200
+    );
+    assert_eq!(exchange(addr, b"GET /x HTTP/1.1\n\n").unwrap().status, 404);
+    assert_eq!(
+        exchange(addr, b"POST /metrics HTTP/1.1\n\n")
+            .unwrap()
+            .status,
+        405
+    );
+    // A bare CR is not a line end.
+    assert_eq!(
+        exchange(addr, b"GET /metrics HTTP/1.1\rHost: x\r\n\r\n")
+            .unwrap()
+            .status,
+        400
+    );
+}
+
+#[test]
+fn a_request_cut_off_before_the_blank_line_gets_400() {
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    for cut in [
+        &b"GET /metrics HTTP/1.1\r\n"[..],
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\n",
+        b"GET /metrics HTTP/1.1\r\n\r",
+        b"GET /metrics HTTP/1.1\n",
+        b"GET /met",
+    ] {
+        let r = exchange_then_shutdown(addr, cut)
+            .expect("answer")
+            .unwrap_or_else(|| panic!("closed without an answer for {cut:?}"));
+        assert_eq!(r.status, 400, "{cut:?}");
+    }
+    // Connected and closed at once: nothing to answer, and no hang until the read timeout.
+    assert!(exchange_then_shutdown(addr, b"").expect("close").is_none());
     assert_eq!(get(addr, "/metrics", &[]).unwrap().status, 200);
 }
 

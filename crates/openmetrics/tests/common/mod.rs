@@ -34,6 +34,23 @@ pub fn exchange(addr: SocketAddr, raw: &[u8]) -> io::Result<Response> {
     parse_response(&buf)
 }
 
+/// Send `raw`, shut the write side (the client is done sending) and read until the server
+/// closes. `Ok(None)` when the server closed without a byte.
+pub fn exchange_then_shutdown(addr: SocketAddr, raw: &[u8]) -> io::Result<Option<Response>> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+    // Hang guards, not assertions about speed.
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.set_write_timeout(Some(Duration::from_secs(30)))?;
+    s.write_all(raw)?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    parse_response(&buf).map(Some)
+}
+
 /// `GET path` with extra header lines (each `Name: value`).
 pub fn get(addr: SocketAddr, path: &str, headers: &[&str]) -> io::Result<Response> {
     let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");

@@ -18,6 +18,7 @@ macro_rules! outln {
 }
 
 pub mod bench;
+pub mod bench_stop;
 pub mod child;
 pub mod metrics;
 

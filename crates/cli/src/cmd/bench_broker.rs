@@ -10,9 +10,12 @@ use counterpoint_broker::client::Client;
 use counterpoint_broker::proto;
 use counterpoint_counters::count::read_fd;
 use counterpoint_counters::{parse_event_list, CounterSet, PmuTree, Target};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
+
+use super::bench_stop as stop;
 
 #[derive(Args)]
 pub struct BenchBrokerArgs {
@@ -86,6 +89,7 @@ impl Daemon {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while Client::connect(&d.socket).is_err() {
+            stop::check()?;
             if Instant::now() > deadline {
                 bail!("the daemon did not come up on {}", d.socket.display());
             }
@@ -152,11 +156,9 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        // SAFETY: signalling our own child.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let _ = self.child.wait();
+        // SIGTERM stops the daemon cleanly; one that does not end within 5 s is killed (a stop
+        // signal must not leave the bench waiting for ever). Reaped before the directory goes.
+        stop::end(&mut self.child, libc::SIGTERM, Duration::from_secs(5));
     }
 }
 
@@ -168,12 +170,15 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn spin(d: Duration) {
+/// Busy for `d`, or until a stop signal.
+fn spin(d: Duration) -> Result<()> {
     let t = Instant::now();
     let mut x = 0u64;
     while t.elapsed() < d {
+        stop::check()?;
         x = std::hint::black_box(x.wrapping_add(1));
     }
+    Ok(())
 }
 
 /// (a): three consumers on one slot, shares 1, 2, 5; returns their running_ns.
@@ -185,7 +190,7 @@ fn shares(socket: &Path, seconds: f64) -> Result<Vec<u64>> {
         let id = c.register(ev, "self", share, None)?;
         clients.push((c, id));
     }
-    spin(Duration::from_secs_f64(seconds));
+    spin(Duration::from_secs_f64(seconds))?;
     let mut out = Vec::new();
     for (c, id) in &mut clients {
         out.push(c.read(*id)?.running_ns);
@@ -238,7 +243,7 @@ fn cost(d: &Daemon, n: u64, seconds: f64, shared: bool) -> Result<Cost> {
                     // numbered them (first to last seen).
                     Some(v) => {
                         let mut first = None;
-                        while Instant::now() < end {
+                        while Instant::now() < end && stop::stopped_by().is_none() {
                             std::thread::sleep(Duration::from_millis(100));
                             if let Some(r) = v.read() {
                                 let f = *first.get_or_insert(r.pushes);
@@ -247,7 +252,7 @@ fn cost(d: &Daemon, n: u64, seconds: f64, shared: bool) -> Result<Cost> {
                         }
                     }
                     None => {
-                        while Instant::now() < end {
+                        while Instant::now() < end && stop::stopped_by().is_none() {
                             if c.next_push(Duration::from_millis(200))?.is_some() {
                                 pushes += 1;
                             }
@@ -278,7 +283,14 @@ fn cost(d: &Daemon, n: u64, seconds: f64, shared: bool) -> Result<Cost> {
     let c0 = d.context_switches()?;
     let n0 = d.on_cpu_ns()?;
     let w0 = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(seconds));
+    // On a stop signal the consumers end within 200 ms: they are joined before returning.
+    if let Err(e) = stop::sleep(Duration::from_secs_f64(seconds)) {
+        drop(rx);
+        for h in handles {
+            let _ = h.join();
+        }
+        return Err(e);
+    }
     let t1 = d.cpu_ticks()?;
     let c1 = d.context_switches()?;
     let n1 = d.on_cpu_ns()?;
@@ -312,6 +324,7 @@ fn latency(socket: &Path, reads: u64) -> Result<(Vec<u64>, Vec<u64>)> {
     let id = c.register("task-clock", "self", 1, None)?;
     let mut via = Vec::with_capacity(reads as usize);
     for _ in 0..reads {
+        stop::check()?;
         let t = Instant::now();
         std::hint::black_box(c.read(id)?);
         via.push(t.elapsed().as_nanos() as u64);
@@ -324,6 +337,7 @@ fn latency(socket: &Path, reads: u64) -> Result<(Vec<u64>, Vec<u64>)> {
     let fd = set.first_fd(0).context("task-clock did not open")?;
     let mut direct = Vec::with_capacity(reads as usize);
     for _ in 0..reads {
+        stop::check()?;
         let t = Instant::now();
         std::hint::black_box(read_fd(fd)?);
         direct.push(t.elapsed().as_nanos() as u64);
@@ -394,6 +408,53 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // A stop signal ends the runs early: the daemon is stopped and reaped and its directory
+    // removed (on the way out of `measure`), then the stop is reported.
+    stop::catch()?;
+    let mut progress = Progress::default();
+    let r = measure(&args, &mut progress);
+    match stop::stopped_by() {
+        // Whatever failed after a stop (a daemon the terminal's Ctrl-C ended too) was the stop.
+        Some(sig) => {
+            let mut finished = Vec::new();
+            if let Some(w) = progress.shares_error {
+                finished.push(format!(
+                    "(a) shares 1:2:5, worst relative error {:.2} %",
+                    100.0 * w
+                ));
+            }
+            if let Some(c) = progress.cost_pct {
+                finished.push(format!("(b) broker CPU {c:.2} % of one core"));
+            }
+            let done = if finished.is_empty() {
+                "no run had finished".to_string()
+            } else {
+                format!("finished: {}", finished.join("; "))
+            };
+            let _ = writeln!(
+                std::io::stderr(),
+                "counterpoint bench broker: stopped by {} during {}: {done}; its daemon was stopped and its temporary directory removed",
+                stop::signal_name(sig),
+                progress.phase
+            );
+            Ok(stop::exit_code(sig))
+        }
+        None => r,
+    }
+}
+
+/// How far [`measure`] got (for the line a stop prints).
+#[derive(Default)]
+struct Progress {
+    phase: &'static str,
+    /// (a)'s worst relative error, once (a) finished.
+    shares_error: Option<f64>,
+    /// (b)'s broker CPU % of one core, once (b) finished.
+    cost_pct: Option<f64>,
+}
+
+fn measure(args: &BenchBrokerArgs, progress: &mut Progress) -> Result<ExitCode> {
+    progress.phase = "(a) the share run";
     let d1 = Daemon::start(1, 5)?;
     let r = shares(&d1.socket, args.seconds)?;
     drop(d1);
@@ -405,6 +466,8 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
         .zip(want)
         .map(|(g, w)| (g / w - 1.0).abs())
         .fold(0.0, f64::max);
+    progress.shares_error = Some(worst);
+    progress.phase = "(b) the cost run";
     let d2 = Daemon::start(4, 20)?;
     let c = cost(&d2, args.consumers, args.seconds, args.shared)?;
     let mode = if args.shared {
@@ -412,6 +475,8 @@ pub fn run(args: BenchBrokerArgs) -> Result<ExitCode> {
     } else {
         "pushed"
     };
+    progress.cost_pct = Some(c.cpu_pct);
+    progress.phase = "(c) the latency series";
     let (via, direct) = latency(&d2.socket, args.reads)?;
     drop(d2);
     let (v50, v99, d50, d99) = (

@@ -599,22 +599,76 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// Run `cmd` to its end, its stdout and stderr captured in files under `dir` (no pipe to drain
+/// while the wait polls for a stop signal); a stop kills and reaps it. `group`: it leads a
+/// process group of its own, killed whole on a stop (`cc` and the compilers it starts).
+fn bench_output(cmd: &mut Command, dir: &Path, group: bool) -> Result<std::process::Output> {
+    use std::os::unix::process::CommandExt;
+    let (out, err) = (dir.join("stdout"), dir.join("stderr"));
+    cmd.stdout(std::fs::File::create(&out).context("creating a capture file")?)
+        .stderr(std::fs::File::create(&err).context("creating a capture file")?);
+    if group {
+        cmd.process_group(0);
+    }
+    let mut child = cmd.spawn()?;
+    let status = super::bench_stop::wait(&mut child, group)?;
+    Ok(std::process::Output {
+        status,
+        stdout: std::fs::read(&out).context("reading a capture file")?,
+        stderr: std::fs::read(&err).context("reading a capture file")?,
+    })
+}
+
 pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
     if let Some(c) = &args.compare_lib {
         check_compare_lib(c)?;
     }
+    // A stop signal ends the bench early: the program running is killed and reaped and the
+    // build directory removed (on the way out of `bench_measure`), then the stop is reported.
+    super::bench_stop::catch()?;
+    let mut done = (0usize, 0usize);
+    let r = bench_measure(&args, &mut done);
+    match super::bench_stop::stopped_by() {
+        Some(sig) => {
+            note(format_args!(
+                "counterpoint bench lockprof: stopped by {} after {} of {} rounds of lock+unlock \
+                 and mutex_grid and {} of {} hold-time rounds: nothing reported; its programs \
+                 were stopped and its temporary directory removed",
+                super::bench_stop::signal_name(sig),
+                done.0,
+                args.rounds,
+                done.1,
+                args.rounds
+            ));
+            Ok(super::bench_stop::exit_code(sig))
+        }
+        None => r,
+    }
+}
+
+/// The bench; `done` counts the finished rounds of each part.
+fn bench_measure(args: &BenchLockprofArgs, done: &mut (usize, usize)) -> Result<ExitCode> {
     let lib = find_library()?;
     let dir = tempfile::tempdir().context("creating a build directory")?;
     let build = |name: &str, src: &str| -> Result<PathBuf> {
         let c = dir.path().join(format!("{name}.c"));
         std::fs::write(&c, src)?;
         let bin = dir.path().join(name);
-        let st = Command::new("cc")
-            .args(["-O2", "-pthread", "-o"])
-            .arg(&bin)
-            .arg(&c)
-            .status()
-            .context("running cc (is a C compiler installed?)")?;
+        // Its output passes through (compiler messages), so only the wait is ours. The
+        // compiler's own temporary files go to the build directory too: a stop that kills it
+        // leaves none behind.
+        let mut child = {
+            use std::os::unix::process::CommandExt;
+            Command::new("cc")
+                .args(["-O2", "-pthread", "-o"])
+                .arg(&bin)
+                .arg(&c)
+                .env("TMPDIR", dir.path())
+                .process_group(0)
+                .spawn()
+                .context("running cc (is a C compiler installed?)")?
+        };
+        let st = super::bench_stop::wait(&mut child, true)?;
         if !st.success() {
             bail!("cc failed to build the {name} benchmark");
         }
@@ -645,8 +699,7 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
                 .env("COUNTERPOINT_LOCKPROF_OUT", reports(arm));
         }
         let t0 = std::time::Instant::now();
-        let out = cmd
-            .output()
+        let out = bench_output(&mut cmd, dir.path(), false)
             .with_context(|| format!("running {}", bin.display()))?;
         let wall = t0.elapsed().as_secs_f64();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -693,6 +746,7 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
             let (_, wall) = run(&grid, &grid_args, arm)?;
             grid_s[arm].push(wall);
         }
+        done.0 += 1;
     }
     // Hold-time accuracy (a timing, so measured here and never asserted in a test): two
     // threads each hold one mutex 40 times for 200 us; the profiler's mean hold against the
@@ -700,11 +754,11 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
     let mut hold_err = Vec::new();
     for _ in 0..args.rounds {
         let rdir = tempfile::tempdir().context("creating a report directory")?;
-        let out = Command::new(&hold)
-            .args(["2", "40", "200"])
+        let mut cmd = Command::new(&hold);
+        cmd.args(["2", "40", "200"])
             .env("LD_PRELOAD", &lib)
-            .env("COUNTERPOINT_LOCKPROF_OUT", rdir.path())
-            .output()
+            .env("COUNTERPOINT_LOCKPROF_OUT", rdir.path());
+        let out = bench_output(&mut cmd, dir.path(), false)
             .with_context(|| format!("running {}", hold.display()))?;
         if !out.status.success() {
             bail!("hold_time failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -728,6 +782,7 @@ pub fn bench(args: BenchLockprofArgs) -> Result<ExitCode> {
         }
         let program_mean = measured / count as f64;
         hold_err.push((total as f64 / count as f64 - program_mean) / program_mean * 100.0);
+        done.1 += 1;
     }
     let herr = median(&mut hold_err);
     let (b, p) = (median(&mut pair_ns[0]), median(&mut pair_ns[1]));

@@ -158,11 +158,7 @@ pub fn exit_code(sig: libc::c_int) -> ExitCode {
     ExitCode::from((128 + sig).clamp(0, 255) as u8)
 }
 
-pub fn signal_name(sig: libc::c_int) -> &'static str {
-    match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGTERM => "SIGTERM",
-        _ => "a signal",
-    }
+/// The signal's name (`counterpoint_host::signals::name`, the table every command uses).
+pub fn signal_name(sig: libc::c_int) -> String {
+    counterpoint_host::signals::name(sig)
 }

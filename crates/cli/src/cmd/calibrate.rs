@@ -447,12 +447,8 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
     Ok(status)
 }
 
-fn signal_name(sig: libc::c_int) -> &'static str {
-    match sig {
-        libc::SIGINT => "SIGINT",
-        libc::SIGTERM => "SIGTERM",
-        _ => "a signal",
-    }
+fn signal_name(sig: libc::c_int) -> String {
+    counterpoint_host::signals::name(sig)
 }
 
 /// MASA's method on this host: for each load metric its probe runs alone on one CPU, then two

@@ -381,6 +381,30 @@ fn every_exec_image_is_profiled() {
     );
 }
 
+/// A shell's subshells and command substitutions (fork children that lock nothing and leave
+/// through `exit`) are not listed as processes: only the shell is.
+#[test]
+fn fork_children_that_lock_nothing_are_not_listed() {
+    let out = lockprof(
+        &[
+            "--json",
+            "--",
+            "bash",
+            "-c",
+            "(exit 0); x=$(echo hi); (exit 0)",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let procs = v["processes"].as_array().expect("processes");
+    assert_eq!(procs.len(), 1, "only bash: {v}");
+}
+
 /// The columns mutrace, lockstat and `perf lock contention` users expect, `--sort`, the
 /// `--min-*` filters, `--frames` and the condition-variable table.
 #[test]

@@ -2,6 +2,8 @@
 //! without their value, scenario-file mistakes, and messages that must name what went wrong.
 //! Every check is deterministic: exit statuses and message text, never a time.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -546,14 +548,7 @@ fn a_failed_write_leaves_the_old_output_whole() {
             .map(|n| std::fs::read(out_dir.join(n)).expect("read"))
             .collect()
     };
-    let names = [
-        "result.json",
-        "series.csv",
-        "bus.csv",
-        "np.svg",
-        "bus.svg",
-        "ipc.svg",
-    ];
+    let names = common::SIMULATE_OUT_FILES;
     let before = old_files(&names);
     let mut cmd = bin();
     cmd.arg("simulate").arg(&sc).arg("--out").arg(&out_dir);

@@ -88,6 +88,22 @@ fn catches_sigint(pid: u32) -> bool {
 }
 
 /// Sends SIGINT to `child` once it catches SIGINT; panics if it ends first.
+/// Start `cmd`, interrupt it once it catches SIGINT, and check that it says so, exits 130 and
+/// leaves `out_dir` as `old` (the earlier run's files).
+fn interrupted_before_writing(cmd: &mut Command, out_dir: &Path, old: &[(String, Vec<u8>)]) {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(common::Kill)
+        .expect("spawn");
+    interrupt_once_caught(&mut child.0);
+    let (code, err) = finish(&mut child.0);
+    assert_eq!(code, Some(128 + libc::SIGINT), "{err}");
+    assert!(err.contains("interrupted by SIGINT"), "{err}");
+    assert_eq!(snapshot(out_dir), old, "the earlier files changed");
+}
+
 fn interrupt_once_caught(child: &mut Child) {
     while !catches_sigint(child.id()) {
         if let Some(status) = child.try_wait().expect("wait") {
@@ -171,21 +187,11 @@ fn simulate_interrupted_during_the_run_keeps_the_old_results() {
     let old = snapshot(&out_dir);
     // An hour simulated: far longer than the signal takes to come.
     let long = scenario(&dir.path().join("long.toml"), 3_600_000);
-    let mut child = bin()
-        .arg("simulate")
-        .arg(&long)
-        .arg("--out")
-        .arg(&out_dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map(common::Kill)
-        .expect("spawn");
-    interrupt_once_caught(&mut child.0);
-    let (code, err) = finish(&mut child.0);
-    assert_eq!(code, Some(128 + libc::SIGINT), "{err}");
-    assert!(err.contains("interrupted by SIGINT"), "{err}");
-    assert_eq!(snapshot(&out_dir), old, "the earlier results changed");
+    interrupted_before_writing(
+        bin().arg("simulate").arg(&long).arg("--out").arg(&out_dir),
+        &out_dir,
+        &old,
+    );
 }
 
 /// A signal while the files are renamed into place lets the renames finish: every file is
@@ -297,19 +303,13 @@ fn experiment_interrupted_during_the_runs_keeps_the_old_report() {
     );
     let old = snapshot(&out_dir);
     // Far more seeds than the signal takes to come (about a second each in a debug build).
-    let mut child = bin()
-        .args(["experiment", "leak", "--seeds", "400", "--out"])
-        .arg(&out_dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map(common::Kill)
-        .expect("spawn");
-    interrupt_once_caught(&mut child.0);
-    let (code, err) = finish(&mut child.0);
-    assert_eq!(code, Some(128 + libc::SIGINT), "{err}");
-    assert!(err.contains("interrupted by SIGINT"), "{err}");
-    assert_eq!(snapshot(&out_dir), old, "the earlier report changed");
+    interrupted_before_writing(
+        bin()
+            .args(["experiment", "leak", "--seeds", "400", "--out"])
+            .arg(&out_dir),
+        &out_dir,
+        &old,
+    );
 }
 
 /// `simulate --out` refuses to overwrite a `result.json` or `series.csv` it did not write

@@ -1,6 +1,8 @@
 //! `counterpoint simulate` end to end: table, JSON, output directory, bad input, and the
 //! `bench sim` report.
 
+mod common;
+
 use std::process::Command;
 
 fn bin() -> Command {
@@ -57,14 +59,7 @@ fn table_json_and_out_dir() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    for f in [
-        "result.json",
-        "series.csv",
-        "bus.csv",
-        "np.svg",
-        "bus.svg",
-        "ipc.svg",
-    ] {
+    for f in common::SIMULATE_OUT_FILES {
         let meta = std::fs::metadata(outdir.join(f)).unwrap();
         assert!(meta.len() > 0, "{f} empty");
     }

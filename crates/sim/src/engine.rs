@@ -744,18 +744,17 @@ struct Cpu {
     busy_ns_obs: u64,
     cycles_obs: f64,
     instr_obs: f64,
-    /// v2 fast path, lazy retire (tick.rs): the running task is steady (full, holding what it
-    /// will hold, rates unchanged since its last tick), so its ticks from pass `lazy_from` on
-    /// are retired later, all at once (`Simulation::flush_cpu`), by the per-tick amounts in
-    /// `lazy_tick`; pass `lazy_until` retires eagerly again (it may cross a phase boundary).
-    lazy: bool,
+    /// Lazy retire (tick.rs): the running task is steady (full, holding what it will hold,
+    /// rates unchanged since its last tick), so its ticks from pass `lazy_from` on are retired
+    /// later, all at once (`Simulation::flush_cpu`), by the per-tick amounts in `lazy_tick`,
+    /// until the pass in `Simulation::lazy_skip` (which says whether the CPU is lazy at all).
     lazy_from: u64,
-    lazy_until: u64,
     lazy_tick: LazyTick,
 }
 
-/// What the tick loop reads of a lazy CPU on the ticks it skips, kept apart from `Cpu` (216
-/// bytes) and `Task` (528): the pass its lazy run ends at (0 when the CPU is not lazy), its
+/// A CPU's lazy run, and what the tick loop reads of a lazy CPU on the ticks it skips, kept
+/// apart from `Cpu` (216 bytes) and `Task` (528): the pass at which it retires eagerly again
+/// (it may cross a phase boundary there; 0 when the CPU is not lazy), its
 /// LLC domain and its task's occupancy (constant while lazy: the task is full and holds its
 /// target, and a switch or an update flushes the CPU first). The skip had loaded a CPU and a
 /// task from far apart in memory for every steady CPU of every tick (with the store chain
@@ -1063,9 +1062,7 @@ impl Simulation {
                 busy_ns_obs: 0,
                 cycles_obs: 0.0,
                 instr_obs: 0.0,
-                lazy: false,
                 lazy_from: 0,
-                lazy_until: 0,
                 lazy_tick: LazyTick::default(),
             });
         }

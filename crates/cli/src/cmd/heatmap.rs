@@ -81,13 +81,7 @@ fn top_syscalls(c: &counterpoint_core::CodeHeatmap, n: usize) -> String {
 /// root) the kernel's ptrace access check, which a container without `CAP_SYS_PTRACE` or
 /// `kernel.yama.ptrace_scope = 3` refuses even to root (the hint had told root to run as root).
 fn denied_hint(pid: u32) -> String {
-    use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let owner = std::fs::metadata(format!("/proc/{pid}"))
-        .map(|m| m.uid())
-        .ok();
-    if me == 0 || owner == Some(me) {
+    if super::stat::foreign_owner(pid).is_none() {
         format!(
             " (we are root or its owner, but the kernel refused ptrace access to process \
              {pid}: reading another process's memory map needs CAP_SYS_PTRACE in a container \

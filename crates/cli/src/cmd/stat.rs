@@ -326,7 +326,6 @@ fn target_pids(args: &StatArgs) -> Vec<i32> {
 /// `perf_event_paranoid` (lowering it does not help): the kernel asks for ptrace access to the
 /// target. Say so, naming the owner; any other error is passed through.
 fn explain_foreign_owner(e: counterpoint_counters::CountError, args: &StatArgs) -> anyhow::Error {
-    use std::os::unix::fs::MetadataExt;
     let (event, errno) = match &e {
         counterpoint_counters::CountError::Permission { event, errno, .. } => {
             (event.clone(), *errno)
@@ -335,9 +334,6 @@ fn explain_foreign_owner(e: counterpoint_counters::CountError, args: &StatArgs) 
     };
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
-    if me == 0 {
-        return e.into();
-    }
     // The user's name from /etc/passwd when listed there, else the number.
     let name = |uid: u32| {
         std::fs::read_to_string("/etc/passwd")
@@ -351,21 +347,29 @@ fn explain_foreign_owner(e: counterpoint_counters::CountError, args: &StatArgs) 
             .map_or_else(|| format!("uid {uid}"), |n| format!("{n} (uid {uid})"))
     };
     for pid in target_pids(args) {
-        let Ok(meta) = std::fs::metadata(format!("/proc/{pid}")) else {
-            continue;
-        };
-        if meta.uid() != me {
+        if let Some(owner) = foreign_owner(pid) {
             return anyhow::anyhow!(
                 "-p {pid}: the process belongs to {}, not to you ({}): counting another user's \
                  process needs ptrace access to it (run as its owner, as root, or with \
                  CAP_SYS_PTRACE); lowering perf_event_paranoid does not lift that (opening \
                  '{event}' was refused: {errno})",
-                name(meta.uid()),
+                name(owner),
                 name(me)
             );
         }
     }
     e.into()
+}
+
+/// The owner of process `pid` when it is another user's and we are not root (where the
+/// kernel's ptrace access check refuses us for ownership alone); `None` for our own, as root,
+/// or when its `/proc` entry cannot be read.
+pub(super) fn foreign_owner(pid: impl std::fmt::Display) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
+    (me != 0 && owner != me).then_some(owner)
 }
 
 /// Whether stderr is a pipe nobody reads any more (where an error message would go nowhere,

@@ -81,3 +81,14 @@ pub fn has_hw_pmu() -> bool {
         .iter()
         .any(|p| Path::new("/sys/bus/event_source/devices").join(p).exists())
 }
+
+/// The files `simulate --out` writes (the binary's `OUT_FILES`, which an integration test
+/// cannot import).
+pub const SIMULATE_OUT_FILES: [&str; 6] = [
+    "result.json",
+    "series.csv",
+    "bus.csv",
+    "np.svg",
+    "bus.svg",
+    "ipc.svg",
+];

@@ -84,7 +84,7 @@ impl Simulation {
                 }
                 let cur = self.cpus[c].current;
                 debug_assert!(cur != NONE, "a busy bit on an idle CPU");
-                if self.cpus[c].lazy {
+                if skip.until != 0 {
                     self.flush_cpu(c);
                 }
                 let (mut cpi, mut miss, share) =
@@ -449,7 +449,7 @@ impl Simulation {
                 // holds exactly what it will hold next tick (its target, within its share)
                 // retires the same amounts every tick until its bus is updated, it is switched out
                 // or its phase ends: those ticks are retired at once later (`flush_cpu`), and this
-                // loop skips it meanwhile. Passes up to `lazy_until` stay clear of the phase's end.
+                // loop skips it meanwhile. Passes up to `LazySkip::until` stay clear of the phase's end.
                 // A bus already marked for an update (a phase ended in this tick, a local step
                 // drifted too far) would flush it at the next tick: not worth entering.
                 let steady = lazy_ok
@@ -476,11 +476,9 @@ impl Simulation {
                 if lazy_ticks >= 1.0 {
                     self.buses[bus].lazy_cpus += 1;
                     let cpu = &mut self.cpus[c];
-                    cpu.lazy = true;
                     cpu.lazy_from = pass + 1;
-                    cpu.lazy_until = pass + 1 + lazy_ticks.min(1e15) as u64;
                     self.lazy_skip[c] = LazySkip {
-                        until: cpu.lazy_until,
+                        until: pass + 1 + lazy_ticks.min(1e15) as u64,
                         occ: t.occ,
                         domain: cpu.domain,
                     };
@@ -620,8 +618,9 @@ impl Simulation {
         );
     }
 
-    /// Whether `busy` and `queued` say what the CPUs hold, and `lazy_skip` and
-    /// `next_slice_end_ns` what they stand for (checked after every tick in debug builds, so
+    /// Whether `busy` and `queued` say what the CPUs hold, and `lazy_skip` (a lazy CPU runs a
+    /// task, in its domain, at the occupancy recorded) and `next_slice_end_ns` what they stand
+    /// for (checked after every tick in debug builds, so
     /// every test run checks the copies the tick reads instead of the CPUs).
     fn cpu_bits_agree(&self) -> bool {
         self.cpus.iter().enumerate().all(|(c, cpu)| {
@@ -629,13 +628,10 @@ impl Simulation {
             let skip = &self.lazy_skip[c];
             // The lazy skip's copy of the CPU (`LazySkip`), and no running slice ending before
             // the walk that would end it (`next_slice_end_ns`).
-            let lazy_agrees = if cpu.lazy {
-                skip.until == cpu.lazy_until
+            let lazy_agrees = skip.until == 0
+                || (cpu.current != NONE
                     && skip.domain == cpu.domain
-                    && skip.occ.to_bits() == self.tasks[cpu.current as usize].occ.to_bits()
-            } else {
-                skip.until == 0
-            };
+                    && skip.occ.to_bits() == self.tasks[cpu.current as usize].occ.to_bits());
             let slice_agrees = cpu.current == NONE
                 || (self.next_slice_end_ns <= self.slice_end_ns[c]
                     && self.slice_end_ns[c] > self.now_ns);
@@ -735,12 +731,11 @@ impl Simulation {
     /// `lazy_from`, each the amounts of its last eager tick, as products instead of a sum of
     /// equal terms. Ends the CPU's lazy span.
     pub(super) fn flush_cpu(&mut self, c: usize) {
-        let cpu = &mut self.cpus[c];
-        if !cpu.lazy {
+        if self.lazy_skip[c].until == 0 {
             return;
         }
-        cpu.lazy = false;
         self.lazy_skip[c].until = 0;
+        let cpu = &mut self.cpus[c];
         debug_assert!(
             cpu.current == NONE
                 || self.lazy_skip[c].occ.to_bits()

@@ -819,8 +819,6 @@ struct LoadTerm {
     q: f64,
     /// The core CPI (SMT-inflated).
     cc: f64,
-    /// v2: the demand at the unloaded latency (for the traffic mix).
-    d0: f64,
 }
 
 #[derive(Clone, Debug, Default)]

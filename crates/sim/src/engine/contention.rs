@@ -348,7 +348,6 @@ impl Simulation {
     /// at every step.
     fn pack_bus(&mut self, b: usize, run: &[(u32, u32)]) {
         let line = self.spec.line_bytes as f64;
-        let (v2, l0) = (self.spec.model == Model::V2, self.l0_cycles);
         let bus = &mut self.buses[b];
         bus.pk.clear();
         for &(c, prof) in run {
@@ -362,9 +361,7 @@ impl Simulation {
                     self.scratch_apm[c as usize] * cpu.miss,
                     self.scratch_cc[c as usize],
                 );
-                // v2: its demand at the unloaded latency (`bus_demand` at `l0`, this term).
-                let d0 = if v2 { n / (cc + q * l0) } else { 0.0 };
-                bus.pk.push(LoadTerm { n, q, cc, d0 });
+                bus.pk.push(LoadTerm { n, q, cc });
             }
         }
     }
@@ -503,8 +500,18 @@ impl Simulation {
     /// and Newton's method from `L0` converges monotonically.
     fn solve_bus_v2(&mut self, b: usize, steps: usize) {
         let l0 = self.l0_cycles;
-        // Each task's unloaded demand (packed with its terms), and their sum.
-        let d0: f64 = self.buses[b].pk.iter().map(|t| t.d0).sum();
+        // Whether anything loads the bus at the unloaded latency: each task's unloaded demand,
+        // summed where the what-if below needs them (a division per term for every solve
+        // otherwise, bench-64 under v2), else the first positive one.
+        let loss = self.spec.v2.row_conflict_loss;
+        let pk = &self.buses[b].pk;
+        let d0: f64 = if loss > 0.0 {
+            pk.iter().map(|t| t.n / (t.cc + t.q * l0)).sum()
+        } else if pk.iter().any(|t| t.n / (t.cc + t.q * l0) > 0.0) {
+            1.0
+        } else {
+            0.0
+        };
         if d0 <= 0.0 {
             self.buses[b].latency_cycles = l0;
             self.buses[b].rho = 0.0;
@@ -517,11 +524,11 @@ impl Simulation {
         // interleaved streams losing DRAM row-buffer locality, the bandwidth falling with how
         // mixed the traffic is (Gini-Simpson index of the tasks' unloaded demands: 0 for one
         // stream, 1/2 for two equal ones).
-        let loss = self.spec.v2.row_conflict_loss;
         self.buses[b].bw_eff = if loss > 0.0 {
             let (mut sq, inv_d0) = (0.0, 1.0 / d0);
             for t in &self.buses[b].pk {
-                sq += (t.d0 * inv_d0) * (t.d0 * inv_d0);
+                let d = t.n / (t.cc + t.q * l0);
+                sq += (d * inv_d0) * (d * inv_d0);
             }
             let mixed = (1.0 - sq).clamp(0.0, 1.0);
             self.peak_bytes_per_cycle * (1.0 - loss * mixed)

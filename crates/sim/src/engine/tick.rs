@@ -29,6 +29,9 @@ impl Simulation {
                     self.latency_update(b);
                     self.latency_updates += 1;
                 }
+                if self.dirty_bus[b] || self.light_bus[b] || self.latency_bus[b] {
+                    self.relazy_bus(b);
+                }
                 self.dirty_bus[b] = false;
                 self.light_bus[b] = false;
                 self.latency_bus[b] = false;
@@ -465,20 +468,20 @@ impl Simulation {
                 && self.cpus[c].cpi == cpi
                 && self.cpus[c].miss == miss;
                 let lazy_ticks = if steady {
-                    (t.phase_left / tick_instr).floor() - 1.0
+                    lazy_ticks_left(t.phase_left / tick_instr)
                 } else {
-                    0.0
+                    0
                 };
                 let cpu = &mut self.cpus[c];
                 cpu.busy_ns_obs += used_ns;
                 cpu.cycles_obs += used_cycles;
                 cpu.instr_obs += tick_instr;
-                if lazy_ticks >= 1.0 {
+                if lazy_ticks >= 1 {
                     self.buses[bus].lazy_cpus += 1;
                     let cpu = &mut self.cpus[c];
                     cpu.lazy_from = pass + 1;
                     self.lazy_skip[c] = LazySkip {
-                        until: pass + 1 + lazy_ticks.min(1e15) as u64,
+                        until: pass + 1 + lazy_ticks,
                         occ: t.occ,
                         domain: cpu.domain,
                     };
@@ -721,9 +724,10 @@ const OPTIMISM_TOL: f64 = 0.5;
 const WARM_TIME_TOL: f64 = 1e-1;
 const WARM_TIME_ITERS: usize = 4;
 
-/// Passes since its bus's last update before a steady CPU retires lazily: a bus updated
-/// every other tick or so (context switches spread over its CPUs) would flush it at once, and
-/// a flush costs about what retiring the tick eagerly does.
+/// Passes since its bus's last update before a steady CPU enters the lazy retire from an
+/// eager tick: a bus updated every other tick or so (context switches spread over its CPUs)
+/// would flush it at once, and a flush costs about what retiring the tick eagerly does. (On the
+/// v2 fast path the CPUs already steady at an update are re-armed there, `relazy_bus`.)
 const LAZY_QUIET_PASSES: u64 = 2;
 
 impl Simulation {
@@ -781,6 +785,83 @@ impl Simulation {
         }
     }
 
+    /// v2 fast path, after an update of bus `b` (its CPUs flushed): every CPU whose task stays
+    /// steady at the new rates (full, at its target, no phase end near) retires lazily from
+    /// this pass on, with the amounts its eager tick would retire, instead of running eager
+    /// ticks first. An update changes a steady task's rates, not whether it is steady, unless
+    /// its share grew past what it holds; a bus of 16 CPUs under v2 is updated about every
+    /// other tick, so without this most of its CPUs ran eagerly (bench-64: 36 of 51 eager
+    /// CPU-ticks a tick were steady CPUs waiting out `LAZY_QUIET_PASSES`; docs/sim.md,
+    /// "Session 25").
+    ///
+    /// Exactly what the eager tick does for such a task (tick.rs above), in the same
+    /// arithmetic: the retire at `cyc / cpi` inside one phase, the occupancy following a share
+    /// that shrank, the fill of the tick as its headroom.
+    pub(super) fn relazy_bus(&mut self, b: usize) {
+        // v1's buses are quiet for several ticks at a time: its CPUs reach the lazy retire on
+        // their own, and re-entering it at each update cost v1 more than it saved (bench-64:
+        // 40 -> 33 M core-ticks/s).
+        if !self.v2_fast() || !self.lazy_retire {
+            return;
+        }
+        let pass = self.tick_passes;
+        let cyc = self.cycles_per_tick;
+        for k in 0..self.buses[b].cpus.len() {
+            let c = self.buses[b].cpus[k] as usize;
+            let cur = self.cpus[c].current;
+            if cur == NONE || self.lazy_skip[c].until != 0 {
+                continue;
+            }
+            let (cpi, miss, share) = (self.cpus[c].cpi, self.cpus[c].miss, self.cpus[c].share);
+            let t = &mut self.tasks[cur as usize];
+            if !t.full || t.state != State::Running {
+                continue;
+            }
+            let p = &self.profs[t.prof as usize];
+            let target = if self.footprint_sharing {
+                share
+            } else {
+                share.min(p.saturation_bytes)
+            };
+            // A share above what it holds: the eager tick grows it.
+            let at_target = t.occ >= target;
+            if !at_target {
+                continue;
+            }
+            let instr = cyc / cpi;
+            // A phase that ends in this pass or the next ones: the eager tick crosses it.
+            let inside = instr > 0.0 && instr < t.phase_left;
+            if !inside {
+                continue;
+            }
+            let lazy_ticks = lazy_ticks_left((t.phase_left - instr) / instr);
+            if lazy_ticks < 1 {
+                continue;
+            }
+            let refs = instr * p.api;
+            let misses = refs * miss;
+            t.occ = t.occ.min(share);
+            t.fill_bytes = misses * p.fill_line_bytes;
+            let lazy_tick = LazyTick {
+                instr,
+                fp: instr * p.fp,
+                refs,
+                misses,
+                transfers: misses * p.lines_per_miss,
+            };
+            let occ = t.occ;
+            let cpu = &mut self.cpus[c];
+            cpu.lazy_from = pass;
+            cpu.lazy_tick = lazy_tick;
+            self.lazy_skip[c] = LazySkip {
+                until: pass + 1 + lazy_ticks,
+                occ,
+                domain: cpu.domain,
+            };
+            self.buses[b].lazy_cpus += 1;
+        }
+    }
+
     /// `flush_cpu` for every CPU: before counters are read from outside the tick. Bus by bus,
     /// skipping buses without a lazy CPU: a call per CPU was most of a solo run's time on a
     /// large machine (bench-1024: a server's solo reference ran a tick and then this over
@@ -818,6 +899,19 @@ fn phase_rates(
     }
     let m_new = new.miss_ratio(held);
     Some((cc_new * (cc / cc_old) + apm_new * m_new * lat, m_new))
+}
+
+/// Passes a steady CPU may retire lazily with `ticks` more of its ticks left in its phase:
+/// `floor(ticks) - 1` (one kept clear of the phase's end), at most 10^15, 0 for anything
+/// below 2 or not a number. A conversion instead of `f64::floor`, which without SSE 4.1 is a
+/// library call on every steady tick.
+#[inline]
+fn lazy_ticks_left(ticks: f64) -> u64 {
+    if ticks >= 2.0 {
+        (ticks.min(1e15 + 1.0) as u64) - 1
+    } else {
+        0
+    }
 }
 
 /// A new process starts cold: none of the cache lines the finished program brought in hold its

@@ -351,6 +351,34 @@ fn a_task_that_never_starts_or_has_no_name_is_refused() {
     assert_eq!(sc.validate().unwrap_err().path, "task[0].name");
 }
 
+/// A start between two ticks is refused, in a file and built in code: the engine admits a task
+/// at a tick, so it would have started later than written while its progress was reckoned from
+/// the time written (physics probe, session 25: gzip alone from 1 ms at 2 ms ticks reported
+/// progress 0.947; and a start in the last tick's middle ran nothing).
+#[test]
+fn a_start_between_two_ticks_is_refused() {
+    let ticked = GOOD.replace("duration_ms = 100", "duration_ms = 20\ntick_us = 2000");
+    for (start, line) in [(1, 9), (19, 9)] {
+        let src = ticked.replace("cpus = \"0\"", &format!("cpus = \"0\"\nstart_ms = {start}"));
+        let e = load(&src).unwrap_err();
+        assert_eq!((e.line, e.path.as_str()), (line, "task[0].start_ms"), "{e}");
+        assert!(e.message.contains("not a whole number of ticks"), "{e}");
+        assert!(
+            e.message.contains(&format!("{} us", (start + 1) * 1000)),
+            "{e}"
+        );
+    }
+    for start in [0, 2, 18] {
+        let src = ticked.replace("cpus = \"0\"", &format!("cpus = \"0\"\nstart_ms = {start}"));
+        assert!(load(&src).is_ok(), "start_ms {start}");
+    }
+    let mut sc = load(&ticked).unwrap();
+    sc.tasks[0].start_ms = 3;
+    let e = sc.validate().unwrap_err();
+    assert_eq!(e.path, "task[0].start_ms", "{e}");
+    assert!(e.message.contains("not a whole number of ticks"), "{e}");
+}
+
 /// A table header that is not closed is named as written, not mangled (`[[tasks]` was reported
 /// as `tasks][0]`).
 #[test]

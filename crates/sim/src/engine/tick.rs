@@ -143,6 +143,9 @@ impl Simulation {
                 let mut misses = 0.0;
                 let mut transfers = 0.0;
                 let mut crossed = false;
+                // Whether this tick's misses followed the fill curve (a warming tick): they are
+                // not the amounts of a steady tick, even one that ends full.
+                let mut warmed = false;
                 // The tick's misses before a new program started in it: those lines belong to the
                 // finished program, not to the new one's occupancy (review, session 14).
                 let mut misses_before_new = 0.0;
@@ -231,6 +234,7 @@ impl Simulation {
                     share.min(p.saturation_bytes)
                 };
                 if !crossed && !t.full && t.occ < target * (1.0 - 1e-9) {
+                    warmed = true;
                     // Within one phase a warming task's misses follow its fill curve, so they do
                     // not depend on how many instructions a tick holds (`FillTable`). A tick that
                     // crosses a phase runs its rest at the new phase's ratio (`phase_rates`; the bus is re-solved).
@@ -456,7 +460,9 @@ impl Simulation {
                 // A bus already marked for an update (a phase ended in this tick, a local step
                 // drifted too far) would flush it at the next tick: not worth entering.
                 let steady = lazy_ok
-                && pass >= self.buses[bus].updated_pass + LAZY_QUIET_PASSES
+                && (v2_fast || pass >= self.buses[bus].updated_pass + LAZY_QUIET_PASSES)
+                // (On the v2 fast path, where this entry comes right after updates too, the
+                // exactness test `lazy_retire_matches_retiring_every_tick` found `warmed` below.)
                 && !self.dirty_bus[bus]
                 && !self.light_bus[bus]
                 && t.full
@@ -464,6 +470,11 @@ impl Simulation {
                 && t.occ >= target
                 && t.occ <= share
                 && tick_instr > 0.0
+                // A warming tick's misses came from the fill curve, not `refs x miss`: a task
+                // whose miss ratio stays where it was as it fills up (a working set that fits:
+                // its curve at the floor) ended full at unchanged rates, and the lazy retire
+                // repeated that tick's misses (1.4e-6 off the eager path's; session 25).
+                && !warmed
                 // A local warm-up step in this tick moved its rates for the next one.
                 && self.cpus[c].cpi == cpi
                 && self.cpus[c].miss == miss;
@@ -724,10 +735,11 @@ const OPTIMISM_TOL: f64 = 0.5;
 const WARM_TIME_TOL: f64 = 1e-1;
 const WARM_TIME_ITERS: usize = 4;
 
-/// Passes since its bus's last update before a steady CPU enters the lazy retire from an
+/// v1: passes since its bus's last update before a steady CPU enters the lazy retire from an
 /// eager tick: a bus updated every other tick or so (context switches spread over its CPUs)
-/// would flush it at once, and a flush costs about what retiring the tick eagerly does. (On the
-/// v2 fast path the CPUs already steady at an update are re-armed there, `relazy_bus`.)
+/// would flush it at once, and a flush costs about what retiring the tick eagerly does. The
+/// v2 fast path does not wait: its CPUs already steady at an update are re-armed there
+/// (`relazy_bus`), and the flush of one entered from an eager tick is as cheap.
 const LAZY_QUIET_PASSES: u64 = 2;
 
 impl Simulation {

@@ -50,8 +50,8 @@ pub struct AgentArgs {
     #[arg(long)]
     foreign_cpus: Option<f64>,
     /// Where to run: `host` (this machine) or `sim:SCENARIO` (a scenario TOML file run by the
-    /// simulator in real time: one simulated interval per wall interval; nothing on the host
-    /// changes and no journal is used).
+    /// simulator in real time: one simulated interval per wall interval, until the scenario's
+    /// duration is over; nothing on the host changes and no journal is used).
     #[arg(long, default_value = "host")]
     source: String,
     /// `--source sim:...` only: the simulator's seed (default 1). Refused with the host source,
@@ -317,7 +317,9 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     };
 
     if let Some(scenario) = &sim {
-        let mut sim = counterpoint_sim::Simulation::new(scenario, seed)
+        // Bounded by the scenario's duration: the loop ends with `all_finished` when it is over
+        // (or every task is done), as `simulate` does.
+        let mut sim = counterpoint_sim::Bounded::new(scenario, seed)
             .with_context(|| format!("--source {}", args.source))?;
         let out = agent::run_on_machine(
             &mut sim,

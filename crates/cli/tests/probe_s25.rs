@@ -1,0 +1,81 @@
+//! Fixes of session 25's CLI probe. No test asserts a duration or a speed: a child that does
+//! not end is killed after a generous hang guard and the test fails saying so.
+
+mod common;
+
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Waits for `child` at most `secs` seconds; `None` (after killing it) when it is still running.
+fn wait_or_kill(child: &mut common::Kill, secs: u64) -> Option<ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.0.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.0.kill();
+            let _ = child.0.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `agent --source sim:` ran the scenario's simulation for as long as it was left running: a
+/// scenario of `duration_ms = 200` at `--interval 10ms` was still running after 500 intervals.
+/// It ends now with the scenario (20 intervals here), as `simulate` does, saying so.
+#[test]
+fn agent_on_a_simulated_source_ends_with_its_scenario() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = dir.path().join("short.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"short\"\nmachine = \"zhang-smp\"\nduration_ms = 200\nepoch_ms = 100\n\
+         [[task]]\nprogram = \"gzip\"\n",
+    )
+    .expect("write scenario");
+    let source = format!("sim:{}", scenario.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_counterpoint"))
+        .args([
+            "agent",
+            "--policy",
+            "spread",
+            "--log-json",
+            "--interval",
+            "10ms",
+        ])
+        .args(["--source", &source])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn agent");
+    let mut child = common::Kill(child);
+    // 20 intervals of 10 ms: a minute is a hang, not a slow machine.
+    let status = wait_or_kill(&mut child, 60);
+    let mut log = String::new();
+    use std::io::Read as _;
+    if let Some(mut err) = child.0.stderr.take() {
+        err.read_to_string(&mut log).expect("read log");
+    }
+    let status = status.unwrap_or_else(|| {
+        panic!("agent on a 200 ms scenario still running after 60 s; log:\n{log}")
+    });
+    assert!(status.success(), "{status:?}; log:\n{log}");
+    let finished: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "machine_finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "one machine_finished line; log:\n{log}");
+    assert_eq!(
+        finished[0]["intervals"], 20,
+        "200 ms in 10 ms intervals; log:\n{log}"
+    );
+    assert!(
+        log.lines()
+            .last()
+            .is_some_and(|l| l.contains("\"stopped\"")),
+        "the stop line last; log:\n{log}"
+    );
+}

@@ -79,3 +79,49 @@ fn agent_on_a_simulated_source_ends_with_its_scenario() {
         "the stop line last; log:\n{log}"
     );
 }
+
+/// `agent --restore-only` restores every thread its journal records; the options of a run were
+/// accepted with it and ignored, so `--restore-only --targets pid:N` read as "restore only N"
+/// and restored everything. They are refused now, before the journal is touched.
+#[test]
+fn restore_only_refuses_the_options_of_a_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("agent.journal");
+    let journal = journal.to_str().expect("utf8");
+    for extra in [
+        &["--targets", "pid:1"][..],
+        &["--policy", "spread"],
+        &["--interval", "5s"],
+        &["--dry-run"],
+        &["--max-intervals", "3"],
+        &["--hungry-cpus", "0.7"],
+        &["--direct"],
+    ] {
+        let mut args = vec!["agent", "--restore-only", "--journal", journal];
+        args.extend_from_slice(extra);
+        let o = common::run(&args);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains("--restore-only") && err.contains(extra[0]),
+            "{extra:?}: {err}"
+        );
+    }
+    assert!(
+        !std::path::Path::new(journal).exists(),
+        "a refused --restore-only created its journal"
+    );
+    // With only the journal (and --log-json) it runs: a missing journal is its own refusal.
+    let o = common::run(&[
+        "agent",
+        "--restore-only",
+        "--log-json",
+        "--journal",
+        journal,
+    ]);
+    assert!(
+        common::stderr(&o).contains("does not exist"),
+        "{}",
+        common::stderr(&o)
+    );
+}

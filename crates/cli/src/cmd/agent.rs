@@ -38,8 +38,13 @@ pub struct AgentArgs {
     #[arg(long)]
     log_json: bool,
     /// Restore what the journal records and exit. The journal must exist: a missing one is
-    /// refused (exit 2), never created.
-    #[arg(long)]
+    /// refused (exit 2), never created. It restores every thread the journal records: the
+    /// options of a run (--policy, --targets, --interval, ...) are refused with it, not ignored.
+    #[arg(long, conflicts_with_all = [
+        "policy", "interval", "dry_run", "targets", "min_residency", "hungry_cpus",
+        "foreign_cpus", "max_intervals", "masa_calibration", "daemon", "direct",
+        "read_every_thread", "heatmap_period_us", "syscalls",
+    ])]
     restore_only: bool,
     /// `spread` only: CPUs used (task-clock / wall time) from which a task counts as hungry
     /// (default 0.5; above 0).

@@ -320,6 +320,16 @@ impl Policy {
                 format!("a burst of {} requests: must be at least 1", p.rate_burst),
             ));
         }
+        // An empty path was opened as "" (`audit log : No such file or directory`).
+        if p.audit_log
+            .as_ref()
+            .is_some_and(|a| a.as_os_str().is_empty())
+        {
+            return Err(bad(
+                "audit_log",
+                "an empty path (leave audit_log out for no audit log)".into(),
+            ));
+        }
         for (i, g) in p.grants.iter().enumerate() {
             if g.uid.is_none() == g.gid.is_none() {
                 let which = if g.uid.is_some() {
@@ -728,6 +738,17 @@ mod tests {
             e.to_string()
                 .starts_with("policy p.toml: line 1 (grant): grant 1 of 1 names both uid and gid"),
             "{e}"
+        );
+    }
+
+    /// `audit_log = ""` was opened as the path "" (`audit log : No such file or directory`).
+    #[test]
+    fn an_empty_audit_log_path_is_named_with_its_line() {
+        let e = Policy::parse("\naudit_log = \"\"\n", Path::new("p.toml")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "policy p.toml: line 2 (audit_log): an empty path (leave audit_log out for no audit \
+             log)"
         );
     }
 

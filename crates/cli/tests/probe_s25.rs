@@ -125,3 +125,16 @@ fn restore_only_refuses_the_options_of_a_run() {
         common::stderr(&o)
     );
 }
+
+/// `--source sim:` without a file was read as the scenario "" and refused as `--source sim:: :
+/// cannot read: No such file or directory`; it names what is missing now.
+#[test]
+fn a_simulated_source_without_a_file_says_so() {
+    let o = common::run(&["agent", "--policy", "spread", "--source", "sim:"]);
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no scenario file after `sim:`") && !err.contains("cannot read"),
+        "{err}"
+    );
+}

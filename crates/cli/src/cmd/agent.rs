@@ -155,6 +155,17 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
             args.source
         );
     }
+    // `sim:` alone was read as the scenario file "" (`--source sim:: : cannot read`).
+    if args
+        .source
+        .strip_prefix("sim:")
+        .is_some_and(|p| p.trim().is_empty())
+    {
+        bail!(
+            "--source {:?}: no scenario file after `sim:` (e.g. sim:scenarios/zhang-spec.toml)",
+            args.source
+        );
+    }
     // A seed only seeds the simulator: with the host source it would be ignored.
     if let (Some(seed), false) = (args.seed, args.source.starts_with("sim:")) {
         bail!(

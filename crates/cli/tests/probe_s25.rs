@@ -138,3 +138,35 @@ fn a_simulated_source_without_a_file_says_so() {
         "{err}"
     );
 }
+
+/// A negative number given to an option that takes a number was refused by clap as
+/// "unexpected argument '-1' found", which names neither the option nor what it takes; it is
+/// the option's value now, refused by its own parser with its range.
+#[test]
+fn a_negative_number_is_refused_by_its_options_parser() {
+    for (args, option) in [
+        (
+            &["burn", "--kind", "int", "--seconds", "-1"][..],
+            "--seconds",
+        ),
+        (
+            &["agent", "--policy", "spread", "--hungry-cpus", "-0.5"],
+            "--hungry-cpus",
+        ),
+        (&["experiment", "zhang-spec", "--seeds", "-1"], "--seeds"),
+        (&["top", "--once", "--rows", "-3"], "--rows"),
+    ] {
+        let o = common::run(args);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("invalid value '-") && err.contains(option),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+    // A command's own arguments after `--` are untouched.
+    let o = common::run(&["stat", "-x,", "-e", "task-clock", "--", "echo", "-1"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1\n");
+}

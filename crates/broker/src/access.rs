@@ -308,13 +308,13 @@ impl Policy {
         }
         // Each bound names its own field: a bad `rate_burst` was reported as `rate_per_s`,
         // without a line.
-        if !(p.rate_per_s > 0.0) {
+        if p.rate_per_s.is_nan() || p.rate_per_s <= 0.0 {
             return Err(bad(
                 "rate_per_s",
                 format!("{} requests per second: must be above 0", p.rate_per_s),
             ));
         }
-        if !(p.rate_burst >= 1.0) {
+        if p.rate_burst.is_nan() || p.rate_burst < 1.0 {
             return Err(bad(
                 "rate_burst",
                 format!("a burst of {} requests: must be at least 1", p.rate_burst),

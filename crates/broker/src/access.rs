@@ -203,6 +203,21 @@ fn line_setting(text: &str, key: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
+/// The line of the `index`-th `[[grant]]` header of `text` (0-based index, 1-based line), when
+/// the grants are written as headers (not as an inline `grant = [...]`).
+fn grant_line(text: &str, index: usize) -> Option<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.trim()
+                .strip_prefix("[[")
+                .and_then(|r| r.split_once("]]"))
+                .is_some_and(|(name, _)| name.trim() == "grant")
+        })
+        .nth(index)
+        .map(|(i, _)| i + 1)
+}
+
 /// The fastest subscription a policy may allow, in ms. At 0 a subscriber was pushed to as fast
 /// as the pusher could loop (about 4800 times a second here), a load no policy means to allow.
 pub const MIN_INTERVAL_FLOOR_MS: u64 = 1;
@@ -291,18 +306,48 @@ impl Policy {
                 ),
             ));
         }
-        if !(p.rate_per_s > 0.0 && p.rate_burst >= 1.0) {
+        // Each bound names its own field: a bad `rate_burst` was reported as `rate_per_s`,
+        // without a line.
+        if p.rate_per_s.is_nan() || p.rate_per_s <= 0.0 {
             return Err(bad(
                 "rate_per_s",
-                "rate_per_s must be > 0 and rate_burst >= 1".into(),
+                format!("{} requests per second: must be above 0", p.rate_per_s),
             ));
         }
-        for g in &p.grants {
+        if p.rate_burst.is_nan() || p.rate_burst < 1.0 {
+            return Err(bad(
+                "rate_burst",
+                format!("a burst of {} requests: must be at least 1", p.rate_burst),
+            ));
+        }
+        // An empty path was opened as "" (`audit log : No such file or directory`).
+        if p.audit_log
+            .as_ref()
+            .is_some_and(|a| a.as_os_str().is_empty())
+        {
+            return Err(bad(
+                "audit_log",
+                "an empty path (leave audit_log out for no audit log)".into(),
+            ));
+        }
+        for (i, g) in p.grants.iter().enumerate() {
             if g.uid.is_none() == g.gid.is_none() {
-                return Err(bad(
-                    "grant",
-                    "each [[grant]] names exactly one of uid, gid".into(),
-                ));
+                let which = if g.uid.is_some() {
+                    "both uid and gid"
+                } else {
+                    "neither uid nor gid"
+                };
+                return Err(PolicyError::Invalid {
+                    path: path.to_path_buf(),
+                    line: grant_line(text, i).or_else(|| line_setting(text, "grant")),
+                    field: "grant",
+                    message: format!(
+                        "grant {} of {} names {which}: each [[grant]] names exactly one of \
+                         uid, gid",
+                        i + 1,
+                        p.grants.len()
+                    ),
+                });
             }
         }
         Ok(p)
@@ -662,6 +707,49 @@ mod tests {
         assert!(e.to_string().contains("reserved_system_share"), "{e}");
         let e = Policy::parse("[[grant]]\nallow = []", Path::new("p.toml")).unwrap_err();
         assert!(e.to_string().contains("grant"), "{e}");
+    }
+
+    /// A burst below 1 was reported as `rate_per_s` without a line, and a `[[grant]]` without
+    /// (or with both) uid and gid without saying which grant or where (CLI probe, session 25).
+    #[test]
+    fn a_bad_burst_or_grant_is_named_with_its_line() {
+        let text = "rate_per_s = 50\nrate_burst = 0\n";
+        let e = Policy::parse(text, Path::new("p.toml")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "policy p.toml: line 2 (rate_burst): a burst of 0 requests: must be at least 1"
+        );
+        let e = Policy::parse("rate_per_s = -3\n", Path::new("p.toml")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "policy p.toml: line 1 (rate_per_s): -3 requests per second: must be above 0"
+        );
+        let text = "[[grant]]\nuid = 5\nallow = [\"system-wide\"]\n\n[[grant]]\n\
+                    allow = [\"system-wide\"]\n";
+        let e = Policy::parse(text, Path::new("p.toml")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "policy p.toml: line 5 (grant): grant 2 of 2 names neither uid nor gid: each \
+             [[grant]] names exactly one of uid, gid"
+        );
+        let text = "[[grant]]\nuid = 5\ngid = 6\nallow = []\n";
+        let e = Policy::parse(text, Path::new("p.toml")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("policy p.toml: line 1 (grant): grant 1 of 1 names both uid and gid"),
+            "{e}"
+        );
+    }
+
+    /// `audit_log = ""` was opened as the path "" (`audit log : No such file or directory`).
+    #[test]
+    fn an_empty_audit_log_path_is_named_with_its_line() {
+        let e = Policy::parse("\naudit_log = \"\"\n", Path::new("p.toml")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "policy p.toml: line 2 (audit_log): an empty path (leave audit_log out for no audit \
+             log)"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 mod cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -99,9 +99,16 @@ fn default_sigpipe_unless_agent_or_stat() {
     }
 }
 
+/// The command line's grammar. A negative number after an option that takes a value
+/// (`burn --seconds -1`, `agent --hungry-cpus -0.5`) is that option's value, refused by its own
+/// parser with the range it takes, rather than clap's "unexpected argument '-1' found".
+fn cli_command() -> clap::Command {
+    Cli::command().mut_subcommands(|s| s.allow_negative_numbers(true))
+}
+
 fn main() -> ExitCode {
     default_sigpipe_unless_agent_or_stat();
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&cli_command().get_matches()).unwrap_or_else(|e| e.exit());
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Metrics(args) => cmd::metrics::run(args),
         Command::Bench(args) => cmd::bench::run(args),

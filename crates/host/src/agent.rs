@@ -1007,8 +1007,17 @@ pub fn run_on_machine<M: Machine>(
         "agent started on a simulated machine",
         &fields,
     );
-    run_loop(machine, policy, cfg, log, &|_| false, &mut |_, _| Ok(()))
+    let report = run_loop(machine, policy, cfg, log, &|_| false, &mut |_, _| Ok(()))
         .map_err(|e| AgentError::Machine(Box::new(e)))?;
+    // A simulated machine finishes when its scenario's duration is over.
+    if report.stop == StopReason::MachineFinished {
+        log.emit(
+            Level::Info,
+            "machine_finished",
+            "the simulated machine reached the end of its scenario's duration",
+            &[("intervals", json!(report.intervals))],
+        );
+    }
     let signal = signals::received();
     log.emit(
         Level::Info,

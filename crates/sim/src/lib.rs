@@ -58,7 +58,7 @@ pub use catalog::Catalog;
 pub use engine::{Counters, Simulation};
 pub use run::{
     drive, pair_throughput, run, run_with, run_with_progress, solo_counters,
-    solo_cpi_and_memory_share, RunOptions, RunResult, Series, TaskResult, TaskSeries,
+    solo_cpi_and_memory_share, Bounded, RunOptions, RunResult, Series, TaskResult, TaskSeries,
 };
 pub use scenario::{Scenario, ScenarioBuilder, ScenarioError, TaskSpec, Workload};
 pub use spec::{

@@ -386,11 +386,26 @@ impl Machine for Recorded<'_, '_> {
     }
 }
 
-/// The simulation bounded by the scenario's duration, as the driver sees it (no series).
-struct Bounded<'a, 'k> {
+/// The simulation bounded by the scenario's duration, as the driver sees it (no series): it
+/// is [`finished`](Machine::finished) once the duration is over or every task is done, and its
+/// last interval is cut at the end of the duration. A bare [`Simulation`] runs on for as long
+/// as it is advanced: what `agent --source sim:` ran (it never ended).
+pub struct Bounded<'a, 'k> {
     sim: Simulation,
     pick: Option<&'a mut (dyn PickNext + 'k)>,
     total_ns: u64,
+}
+
+impl Bounded<'static, 'static> {
+    /// The scenario's simulation with `seed`, bounded by its `duration_ms`, without a pick-next
+    /// hook.
+    pub fn new(scenario: &Scenario, seed: u64) -> Result<Self, SimError> {
+        Ok(Bounded {
+            sim: Simulation::new(scenario, seed)?,
+            pick: None,
+            total_ns: scenario.duration_ms * 1_000_000,
+        })
+    }
 }
 
 impl Machine for Bounded<'_, '_> {

@@ -38,8 +38,13 @@ pub struct AgentArgs {
     #[arg(long)]
     log_json: bool,
     /// Restore what the journal records and exit. The journal must exist: a missing one is
-    /// refused (exit 2), never created.
-    #[arg(long)]
+    /// refused (exit 2), never created. It restores every thread the journal records: the
+    /// options of a run (--policy, --targets, --interval, ...) are refused with it, not ignored.
+    #[arg(long, conflicts_with_all = [
+        "policy", "interval", "dry_run", "targets", "min_residency", "hungry_cpus",
+        "foreign_cpus", "max_intervals", "masa_calibration", "daemon", "direct",
+        "read_every_thread", "heatmap_period_us", "syscalls",
+    ])]
     restore_only: bool,
     /// `spread` only: CPUs used (task-clock / wall time) from which a task counts as hungry
     /// (default 0.5; above 0).
@@ -50,8 +55,8 @@ pub struct AgentArgs {
     #[arg(long)]
     foreign_cpus: Option<f64>,
     /// Where to run: `host` (this machine) or `sim:SCENARIO` (a scenario TOML file run by the
-    /// simulator in real time: one simulated interval per wall interval; nothing on the host
-    /// changes and no journal is used).
+    /// simulator in real time: one simulated interval per wall interval, until the scenario's
+    /// duration is over; nothing on the host changes and no journal is used).
     #[arg(long, default_value = "host")]
     source: String,
     /// `--source sim:...` only: the simulator's seed (default 1). Refused with the host source,
@@ -147,6 +152,17 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     if args.source != "host" && !args.source.starts_with("sim:") {
         bail!(
             "--source {:?}: expected host or sim:SCENARIO.toml",
+            args.source
+        );
+    }
+    // `sim:` alone was read as the scenario file "" (`--source sim:: : cannot read`).
+    if args
+        .source
+        .strip_prefix("sim:")
+        .is_some_and(|p| p.trim().is_empty())
+    {
+        bail!(
+            "--source {:?}: no scenario file after `sim:` (e.g. sim:scenarios/zhang-spec.toml)",
             args.source
         );
     }
@@ -317,7 +333,9 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     };
 
     if let Some(scenario) = &sim {
-        let mut sim = counterpoint_sim::Simulation::new(scenario, seed)
+        // Bounded by the scenario's duration: the loop ends with `all_finished` when it is over
+        // (or every task is done), as `simulate` does.
+        let mut sim = counterpoint_sim::Bounded::new(scenario, seed)
             .with_context(|| format!("--source {}", args.source))?;
         let out = agent::run_on_machine(
             &mut sim,

@@ -394,6 +394,30 @@ mod tests {
         assert!(doc["tasks"][1]["context_switches_per_s"].is_null(), "{doc}");
     }
 
+    /// A task new in the interval (not counted, CNT% 0) was said to have been multiplexed,
+    /// even on a host without hardware counters (CLI probe, session 25): only a task counted
+    /// over part of the interval calls for that note; one not counted gets its own.
+    #[test]
+    fn a_task_not_counted_is_not_called_multiplexed() {
+        use render::{count_notes, MULTIPLEXED_NOTE, NOT_COUNTED_NOTE};
+        let counted = row(1, "a", 10.0, None);
+        let mut new = row(2, "b", 0.0, None);
+        new.counted = false;
+        new.counted_fraction = 0.0;
+        let mut half = row(3, "c", 5.0, None);
+        half.counted_fraction = 0.5;
+        assert!(count_notes(std::slice::from_ref(&counted)).is_empty());
+        assert_eq!(
+            count_notes(&[counted.clone(), new.clone()]),
+            [NOT_COUNTED_NOTE]
+        );
+        assert_eq!(count_notes(&[counted, half.clone()]), [MULTIPLEXED_NOTE]);
+        assert_eq!(
+            count_notes(&[new, half]),
+            [MULTIPLEXED_NOTE, NOT_COUNTED_NOTE]
+        );
+    }
+
     #[test]
     fn coverage_is_shown_as_a_percentage() {
         assert_eq!(counted_cell(1.0), "100");

@@ -37,6 +37,25 @@ pub(super) const NO_PMU_NOTE: &str = "IPC, LLC MPKI, MEM BW: n/a (no PMU): this 
 pub(super) const MULTIPLEXED_NOTE: &str = "CNT% < 100: hardware counters were multiplexed; \
      their values are scaled by enabled/running time, CNT% is the share of the interval counted";
 
+/// Said whenever a shown task was not counted over the interval at all (CNT% 0, `-`): nothing
+/// was multiplexed, its counters did not run over the whole interval.
+pub(super) const NOT_COUNTED_NOTE: &str = "CNT% 0, \"-\": not counted over this interval (a task \
+     new since the last refresh, or whose counters were reopened); counted from the next one";
+
+/// The notes the shown rows call for: multiplexing only for a task that was counted over part
+/// of the interval; a task not counted at all was not multiplexed (a new process was said to be,
+/// on a host with no hardware counter at all; CLI probe, session 25).
+pub(super) fn count_notes(shown: &[super::model::Row]) -> Vec<&'static str> {
+    let mut notes = Vec::new();
+    if shown.iter().any(|r| r.counted && r.counted_fraction < 1.0) {
+        notes.push(MULTIPLEXED_NOTE);
+    }
+    if shown.iter().any(|r| !r.counted) {
+        notes.push(NOT_COUNTED_NOTE);
+    }
+    notes
+}
+
 /// A value of the task's software counters: "-" when they did not count over the interval.
 fn counted_num(r: &super::model::Row, v: f64) -> String {
     if r.counted {
@@ -121,8 +140,8 @@ pub(super) fn print_text(
     if !s.pmu {
         outln!("{NO_PMU_NOTE}")?;
     }
-    if s.rows.iter().take(rows).any(|r| r.counted_fraction < 1.0) {
-        outln!("{MULTIPLEXED_NOTE}")?;
+    for note in count_notes(&s.rows[..rows.min(s.rows.len())]) {
+        outln!("{note}")?;
     }
     // Without a PMU the three hardware columns would read n/a on every row: hidden (the note
     // above says why once).
@@ -445,6 +464,8 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
             Line::from(format!("without one they are {NO_PMU} and hidden.")),
             Line::from("CNT% < 100: multiplexed hardware counters,"),
             Line::from("values scaled by enabled/running time."),
+            Line::from("CNT% 0, \"-\": not counted over this interval"),
+            Line::from("(a new task, or counters reopened)."),
         ];
         f.render_widget(Clear, popup);
         f.render_widget(

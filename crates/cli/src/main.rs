@@ -103,7 +103,12 @@ fn default_sigpipe_unless_agent_or_stat() {
 /// (`burn --seconds -1`, `agent --hungry-cpus -0.5`) is that option's value, refused by its own
 /// parser with the range it takes, rather than clap's "unexpected argument '-1' found".
 fn cli_command() -> clap::Command {
-    Cli::command().mut_subcommands(|s| s.allow_negative_numbers(true))
+    negative_numbers_as_values(Cli::command())
+}
+
+/// `allow_negative_numbers` on every subcommand, nested ones too (`bench sim --repeat -1`).
+fn negative_numbers_as_values(c: clap::Command) -> clap::Command {
+    c.mut_subcommands(|s| negative_numbers_as_values(s.allow_negative_numbers(true)))
 }
 
 fn main() -> ExitCode {

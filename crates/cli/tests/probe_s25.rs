@@ -155,6 +155,8 @@ fn a_negative_number_is_refused_by_its_options_parser() {
         ),
         (&["experiment", "zhang-spec", "--seeds", "-1"], "--seeds"),
         (&["top", "--once", "--rows", "-3"], "--rows"),
+        // A nested subcommand too.
+        (&["bench", "sim", "--repeat", "-1"], "--repeat"),
     ] {
         let o = common::run(args);
         let err = common::stderr(&o);

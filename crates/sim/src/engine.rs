@@ -3,10 +3,11 @@
 //! State is kept in flat vectors indexed by CPU, task, LLC domain and bus; the per-tick loop
 //! allocates nothing and uses no hash maps. The contention model is re-solved only when
 //! something changed (a context switch, a phase change, the end of a burst of warm-ups); a
-//! warm-up step in between takes one fixed-point iteration (a light update); otherwise a tick
-//! just retires instructions at the rates of the last solution. Under v2 (off the reference
-//! path) a warm-up step moves only the warming task's own rates, and its bus is touched when
-//! the rates have drifted by more than a bound. docs/sim.md, "Speed and scaling".
+//! warm-up step in between moves the warming task's own rates (a local step) and, once its
+//! miss ratio (v1) or the bus's rates (v2) have moved by more than a bound, takes one
+//! fixed-point iteration (a light update); otherwise a tick just retires instructions at the
+//! rates of the last solution. The reference path re-solves at every step. docs/sim.md,
+//! "Speed and scaling" and "Limits".
 
 use crate::scenario::{Scenario, Workload};
 use crate::spec::{MachineSpec, MemoryKind, MissCurve, Model, Profile, SchedParams};
@@ -727,6 +728,10 @@ struct Cpu {
     // Solved rates for the running task.
     cpi: f64,
     miss: f64,
+    /// v1: the miss ratio the bus's last solve or light update gave (`miss` moves in between
+    /// with a warming task's local steps; a light update is due when the ratio has moved 0.5 %
+    /// from this one).
+    miss_solved: f64,
     share: f64,
     /// The task whose rates the last solve computed (its share seeds the next solve).
     solved_task: u32,
@@ -1052,6 +1057,7 @@ impl Simulation {
                 memo_held: 0.0,
                 memo_miss: 1.0,
                 miss: 0.0,
+                miss_solved: 0.0,
                 share: 0.0,
                 ipc: 0.0,
                 touch_rate: 0.0,

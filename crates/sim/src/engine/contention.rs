@@ -241,6 +241,7 @@ impl Simulation {
             let cpi = self.scratch_cc[c] + self.scratch_apm[c] * self.cpus[c].miss * lat;
             self.cpus[c].cpi = cpi;
             self.cpus[c].ipc = 1.0 / cpi;
+            self.cpus[c].miss_solved = self.cpus[c].miss;
         }
         self.scratch_run = run;
         self.record_touch(b);

@@ -512,6 +512,18 @@ impl Prof {
         (target - occ) / line + rest * self.miss_ratio(target)
     }
 
+    /// The occupancy a task of this profile warms up to at cache share `share`: the whole
+    /// share under footprint sharing (LRU fills it, used or not), else as much of it as the
+    /// curve can use.
+    #[inline]
+    fn target(&self, share: f64, footprint_sharing: bool) -> f64 {
+        if footprint_sharing {
+            share
+        } else {
+            share.min(self.saturation_bytes)
+        }
+    }
+
     /// LLC accesses per cycle and bus lines per cycle (fills, dirty victims, DMA) at miss
     /// ratio `miss` and IPC `ipc`.
     #[inline]

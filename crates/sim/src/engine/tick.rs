@@ -101,11 +101,7 @@ impl Simulation {
                     // and gained half a millisecond on itself alone) runs this tick as a warming
                     // task: at the miss ratio of what it holds, its misses along its fill curve.
                     let p = &self.profs[t.prof as usize];
-                    let target = if self.footprint_sharing {
-                        share
-                    } else {
-                        share.min(p.saturation_bytes)
-                    };
+                    let target = p.target(share, self.footprint_sharing);
                     // Only a full task's solve counts headroom: a warming task's rates are those of
                     // its occupancy at the last update, never less than it holds now.
                     if t.full && t.occ < target * (1.0 - 1e-9) {
@@ -228,11 +224,7 @@ impl Simulation {
                 }
                 let p = &self.profs[t.prof as usize];
                 // Under footprint sharing the share is what LRU leaves the task, used or not.
-                let target = if self.footprint_sharing {
-                    share
-                } else {
-                    share.min(p.saturation_bytes)
-                };
+                let target = p.target(share, self.footprint_sharing);
                 if !crossed && !t.full && t.occ < target * (1.0 - 1e-9) {
                     warmed = true;
                     // Within one phase a warming task's misses follow its fill curve, so they do
@@ -848,11 +840,7 @@ impl Simulation {
                 continue;
             }
             let p = &self.profs[t.prof as usize];
-            let target = if self.footprint_sharing {
-                share
-            } else {
-                share.min(p.saturation_bytes)
-            };
+            let target = p.target(share, self.footprint_sharing);
             // A share above what it holds: the eager tick grows it.
             let at_target = t.occ >= target;
             if !at_target {

@@ -355,3 +355,25 @@ fn sorting_by_a_hardware_column_needs_a_pmu() {
         }
     }
 }
+
+/// A `pid:` list of kernel threads only is refused, naming why, as the agent refuses it: `top`
+/// warned "no task matches" for kthreadd, which exists (CLI probe, session 25).
+#[test]
+fn top_refuses_kernel_thread_targets_naming_them() {
+    let comm = std::fs::read_to_string("/proc/2/comm").unwrap_or_default();
+    if comm.trim() != "kthreadd" {
+        eprintln!("skipped: pid 2 is not kthreadd here");
+        return;
+    }
+    let out = Command::new(BIN)
+        .args(["top", "--once", "--targets", "pid:2"])
+        .output()
+        .expect("top");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("kernel thread") && err.contains("(2)"),
+        "{err}"
+    );
+    assert!(!err.contains("no task matches"), "{err}");
+}

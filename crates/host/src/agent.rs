@@ -686,39 +686,56 @@ pub struct HostAgentConfig {
     pub code: crate::code::CodeSamplingConfig,
 }
 
+/// The pids of `pids` that cannot be watched: those with no process (or a zombie), and those
+/// that are kernel threads (no user threads to place or count), as text.
+pub fn unwatchable_pids(proc_: &crate::procfs::Proc, pids: &[u32]) -> (Vec<String>, Vec<String>) {
+    let (mut missing, mut kernel) = (Vec::new(), Vec::new());
+    for &p in pids {
+        match proc_.stat(p) {
+            None => missing.push(p.to_string()),
+            Some(st) if matches!(st.state, 'Z' | 'X') => missing.push(p.to_string()),
+            Some(st) if crate::procfs::is_kernel_stat(p, Some(&st)) => kernel.push(p.to_string()),
+            Some(_) => {}
+        }
+    }
+    (missing, kernel)
+}
+
+/// The error for a pid list of which nothing can be watched (`unwatchable_pids` gave every
+/// pid), naming why; `None` when some pid can be. `agent` and `top` say the same.
+pub fn no_watchable_pid(
+    spec: &str,
+    pids: &[u32],
+    missing: &[String],
+    kernel: &[String],
+) -> Option<AgentError> {
+    if missing.len() + kernel.len() < pids.len() {
+        return None;
+    }
+    let mut why = Vec::new();
+    if !missing.is_empty() {
+        why.push(format!("no such process ({})", missing.join(", ")));
+    }
+    if !kernel.is_empty() {
+        why.push(format!(
+            "kernel thread, no user threads to place or count ({})",
+            kernel.join(", ")
+        ));
+    }
+    Some(AgentError::NoTargets {
+        spec: spec.to_string(),
+        missing: why.join("; "),
+    })
+}
+
 /// Refuse a pid list none of whose processes exists; warn about the missing ones, and about a
 /// spec that selects nothing now.
 fn check_targets(cfg: &HostAgentConfig, log: &mut Logger) -> Result<(), AgentError> {
     let proc_ = crate::procfs::Proc::default();
     if let TargetSpec::Pids(pids) = &cfg.targets {
-        let mut missing = Vec::new();
-        let mut kernel = Vec::new();
-        for &p in pids {
-            match proc_.stat(p) {
-                None => missing.push(p.to_string()),
-                Some(st) if matches!(st.state, 'Z' | 'X') => missing.push(p.to_string()),
-                // A kernel thread has no user threads to place: it is never watched.
-                Some(st) if crate::procfs::is_kernel_stat(p, Some(&st)) => {
-                    kernel.push(p.to_string())
-                }
-                Some(_) => {}
-            }
-        }
-        if missing.len() + kernel.len() == pids.len() {
-            let mut why = Vec::new();
-            if !missing.is_empty() {
-                why.push(format!("no such process ({})", missing.join(", ")));
-            }
-            if !kernel.is_empty() {
-                why.push(format!(
-                    "kernel thread, nothing to place ({})",
-                    kernel.join(", ")
-                ));
-            }
-            return Err(AgentError::NoTargets {
-                spec: cfg.targets_text.clone(),
-                missing: why.join("; "),
-            });
+        let (missing, kernel) = unwatchable_pids(&proc_, pids);
+        if let Some(err) = no_watchable_pid(&cfg.targets_text, pids, &missing, &kernel) {
+            return Err(err);
         }
         if !missing.is_empty() {
             log.emit(

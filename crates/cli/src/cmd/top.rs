@@ -98,18 +98,17 @@ fn parse_count(s: &str) -> Result<u64, String> {
     }
 }
 
-/// A pid list none of whose processes exists is refused, with the agent's message (`top` would
-/// print an empty table and succeed); some missing are shown by what remains.
+/// A pid list none of whose processes can be watched (none exists, or they are kernel threads,
+/// which have no user threads to count) is refused with the agent's message naming why (`top`
+/// would print an empty table under "no task matches"; CLI probe, session 25: `--targets
+/// pid:2`, kthreadd); some left out are shown by what remains.
 fn refuse_missing_pids(targets: &TargetSpec, text: &str) -> Result<()> {
     if let TargetSpec::Pids(pids) = targets {
         let proc_ = counterpoint_host::procfs::Proc::default();
-        if pids.iter().all(|&p| proc_.stat(p).is_none()) {
-            let missing: Vec<String> = pids.iter().map(u32::to_string).collect();
-            return Err(counterpoint_host::agent::AgentError::NoTargets {
-                spec: text.to_string(),
-                missing: format!("no such process ({})", missing.join(", ")),
-            }
-            .into());
+        let (missing, kernel) = counterpoint_host::agent::unwatchable_pids(&proc_, pids);
+        if let Some(err) = counterpoint_host::agent::no_watchable_pid(text, pids, &missing, &kernel)
+        {
+            return Err(err.into());
         }
     }
     Ok(())

@@ -992,7 +992,12 @@ pub struct Simulation {
 
 impl Simulation {
     /// Build the machine and its tasks from a scenario; `seed` drives every random choice.
+    /// The scenario is checked as a file or a builder's is ([`Scenario::validate`]): its fields
+    /// are public, and one edited after it was built (a `start_ms` between ticks, a task on a
+    /// CPU the machine lacks) is refused here rather than run as something else (review,
+    /// session 25).
     pub fn new(scenario: &Scenario, seed: u64) -> Result<Self, SimError> {
+        scenario.validate()?;
         Self::build(scenario, seed, &stream_keys(scenario))
     }
 

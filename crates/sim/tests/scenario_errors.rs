@@ -1,7 +1,7 @@
 //! Scenario files: every shipped scenario loads, and each kind of bad input gives one precise
 //! error naming the file, line and field path.
 
-use counterpoint_sim::{Catalog, Scenario, ScenarioError};
+use counterpoint_sim::{Catalog, Scenario, ScenarioError, Simulation};
 use std::path::Path;
 
 fn load(src: &str) -> Result<Scenario, ScenarioError> {
@@ -377,6 +377,11 @@ fn a_start_between_two_ticks_is_refused() {
     let e = sc.validate().unwrap_err();
     assert_eq!(e.path, "task[0].start_ms", "{e}");
     assert!(e.message.contains("not a whole number of ticks"), "{e}");
+    // The engine checks what it is given too: the fields are public (review, session 25).
+    let e = Simulation::new(&sc, 1)
+        .err()
+        .expect("an edited scenario is refused");
+    assert!(e.to_string().contains("task[0].start_ms"), "{e}");
 }
 
 /// A table header that is not closed is named as written, not mangled (`[[tasks]` was reported

@@ -28,13 +28,12 @@ fn wait_or_kill(child: &mut common::Kill, secs: u64) -> Option<ExitStatus> {
 #[test]
 fn agent_on_a_simulated_source_ends_with_its_scenario() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let scenario = dir.path().join("short.toml");
-    std::fs::write(
-        &scenario,
+    let scenario = common::scenario_file(
+        dir.path(),
+        "short.toml",
         "name = \"short\"\nmachine = \"zhang-smp\"\nduration_ms = 200\nepoch_ms = 100\n\
          [[task]]\nprogram = \"gzip\"\n",
-    )
-    .expect("write scenario");
+    );
     let source = format!("sim:{}", scenario.display());
     let child = Command::new(env!("CARGO_BIN_EXE_counterpoint"))
         .args([
@@ -180,13 +179,12 @@ fn a_negative_number_is_refused_by_its_options_parser() {
 #[test]
 fn simulate_names_a_few_tasks_that_never_ran_and_counts_the_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let scenario = dir.path().join("starve.toml");
-    std::fs::write(
-        &scenario,
+    let scenario = common::scenario_file(
+        dir.path(),
+        "starve.toml",
         "name = \"starve\"\nmachine = \"zhang-smp\"\nduration_ms = 10\nepoch_ms = 10\n\
          [[task]]\nprogram = \"gzip\"\ncount = 40\n",
-    )
-    .expect("write scenario");
+    );
     let o = common::run(&["simulate", scenario.to_str().expect("utf8")]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);

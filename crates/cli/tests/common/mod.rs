@@ -92,3 +92,10 @@ pub const SIMULATE_OUT_FILES: [&str; 6] = [
     "bus.svg",
     "ipc.svg",
 ];
+
+/// Write scenario `body` as `name` in `dir` (a test's temporary directory) and return its path.
+pub fn scenario_file(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, body).expect("write scenario");
+    path
+}

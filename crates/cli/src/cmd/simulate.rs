@@ -226,10 +226,10 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The terminal summary table.
 /// Tasks that never ran named in the summary's line about them; the others are counted.
 const STARVED_NAMED: usize = 10;
 
+/// The terminal summary table.
 pub fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     let _ = writeln!(

@@ -38,6 +38,17 @@ fn lockprof(args: &[&str], stdin: Option<&Path>) -> Output {
     cmd.output().unwrap()
 }
 
+/// `lockprof ARGS` (with `--json` among them) that must succeed: its JSON document.
+fn lockprof_json(args: &[&str]) -> Value {
+    let out = lockprof(args, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn table_for_mutex_grid_with_symbolized_caller() {
     let tmp = tempfile::tempdir().unwrap();
@@ -362,13 +373,7 @@ fn events_this_machine_cannot_count_are_refused_before_the_program_runs() {
 fn every_exec_image_is_profiled() {
     let tmp = tempfile::tempdir().unwrap();
     let bin = compile("exec_chain", tmp.path(), &[]);
-    let out = lockprof(&["--json", "--", bin.to_str().unwrap()], None);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = lockprof_json(&["--json", "--", bin.to_str().unwrap()]);
     assert_eq!(v["segments"].as_array().unwrap().len(), 3, "{v}");
     assert_eq!(v["segments"][0]["ended_by"], "exec");
     assert_eq!(v["segments"][2]["ended_by"], "exit");
@@ -385,22 +390,13 @@ fn every_exec_image_is_profiled() {
 /// through `exit`) are not listed as processes: only the shell is.
 #[test]
 fn fork_children_that_lock_nothing_are_not_listed() {
-    let out = lockprof(
-        &[
-            "--json",
-            "--",
-            "bash",
-            "-c",
-            "(exit 0); x=$(echo hi); (exit 0)",
-        ],
-        None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = lockprof_json(&[
+        "--json",
+        "--",
+        "bash",
+        "-c",
+        "(exit 0); x=$(echo hi); (exit 0)",
+    ]);
     let procs = v["processes"].as_array().expect("processes");
     assert_eq!(procs.len(), 1, "only bash: {v}");
 }
@@ -582,24 +578,15 @@ fn every_process_is_listed_and_selectable() {
         grid.display(),
         compile("owners", tmp.path(), &[]).display()
     );
-    let out = lockprof(
-        &[
-            "--json",
-            "--process",
-            "mutex_grid",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-        None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = lockprof_json(&[
+        "--json",
+        "--process",
+        "mutex_grid",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
     assert_eq!(v["acquisitions"], 200, "{v}");
     assert_eq!(
         v["processes"].as_array().unwrap().len(),
@@ -617,23 +604,14 @@ fn every_process_is_listed_and_selectable() {
 fn events_while_held() {
     let tmp = tempfile::tempdir().unwrap();
     let bin = compile("faults_held", tmp.path(), &[]);
-    let out = lockprof(
-        &[
-            "--json",
-            "--events",
-            "page-faults",
-            "--",
-            bin.to_str().unwrap(),
-            "32",
-        ],
-        None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = lockprof_json(&[
+        "--json",
+        "--events",
+        "page-faults",
+        "--",
+        bin.to_str().unwrap(),
+        "32",
+    ]);
     assert_eq!(v["events"][0], "page-faults");
     let deltas: Vec<u64> = v["locks"]
         .as_array()

@@ -117,10 +117,13 @@ impl Simulation {
                         if miss < m0 * (1.0 - OPTIMISM_TOL) {
                             t.full = false;
                             miss = m0;
-                            cpi = self.scratch_cc[c]
-                                + self.scratch_apm[c] * m0 * self.buses[bus].latency_cycles;
+                            cpi = own_rates(
+                                &mut self.cpus[c],
+                                (self.scratch_cc[c], self.scratch_apm[c]),
+                                self.buses[bus].latency_cycles,
+                                m0,
+                            );
                             let cpu = &mut self.cpus[c];
-                            (cpu.miss, cpu.cpi, cpu.ipc) = (miss, cpi, 1.0 / cpi);
                             (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m0);
                         }
                     }
@@ -385,10 +388,13 @@ impl Simulation {
                             // tick (perlbmk time-sharing CPU 0 of bench-64 with eon at 1 ms
                             // slices had NP 1.00001 on both paths; physics probe, session 25).
                             let m_now = p.miss_ratio(held);
-                            let lat = self.buses[bus].latency_cycles;
-                            let cpi_now = self.scratch_cc[c] + self.scratch_apm[c] * m_now * lat;
+                            own_rates(
+                                &mut self.cpus[c],
+                                (self.scratch_cc[c], self.scratch_apm[c]),
+                                self.buses[bus].latency_cycles,
+                                m_now,
+                            );
                             let cpu = &mut self.cpus[c];
-                            (cpu.miss, cpu.cpi, cpu.ipc) = (m_now, cpi_now, 1.0 / cpi_now);
                             (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
                         }
                     } else {
@@ -417,13 +423,13 @@ impl Simulation {
                                 // bus's other tasks keep their rates until the drift of the rates
                                 // from the bus's last update passes `V2_DRIFT_BOUND`, then the bus
                                 // gets a light update.
-                                let lat = self.buses[bus].latency_cycles;
-                                let cpi_now =
-                                    self.scratch_cc[c] + self.scratch_apm[c] * m_now * lat;
+                                own_rates(
+                                    &mut self.cpus[c],
+                                    (self.scratch_cc[c], self.scratch_apm[c]),
+                                    self.buses[bus].latency_cycles,
+                                    m_now,
+                                );
                                 let cpu = &mut self.cpus[c];
-                                cpu.miss = m_now;
-                                cpu.cpi = cpi_now;
-                                cpu.ipc = 1.0 / cpi_now;
                                 let (r, n) = p.rates(m_now, cpu.ipc);
                                 let drift = relative(
                                     r - cpu.touch_rate,
@@ -930,6 +936,16 @@ fn lazy_ticks_left(ticks: f64) -> u64 {
     } else {
         0
     }
+}
+
+/// A CPU's own rates at miss ratio `m`, the rest of its bus unchanged (a local step): its core
+/// CPI and stall cycles per miss-cycle `(cc, apm)` as last solved, its bus's latency `lat`.
+/// Returns the CPI.
+#[inline]
+fn own_rates(cpu: &mut Cpu, (cc, apm): (f64, f64), lat: f64, m: f64) -> f64 {
+    let cpi = cc + apm * m * lat;
+    (cpu.miss, cpu.cpi, cpu.ipc) = (m, cpi, 1.0 / cpi);
+    cpi
 }
 
 /// A new process starts cold: none of the cache lines the finished program brought in hold its

@@ -501,19 +501,11 @@ impl Simulation {
     /// and Newton's method from `L0` converges monotonically.
     fn solve_bus_v2(&mut self, b: usize, steps: usize) {
         let l0 = self.l0_cycles;
-        // Whether anything loads the bus at the unloaded latency: each task's unloaded demand,
-        // summed where the what-if below needs them (a division per term for every solve
-        // otherwise, bench-64 under v2), else the first positive one.
-        let loss = self.spec.v2.row_conflict_loss;
-        let pk = &self.buses[b].pk;
-        let d0: f64 = if loss > 0.0 {
-            pk.iter().map(|t| t.n / (t.cc + t.q * l0)).sum()
-        } else if pk.iter().any(|t| t.n / (t.cc + t.q * l0) > 0.0) {
-            1.0
-        } else {
-            0.0
-        };
-        if d0 <= 0.0 {
+        // Each task's demand at the unloaded latency: whether anything loads the bus, and the
+        // traffic mix of the what-if below (summed only there: a division per term for every
+        // solve otherwise, bench-64 under v2).
+        let unloaded = |t: &LoadTerm| t.n / (t.cc + t.q * l0);
+        if !self.buses[b].pk.iter().any(|t| unloaded(t) > 0.0) {
             self.buses[b].latency_cycles = l0;
             self.buses[b].rho = 0.0;
             self.buses[b].demand = 0.0;
@@ -525,12 +517,14 @@ impl Simulation {
         // interleaved streams losing DRAM row-buffer locality, the bandwidth falling with how
         // mixed the traffic is (Gini-Simpson index of the tasks' unloaded demands: 0 for one
         // stream, 1/2 for two equal ones).
+        let loss = self.spec.v2.row_conflict_loss;
         self.buses[b].bw_eff = if loss > 0.0 {
-            let (mut sq, inv_d0) = (0.0, 1.0 / d0);
-            for t in &self.buses[b].pk {
-                let d = t.n / (t.cc + t.q * l0);
-                sq += (d * inv_d0) * (d * inv_d0);
-            }
+            let pk = &self.buses[b].pk;
+            let inv_d0 = 1.0 / pk.iter().map(unloaded).sum::<f64>();
+            let sq: f64 = pk
+                .iter()
+                .map(|t| (unloaded(t) * inv_d0) * (unloaded(t) * inv_d0))
+                .sum();
             let mixed = (1.0 - sq).clamp(0.0, 1.0);
             self.peak_bytes_per_cycle * (1.0 - loss * mixed)
         } else {

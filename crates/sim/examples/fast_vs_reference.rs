@@ -5,6 +5,13 @@
 //!
 //! `cargo run --release -p counterpoint-sim --example fast_vs_reference -- scenarios/bench-64.toml 60000`
 //! `cargo run --release -p counterpoint-sim --example fast_vs_reference -- bench-8 3000 64`
+//!
+//! `-- random <n>` runs `n` random scenarios instead (machine, model, task count, programs,
+//! slice of 2-100 ms, tick of 1 or 2 ms, 200-600 ms; drawn from the scenario's number, so the
+//! same `n` gives the same scenarios) and prints each one's largest per-task work gap, then the
+//! worst per model: the check for scenarios the benchmark mixes do not cover (short slices,
+//! caches warming all the time). `-- random <n> <k>` runs only the `k`-th of them and prints
+//! each task's work and LLC MPKI on both paths.
 use counterpoint_sim::*;
 use std::path::Path;
 use std::process::ExitCode;
@@ -19,7 +26,7 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("fast_vs_reference: {e}");
             eprintln!(
-                "usage: fast_vs_reference <scenario.toml | machine> <ms> [tasks, for a machine]"
+                "usage: fast_vs_reference <scenario.toml | machine> <ms> [tasks, for a machine]\n       fast_vs_reference random <scenarios> [one of them]"
             );
             ExitCode::from(2)
         }
@@ -30,6 +37,17 @@ fn run(args: &[String]) -> Result<(), String> {
     let [what, ms, rest @ ..] = args else {
         return Err("two arguments at least".into());
     };
+    if what == "random" {
+        let n: u64 = ms.parse().map_err(|e| format!("<scenarios> {ms:?}: {e}"))?;
+        let only = match rest.first() {
+            Some(k) => Some(
+                k.parse::<u64>()
+                    .map_err(|e| format!("[one of them] {k:?}: {e}"))?,
+            ),
+            None => None,
+        };
+        return random(n, only);
+    }
     let ms: u64 = ms.parse().map_err(|e| format!("<ms> {ms:?}: {e}"))?;
     let cat = Catalog::builtin();
     let (mut sc, seed) = if what.ends_with(".toml") {
@@ -83,5 +101,107 @@ fn run(args: &[String]) -> Result<(), String> {
         "{what}, {ms} ms, v2: per-task work max {work_max:.2e} mean {work_mean:.2e}; \
          total work {total:.2e}; per-task MPKI max {mpki_max:.2e} mean {mpki_mean:.2e}"
     );
+    Ok(())
+}
+
+/// A small deterministic generator for the random scenarios (no dependency for a check).
+fn draw(state: &mut u64, below: u64) -> u64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*state >> 33) % below
+}
+
+/// Each task's (instructions, LLC misses) on the fast path and on the reference path.
+type Work = Vec<(f64, f64)>;
+fn both_paths(sc: &Scenario) -> Result<(Work, Work), String> {
+    let work = |exact: bool| -> Result<Work, String> {
+        let mut sim = Simulation::new(sc, sc.seed).map_err(|e| e.to_string())?;
+        sim.set_exact_warmup(exact);
+        sim.advance_quiet(sc.duration_ms * 1_000_000, None);
+        Ok((0..sim.task_count())
+            .filter_map(|i| sim.counters(i))
+            .map(|c| (c.instructions, c.llc_misses))
+            .collect())
+    };
+    Ok((work(false)?, work(true)?))
+}
+
+fn random(n: u64, only: Option<u64>) -> Result<(), String> {
+    const PROGRAMS: [&str; 20] = [
+        "gzip", "parser", "swim", "mesa", "wupwise", "art", "mcf", "gcc", "vpr", "twolf", "bzip2",
+        "vortex", "gap", "lucas", "mgrid", "eon", "crafty", "perlbmk", "facerec", "sixtrack",
+    ];
+    const MACHINES: [&str; 5] = [
+        "bench-8",
+        "x5650-2s",
+        "zhang-smp",
+        "masa-2x2ht",
+        "dualcore-shared-l2",
+    ];
+    let cat = Catalog::builtin();
+    let mut worst = [(0.0f64, 0u64); 2];
+    for i in 0..n {
+        if only.is_some_and(|k| k != i) {
+            continue;
+        }
+        let mut st = 1000 + i;
+        let machine = MACHINES[draw(&mut st, MACHINES.len() as u64) as usize];
+        let model = [Model::V1, Model::V2][draw(&mut st, 2) as usize];
+        let spec = cat.machine(machine).ok_or("machine left the catalog")?;
+        let cpus = u64::from(spec.packages * spec.cores_per_package * spec.threads_per_core);
+        let tasks = cpus + draw(&mut st, 2 * cpus + 1);
+        let slice_ms = [2.0, 5.0, 10.0, 100.0][draw(&mut st, 4) as usize];
+        let tick_ms = 1 + draw(&mut st, 2);
+        let ms = (200 + draw(&mut st, 400)) / tick_ms * tick_ms;
+        let mut b = Scenario::builder(&cat, machine)?
+            .name(&format!("random-{i}"))
+            .duration_ms(ms)
+            .seed(draw(&mut st, 1 << 31))
+            .model(model)
+            .tick_us(tick_ms * 1000)
+            .sched(SchedParams {
+                timeslice_ms: slice_ms,
+                timeslice_jitter: 0.05,
+                ..SchedParams::default()
+            });
+        for _ in 0..tasks {
+            b = b.task(
+                PROGRAMS[draw(&mut st, PROGRAMS.len() as u64) as usize],
+                None,
+            )?;
+        }
+        let sc = b.build().map_err(|e| e.to_string())?;
+        let (fast, exact) = both_paths(&sc)?;
+        let gap = fast
+            .iter()
+            .zip(&exact)
+            .map(|(f, e)| (f.0 - e.0).abs() / e.0.abs().max(1.0))
+            .fold(0.0, f64::max);
+        if only.is_some() {
+            let mpki = |w: (f64, f64)| w.1 * 1000.0 / w.0.max(1.0);
+            for (k, (f, e)) in fast.iter().zip(&exact).enumerate() {
+                println!(
+                    "  task {k:3} {:10} work {:.6e} / {:.6e} ({:+.2e}), LLC MPKI {:.3} / {:.3}",
+                    sc.tasks[k].name,
+                    f.0,
+                    e.0,
+                    f.0 / e.0.max(1.0) - 1.0,
+                    mpki(*f),
+                    mpki(*e)
+                );
+            }
+        }
+        let w = &mut worst[usize::from(model == Model::V2)];
+        if gap > w.0 {
+            *w = (gap, i);
+        }
+        println!(
+            "{i:4} {machine:18} {model:?} {tasks:3} tasks, {slice_ms:>3} ms slices, {tick_ms} ms ticks, {ms} ms: per-task work gap {gap:.2e}"
+        );
+    }
+    for (model, (gap, i)) in ["v1", "v2"].iter().zip(worst) {
+        println!("worst {model}: {gap:.2e} (scenario {i})");
+    }
     Ok(())
 }

@@ -34,9 +34,13 @@ pub struct BenchPoint {
     pub solves_per_tick: f64,
     /// Fixed-point iterations per whole solve (deterministic, like the counts per tick).
     pub iterations_per_solve: f64,
-    /// Light updates per simulated tick (a warming task's miss ratio moved: its bus takes one
-    /// fixed-point iteration instead of a whole solve).
+    /// Light updates per simulated tick (a warming task's miss ratio moved, or on the v2 fast
+    /// path a context switch: its bus iterates the fixed point to a loose tolerance instead of
+    /// taking a whole solve).
     pub light_updates_per_tick: f64,
+    /// Fixed-point iterations per light update (deterministic; 1 until session 26).
+    #[serde(default)]
+    pub iterations_per_light_update: f64,
     /// v2 with snoops between sockets: latency updates per simulated tick (another socket's
     /// demand moved; this one's latency and CPIs were re-solved for the new snoop load alone).
     #[serde(default)]
@@ -70,10 +74,11 @@ pub fn measure(scenario: &Scenario) -> Result<BenchPoint, SimError> {
     };
     run_to(&mut sim, warm_ns);
     let (t0, solves0, light0) = (sim.now_ns(), sim.solves(), sim.light_updates());
-    let (latency0, local0, iters0) = (
+    let (latency0, local0, iters0, light_iters0) = (
         sim.latency_updates(),
         sim.local_steps(),
         sim.solve_iterations(),
+        sim.light_iterations(),
     );
     let start = Instant::now();
     run_to(&mut sim, t0 + scenario.duration_ms * 1_000_000);
@@ -82,6 +87,7 @@ pub fn measure(scenario: &Scenario) -> Result<BenchPoint, SimError> {
     let core_ticks = ticks * scenario.machine.cpus() as u64;
     let per_tick = |n: u64| n as f64 / ticks.max(1) as f64;
     let solves = sim.solves() - solves0;
+    let light = sim.light_updates() - light0;
     Ok(BenchPoint {
         machine: scenario.machine.name.clone(),
         cpus: scenario.machine.cpus(),
@@ -92,7 +98,9 @@ pub fn measure(scenario: &Scenario) -> Result<BenchPoint, SimError> {
         core_ticks_per_s: core_ticks as f64 / wall_s.max(1e-9),
         model: scenario.machine.model.label().to_string(),
         solves_per_tick: per_tick(solves),
-        light_updates_per_tick: per_tick(sim.light_updates() - light0),
+        light_updates_per_tick: per_tick(light),
+        iterations_per_light_update: (sim.light_iterations() - light_iters0) as f64
+            / light.max(1) as f64,
         latency_updates_per_tick: per_tick(sim.latency_updates() - latency0),
         local_steps_per_tick: per_tick(sim.local_steps() - local0),
         iterations_per_solve: (sim.solve_iterations() - iters0) as f64 / solves.max(1) as f64,
@@ -146,9 +154,9 @@ pub struct ScalingVerdict {
     /// Speed at the largest point over the speed at the reference (1 = flat).
     pub speed_ratio: f64,
     /// The deterministic part of the cost (the speed also carries the machine's load): of the
-    /// engine's kinds of work per tick (fixed-point iterations of whole solves, light updates,
-    /// latency updates, local warm-up steps), the largest ratio of the largest point to the
-    /// reference, over the kinds the reference does.
+    /// engine's kinds of work per tick (fixed-point iterations of whole solves and of light
+    /// updates, latency updates, local warm-up steps), the largest ratio of the largest point
+    /// to the reference, over the kinds the reference does.
     pub work_ratio: f64,
     /// True when the speed ratio is at least `FLAT_SPEED_RATIO`.
     pub flat: bool,
@@ -172,7 +180,7 @@ pub fn scaling_verdict(points: &[BenchPoint]) -> Option<ScalingVerdict> {
     let work = |p: &BenchPoint| {
         [
             p.solves_per_tick * p.iterations_per_solve,
-            p.light_updates_per_tick,
+            p.light_updates_per_tick * p.iterations_per_light_update.max(1.0),
             p.latency_updates_per_tick,
             p.local_steps_per_tick,
         ]
@@ -324,6 +332,7 @@ mod tests {
             solves_per_tick: solves,
             iterations_per_solve: 10.0,
             light_updates_per_tick: 0.0,
+            iterations_per_light_update: 0.0,
             latency_updates_per_tick: 0.0,
             local_steps_per_tick: 0.0,
         }

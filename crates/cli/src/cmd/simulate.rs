@@ -549,7 +549,7 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
         )?;
     } else {
         outln!(
-            "{} (model {}): {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall; {:.3} solves, {:.3} light updates, {:.3} latency updates and {:.3} local warm-up steps per tick)",
+            "{} (model {}): {} CPUs, {} tasks, {} ms simulated: {:.1} M core-ticks/s (median of {}, {:.3} s wall; {:.3} solves, {:.3} light updates of {:.2} iterations, {:.3} latency updates and {:.3} local warm-up steps per tick)",
             path.display(),
             main.model,
             main.cpus,
@@ -560,6 +560,7 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
             main.wall_s,
             main.solves_per_tick,
             main.light_updates_per_tick,
+            main.iterations_per_light_update,
             main.latency_updates_per_tick,
             main.local_steps_per_tick,
         )?;
@@ -579,7 +580,7 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
         }
         for v in &verdicts {
             outln!(
-                "  {}: {} -> {} tasks on 64 CPUs: speed x{:.2}, work per tick (solve iterations, light and latency updates, local steps) at most x{:.2}: cost per tick {} (goal: flat, speed ratio >= {})",
+                "  {}: {} -> {} tasks on 64 CPUs: speed x{:.2}, work per tick (solve and light-update iterations, latency updates, local steps) at most x{:.2}: cost per tick {} (goal: flat, speed ratio >= {})",
                 v.model,
                 v.reference_tasks,
                 v.largest_tasks,

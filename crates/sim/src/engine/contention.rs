@@ -318,29 +318,15 @@ impl Simulation {
         }
     }
 
-    /// A warm-up step on bus `b`: `LIGHT_ITERS` (one) iteration of the fixed point from the
-    /// last solution (the warming tasks' miss ratios at their new occupancy, the domain's
-    /// shares re-divided once by the new access rates, the exact latency, every CPI on the bus)
-    /// instead of iterating to convergence. The whole solve follows when the burst of
-    /// warm-ups on the bus is over, so warm tasks still run at exact steady-state rates.
+    /// A warm-up (or, on the v2 fast path, switch) step on bus `b`: the fixed point iterated
+    /// from the last solution to `LIGHT_TOL` (the warming tasks' miss ratios at their new
+    /// occupancy, the domain's shares re-divided by the new access rates, the exact latency,
+    /// every CPI on the bus), not to the whole solve's tolerance. The whole solve follows when
+    /// the burst of warm-ups on the bus is over, so warm tasks still run at exact steady-state
+    /// rates.
     pub(super) fn light_update(&mut self, b: usize) {
-        let iters = if self.v2_fast() && self.smt_pair_runs(b) {
-            LIGHT_ITERS_SMT
-        } else {
-            LIGHT_ITERS
-        };
-        self.solve_with(b, iters, FIXED_POINT_TOL);
-    }
-
-    /// Whether two threads of one core of bus `b` both run a task.
-    fn smt_pair_runs(&self, b: usize) -> bool {
-        self.buses[b].cpus.iter().any(|&c| {
-            let c = c as usize;
-            self.cpus[c].current != NONE
-                && self.sib[self.sib_off[c] as usize..self.sib_off[c + 1] as usize]
-                    .iter()
-                    .any(|&s| self.cpus[s as usize].current != NONE)
-        })
+        let iters = self.solve_with(b, LIGHT_MAX_ITERS, LIGHT_TOL);
+        self.light_iterations += iters as u64;
     }
 
     /// Pack bus `b`'s load terms (`Bus::pk`, one `LoadTerm` per running CPU of `run` that

@@ -178,7 +178,7 @@ impl Simulation {
         self.next_slice_end_ns = self.next_slice_end_ns.min(now + slice);
         self.ran_in_interval[t as usize] = true;
         if self.v2_fast() {
-            // The switch is answered by a light update (`mark_switch`): its one iteration
+            // The switch is answered by a light update (`mark_switch`): its first iteration
             // reads this CPU's IPC for the SMT pressure on its siblings before it computes
             // one, so seed it with the new task's own rate at what it holds (the bus's last
             // latency) rather than leave its predecessor's there.
@@ -192,11 +192,11 @@ impl Simulation {
     }
 
     /// A context switch on bus `b`. The reference path and v1 re-solve the bus whole. The v2
-    /// fast path answers it with a light update (one fixed-point iteration from the last
-    /// solution, the exact latency) and a settling solve once the bus's burst of warm-ups is
-    /// over (at most `V2_PENDING_MAX_TICKS` later): a switched-in task is cold and warms up
-    /// for about ten ticks, during which its rates move by far more than one iteration's
-    /// residual anyway (docs/sim.md, "fourth pass").
+    /// fast path answers it with a light update (the fixed point iterated from the last
+    /// solution to `LIGHT_TOL`, the exact latency) and a settling solve once the bus's burst
+    /// of warm-ups is over (at most `V2_PENDING_MAX_TICKS` later): a switched-in task is cold
+    /// and warms up for about ten ticks, during which its rates move by far more than the
+    /// light update's residual anyway (docs/sim.md, "fourth pass").
     fn mark_switch(&mut self, b: usize) {
         if self.v2_fast() {
             self.light = true;

@@ -452,7 +452,7 @@ impl Simulation {
                             self.dirty_bus[bus] = true;
                         } else if t.occ >= target {
                             // v1, filled (a v1 task still filling took the branch above, where a
-                            // warm-up step is one fixed-point iteration for the bus): the bus is
+                            // warm-up step is a light update of the bus): the bus is
                             // re-solved once no task on it is still warming up (see below), so that
                             // warm tasks run at exact steady-state rates.
                             self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);

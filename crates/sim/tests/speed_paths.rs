@@ -137,6 +137,50 @@ fn light_updates_keep_up_with_caches_warming_all_the_time() {
     }
 }
 
+/// A task switched in cold gets a cache share for its cold access rate and fills it in a tick
+/// or two; filled, its rates are a warm task's and its share must follow them at once. Until
+/// session 26 both fast paths left it at the cold share until the bus's burst of warm-ups
+/// ended (its whole solve): parser beside a warming Hyper-Threading sibling on masa-2x2ht at
+/// 5 ms slices ran a tick per slice at twice its CPI, 10 % of its work off the reference path
+/// (`examples/fast_vs_reference -- random 1000 593`).
+#[test]
+fn a_task_that_fills_its_share_gets_a_warm_share_at_once() {
+    let cat = Catalog::builtin();
+    for model in [Model::V1, Model::V2] {
+        let mut b = Scenario::builder(&cat, "masa-2x2ht")
+            .unwrap()
+            .duration_ms(225)
+            .seed(5)
+            .model(model)
+            .sched(SchedParams {
+                timeslice_ms: 5.0,
+                timeslice_jitter: 0.05,
+                ..SchedParams::default()
+            });
+        for program in ["parser", "art", "sixtrack", "gzip", "mesa"] {
+            b = b.task(program, None).unwrap();
+        }
+        let sc = b.build().unwrap();
+        let work = |exact: bool| -> Vec<f64> {
+            let mut sim = Simulation::new(&sc, sc.seed).unwrap();
+            sim.set_exact_warmup(exact);
+            sim.advance_quiet(225_000_000, None);
+            (0..sim.task_count())
+                .map(|i| sim.counters(i).unwrap().instructions)
+                .collect()
+        };
+        let (fast, exact) = (work(false), work(true));
+        for (i, (f, e)) in fast.iter().zip(&exact).enumerate() {
+            let gap = (f - e).abs() / e;
+            eprintln!("{model:?} task {i}: {gap:.2e}");
+            assert!(
+                gap < 5e-3,
+                "{model:?} task {i}: work {f} against {e} ({gap:.3e})"
+            );
+        }
+    }
+}
+
 /// Under v2 most warm-up steps are local (the warming task alone) and the bus is touched far
 /// less often than it has warm-up steps; v1 and the reference path take none.
 #[test]

@@ -415,6 +415,13 @@ impl Simulation {
                         if v2_fast {
                             if t.occ >= target {
                                 self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
+                                // Filled: the shares follow its warm rates now, not at the
+                                // burst's settling solve (as v1's filled branch below).
+                                let solved = self.cpus[c].miss_solved;
+                                if (m_now - solved).abs() > 0.005 * solved {
+                                    self.light = true;
+                                    self.light_bus[bus] = true;
+                                }
                             }
                             // A phase change in this tick already made the bus dirty.
                             if m_now != miss && !self.dirty_bus[bus] {
@@ -456,6 +463,17 @@ impl Simulation {
                             // re-solved once no task on it is still warming up (see below), so that
                             // warm tasks run at exact steady-state rates.
                             self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
+                            // Meanwhile its share must follow what filling it did to its rates:
+                            // a task switched in cold got a share for its cold access rate, and
+                            // filled that in a tick or two. Without an update it ran on at that
+                            // share until the burst's whole solve (parser, 5 ms slices beside a
+                            // warming sibling on masa-2x2ht: a tick per slice at twice its CPI,
+                            // 10 % of its work off the reference path; session 26).
+                            let solved = self.cpus[c].miss_solved;
+                            if (m_now - solved).abs() > 0.005 * solved {
+                                self.light = true;
+                                self.light_bus[bus] = true;
+                            }
                         }
                     }
                 } else {

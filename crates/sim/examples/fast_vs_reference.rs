@@ -6,9 +6,9 @@
 //! `cargo run --release -p counterpoint-sim --example fast_vs_reference -- scenarios/bench-64.toml 60000`
 //! `cargo run --release -p counterpoint-sim --example fast_vs_reference -- bench-8 3000 64`
 //!
-//! `-- random <n>` runs `n` random scenarios instead (machine, model, task count, programs,
-//! slice of 2-100 ms, tick of 1 or 2 ms, 200-600 ms; drawn from the scenario's number, so the
-//! same `n` gives the same scenarios) and prints each one's largest per-task work gap, then the
+//! `-- random <n>` runs `n` random scenarios instead (machine, model, task count, programs
+//! among the 20 SPEC CPU2000 ones, slice of 2-100 ms, tick of 1 or 2 ms, 200-600 ms; drawn
+//! from the scenario's number, so the same `n` gives the same scenarios) and prints each one's largest per-task work gap, then the
 //! worst per model: the check for scenarios the benchmark mixes do not cover (short slices,
 //! caches warming all the time). `-- random <n> <k>` runs only the `k`-th of them and prints
 //! each task's work and LLC MPKI on both paths.

@@ -38,7 +38,8 @@ pub struct BenchPoint {
     /// path a context switch: its bus iterates the fixed point to a loose tolerance instead of
     /// taking a whole solve).
     pub light_updates_per_tick: f64,
-    /// Fixed-point iterations per light update (deterministic; 1 until session 26).
+    /// Fixed-point iterations per light update (deterministic; until session 26 always 1, or 3
+    /// on a v2 bus where both threads of a core ran).
     #[serde(default)]
     pub iterations_per_light_update: f64,
     /// v2 with snoops between sockets: latency updates per simulated tick (another socket's

@@ -104,14 +104,6 @@ fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// A small deterministic generator for the random scenarios (no dependency for a check).
-fn draw(state: &mut u64, below: u64) -> u64 {
-    *state = state
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (*state >> 33) % below
-}
-
 /// Each task's (instructions, LLC misses) on the fast path and on the reference path.
 type Work = Vec<(f64, f64)>;
 fn both_paths(sc: &Scenario) -> Result<(Work, Work), String> {
@@ -128,50 +120,15 @@ fn both_paths(sc: &Scenario) -> Result<(Work, Work), String> {
 }
 
 fn random(n: u64, only: Option<u64>) -> Result<(), String> {
-    const PROGRAMS: [&str; 20] = [
-        "gzip", "parser", "swim", "mesa", "wupwise", "art", "mcf", "gcc", "vpr", "twolf", "bzip2",
-        "vortex", "gap", "lucas", "mgrid", "eon", "crafty", "perlbmk", "facerec", "sixtrack",
-    ];
-    const MACHINES: [&str; 5] = [
-        "bench-8",
-        "x5650-2s",
-        "zhang-smp",
-        "masa-2x2ht",
-        "dualcore-shared-l2",
-    ];
     let cat = Catalog::builtin();
     let mut worst = [(0.0f64, 0u64); 2];
     for i in 0..n {
         if only.is_some_and(|k| k != i) {
             continue;
         }
-        let mut st = 1000 + i;
-        let machine = MACHINES[draw(&mut st, MACHINES.len() as u64) as usize];
-        let model = [Model::V1, Model::V2][draw(&mut st, 2) as usize];
-        let spec = cat.machine(machine).ok_or("machine left the catalog")?;
-        let cpus = u64::from(spec.packages * spec.cores_per_package * spec.threads_per_core);
-        let tasks = cpus + draw(&mut st, 2 * cpus + 1);
-        let slice_ms = [2.0, 5.0, 10.0, 100.0][draw(&mut st, 4) as usize];
-        let tick_ms = 1 + draw(&mut st, 2);
-        let ms = (200 + draw(&mut st, 400)) / tick_ms * tick_ms;
-        let mut b = Scenario::builder(&cat, machine)?
-            .name(&format!("random-{i}"))
-            .duration_ms(ms)
-            .seed(draw(&mut st, 1 << 31))
-            .model(model)
-            .tick_us(tick_ms * 1000)
-            .sched(SchedParams {
-                timeslice_ms: slice_ms,
-                timeslice_jitter: 0.05,
-                ..SchedParams::default()
-            });
-        for _ in 0..tasks {
-            b = b.task(
-                PROGRAMS[draw(&mut st, PROGRAMS.len() as u64) as usize],
-                None,
-            )?;
-        }
-        let sc = b.build().map_err(|e| e.to_string())?;
+        let sc = bench::random_scenario(&cat, i).map_err(|e| e.to_string())?;
+        let (machine, model, tasks) = (&sc.machine.name, sc.machine.model, sc.tasks.len());
+        let (slice_ms, tick_ms, ms) = (sc.sched.timeslice_ms, sc.tick_us / 1000, sc.duration_ms);
         let (fast, exact) = both_paths(&sc)?;
         let gap = fast
             .iter()

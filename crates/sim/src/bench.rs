@@ -4,7 +4,7 @@
 use crate::catalog::Catalog;
 use crate::engine::Simulation;
 use crate::scenario::Scenario;
-use crate::spec::Model;
+use crate::spec::{Model, SchedParams};
 use crate::SimError;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -136,6 +136,62 @@ pub fn mix(
     for i in 0..tasks {
         let program = (i / domains + i % domains) % MIX.len();
         b = b.task(MIX[program], None).map_err(SimError::Invalid)?;
+    }
+    Ok(b.build()?)
+}
+
+/// The `i`-th of a fixed family of random scenarios for checking the engine's fast path
+/// against its reference path beyond the benchmark mixes (`examples/fast_vs_reference --
+/// random`, `tests/speed_paths.rs`): one of five machines (bench-8, x5650-2s, zhang-smp,
+/// masa-2x2ht, dualcore-shared-l2), either model, one to three tasks per CPU drawn from the
+/// 20 SPEC CPU2000 programs, 2-100 ms slices drifting by 5 %, 1 or 2 ms ticks, 200-600 ms.
+/// Drawn from `i` alone (a small linear congruential generator), so scenario `i` is the same
+/// on every machine and in every build.
+pub fn random_scenario(catalog: &Catalog, i: u64) -> Result<Scenario, SimError> {
+    const PROGRAMS: [&str; 20] = [
+        "gzip", "parser", "swim", "mesa", "wupwise", "art", "mcf", "gcc", "vpr", "twolf", "bzip2",
+        "vortex", "gap", "lucas", "mgrid", "eon", "crafty", "perlbmk", "facerec", "sixtrack",
+    ];
+    const MACHINES: [&str; 5] = [
+        "bench-8",
+        "x5650-2s",
+        "zhang-smp",
+        "masa-2x2ht",
+        "dualcore-shared-l2",
+    ];
+    let mut state = 1000 + i;
+    let mut draw = |below: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % below
+    };
+    let machine = MACHINES[draw(MACHINES.len() as u64) as usize];
+    let model = [Model::V1, Model::V2][draw(2) as usize];
+    let spec = catalog
+        .machine(machine)
+        .ok_or_else(|| SimError::Invalid(format!("unknown machine {machine:?}")))?;
+    let cpus = u64::from(spec.packages * spec.cores_per_package * spec.threads_per_core);
+    let tasks = cpus + draw(2 * cpus + 1);
+    let slice_ms = [2.0, 5.0, 10.0, 100.0][draw(4) as usize];
+    let tick_ms = 1 + draw(2);
+    let ms = (200 + draw(400)) / tick_ms * tick_ms;
+    let mut b = Scenario::builder(catalog, machine)
+        .map_err(SimError::Invalid)?
+        .name(&format!("random-{i}"))
+        .duration_ms(ms)
+        .seed(draw(1 << 31))
+        .model(model)
+        .tick_us(tick_ms * 1000)
+        .sched(SchedParams {
+            timeslice_ms: slice_ms,
+            timeslice_jitter: 0.05,
+            ..SchedParams::default()
+        });
+    for _ in 0..tasks {
+        b = b
+            .task(PROGRAMS[draw(PROGRAMS.len() as u64) as usize], None)
+            .map_err(SimError::Invalid)?;
     }
     Ok(b.build()?)
 }

@@ -182,6 +182,36 @@ fn a_task_that_fills_its_share_gets_a_warm_share_at_once() {
     }
 }
 
+/// The first random scenarios of `bench::random_scenario` (five machines, both models, short
+/// and long slices): no task more than 1e-2 off the reference path. Before session 26's two
+/// fixes, 23 of these 120 were (the worst 9.1e-2); after them the worst is 3.5e-3
+/// (`examples/fast_vs_reference -- random 120`).
+#[test]
+fn random_scenarios_stay_close_to_the_reference_path() {
+    let cat = Catalog::builtin();
+    for i in 0..120 {
+        let sc = bench::random_scenario(&cat, i).unwrap();
+        let work = |exact: bool| -> Vec<f64> {
+            let mut sim = Simulation::new(&sc, sc.seed).unwrap();
+            sim.set_exact_warmup(exact);
+            sim.advance_quiet(sc.duration_ms * 1_000_000, None);
+            (0..sim.task_count())
+                .map(|k| sim.counters(k).unwrap().instructions)
+                .collect()
+        };
+        let (fast, exact) = (work(false), work(true));
+        for (k, (f, e)) in fast.iter().zip(&exact).enumerate() {
+            let gap = (f - e).abs() / e.max(1.0);
+            assert!(
+                gap < 1e-2,
+                "random scenario {i} ({}, {:?}), task {k}: work {f} against {e} ({gap:.3e})",
+                sc.machine.name,
+                sc.machine.model
+            );
+        }
+    }
+}
+
 /// Under v2 most warm-up steps are local (the warming task alone) and the bus is touched far
 /// less often than it has warm-up steps; v1 and the reference path take none.
 #[test]

@@ -46,7 +46,7 @@ const FIXED_POINT_TOL: f64 = 1e-11;
 /// fixed point, which near a knee can be larger.
 const LIGHT_TOL: f64 = 1e-2;
 /// Cap on a light update's iterations: on the random scenarios none needed more than 8 (mean
-/// about 3; 1.55 on bench-64 under v1, 2.13 under v2), so the cap only guards against a
+/// about 3; 1.55 on bench-64 under v1, 1.85 under v2), so the cap only guards against a
 /// mixing that does not settle.
 const LIGHT_MAX_ITERS: usize = 10;
 /// Cap on Newton steps for a bus's latency (it converges in a handful).

@@ -84,7 +84,19 @@ mod tests {
         assert!(!try_lock_exclusive(&b).unwrap());
         assert_eq!(flock_holder(&b), Some(std::process::id()));
         drop(a);
-        assert!(try_lock_exclusive(&b).unwrap());
+        // Closing the last descriptor releases it. Another test of this binary spawning a
+        // command may have forked in between: its child holds a copy of `a`'s descriptor (the
+        // same open file description, so the same lock) until its exec closes it (O_CLOEXEC).
+        // So the lock is free once that exec has happened, not necessarily at once (CI saw
+        // the immediate retry fail once); wait for it, with a bound that only a hang reaches.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !try_lock_exclusive(&b).unwrap() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lock outlived its last descriptor"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     #[test]

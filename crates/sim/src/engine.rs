@@ -746,9 +746,10 @@ struct Cpu {
     // Solved rates for the running task.
     cpi: f64,
     miss: f64,
-    /// v1: the miss ratio the bus's last solve or light update gave (`miss` moves in between
-    /// with a warming task's local steps; a light update is due when the ratio has moved 0.5 %
-    /// from this one).
+    /// The miss ratio the bus's last solve or light update gave (`miss` moves in between with a
+    /// warming task's local steps). v1: a light update is due when a warming task's ratio has
+    /// moved 0.5 % from this one; both models: when a task fills its share at a ratio 0.5 %
+    /// from it.
     miss_solved: f64,
     share: f64,
     /// The task whose rates the last solve computed (its share seeds the next solve).

@@ -149,9 +149,10 @@ fn light_updates_keep_up_with_caches_warming_all_the_time() {
 /// A task switched in cold gets a cache share for its cold access rate and fills it in a tick
 /// or two; filled, its rates are a warm task's and its share must follow them at once. Until
 /// session 26 both fast paths left it at the cold share until the bus's burst of warm-ups
-/// ended (its whole solve): parser beside a warming Hyper-Threading sibling on masa-2x2ht at
-/// 5 ms slices ran a tick per slice at twice its CPI, 10 % of its work off the reference path
-/// (`examples/fast_vs_reference -- random 1000 593`).
+/// ended (its whole solve): under v1, parser beside a warming Hyper-Threading sibling on
+/// masa-2x2ht at 5 ms slices ran a tick per slice at twice its CPI, 10 % of its work off the
+/// reference path (`examples/fast_vs_reference -- random 1000 593`); under v2, random scenario
+/// 867 (bench-8, 23 tasks, 100 ms slices, 2 ms ticks) had a task 1.4e-2 off.
 #[test]
 fn a_task_that_fills_its_share_gets_a_warm_share_at_once() {
     let cat = Catalog::builtin();
@@ -173,6 +174,12 @@ fn a_task_that_fills_its_share_gets_a_warm_share_at_once() {
         eprintln!("{model:?}: per task {gap:.2e}");
         assert!(gap < 5e-3, "{model:?}: a task's work moved by {gap:.3e}");
     }
+    let (_, _, gap) = work_on_both_paths(&bench::random_scenario(&cat, 867).unwrap());
+    eprintln!("random scenario 867 (v2): per task {gap:.2e}");
+    assert!(
+        gap < 5e-3,
+        "random scenario 867 (v2): a task's work moved by {gap:.3e}"
+    );
 }
 
 /// The first random scenarios of `bench::random_scenario` (five machines, both models, short

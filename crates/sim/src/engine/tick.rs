@@ -364,7 +364,9 @@ impl Simulation {
                     t.occ = (t.occ + fill).min(target);
                     // While the miss ratio still moves by more than 0.5 % a tick, the bus gets a
                     // light update (the reference path: a whole solve); once the share is filled,
-                    // a whole solve, so that warm tasks run at exact steady-state rates.
+                    // a light update if the ratio moved 0.5 % since the bus's last update (the
+                    // shares follow the warm rates at once) and a whole solve at the end of the
+                    // bus's burst of warm-ups, so that warm tasks run at exact steady-state rates.
                     let held = share.min(t.occ);
                     if !v2_fast && !self.exact_warmup && t.occ < target {
                         // v1, still filling: whether the miss ratio moved by 0.5 % since the bus's

@@ -50,38 +50,20 @@ fn run(args: &[String]) -> Result<(), String> {
     }
     let ms: u64 = ms.parse().map_err(|e| format!("<ms> {ms:?}: {e}"))?;
     let cat = Catalog::builtin();
-    let (mut sc, seed) = if what.ends_with(".toml") {
-        let sc = Scenario::from_file(Path::new(what), &cat).map_err(|e| e.to_string())?;
-        let seed = sc.seed;
-        (sc, seed)
+    let mut sc = if what.ends_with(".toml") {
+        Scenario::from_file(Path::new(what), &cat).map_err(|e| e.to_string())?
     } else {
         let tasks: usize = match rest.first() {
             Some(t) => t.parse().map_err(|e| format!("[tasks] {t:?}: {e}"))?,
             None => 64,
         };
-        (
-            bench::mix(&cat, what, tasks, ms).map_err(|e| e.to_string())?,
-            7,
-        )
+        let mut sc = bench::mix(&cat, what, tasks, ms).map_err(|e| e.to_string())?;
+        sc.seed = 7;
+        sc
     };
     sc.machine.model = Model::V2;
     sc.duration_ms = ms;
-    let per_task = |exact: bool| -> Result<Vec<(f64, f64)>, String> {
-        let mut sim = Simulation::new(&sc, seed).map_err(|e| e.to_string())?;
-        sim.set_exact_warmup(exact);
-        sim.advance_quiet(ms * 1_000_000, None);
-        Ok((0..sim.task_count())
-            .filter_map(|i| sim.counters(i))
-            .map(|c| {
-                (
-                    c.instructions,
-                    c.llc_misses * 1000.0 / c.instructions.max(1.0),
-                )
-            })
-            .collect())
-    };
-    let fast = per_task(false)?;
-    let exact = per_task(true)?;
+    let (fast, exact) = both_paths(&sc)?;
     let rel = |a: f64, b: f64| (a - b).abs() / b.abs().max(1e-12);
     let max_mean = |v: Vec<f64>| {
         let n = v.len().max(1) as f64;
@@ -104,7 +86,8 @@ fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Each task's (instructions, LLC misses) on the fast path and on the reference path.
+/// Each task's (instructions, LLC misses per 1000 instructions) on the fast path and on the
+/// reference path.
 type Work = Vec<(f64, f64)>;
 fn both_paths(sc: &Scenario) -> Result<(Work, Work), String> {
     let work = |exact: bool| -> Result<Work, String> {
@@ -113,7 +96,12 @@ fn both_paths(sc: &Scenario) -> Result<(Work, Work), String> {
         sim.advance_quiet(sc.duration_ms * 1_000_000, None);
         Ok((0..sim.task_count())
             .filter_map(|i| sim.counters(i))
-            .map(|c| (c.instructions, c.llc_misses))
+            .map(|c| {
+                (
+                    c.instructions,
+                    c.llc_misses * 1000.0 / c.instructions.max(1.0),
+                )
+            })
             .collect())
     };
     Ok((work(false)?, work(true)?))
@@ -136,7 +124,6 @@ fn random(n: u64, only: Option<u64>) -> Result<(), String> {
             .map(|(f, e)| (f.0 - e.0).abs() / e.0.abs().max(1.0))
             .fold(0.0, f64::max);
         if only.is_some() {
-            let mpki = |w: (f64, f64)| w.1 * 1000.0 / w.0.max(1.0);
             for (k, (f, e)) in fast.iter().zip(&exact).enumerate() {
                 println!(
                     "  task {k:3} {:10} work {:.6e} / {:.6e} ({:+.2e}), LLC MPKI {:.3} / {:.3}",
@@ -144,8 +131,8 @@ fn random(n: u64, only: Option<u64>) -> Result<(), String> {
                     f.0,
                     e.0,
                     f.0 / e.0.max(1.0) - 1.0,
-                    mpki(*f),
-                    mpki(*e)
+                    f.1,
+                    e.1
                 );
             }
         }

@@ -119,12 +119,11 @@ impl Simulation {
                             miss = m0;
                             cpi = own_rates(
                                 &mut self.cpus[c],
+                                (t.prof, held),
                                 (self.scratch_cc[c], self.scratch_apm[c]),
                                 self.buses[bus].latency_cycles,
                                 m0,
                             );
-                            let cpu = &mut self.cpus[c];
-                            (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m0);
                         }
                     }
                 }
@@ -377,7 +376,7 @@ impl Simulation {
                         // every tick of a warm-up; the light update evaluates it exactly.
                         let m_table = p.fill.miss_at(held, &mut t.fill_k);
                         let solved = self.cpus[c].miss_solved;
-                        if (m_table - solved).abs() > 0.005 * solved {
+                        if light_due(m_table, solved) {
                             self.light = true;
                             self.light_bus[bus] = true;
                         } else if m_table != miss {
@@ -389,15 +388,13 @@ impl Simulation {
                             // 1e-5 of its work against one whose rates a switch re-solved every
                             // tick (perlbmk time-sharing CPU 0 of bench-64 with eon at 1 ms
                             // slices had NP 1.00001 on both paths; physics probe, session 25).
-                            let m_now = p.miss_ratio(held);
                             own_rates(
                                 &mut self.cpus[c],
+                                (t.prof, held),
                                 (self.scratch_cc[c], self.scratch_apm[c]),
                                 self.buses[bus].latency_cycles,
-                                m_now,
+                                p.miss_ratio(held),
                             );
-                            let cpu = &mut self.cpus[c];
-                            (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (t.prof, held, m_now);
                         }
                     } else {
                         let m_now = p.miss_ratio(held);
@@ -413,18 +410,24 @@ impl Simulation {
                             // occupancy plus headroom is the guard's case above.)
                             t.fill_bytes =
                                 fill.max(refs * p.miss_ratio(target) * p.fill_line_bytes);
-                        }
-                        if v2_fast {
-                            if t.occ >= target {
+                            if !self.exact_warmup {
+                                // Filled, on either fast path: the bus is re-solved whole once
+                                // no task on it is still warming up (see below), so that warm
+                                // tasks run at exact steady-state rates. Meanwhile its share
+                                // must follow what filling did to its rates: a task switched in
+                                // cold got a share for its cold access rate and filled it in a
+                                // tick or two; without an update it ran on at that share until
+                                // the burst's whole solve (parser, 5 ms slices beside a warming
+                                // sibling on masa-2x2ht: a tick per slice at twice its CPI, 10 %
+                                // of its work off the reference path; session 26).
                                 self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
-                                // Filled: the shares follow its warm rates now, not at the
-                                // burst's settling solve (as v1's filled branch below).
-                                let solved = self.cpus[c].miss_solved;
-                                if (m_now - solved).abs() > 0.005 * solved {
+                                if light_due(m_now, self.cpus[c].miss_solved) {
                                     self.light = true;
                                     self.light_bus[bus] = true;
                                 }
                             }
+                        }
+                        if v2_fast {
                             // A phase change in this tick already made the bus dirty.
                             if m_now != miss && !self.dirty_bus[bus] {
                                 // Local step: the warming task's own miss ratio and CPI at its new
@@ -434,6 +437,7 @@ impl Simulation {
                                 // gets a light update.
                                 own_rates(
                                     &mut self.cpus[c],
+                                    (t.prof, held),
                                     (self.scratch_cc[c], self.scratch_apm[c]),
                                     self.buses[bus].latency_cycles,
                                     m_now,
@@ -459,23 +463,6 @@ impl Simulation {
                             // as the fast path's).
                             self.dirty = true;
                             self.dirty_bus[bus] = true;
-                        } else if t.occ >= target {
-                            // v1, filled (a v1 task still filling took the branch above, where a
-                            // warm-up step is a light update of the bus): the bus is
-                            // re-solved once no task on it is still warming up (see below), so that
-                            // warm tasks run at exact steady-state rates.
-                            self.full_pending_ticks[bus] = self.full_pending_ticks[bus].max(1);
-                            // Meanwhile its share must follow what filling it did to its rates:
-                            // a task switched in cold got a share for its cold access rate, and
-                            // filled that in a tick or two. Without an update it ran on at that
-                            // share until the burst's whole solve (parser, 5 ms slices beside a
-                            // warming sibling on masa-2x2ht: a tick per slice at twice its CPI,
-                            // 10 % of its work off the reference path; session 26).
-                            let solved = self.cpus[c].miss_solved;
-                            if (m_now - solved).abs() > 0.005 * solved {
-                                self.light = true;
-                                self.light_bus[bus] = true;
-                            }
                         }
                     }
                 } else {
@@ -960,12 +947,27 @@ fn lazy_ticks_left(ticks: f64) -> u64 {
 
 /// A CPU's own rates at miss ratio `m`, the rest of its bus unchanged (a local step): its core
 /// CPI and stall cycles per miss-cycle `(cc, apm)` as last solved, its bus's latency `lat`.
-/// Returns the CPI.
+/// `m` is profile `prof`'s ratio holding `held` bytes, which the next solve of this CPU starts
+/// from (contention.rs `miss_at`). Returns the CPI.
 #[inline]
-fn own_rates(cpu: &mut Cpu, (cc, apm): (f64, f64), lat: f64, m: f64) -> f64 {
+fn own_rates(
+    cpu: &mut Cpu,
+    (prof, held): (u32, f64),
+    (cc, apm): (f64, f64),
+    lat: f64,
+    m: f64,
+) -> f64 {
     let cpi = cc + apm * m * lat;
     (cpu.miss, cpu.cpi, cpu.ipc) = (m, cpi, 1.0 / cpi);
+    (cpu.memo_prof, cpu.memo_held, cpu.memo_miss) = (prof, held, m);
     cpi
+}
+
+/// Whether a task's miss ratio `m` has moved far enough from the one its bus was last solved
+/// at (`Cpu::miss_solved`) for a light update: 0.5 %.
+#[inline]
+fn light_due(m: f64, solved: f64) -> bool {
+    (m - solved).abs() > 0.005 * solved
 }
 
 /// A new process starts cold: none of the cache lines the finished program brought in hold its

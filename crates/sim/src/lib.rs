@@ -45,6 +45,7 @@ pub mod catalog;
 pub mod coupling;
 #[allow(missing_docs)]
 pub mod engine;
+pub mod invariants;
 pub mod replica;
 pub mod run;
 #[allow(missing_docs)]

@@ -1,8 +1,10 @@
 //! Property tests for the model's invariants (docs/design.md, "The simulated machine"): bus utilization stays below 1, cache
 //! shares of a domain sum to its capacity, identical tasks get identical slowdowns, more
 //! contention never speeds a task up, contention never beats running alone, affinity is always
-//! respected, CPU time is conserved, and a faster clock speeds a program alone by at most the
-//! clock.
+//! respected, CPU time is conserved, a faster clock speeds a program alone by at most the
+//! clock, and, on random pinned cases over the whole catalog (`counterpoint_sim::invariants`),
+//! an added co-runner speeds no task up, counters stay physical and a better machine never
+//! slows a task alone on it.
 
 use counterpoint_core::{CpuSet, Machine};
 use counterpoint_sim::*;
@@ -530,4 +532,24 @@ fn a_warm_up_alone_keeps_up_with_one_re_solved_at_every_slice() {
         let np = t.np.expect("both ran");
         assert!(np <= 1.0 + 1e-6, "{} at NP {np}", t.name);
     }
+}
+
+/// The catalog's corners, both models, both paths: random pinned cases
+/// (`counterpoint_sim::invariants`; the first ones of the family the `invariant_scan` example
+/// runs by the thousand). More contention never speeds a task up, counters stay physical, and
+/// a better machine never slows a task alone on it.
+#[test]
+fn random_pinned_cases_keep_the_invariants() {
+    use counterpoint_sim::invariants::{check_case, random_case};
+    let cat = Catalog::builtin();
+    let mut checked = 0;
+    for i in 0..120 {
+        let Some(case) = random_case(&cat, i) else {
+            continue;
+        };
+        let r = check_case(&cat, &case).unwrap();
+        assert!(r.breaks.is_empty(), "case {i} {case:?}: {:?}", r.breaks);
+        checked += 1;
+    }
+    assert!(checked >= 90, "only {checked} of 120 cases drawn");
 }

@@ -278,8 +278,14 @@ fn run_mpki(machine: &str, model: Model, tasks: &[(&str, u32)], ms: u64) -> f64 
 #[test]
 fn a_co_runner_on_another_cache_never_lowers_the_victims_misses() {
     for (machine, victims, co) in [
-        ("zhang-smp", &["mesa", "gzip", "parser"][..], "art"),
+        (
+            "zhang-smp",
+            &["mesa", "gzip", "parser", "vortex"][..],
+            "art",
+        ),
         ("bench-8", &["462.libquantum", "mesa", "gcc"][..], "swim"),
+        ("xeon-3460", &["twolf", "gcc"][..], "bzip2"),
+        ("masa-2x1", &["gcc", "vortex"][..], "eon"),
     ] {
         for model in [Model::V1, Model::V2] {
             for &v in victims {

@@ -272,20 +272,33 @@ impl Simulation {
                                 break;
                             }
                             if gap <= cyc * WARM_TIME_TOL || k + 1 == WARM_TIME_ITERS {
-                                // A small gap is closed at the tick's average rate so far (its
-                                // average miss ratio is above the marginal one, so not past the
-                                // tick): accesses and misses scaled by `cyc / used`, one division
-                                // and no look at the fill curve (a walk of it on every warming
-                                // tick cost v1 8 % more instructions; the occupancy then runs
-                                // ahead of the curve by the step's curvature, 0.12 % on a cold
-                                // tick). Left open, the gaps of a warm-up's ticks added up to tens
-                                // of microseconds of lost work, and a shell's second program,
-                                // which starts mid-tick, finished sooner than alone.
+                                // A small gap is closed by one step at the marginal miss
+                                // ratio where the fill ends (never past the tick: the ratio
+                                // only falls further on), and the misses of all the tick's
+                                // accesses are then read off the fill curve again, so that a
+                                // warm-up's misses stay a function of its accesses whatever
+                                // the ticks hold. Counting the step's accesses at that marginal
+                                // ratio instead (until session 27) ran the occupancy ahead of
+                                // the curve by the step's curvature, and a victim slowed by a
+                                // co-runner on another cache took a few fewer warm-up misses
+                                // than alone (gcc beside eon on masa-2x1, v2: 4e-8 of its
+                                // misses per instruction; `invariant_scan`, three of 6000
+                                // cases); the lookup costs bench-64 about 2 %. Left open, the
+                                // gaps of a warm-up's ticks added up to tens of microseconds of
+                                // lost work, and a shell's second program, which starts
+                                // mid-tick, finished sooner than alone.
                                 let o_end = (t.occ + misses * p.fill_line_bytes).min(target);
                                 let m_end = p.fill.miss_at(o_end, &mut k_end);
                                 let dr = (gap / (cpa + m_end * spm)).min(r_max - r);
                                 r += dr;
-                                misses += dr * m_end;
+                                misses = p.warm_misses(
+                                    t.occ,
+                                    target,
+                                    r,
+                                    p.fill_line_bytes,
+                                    &mut t.fill_k,
+                                    &mut k_end,
+                                );
                                 break;
                             }
                             // Newton on the accesses: the time of `r` accesses is concave in `r`
@@ -752,8 +765,8 @@ const OPTIMISM_TOL: f64 = 0.5;
 /// A warming task's tick retires more when the instructions and misses counted take less than
 /// the tick by more than this share of it (its misses fell as it filled), in at most
 /// `WARM_TIME_ITERS` Newton steps along the fill curve: a cold start converges in two or
-/// three. A smaller gap is closed by one step at the fill table's marginal miss ratio (no walk
-/// of the curve). At 1e-3 the checks cost bench-64 12 % more instructions under v1 for nothing a
+/// three. A smaller gap is closed by one step at the fill table's marginal miss ratio, the
+/// tick's misses then read off the fill curve for all its accesses. At 1e-3 the checks cost bench-64 12 % more instructions under v1 for nothing a
 /// 1 ms tick shows; 3e-2 and 1e-1 give the same solo work to 0.03 % (docs/sim.md, "Limits").
 const WARM_TIME_TOL: f64 = 1e-1;
 const WARM_TIME_ITERS: usize = 4;

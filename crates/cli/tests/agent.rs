@@ -744,18 +744,23 @@ fn thread_cpus(pid: u32, tid: u32) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
-/// A busy Python process that, once pinned, starts a thread and a child process (both inherit
-/// the pinned set) and writes "TID CHILD_PID" to `out`.
+/// A busy Python process with one idle thread from the start (its id in `out.ready`) that,
+/// once pinned, starts a thread and a child process (both inherit the pinned set) and writes
+/// "TID CHILD_PID" to `out`.
 const SPAWNER: &str = r#"
 import os, sys, threading, subprocess, time
 out = sys.argv[1]
 orig = os.sched_getaffinity(0)
-open(out + ".ready", "w").close()
-while os.sched_getaffinity(0) == orig:
-    pass
 def idle():
     while True:
         time.sleep(0.01)
+early = threading.Thread(target=idle, daemon=True)
+early.start()
+with open(out + ".ready.tmp", "w") as f:
+    f.write(f"{early.native_id}\n")
+os.rename(out + ".ready.tmp", out + ".ready")
+while os.sched_getaffinity(0) == orig:
+    pass
 t = threading.Thread(target=idle, daemon=True)
 t.start()
 child = subprocess.Popen(["sleep", "120"])
@@ -777,14 +782,20 @@ fn spawner(out: &Path) -> Option<Kill> {
 
 /// Threads and children created after the agent pinned a process are journaled and restored:
 /// once through SIGTERM (the agent's own sweep), once through SIGKILL + `--restore-only` (the
-/// sweep at restore).
+/// sweep at restore), and once with the process named by one of its threads' ids (as `top -H`
+/// or `ps -L` show them), which stands for the process: until session 27 the agent pinned the
+/// process but adopted nothing, and the threads born later stayed pinned after it stopped.
 #[test]
 fn threads_and_children_born_pinned_are_restored() {
     let _g = serial();
     if !two_cpus() {
         return;
     }
-    for kill in [libc::SIGTERM, libc::SIGKILL] {
+    for (kill, by_thread) in [
+        (libc::SIGTERM, false),
+        (libc::SIGKILL, false),
+        (libc::SIGTERM, true),
+    ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let journal = dir.path().join("j");
         let ids = dir.path().join("ids");
@@ -799,9 +810,15 @@ fn threads_and_children_born_pinned_are_restored() {
             .path()
             .join("ids.ready")
             .exists()));
+        let early: u32 = fs::read_to_string(dir.path().join("ids.ready"))
+            .expect("ready")
+            .trim()
+            .parse()
+            .expect("early thread id");
+        let named = if by_thread { early } else { p.pid() };
         let log = dir.path().join("log");
         let mut agent = Kill(
-            agent_cmd("spread", &format!("pid:{},{}", p.pid(), q.pid()), &journal)
+            agent_cmd("spread", &format!("pid:{named},{}", q.pid()), &journal)
                 .arg("--log-json")
                 .stderr(fs::File::create(&log).expect("log"))
                 .spawn()
@@ -836,6 +853,16 @@ fn threads_and_children_born_pinned_are_restored() {
             let l = fs::read_to_string(&log).expect("log");
             assert!(adopted, "{l}");
         }
+        if by_thread {
+            let l = fs::read_to_string(&log).expect("log");
+            assert!(
+                l.contains(&format!(
+                    "pid:{early} is a thread of process {}: the agent watches the process",
+                    p.pid()
+                )),
+                "{l}"
+            );
+        }
         signal(agent.pid(), kill);
         let _ = agent.0.wait();
         if kill == libc::SIGKILL {
@@ -852,14 +879,21 @@ fn threads_and_children_born_pinned_are_restored() {
         }
         let now = (
             cpus_allowed(p.pid()),
+            thread_cpus(p.pid(), early),
             thread_cpus(p.pid(), tid),
             cpus_allowed(child),
         );
         signal(child, libc::SIGKILL);
         assert_eq!(
             now,
-            (original.clone(), Some(original.clone()), original.clone()),
-            "after {kill}: process, new thread, new child"
+            (
+                original.clone(),
+                Some(original.clone()),
+                Some(original.clone()),
+                original.clone()
+            ),
+            "after {kill} (named by a thread id: {by_thread}): process, first thread, new \
+             thread, new child"
         );
     }
 }

@@ -155,6 +155,13 @@ impl Proc {
             .ok()
     }
 
+    /// The process (thread group) task `tid` belongs to: `Tgid:` of its `status`. A thread
+    /// that is not its group's leader is not listed in `/proc`, but `/proc/TID` still names it.
+    pub fn tgid(&self, tid: u32) -> Option<u32> {
+        let status = fs::read_to_string(self.pid_dir(tid).join("status")).ok()?;
+        status_field(&status, "Tgid")?.parse().ok()
+    }
+
     /// `Cpus_allowed_list` of a thread, as the kernel prints it.
     pub fn cpus_allowed_list(&self, pid: u32, tid: u32) -> Option<String> {
         let status = fs::read_to_string(self.thread_dir(pid, tid).join("status")).ok()?;

@@ -214,6 +214,32 @@ impl TargetSpec {
         }
     }
 
+    /// A `pid:` list with every thread id replaced by its process's id (each thread id found
+    /// so, with its process, is returned to be said): the agent and `top` watch, pin, adopt
+    /// new threads of and restore whole processes, and a thread id taken from `top -H` or
+    /// `ps -L` named the process only half (its threads born later were pinned by
+    /// inheritance and never restored). Other kinds, and ids that name no task, are returned
+    /// as they are.
+    pub fn threads_as_processes(self, proc_: &Proc) -> (Self, Vec<(u32, u32)>) {
+        let TargetSpec::Pids(pids) = self else {
+            return (self, Vec::new());
+        };
+        let mut threads = Vec::new();
+        let mut out: Vec<u32> = pids
+            .into_iter()
+            .map(|pid| match proc_.tgid(pid) {
+                Some(tgid) if tgid != pid && tgid > 0 => {
+                    threads.push((pid, tgid));
+                    tgid
+                }
+                _ => pid,
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        (TargetSpec::Pids(out), threads)
+    }
+
     /// The user processes (never kernel threads, never `exclude`) this spec selects now, sorted.
     pub fn select(&self, proc_: &Proc, exclude: u32) -> Vec<u32> {
         self.select_with(proc_, exclude, &mut |pid| proc_.stat(pid))
@@ -314,6 +340,41 @@ mod tests {
             .expect_err("bad regex")
             .to_string();
         assert!(!e.contains('\n') && e.contains("on line 2"), "{e}");
+    }
+
+    /// A thread id in `pid:` stands for its process; a process id and an id that names no
+    /// task stay as they are.
+    #[test]
+    fn a_thread_id_stands_for_its_process() {
+        let me = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(nix::unistd::gettid().as_raw() as u32)
+                .expect("send");
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().expect("tid");
+        assert_ne!(tid, me);
+        let proc_ = Proc::default();
+        let absent = u32::MAX - 1;
+        let (spec, threads) = TargetSpec::Pids(vec![tid, absent]).threads_as_processes(&proc_);
+        match spec {
+            TargetSpec::Pids(p) => assert_eq!(p, {
+                let mut v = vec![me, absent];
+                v.sort_unstable();
+                v
+            }),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(threads, vec![(tid, me)]);
+        let (spec, threads) = TargetSpec::Pids(vec![me, tid]).threads_as_processes(&proc_);
+        assert!(matches!(spec, TargetSpec::Pids(p) if p == vec![me]));
+        assert_eq!(threads, vec![(tid, me)]);
+        let (spec, threads) = TargetSpec::All.threads_as_processes(&proc_);
+        assert!(matches!(spec, TargetSpec::All) && threads.is_empty());
+        done_tx.send(()).expect("send");
+        t.join().expect("join");
     }
 
     #[test]

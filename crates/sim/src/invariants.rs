@@ -397,7 +397,10 @@ mod tests {
         assert!(broke[1].contains("bus lines"), "{broke:?}");
         assert!(broke[2].contains("issue width"), "{broke:?}");
         assert!(broke[3].contains("bus lines"), "{broke:?}");
-        assert!(broke[4].contains("ns on a CPU in a 100000000 ns run"), "{broke:?}");
+        assert!(
+            broke[4].contains("ns on a CPU in a 100000000 ns run"),
+            "{broke:?}"
+        );
         let mut slow = sc.clone();
         let bytes: f64 = counters.iter().map(|c| c.mem_transactions * 64.0).sum();
         // A bus that carries half of what the run moved in its 100 ms.

@@ -24,7 +24,8 @@ pub struct AgentArgs {
     #[arg(long)]
     dry_run: bool,
     /// Which processes: all, pid:1,2,..., comm:REGEX, cgroup:PATH, user:NAME (host source only;
-    /// a simulated source runs its scenario's tasks).
+    /// a simulated source runs its scenario's tasks). A thread id in pid: stands for its
+    /// process.
     #[arg(long, default_value = DEFAULT_TARGETS)]
     targets: String,
     /// The safety-net journal (locked; a second agent on it refuses to start). Host source only.
@@ -230,6 +231,18 @@ pub fn run(args: AgentArgs) -> Result<ExitCode> {
     // Cheap checks before MASA's calibration of a simulated machine, which takes a while.
     let interval_ns = parse_interval(&args.interval)?;
     let targets = TargetSpec::parse(&args.targets)?;
+    // A thread id stands for its process: pinning one thread's process and watching only that
+    // thread left the threads born later pinned, unjournaled and never restored.
+    let (targets, threads) =
+        targets.threads_as_processes(&counterpoint_host::procfs::Proc::default());
+    for (tid, pid) in threads {
+        log.emit(
+            Level::Info,
+            "thread_target",
+            &format!("pid:{tid} is a thread of process {pid}: the agent watches the process"),
+            &[("tid", json!(tid)), ("pid", json!(pid))],
+        );
+    }
     // A simulated source is read before the policy is built: MASA calibrates its machine.
     let sim = match args.source.strip_prefix("sim:") {
         Some(path) => {

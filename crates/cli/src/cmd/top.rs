@@ -128,6 +128,12 @@ pub fn run(args: TopArgs) -> Result<ExitCode> {
     let interval_ns = super::parse_interval(interval)?;
     let key = SortKey::parse(&args.sort)?;
     let targets = TargetSpec::parse(&args.targets)?;
+    // A thread id stands for its process, as in the agent (`TargetSpec::threads_as_processes`).
+    let (targets, threads) =
+        targets.threads_as_processes(&counterpoint_host::procfs::Proc::default());
+    for (tid, pid) in threads {
+        eprintln!("counterpoint top: pid:{tid} is a thread of process {pid}: showing the process");
+    }
     refuse_missing_pids(&targets, &args.targets)?;
     let mut source = None;
     if !args.direct {

@@ -679,3 +679,45 @@ fn a_child_left_running_is_waited_for() {
     let pid = child.expect("the program prints its child's pid");
     assert!(err.contains(&format!("{pid} (")), "{err}");
 }
+
+/// A stop signal while the command waits for what the program left running ends the wait at
+/// once, says so (not that the whole wait passed), and gives 128+N, as one during the run does
+/// (CLI probe, session 27: it exited 0 and said "still running 10 s after it exited" half a
+/// second in).
+#[test]
+fn a_stop_signal_during_the_wait_for_descendants_is_the_exit_status() {
+    use std::io::{BufRead, BufReader, Read};
+    let tmp = tempfile::tempdir().unwrap();
+    let orphan = compile("orphan_child", tmp.path(), &[]);
+    common::ensure_lockprof_lib();
+    let mut cmd = Command::new(counterpoint());
+    cmd.args(["lockprof", "--wait-descendants", "300", "--"])
+        .arg(&orphan)
+        .arg("long")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut run = cmd.spawn().unwrap();
+    let mut out = BufReader::new(run.stdout.take().unwrap());
+    // The program prints its child's pid and exits; the command then waits for the child.
+    let mut line = String::new();
+    let mut child = None;
+    while child.is_none() && out.read_line(&mut line).unwrap() > 0 {
+        child = line
+            .trim()
+            .strip_prefix("child ")
+            .and_then(|p| p.parse::<i32>().ok());
+        line.clear();
+    }
+    let child = child.expect("the program prints its child's pid");
+    // SAFETY: kill(2) on the test's own child process.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let status = run.wait().unwrap();
+    let mut err = String::new();
+    run.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    // SAFETY: kill(2) on the test's own sleeping grandchild.
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("stopped by SIGTERM (15)"), "{err}");
+    assert!(err.contains(&format!("{child} (")), "{err}");
+    assert!(!err.contains("300 s"), "{err}");
+}

@@ -190,8 +190,14 @@ fn signal_name(sig: i32) -> &'static str {
 static PROGRAM: AtomicI32 = AtomicI32::new(0);
 /// A stop signal that came before the program's pid was known, to forward once it is.
 static PENDING: AtomicI32 = AtomicI32::new(0);
+/// The last stop signal this command got, whoever sent it and whenever: it ends the wait for
+/// the program's leftover descendants. A signal forwarded to the program in the instant it
+/// had exited but was not yet reaped reaches a zombie and is lost; the wait must see it still
+/// (a test found the command then waiting out the whole `--wait-descendants`).
+static STOPPED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    STOPPED.store(sig, Ordering::SeqCst);
     // Async-signal-safe only: atomics and kill(2). A terminal's signal went to its whole
     // foreground group, the program included; one sent by a process (`kill PID`) only to us,
     // so it is passed on. (A signal to our whole group reaches the program twice: its profiler
@@ -303,22 +309,45 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     PROGRAM.store(0, Ordering::SeqCst);
     ended.context("waiting for the program")?;
     let status = child.wait().context("waiting for the program")?;
-    if !wait_for_descendants(Duration::from_secs_f64(args.wait_descendants)) {
-        let left: Vec<String> = our_children()
-            .into_iter()
-            .map(|(pid, comm)| format!("{pid} ({comm})"))
-            .collect();
-        note(format_args!(
-            "counterpoint lockprof: processes the program started were still running {} s after \
-             it exited: {}; their lock profiles are not in this report (--wait-descendants)",
-            args.wait_descendants,
-            if left.is_empty() {
+    let waited_from = std::time::Instant::now();
+    let wait = wait_for_descendants(Duration::from_secs_f64(args.wait_descendants));
+    // A stop signal while the command waits for what the program left running ends the wait
+    // and, as one during the program's run does, the command's status (128+N).
+    let stopped = match wait {
+        Descendants::AllDone => None,
+        Descendants::StillRunning | Descendants::Stopped(_) => {
+            let left: Vec<String> = our_children()
+                .into_iter()
+                .map(|(pid, comm)| format!("{pid} ({comm})"))
+                .collect();
+            let left = if left.is_empty() {
                 "(gone since)".to_string()
             } else {
                 left.join(", ")
+            };
+            match wait {
+                Descendants::Stopped(sig) => {
+                    note(format_args!(
+                        "counterpoint lockprof: stopped by {} ({sig}) {:.1} s into the wait for \
+                         processes the program started and left running: {left}; their lock \
+                         profiles are not in this report",
+                        signal_name(sig),
+                        waited_from.elapsed().as_secs_f64()
+                    ));
+                    Some(sig)
+                }
+                _ => {
+                    note(format_args!(
+                        "counterpoint lockprof: processes the program started were still running \
+                         {} s after it exited: {left}; their lock profiles are not in this report \
+                         (--wait-descendants)",
+                        args.wait_descendants
+                    ));
+                    None
+                }
             }
-        ));
-    }
+        }
+    };
     // A closed stdout while printing is an EPIPE error, not a death by SIGPIPE that would leave
     // the temporary directory behind (the program is gone: nothing inherits this).
     // SAFETY: setting a signal disposition.
@@ -344,6 +373,7 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         }
         _ => 1,
     };
+    let code = stopped.map_or(code, |sig| 128 + sig);
     let exit = ExitCode::from(code.clamp(0, 255) as u8);
     let shown = match (args.pid, &args.process) {
         (Some(p), _) => {
@@ -418,7 +448,18 @@ fn parse_wait_seconds(s: &str) -> Result<f64, String> {
 
 /// Reap the program's leftover descendants (this process is their subreaper) as they exit,
 /// for at most `limit`: true when none is left.
-fn wait_for_descendants(limit: Duration) -> bool {
+/// How the wait for the program's leftover descendants ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Descendants {
+    /// None is left.
+    AllDone,
+    /// Some still run at the end of `--wait-descendants`.
+    StillRunning,
+    /// A stop signal (its number) ended the wait.
+    Stopped(i32),
+}
+
+fn wait_for_descendants(limit: Duration) -> Descendants {
     let deadline = std::time::Instant::now() + limit;
     loop {
         let mut status = 0;
@@ -430,13 +471,17 @@ fn wait_for_descendants(limit: Duration) -> bool {
         if r < 0 {
             // ECHILD: none left (EINTR: look again).
             if std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
-                return true;
+                return Descendants::AllDone;
             }
             continue;
         }
-        // A stop signal after the program ended (`on_stop` keeps it in PENDING) ends the wait.
-        if std::time::Instant::now() >= deadline || PENDING.load(Ordering::SeqCst) != 0 {
-            return false;
+        // A stop signal, during the program's run or after it, ends the wait.
+        let sig = STOPPED.load(Ordering::SeqCst);
+        if sig != 0 {
+            return Descendants::Stopped(sig);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Descendants::StillRunning;
         }
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p counterpoint-sim --example invariant_scan -- 6000`
 //! `cargo run --release -p counterpoint-sim --example invariant_scan -- 6000 17` (case 17 only)
-use counterpoint_sim::invariants::{check_case, random_case, run_checked};
+use counterpoint_sim::invariants::{check_case, np_above_one, random_case, run_checked};
 use counterpoint_sim::{bench, Catalog};
 use std::process::ExitCode;
 
@@ -104,6 +104,20 @@ fn scan(n: u64, only: Option<u64>) -> Result<bool, String> {
         }
     }
     println!("{shared_broken} time-shared runs of {n} random scenarios (both paths) with unphysical counters.");
+    // The same scenarios at coarse ticks and over short runs: no task beats running alone.
+    let mut np_broken = 0;
+    for i in 0..n {
+        if only.is_some_and(|k| k != i) {
+            continue;
+        }
+        let above = np_above_one(&cat, i).map_err(|e| format!("random {i}: {e}"))?;
+        if !above.is_empty() {
+            np_broken += 1;
+            println!("random scenario {i}, short and coarse: NP above 1: {above:?}");
+        }
+    }
+    println!("{np_broken} of {n} short, coarse-tick runs of them with an NP above 1.");
+    broken += np_broken;
     broken += shared_broken;
     println!(
         "{broken} of {cases} cases broke an invariant. Largest gain from an added co-runner: \

@@ -4,8 +4,8 @@
 //! corners (two-socket snoops, Hyper-Threading, sector reads, shared L2s).
 //!
 //! Scenario `i` ([`random_case`]): a victim pinned on CPU 0, up to five co-runners pinned on
-//! other cores, one more co-runner pinned on a core none of them uses, 150-500 ms at a 1 or 2
-//! ms tick. [`check_case`] runs it and reports each break of:
+//! other cores, one more co-runner pinned on a core none of them uses, 10-500 ms at a 1, 2, 5
+//! or 10 ms tick. [`check_case`] runs it and reports each break of:
 //! - **more contention never speeds a task up**: with the added co-runner no task retires
 //!   more instructions, and no task that had its cache to itself misses less per instruction
 //!   (reference path: to rounding; fast path: within its 1e-2 of the reference path);
@@ -108,8 +108,10 @@ pub fn random_case(catalog: &Catalog, i: u64) -> Option<Case> {
         base.push((picks[j], core * tpc + threads[j]));
     }
     let extra = (extra_program, free[k] * tpc + threads[k]);
-    let tick_ms = 1 + draw(2);
-    let duration_ms = (150 + draw(350)) / tick_ms * tick_ms;
+    // Coarse ticks and short runs too: a tick holds a warming task's rates for its length, and
+    // a run of a few ticks shows what one tick's error does.
+    let tick_ms = [1, 2, 5, 10][draw(4) as usize];
+    let duration_ms = ((10 + draw(490)) / tick_ms).max(1) * tick_ms;
     Some(Case {
         machine: machine.name,
         model,
@@ -223,6 +225,29 @@ pub fn physical_breaks(sc: &Scenario, counters: &[Counters]) -> Vec<String> {
         ));
     }
     breaks
+}
+
+/// Tasks of time-shared scenario `i` whose normalized performance passes 1 (by more than
+/// rounding): the scenario of `bench::random_scenario(i)` (more tasks than CPUs, the default
+/// scheduler), at a 1, 2, 5 or 10 ms tick and over 10 ms to its own length, so that a tick's
+/// error weighs in a short run. Each (task name, NP).
+pub fn np_above_one(catalog: &Catalog, i: u64) -> Result<Vec<(String, f64)>, SimError> {
+    let mut sc = crate::bench::random_scenario(catalog, i)?;
+    let tick_ms = [1, 2, 5, 10][(i % 4) as usize];
+    let ms = [10, 20, 50, sc.duration_ms][((i / 4) % 4) as usize];
+    sc.tick_us = tick_ms * 1000;
+    // A slice is at least a tick.
+    sc.sched.timeslice_ms = sc.sched.timeslice_ms.max(tick_ms as f64);
+    sc.duration_ms = (ms / tick_ms).max(1) * tick_ms;
+    sc.epoch_ms = sc.duration_ms;
+    let r = crate::run(&sc, sc.seed, None, None, sc.duration_ms * 1_000_000)?;
+    Ok(r.tasks
+        .iter()
+        .filter_map(|t| {
+            t.np.filter(|&np| np > 1.0 + 1e-6)
+                .map(|np| (t.name.clone(), np))
+        })
+        .collect())
 }
 
 /// The machine changes a task alone on the machine never loses from.

@@ -559,3 +559,18 @@ fn random_pinned_cases_keep_the_invariants() {
     }
     assert!(checked >= 90, "only {checked} of 120 cases drawn");
 }
+
+/// Time-shared random scenarios at 1-10 ms ticks over 10 ms to a few hundred: no task beats
+/// running alone. The eight listed first had a task above NP 1 (up to 1.018, parser in 3590 at
+/// 5 ms ticks over 50 ms) until session 27: a full task whose share jumped ran a whole tick at
+/// the miss ratio of the share it was climbing to (engine/tick.rs, `GROWTH_TOL`).
+#[test]
+fn short_coarse_runs_never_beat_running_alone() {
+    use counterpoint_sim::invariants::np_above_one;
+    let cat = Catalog::builtin();
+    let broke_before = [566, 615, 1062, 2833, 3445, 3590, 3631, 5601];
+    for i in broke_before.into_iter().chain(0..40) {
+        let above = np_above_one(&cat, i).unwrap();
+        assert!(above.is_empty(), "random scenario {i}: {above:?}");
+    }
+}

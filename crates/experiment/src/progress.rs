@@ -60,7 +60,8 @@ pub const SECONDS_PER_SEED: &[(&str, f64)] = &[
     // 19: `--seeds 2` 6.7 s wall; the 40 s this said was a debug build's under load average
     // 14, and the estimate is the release binary's).
     ("requests", 4.0),
-    // Runs at most 2 seeds (schedtask::MAX_SEEDS), so this over-estimates beyond 2.
+    // Under `all` it runs 2 seeds only (schedtask::ALL_SEEDS), so `all`'s estimate is high
+    // beyond 2; alone it runs every seed.
     ("schedtask", 5.0),
     // 40 runs of 3 s alone per seed: 0.57 s wall for 5 seeds in release.
     ("clock-scaling", 0.12),

@@ -37,6 +37,11 @@ fn table_json_and_out_dir() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("normalized performance"), "{text}");
     assert!(text.contains("swim"));
+    // The physics and the tick every figure depends on, and a short run's length in ms.
+    assert!(
+        text.starts_with("scenario tiny on zhang-smp (model v1, 1000 us ticks, seed 2, policy linux), 300 ms simulated"),
+        "{text}"
+    );
 
     let out = bin()
         .args(["simulate", "--json", "--seed", "5"])
@@ -46,6 +51,8 @@ fn table_json_and_out_dir() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["seed"], 5);
+    assert_eq!(v["model"], "v1");
+    assert_eq!(v["tick_ns"], 1_000_000);
     assert_eq!(v["tasks"].as_array().unwrap().len(), 2);
     let np = v["tasks"][1]["np"].as_f64().unwrap();
     assert!(np > 0.0 && np <= 1.0);

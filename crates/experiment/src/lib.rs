@@ -268,9 +268,21 @@ pub fn run(
             other => Err(LabError(format!("experiment {other} has no runner"))),
         }
         .map_err(wrap)?;
+        let mut r = r;
+        r.model = model_label(exp, lab.forced_model());
         out.push(r);
     }
     Ok(out)
+}
+
+/// Which physics experiment `exp` ran under, in words for its result: every figure depends
+/// on it, and a result that did not say could not be told from the other model's.
+pub fn model_label(exp: &str, forced: Option<counterpoint_sim::Model>) -> String {
+    match (exp, forced) {
+        ("model-validation", _) => "v1 and v2".to_string(),
+        (_, Some(m)) => format!("{} (--model)", m.label()),
+        (_, None) => "each scenario's own (v1 unless it names v2)".to_string(),
+    }
 }
 
 /// Whether a lab forced to `model` (None: each scenario's own, v1 for the covered ones) runs
@@ -327,6 +339,11 @@ mod tests {
             planned_runs("all", &v2, seeds).unwrap(),
             singles(&v2) - schedtask_left_out
         );
+        assert_eq!(
+            model_label("zhang-spec", Some(counterpoint_sim::Model::V2)),
+            "v2 (--model)"
+        );
+        assert_eq!(model_label("model-validation", None), "v1 and v2");
         // Alone, schedtask runs every seed asked for (it ran two, silently; CLI probe).
         assert_eq!(
             planned_runs("schedtask", &lab, 3).unwrap(),

@@ -325,8 +325,9 @@ pub fn markdown(results: &[ExperimentResult], preamble: &str) -> String {
     for r in results {
         md.push_str(&format!("## {} (`{}`)\n\n", r.title, r.experiment));
         md.push_str(&format!(
-            "Machine: {}. Seeds: {} ({}). Values are mean ± sample standard deviation over seeds.\n\n",
+            "Machine: {}. Model: {}. Seeds: {} ({}). Values are mean ± sample standard deviation over seeds.\n\n",
             r.machine,
+            if r.model.is_empty() { "not recorded" } else { &r.model },
             r.seeds.len(),
             r.seeds
                 .iter()

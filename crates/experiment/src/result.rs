@@ -32,6 +32,9 @@ pub struct ExperimentResult {
     pub title: String,
     /// The simulated machine(s), in words.
     pub machine: String,
+    /// The physics it ran under (`model_label`).
+    #[serde(default)]
+    pub model: String,
     /// Seeds run.
     pub seeds: Vec<u64>,
     /// Policy → metric (`normalized_performance`, `unfairness`, `gain`, ...) → summary with
@@ -61,6 +64,7 @@ impl ExperimentResult {
             experiment: experiment.to_string(),
             title: title.to_string(),
             machine: machine.to_string(),
+            model: String::new(),
             seeds: seeds.to_vec(),
             policies: BTreeMap::new(),
             paper: BTreeMap::new(),

@@ -109,6 +109,12 @@ pub struct RunResult {
     pub scenario: String,
     /// Machine name.
     pub machine: String,
+    /// Physics the run used (every figure depends on it).
+    #[serde(default)]
+    pub model: Model,
+    /// The engine's tick (a warming task's rates hold for one).
+    #[serde(default)]
+    pub tick_ns: u64,
     /// Seed of the run.
     pub seed: u64,
     /// Epoch-level policy (`linux` = none).
@@ -640,6 +646,8 @@ pub fn run_with<'p, 'k>(
     Ok(RunResult {
         scenario: scenario.name.clone(),
         machine: scenario.machine.name.clone(),
+        model: scenario.machine.model,
+        tick_ns: scenario.tick_us * 1000,
         seed,
         policy: policy_name,
         pick: pick_name,

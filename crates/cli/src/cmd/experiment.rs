@@ -330,8 +330,9 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
         for r in &results {
             text.push_str(&format!("== {} ({})\n", r.title, r.experiment));
             text.push_str(&format!(
-                "machine: {}; seeds: {}\n",
+                "machine: {}; model: {}; seeds: {}\n",
                 r.machine,
+                r.model,
                 r.seeds.len()
             ));
             for t in &r.tables {

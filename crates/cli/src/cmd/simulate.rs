@@ -229,20 +229,31 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
 /// Tasks that never ran named in the summary's line about them; the others are counted.
 const STARVED_NAMED: usize = 10;
 
+/// Simulated time in the unit that shows it: `0.0 s` said nothing of a 10 ms run.
+fn simulated_time(ns: u64) -> String {
+    if ns < 1_000_000_000 {
+        format!("{} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} s", ns as f64 * 1e-9)
+    }
+}
+
 /// The terminal summary table.
 pub fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "scenario {} on {} (seed {}, policy {}{}), {:.1} s simulated",
+        "scenario {} on {} (model {}, {} us ticks, seed {}, policy {}{}), {} simulated",
         r.scenario,
         r.machine,
+        r.model.label(),
+        r.tick_ns / 1000,
         r.seed,
         r.policy,
         r.pick
             .as_ref()
             .map_or(String::new(), |p| format!(", pick {p}")),
-        r.duration_ns as f64 * 1e-9
+        simulated_time(r.duration_ns)
     );
     let w = r
         .tasks

@@ -176,3 +176,54 @@ fn agent_dry_run_counts_through_the_daemon_or_directly() {
     let start = events.iter().find(|e| e["event"] == "start").unwrap();
     assert_eq!(start["counters"], "perf_event", "{start}");
 }
+
+/// The broker killed under a running agent: the agent counts on by itself and says so in its
+/// log, once (CLI probe, session 27: its start line named the broker and nothing said it was
+/// gone).
+#[test]
+fn agent_says_when_it_gives_the_broker_up() {
+    let d = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(d.path());
+    let target = sleeper();
+    let log = d.path().join("log");
+    let mut agent = Kill(
+        Command::new(BIN)
+            .args(["agent", "--policy", "spread", "--dry-run", "--log-json"])
+            .args(["--interval", "100ms", "--targets"])
+            .arg(format!("pid:{}", target.pid()))
+            .arg("--daemon")
+            .arg(&daemon.socket)
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("agent"),
+    );
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !read().contains("\"event\":\"start\"") {
+        assert!(Instant::now() < deadline, "no start: {}", read());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !read().contains("\"event\":\"counters_fallback\"") {
+        assert!(Instant::now() < deadline, "no fallback logged: {}", read());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the test's own child.
+    unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
+    let _ = agent.0.wait();
+    let text = read();
+    assert_eq!(text.matches("counters_fallback").count(), 1, "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("counters_fallback"))
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["level"], "WARN");
+    assert_eq!(v["counters"], "perf_event");
+    assert!(
+        v["reason"].as_str().unwrap().starts_with("broker at "),
+        "{v}"
+    );
+}

@@ -895,6 +895,9 @@ pub fn run_on_host_with(
             ),
         ],
     );
+    // Whether the fallback from a broker to direct counting was logged: the start line names
+    // the broker, and a log that never said it went away misled (CLI probe, session 27).
+    let mut fallback_logged = host.source_fallback().is_some();
     // A panic (a policy bug) must not skip the restore either: it is caught, the affinities are
     // put back, and it is reported as an error.
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -907,6 +910,17 @@ pub fn run_on_host_with(
             // journal errors do.
             &|e| matches!(e, HostError::Affinity(_) | HostError::UserOwned(_)),
             &mut |h, log| {
+                if !fallback_logged {
+                    if let Some(why) = h.source_fallback() {
+                        log.emit(
+                            Level::Warn,
+                            "counters_fallback",
+                            "the counter broker was given up: this agent counts with its own perf_event groups from now on",
+                            &[("reason", json!(why)), ("counters", json!("perf_event"))],
+                        );
+                        fallback_logged = true;
+                    }
+                }
                 let sweep = h.sweep()?;
                 for a in &sweep.adopted {
                     log.emit(

@@ -448,6 +448,12 @@ impl Host {
         v
     }
 
+    /// Why a counter broker was given up for direct counting, if it was (cheap: for a check
+    /// every interval, where [`Host::counter_sources`] walks every thread).
+    pub fn source_fallback(&self) -> Option<&str> {
+        self.source_fallback.as_deref()
+    }
+
     /// How the threads being watched are counted now.
     pub fn counter_sources(&self) -> CounterSources {
         let perf_threads = self

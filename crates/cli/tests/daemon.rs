@@ -447,6 +447,26 @@ fn interval_printing_through_the_daemon() {
         assert!(f[0].parse::<f64>().is_ok(), "{l}");
         assert_eq!(f[3], ["task-clock", "page-faults"][i % 2], "{l}");
     }
+    // Without -x, perf's column header first, as direct counting prints it (it was missing;
+    // CLI probe, session 27).
+    let o = stat(&[
+        "--daemon",
+        sock,
+        "-I",
+        "50",
+        "-e",
+        "task-clock",
+        "--",
+        "sleep",
+        "0.1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        text.lines().next(),
+        Some("#           time             counts unit events"),
+        "{text}"
+    );
     assert!(!stat(&[
         "--daemon",
         sock,

@@ -248,6 +248,11 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
             let step = Duration::from_millis(ms);
             let mut next = start + step;
             let mut prev: Option<Vec<EventReading>> = None;
+            // perf's column header, as direct counting prints it (it was missing here: a
+            // parser skipping one `#` line then ate a data line; CLI probe, session 27).
+            if fmt.sep.is_none() && !fmt.json {
+                writeln!(out, "{}", super::interval_header(fmt.aggr))?;
+            }
             loop {
                 let mut over = false;
                 loop {

@@ -97,11 +97,19 @@ fn a_model_the_experiment_would_ignore_is_refused() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        out.stdout
+        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        // The label says how the model was chosen; the figures are what must agree.
+        let label = v["replica"]["model"].take();
+        (v, label)
     };
-    let default = replica(None);
-    assert_eq!(replica(Some("v1")), default);
-    assert_ne!(replica(Some("v2")), default);
+    let (default, label) = replica(None);
+    assert_eq!(label, "each scenario's own (v1 unless it names v2)");
+    let (v1, label) = replica(Some("v1"));
+    assert_eq!(label, "v1 (--model)");
+    assert_eq!(v1, default);
+    let (v2, label) = replica(Some("v2"));
+    assert_eq!(label, "v2 (--model)");
+    assert_ne!(v2, default);
 }
 
 #[test]

@@ -898,6 +898,7 @@ pub fn run_on_host_with(
     // Whether the fallback from a broker to direct counting was logged: the start line names
     // the broker, and a log that never said it went away misled (CLI probe, session 27).
     let mut fallback_logged = host.source_fallback().is_some();
+    let mut journal_taken_logged = false;
     // A panic (a policy bug) must not skip the restore either: it is caught, the affinities are
     // put back, and it is reported as an error.
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -922,6 +923,25 @@ pub fn run_on_host_with(
                     }
                 }
                 let sweep = h.sweep()?;
+                match sweep.relink {
+                    crate::journal::Relink::Linked => journal_taken_logged = false,
+                    crate::journal::Relink::Recreated => log.emit(
+                        Level::Warn,
+                        "journal_recreated",
+                        "the journal file was deleted while the agent ran: written again at its path",
+                        &[("journal", json!(h.journal_path()))],
+                    ),
+                    crate::journal::Relink::Taken if !journal_taken_logged => {
+                        journal_taken_logged = true;
+                        log.emit(
+                            Level::Warn,
+                            "journal_taken",
+                            "another file took the journal's path: this agent keeps its records on its own, deleted file and restores on stop, but --restore-only after a crash cannot find them",
+                            &[("journal", json!(h.journal_path()))],
+                        );
+                    }
+                    crate::journal::Relink::Taken => {}
+                }
                 for a in &sweep.adopted {
                     log.emit(
                         Level::Info,

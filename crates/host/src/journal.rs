@@ -197,6 +197,19 @@ pub struct Override {
     pub theirs: CpuSet,
 }
 
+/// What [`Journal::relink`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Relink {
+    /// The path names the open journal.
+    #[default]
+    Linked,
+    /// The path had no file: a new one holds the current record.
+    Recreated,
+    /// Another file took the path: left alone; the records stay in memory and on the
+    /// unlinked file.
+    Taken,
+}
+
 /// An open, locked journal.
 #[derive(Debug)]
 pub struct Journal {
@@ -555,6 +568,47 @@ impl Journal {
     /// The journal's real path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the journal's path still names this open file, and if not what was done. A
+    /// journal deleted while the agent ran (a temporary-file cleaner, a user tidying up) kept
+    /// taking the agent's records on the unlinked file, and after a SIGKILL `--restore-only`
+    /// found nothing to restore (CLI probe, session 27). A path with no file is given a new
+    /// one, locked and written with the current record; a path some other file took is left
+    /// alone (it may be another agent's), and this agent keeps its records in memory and on
+    /// its unlinked file, which its own stop still restores from.
+    pub fn relink(&mut self) -> Result<Relink, JournalError> {
+        use std::os::unix::fs::MetadataExt;
+        let ours = self
+            .file
+            .metadata()
+            .map_err(io_err(&self.path, "cannot inspect it"))?;
+        match fs::symlink_metadata(&self.path) {
+            Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => return Ok(Relink::Linked),
+            Ok(_) => return Ok(Relink::Taken),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_err(&self.path, "cannot inspect it")(e))
+            }
+            Err(_) => {}
+        }
+        let p = self.path.clone();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(0o600)
+            .open(&p)
+            .map_err(io_err(&p, "cannot create it again"))?;
+        if !crate::files::try_lock_exclusive(&file).map_err(io_err(&p, "cannot lock it"))? {
+            return Ok(Relink::Taken);
+        }
+        self.file = file;
+        self.current = None;
+        self.len = 0;
+        self.torn_tail = false;
+        self.save()?;
+        Ok(Relink::Recreated)
     }
 
     /// The journal's contents.
@@ -1193,6 +1247,37 @@ mod tests {
         let r = j.restore_all(&CpuSet::parse_list("0-1").expect("list"));
         assert_eq!(r.gone, vec![999_999_999]);
         assert_eq!(fs::read(&p).expect("read").len(), 0, "cleared");
+    }
+
+    /// A journal deleted under the agent is written again at its path (with what it holds),
+    /// and a path another file took is left alone.
+    #[test]
+    fn a_deleted_journal_is_written_again_and_a_taken_path_left_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).expect("open");
+        j.data.threads.insert(900_000_001, entry(900_000_001));
+        j.save().expect("save");
+        assert_eq!(j.relink().expect("relink"), Relink::Linked);
+        fs::remove_file(&p).expect("rm");
+        assert_eq!(j.relink().expect("relink"), Relink::Recreated);
+        let back = parse(&fs::read(&p).expect("read")).expect("parse");
+        assert!(back.data.threads.contains_key(&900_000_001));
+        // The new file is the journal now, and locked: a second agent is refused.
+        assert!(matches!(
+            Journal::open(&p),
+            Err(JournalError::Locked { .. })
+        ));
+        assert_eq!(j.relink().expect("relink"), Relink::Linked);
+        j.data.threads.insert(900_000_002, entry(900_000_002));
+        j.save().expect("save");
+        let back = parse(&fs::read(&p).expect("read")).expect("parse");
+        assert_eq!(back.data.threads.len(), 2);
+        // Someone else's file at the path: not touched.
+        fs::remove_file(&p).expect("rm");
+        fs::write(&p, b"theirs").expect("write");
+        assert_eq!(j.relink().expect("relink"), Relink::Taken);
+        assert_eq!(fs::read(&p).expect("read"), b"theirs");
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod threads;
 pub use threads::SkippedThread;
 
 use crate::affinity::{self, AffinityError};
-use crate::journal::{Adopted, Journal, JournalError, Override, RestoreReport};
+use crate::journal::{Adopted, Journal, JournalError, Override, Relink, RestoreReport};
 use crate::perf::{
     self, CounterSource, DirectSource, PerfEvent, ThreadCounts, HARDWARE_GROUP, SOFTWARE_GROUP,
 };
@@ -448,6 +448,13 @@ impl Host {
         v
     }
 
+    /// The journal's path, if the host keeps one.
+    pub fn journal_path(&self) -> Option<String> {
+        self.journal
+            .as_ref()
+            .map(|j| j.path().display().to_string())
+    }
+
     /// Why a counter broker was given up for direct counting, if it was (cheap: for a check
     /// every interval, where [`Host::counter_sources`] walks every thread).
     pub fn source_fallback(&self) -> Option<&str> {
@@ -515,6 +522,7 @@ impl Host {
         let Some(j) = self.journal.as_mut() else {
             return Ok(Sweep::default());
         };
+        let relink = j.relink()?;
         j.forget_exited()?;
         let mut overrides = std::mem::take(&mut self.found_overrides);
         overrides.extend(j.detect_overrides()?);
@@ -524,6 +532,7 @@ impl Host {
             adopted,
             overrides,
             skipped,
+            relink,
         })
     }
 
@@ -849,6 +858,8 @@ pub struct Sweep {
     pub overrides: Vec<Override>,
     /// Thread-level changes skipped because the thread had exited.
     pub skipped: Vec<SkippedThread>,
+    /// Whether the journal's path still named the journal ([`Journal::relink`]).
+    pub relink: Relink,
 }
 
 /// How the watched threads are counted.

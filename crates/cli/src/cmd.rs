@@ -325,22 +325,39 @@ pub fn write_out_set(
 /// (their target is created) and devices or FIFOs (written in place, as asked) pass; a directory
 /// in a file's place does not. `writer` names the command in the message ("`counterpoint
 /// simulate --out`"), which names every such file and the `--force` that overwrites them.
+///
+/// With `force` only the directories are refused: `--force` overwrites files, and nothing
+/// writes a file over a directory.
 pub fn refuse_foreign_outputs(
     dir: &std::path::Path,
     names: &[&str],
     is_own: &dyn Fn(&str, &std::path::Path) -> bool,
     writer: &str,
+    force: bool,
 ) -> anyhow::Result<()> {
     let mut foreign = Vec::new();
+    let mut dirs = Vec::new();
     for name in names {
         let path = dir.join(name);
         match std::fs::metadata(&path) {
-            Ok(m) if m.is_dir() => foreign.push(format!("{} (a directory)", path.display())),
-            Ok(m) if m.is_file() && !is_own(name, &path) => {
+            Ok(m) if m.is_dir() => dirs.push(path.display().to_string()),
+            Ok(m) if !force && m.is_file() && !is_own(name, &path) => {
                 foreign.push(path.display().to_string())
             }
             _ => {}
         }
+    }
+    // No flag writes a file over a directory: advising --force there was wrong (CLI probe,
+    // session 27: with it the run failed with "Is a directory").
+    if !dirs.is_empty() {
+        anyhow::bail!(
+            "--out {}: {} {} a directory where this run writes a file; move {} away or choose \
+             another directory",
+            dir.display(),
+            dirs.join(", "),
+            if dirs.len() == 1 { "is" } else { "are each" },
+            if dirs.len() == 1 { "it" } else { "them" }
+        );
     }
     match foreign.len() {
         0 => Ok(()),

@@ -395,3 +395,35 @@ fn experiment_out_refuses_files_it_did_not_write() {
     let out = leak(false);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// A directory where `--out` writes a file is refused with and without `--force`, and the
+/// message does not offer `--force`, which cannot write a file over a directory (CLI probe,
+/// session 27: it did, and with `--force` the run then failed with "Is a directory").
+#[test]
+fn a_directory_in_a_files_place_is_refused_even_with_force() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(&tmp.path().join("s.toml"), 100);
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(out.join("result.json")).expect("mkdir");
+    for force in [false, true] {
+        let mut cmd = bin();
+        cmd.arg("simulate").arg(&sc).arg("--out").arg(&out);
+        if force {
+            cmd.arg("--force");
+        }
+        let o = cmd.output().expect("run");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("result.json is a directory where this run writes a file"),
+            "{err}"
+        );
+        assert!(!err.contains("--force"), "{err}");
+    }
+    // Nothing was written beside it.
+    assert_eq!(
+        std::fs::read_dir(&out).expect("list").count(),
+        1,
+        "only the directory"
+    );
+}

@@ -81,7 +81,18 @@ impl CpuSet {
         for token in trimmed.split(',') {
             match token.split_once('-') {
                 Some((a, b)) => {
-                    let (a, b) = (num(a)?, num(b)?);
+                    // A side missing (`-1`, `3-`): the whole token is what is wrong, not "".
+                    let side = |t: &str| {
+                        if t.trim().is_empty() {
+                            Err(CpuSetParseError::BadNumber {
+                                list: trimmed.to_string(),
+                                token: token.to_string(),
+                            })
+                        } else {
+                            num(t)
+                        }
+                    };
+                    let (a, b) = (side(a)?, side(b)?);
                     if a > b {
                         return Err(CpuSetParseError::ReversedRange {
                             list: trimmed.to_string(),
@@ -225,6 +236,16 @@ mod tests {
             CpuSet::parse_list("0-x"),
             Err(CpuSetParseError::BadNumber { .. })
         ));
+        // A negative number or a range with no end names the whole token (it named "").
+        for (list, token) in [("-1", "-1"), ("2,3-", "3-")] {
+            match CpuSet::parse_list(list) {
+                Err(e @ CpuSetParseError::BadNumber { .. }) => assert_eq!(
+                    e.to_string(),
+                    format!("bad CPU number {token:?} in CPU list {list:?}")
+                ),
+                other => panic!("{list}: {other:?}"),
+            }
+        }
         assert!(matches!(
             CpuSet::parse_list("3-1"),
             Err(CpuSetParseError::ReversedRange { .. })

@@ -705,9 +705,11 @@ impl Scenario {
                 return Err(err_at(
                     parsed.duration_ms.span().start,
                     format!(
-                        "the scenario asks for {cost} simulated task-ticks ({total_tasks} tasks x \
+                        "the scenario asks for {cost} simulated task-ticks ({total_tasks} task{} x \
                          {ticks} ticks), beyond the budget of {budget}; shorten duration_ms or \
-                         run fewer tasks (`simulate --force` lifts the budget)"
+                         run fewer tasks (`counterpoint simulate --force` runs it anyway; \
+                         `bench sim` times only scenarios within the budget)",
+                        if total_tasks == 1 { "" } else { "s" }
                     ),
                 ));
             }

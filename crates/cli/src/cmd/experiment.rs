@@ -210,14 +210,15 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     };
     if let Some(dir) = &out_dir {
         super::check_out_dir(dir, "report")?;
+        // The figures' names are known only once the runs are done: checked again then.
+        super::refuse_foreign_outputs(
+            dir,
+            &["report.md", "results.json"],
+            &is_report_file,
+            REPORT_WRITER,
+            args.force,
+        )?;
         if !args.force {
-            // The figures' names are known only once the runs are done: checked again then.
-            super::refuse_foreign_outputs(
-                dir,
-                &["report.md", "results.json"],
-                &is_report_file,
-                REPORT_WRITER,
-            )?;
             refuse_to_replace_other_reports(dir, &args.name)?;
         }
     }
@@ -306,13 +307,11 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
         );
         let files = experiment::report::render(&results, &preamble)
             .with_context(|| format!("drawing the report for {}", dir.display()))?;
-        if !args.force {
-            // Again, with the figures now named (and in case the directory changed during the
-            // runs).
-            let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
-            super::refuse_foreign_outputs(dir, &names, &is_report_file, REPORT_WRITER)
-                .context("the report was not written")?;
-        }
+        // Again, with the figures now named (and in case the directory changed during the
+        // runs).
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        super::refuse_foreign_outputs(dir, &names, &is_report_file, REPORT_WRITER, args.force)
+            .context("the report was not written")?;
         // All the new files or all the old ones, whatever the signal (see write_out_set).
         super::write_out_set(dir, &files, "report")?;
         eprintln!(

@@ -94,9 +94,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     // under our names are someone else's, fails now.
     if let Some(dir) = &args.out {
         super::check_out_dir(dir, "results")?;
-        if !args.force {
-            refuse_foreign(dir)?;
-        }
+        refuse_foreign(dir, args.force)?;
         // Ctrl-C ends the run with a message, and never between two renames of the files.
         super::exit_on_interrupt()?;
     }
@@ -204,10 +202,8 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.out {
         let files =
             out_files(&result).with_context(|| format!("writing results to {}", dir.display()))?;
-        if !args.force {
-            // Again: the directory may have changed during the run.
-            refuse_foreign(dir).context("the results were not written")?;
-        }
+        // Again: the directory may have changed during the run.
+        refuse_foreign(dir, args.force).context("the results were not written")?;
         super::write_out_set(dir, &files, "results")?;
     }
     let mut text = if args.json {
@@ -378,13 +374,14 @@ const SERIES_HEADER: &str =
 const BUS_HEADER: &str = "time_ns,bus,utilization";
 
 /// Refuse to overwrite a file of `dir` under one of [`OUT_FILES`]'s names that simulate did
-/// not write (see [`is_own_output`]).
-fn refuse_foreign(dir: &Path) -> Result<()> {
+/// not write (see [`is_own_output`]); with `force`, only a directory under one of them.
+fn refuse_foreign(dir: &Path, force: bool) -> Result<()> {
     super::refuse_foreign_outputs(
         dir,
         &OUT_FILES,
         &is_own_output,
         "`counterpoint simulate --out`",
+        force,
     )
 }
 

@@ -110,7 +110,27 @@ pub fn error_chain(err: &anyhow::Error) -> String {
             out.push_str(&text);
         }
     }
-    out
+    elide_middle(&out, MAX_ERROR_CHARS)
+}
+
+/// The longest error message printed whole. Messages quote the input they refuse, and a
+/// scenario with a 1 MB key gave a 2 MB error line (CLI probe, session 27).
+pub const MAX_ERROR_CHARS: usize = 4000;
+
+/// `text` cut to about `max` characters by leaving out its middle, which says how much it left
+/// out: the start names the file, line and field, the end the advice.
+pub fn elide_middle(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_string();
+    }
+    let (head, tail) = (max * 2 / 3, max / 3);
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(n - tail).collect();
+    format!(
+        "{start} [... {} characters left out ...] {end}",
+        n - head - tail
+    )
 }
 
 /// The most a small input file given on the command line (a calibration table, a benchmark's
@@ -436,7 +456,30 @@ pub(crate) fn human_time(s: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::error_chain;
+    use super::{elide_middle, error_chain};
+
+    #[test]
+    fn a_long_message_keeps_its_start_and_end() {
+        assert_eq!(elide_middle("short", 10), "short");
+        let long = format!("f.toml:3:1: {}: unknown field", "k".repeat(1_000_000));
+        let cut = elide_middle(&long, 4000);
+        assert!(cut.len() < 4100, "{}", cut.len());
+        assert!(cut.starts_with("f.toml:3:1: kkk"), "{cut}");
+        assert!(cut.ends_with("kkk: unknown field"), "{cut}");
+        assert!(
+            cut.contains("[... 996028 characters left out ...]"),
+            "{cut}"
+        );
+        // Characters, not bytes: never a cut inside a UTF-8 sequence.
+        let wide = "é".repeat(9000);
+        assert_eq!(
+            elide_middle(&wide, 4000)
+                .chars()
+                .filter(|&c| c == 'é')
+                .count(),
+            3999
+        );
+    }
 
     /// What thiserror's `#[error("opening thread {tid}: {source}")]` derives.
     #[derive(Debug)]

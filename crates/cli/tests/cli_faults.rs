@@ -487,6 +487,25 @@ fn heatmap_ends_when_its_target_exits() {
     );
 }
 
+/// A kernel thread is refused at once (kthreadd, pid 2 on Linux): it has no user code to map,
+/// and its sampling gave an empty table after the whole run (CLI probe, session 27).
+#[test]
+fn heatmap_refuses_a_kernel_thread() {
+    let comm = std::fs::read_to_string("/proc/2/comm").unwrap_or_default();
+    if comm.trim() != "kthreadd" {
+        return eprintln!("skipped: pid 2 is not kthreadd here ({comm:?})");
+    }
+    let out = bin()
+        .args(["heatmap", "--pid", "2", "--duration-ms", "60000"])
+        .output()
+        .expect("run heatmap");
+    assert_refused(
+        &out,
+        "--pid 2: a kernel thread (kthreadd)",
+        "heatmap on kthreadd",
+    );
+}
+
 /// A refused sampler names the setting that refuses it and says the OS error once (it was
 /// printed twice: "Permission denied (os error 13): Permission denied (os error 13)").
 /// Needs root, to run `heatmap` and its target as `nobody`, and perf_event_paranoid >= 2.

@@ -81,13 +81,26 @@ fn json_keeps_program_stdout_out_of_the_document() {
     assert!(read["contentions"].is_u64());
 }
 
+/// A program that cannot be run ends the command as a shell (and `stat`) would: 127 when it
+/// is not found, 126 when it is found but cannot be executed (both were 2 until session 27).
 #[test]
 fn missing_program_is_a_clear_error() {
     let out = lockprof(&["--", "/nonexistent/prog"], None);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("program not found: /nonexistent/prog"));
     let out = lockprof(&["--", "no-such-program-xyz"], None);
+    assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not in $PATH"));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = lockprof(&["--", tmp.path().to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(126));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory, not a program"));
+    let text = tmp.path().join("notes.txt");
+    std::fs::write(&text, "not a program\n").unwrap();
+    let out = lockprof(&["--", text.to_str().unwrap()], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
 }
 
 #[test]
@@ -331,6 +344,8 @@ fn a_closed_stdout_ends_quietly_and_cleans_up() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + libc::SIGPIPE), "{err}");
     assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
+    // A pipeline's normal end: no "killed by SIGPIPE" (session 27, a CLI probe).
+    assert!(!err.contains("killed by"), "{err}");
     let left: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().collect();
     assert!(left.is_empty(), "left behind {left:?}");
 }

@@ -350,8 +350,13 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
     if !text.is_empty() {
         super::write_stdout(&text)?;
     }
-    if !args.json && (out_dir.is_none() || args.name != "all") {
-        eprintln!("counterpoint: {:.1} s", elapsed.as_secs_f64());
+    // The run's time, said once: `wrote DIR` already said it (a CLI probe saw it twice).
+    if !args.json && out_dir.is_none() {
+        eprintln!(
+            "counterpoint: {} experiment(s) in {:.1} s",
+            results.len(),
+            elapsed.as_secs_f64()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -243,9 +243,26 @@ fn check_events(list: &str) -> Result<()> {
     Ok(())
 }
 
+/// A program that cannot be run ends the command as it would end a shell (and `stat`): the
+/// message, then 127 when it was not found, 126 when it was found but cannot be executed (it
+/// exited 2 for both; CLI probe, session 27).
+fn not_run(err: anyhow::Error, found: bool) -> Result<ExitCode> {
+    note(format_args!(
+        "counterpoint: error: {}",
+        super::error_chain(&err)
+    ));
+    Ok(ExitCode::from(if found { 126 } else { 127 }))
+}
+
 pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     // The user's mistake (a wrong program) before the build's (no library).
-    let prog = resolve_program(&args.command[0])?;
+    let prog = match resolve_program(&args.command[0]) {
+        Ok(p) => p,
+        Err(e) => {
+            let found = Path::new(&args.command[0]).is_dir();
+            return not_run(e, found);
+        }
+    };
     // Where the report goes, before the program runs: after it, a bad path lost the profile.
     if let Some(path) = &args.output {
         super::check_output_file("-o", path)?;
@@ -292,9 +309,16 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("starting {}", prog.display()))?;
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let found = e.kind() != std::io::ErrorKind::NotFound;
+            return not_run(
+                anyhow::Error::new(e).context(format!("starting {}", prog.display())),
+                found,
+            );
+        }
+    };
     let pid = child.id();
     PROGRAM.store(pid as i32, Ordering::SeqCst);
     let early = PENDING.swap(0, Ordering::SeqCst);
@@ -359,6 +383,9 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     let have = all.contains_key(&pid);
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
+        // A program ended by SIGPIPE (its reader, e.g. `| head`, went away) is a normal end
+        // of a pipeline: a shell says nothing of it, and neither does this command.
+        (None, Some(s)) if s == libc::SIGPIPE => 128 + s,
         (None, Some(s)) => {
             note(format_args!(
                 "counterpoint lockprof: the program was killed by {} ({s}){}",

@@ -113,6 +113,27 @@ pub fn error_chain(err: &anyhow::Error) -> String {
     elide_middle(&out, MAX_ERROR_CHARS)
 }
 
+/// `text` with its control characters written as escapes (`\u{1b}`), for a terminal: a task or
+/// process name can hold an escape sequence (a scenario file's name, a process's `comm`), and
+/// printed raw it recoloured or moved the terminal's cursor (CLI probe, session 27). JSON and
+/// CSV keep the name as it is, escaped by their own rules.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
 /// The longest error message printed whole. Messages quote the input they refuse, and a
 /// scenario with a 1 MB key gave a 2 MB error line (CLI probe, session 27).
 pub const MAX_ERROR_CHARS: usize = 4000;
@@ -456,7 +477,15 @@ pub(crate) fn human_time(s: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{elide_middle, error_chain};
+    use super::{elide_middle, error_chain, printable};
+
+    #[test]
+    fn control_characters_are_escaped_for_a_terminal() {
+        assert_eq!(printable("gzip#0"), "gzip#0");
+        assert_eq!(printable("red\u{1b}[31mx\u{7}"), "red\\u{1b}[31mx\\u{7}");
+        assert_eq!(printable("a\nb\tc"), "a\\nb\\tc");
+        assert_eq!(printable("日本"), "日本");
+    }
 
     #[test]
     fn a_long_message_keeps_its_start_and_end() {

@@ -265,3 +265,47 @@ fn bench_sim_runs_the_model_asked_and_refuses_others() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("v3"));
 }
+
+/// Names reach the terminal with their control characters escaped (a scenario's escape
+/// sequence recoloured the terminal), and a task that never ran shows `-` for its IPC and
+/// MPKI, not 0 (CLI probe, session 27).
+#[test]
+fn the_table_escapes_names_and_marks_tasks_that_never_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("esc.toml");
+    std::fs::write(
+        &path,
+        "name = \"red\\u001b[31m\"\nmachine = \"zhang-smp\"\nduration_ms = 5\nepoch_ms = 5\n\
+         [[task]]\nprogram = \"gzip\"\nname = \"g\\u0007z\"\ncpus = \"0\"\n\
+         [[task]]\nprogram = \"mcf\"\ncpus = \"0\"\nstart_ms = 4\n",
+    )
+    .unwrap();
+    let out = bin().arg("simulate").arg(&path).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+    assert!(
+        text.starts_with("scenario red\\u{1b}[31m on zhang-smp"),
+        "{text}"
+    );
+    assert!(text.contains("g\\u{7}z"), "{text}");
+    let mcf = text.lines().find(|l| l.contains("mcf")).unwrap();
+    let cols: Vec<&str> = mcf.split_whitespace().collect();
+    assert_eq!(&cols[2..5], ["-", "-", "-"], "{mcf}");
+    // JSON keeps the name as it is.
+    let out = bin()
+        .arg("simulate")
+        .arg(&path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["scenario"], "red\u{1b}[31m");
+}

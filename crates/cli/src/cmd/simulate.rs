@@ -240,7 +240,7 @@ pub fn summary(r: &RunResult) -> String {
     let _ = writeln!(
         s,
         "scenario {} on {} (model {}, {} us ticks, seed {}, policy {}{}), {} simulated",
-        r.scenario,
+        super::printable(&r.scenario),
         r.machine,
         r.model.label(),
         r.tick_ns / 1000,
@@ -254,7 +254,7 @@ pub fn summary(r: &RunResult) -> String {
     let w = r
         .tasks
         .iter()
-        .map(|t| t.name.len())
+        .map(|t| super::printable(&t.name).chars().count())
         .max()
         .unwrap_or(4)
         .max(4);
@@ -266,12 +266,21 @@ pub fn summary(r: &RunResult) -> String {
     for t in &r.tasks {
         let _ = writeln!(
             s,
-            "{:>4}  {:w$}  {:>6}  {:>6.3}  {:>8.2}  {:>9.3}  {:>9.3}  {:>6}  {:>5}",
+            "{:>4}  {:w$}  {:>6}  {:>6}  {:>8}  {:>9.3}  {:>9.3}  {:>6}  {:>5}",
             t.id,
-            t.name,
+            super::printable(&t.name),
             t.np.map_or("-".to_string(), |v| format!("{v:.3}")),
-            t.ipc,
-            t.llc_mpki,
+            // A task that never ran has no IPC (its 0 read as a stalled task).
+            if t.cpu_time_ns == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.3}", t.ipc)
+            },
+            if t.cpu_time_ns == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.2}", t.llc_mpki)
+            },
             t.cpu_time_ns as f64 * 1e-9,
             t.solo_cpu_time_ns as f64 * 1e-9,
             t.context_switches,
@@ -303,7 +312,7 @@ pub fn summary(r: &RunResult) -> String {
                 let mut named = starved
                     .iter()
                     .take(STARVED_NAMED)
-                    .copied()
+                    .map(|n| super::printable(n))
                     .collect::<Vec<_>>()
                     .join(", ");
                 if starved.len() > STARVED_NAMED {

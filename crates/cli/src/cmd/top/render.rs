@@ -188,7 +188,7 @@ pub(super) fn print_text(
         outln!(
             "{:>8} {:<16} {:>7} {:>9} {:>8}{hw} {:>5} {:>4} {:<10}{sf}",
             r.pid,
-            r.name,
+            crate::cmd::printable(&r.name),
             counted_num(r, r.cpu_pct),
             counted_num(r, r.cs_per_s),
             opt_num(r.mig_per_s),
@@ -361,7 +361,7 @@ pub(super) fn draw(f: &mut ratatui::Frame, view: &View) {
         let num = |t: String| Cell::from(Line::from(t).right_aligned());
         let mut cells = vec![
             num(r.pid.to_string()),
-            Cell::from(r.name.clone()),
+            Cell::from(crate::cmd::printable(&r.name).into_owned()),
             num(counted_num(r, r.cpu_pct)),
             num(counted_num(r, r.cs_per_s)),
             num(opt_num(r.mig_per_s)),

@@ -223,6 +223,25 @@ fn bench_sim_reports_a_rate() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["result"]["core_ticks"], 600);
     assert!(v["result"]["core_ticks_per_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A scenario's policy is not what is timed: said on stderr (CLI probe, session 27).
+    std::fs::write(
+        &path,
+        SCENARIO.replace("seed = 2", "seed = 2\npolicy = \"spread\""),
+    )
+    .unwrap();
+    let out = bin()
+        .args(["bench", "sim", "--repeat", "1", "--scenario"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("policy \"spread\" is not run"), "{err}");
 }
 
 #[test]

@@ -523,6 +523,16 @@ pub fn bench(args: SimBenchArgs) -> Result<ExitCode> {
         format!("loading the bench scenario {}{hint}", path.display())
     })?;
     check_scenario_policy(&path, &main_sc)?;
+    // What is timed is the tick engine under the default scheduler: a scenario's policy is
+    // not run, and saying nothing let a reader think it was (CLI probe, session 27).
+    if main_sc.policy != "linux" {
+        eprintln!(
+            "counterpoint: bench sim times the tick engine alone, under the default scheduler: \
+             {}'s policy {:?} is not run",
+            path.display(),
+            main_sc.policy
+        );
+    }
     let model = args.model.as_deref().map(parse_model).transpose()?;
     if let Some(m) = model {
         main_sc.machine.model = m;

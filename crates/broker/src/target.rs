@@ -14,6 +14,15 @@ pub enum TargetError {
     /// Unknown form.
     #[error("bad target '{0}': expected self, pid:N, tid:N, cgroup:PATH, user:NAME or cpus:LIST")]
     Syntax(String),
+    /// A known form with an argument it cannot take (a reversed range, a task id of 0): the
+    /// reason named, not only the forms (CLI probe, session 27).
+    #[error("bad target '{target}': {reason}")]
+    BadArgument {
+        /// The target as written.
+        target: String,
+        /// What is wrong with its argument.
+        reason: String,
+    },
     /// Task not found.
     #[error("no such task {0}")]
     NoSuchTask(i32),
@@ -141,6 +150,18 @@ fn uid_of_user(name: &str) -> Result<u32, TargetError> {
 /// Resolve `text` for a peer whose pid is `peer_pid`.
 pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, TargetError> {
     let syntax = || TargetError::Syntax(text.to_string());
+    let bad = |reason: String| TargetError::BadArgument {
+        target: text.to_string(),
+        reason,
+    };
+    let task_id = |what: &str, arg: &str| -> Result<i32, TargetError> {
+        match arg.parse::<i32>() {
+            Ok(id) if id > 0 => Ok(id),
+            _ => Err(bad(format!(
+                "{what} {arg:?} is not a {what} (a positive integer)"
+            ))),
+        }
+    };
     let (kind, arg) = match text.split_once(':') {
         Some((k, a)) => (k, a),
         None if text == "self" => ("self", ""),
@@ -167,17 +188,11 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
     match kind {
         "self" => tasks(vec![peer_pid], format!("pid:{peer_pid}")),
         "pid" => {
-            let pid: i32 = arg.parse().map_err(|_| syntax())?;
-            if pid <= 0 {
-                return Err(syntax());
-            }
+            let pid = task_id("process id", arg)?;
             tasks(vec![pid], format!("pid:{pid}"))
         }
         "tid" => {
-            let tid: i32 = arg.parse().map_err(|_| syntax())?;
-            if tid <= 0 {
-                return Err(syntax());
-            }
+            let tid = task_id("thread id", arg)?;
             let uid = owner(roots, tid)?;
             Ok(Resolved {
                 target: Target::Threads(vec![tid]),
@@ -239,11 +254,11 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
             })
         }
         "cpus" => {
-            let set = CpuSet::parse_list(arg).map_err(|_| syntax())?;
+            let set = CpuSet::parse_list(arg).map_err(|e| bad(e.to_string()))?;
             let online = online_cpus(roots);
             let cpus: Vec<usize> = set.iter().map(|c| c as usize).collect();
             if cpus.is_empty() {
-                return Err(syntax());
+                return Err(bad("an empty CPU list".to_string()));
             }
             if let Some(&cpu) = cpus.iter().find(|c| !online.contains(c)) {
                 let online = CpuSet::parse_list(
@@ -324,11 +339,32 @@ mod tests {
     #[test]
     fn bad_targets_are_typed() {
         let roots = Roots::default();
-        for bad in ["", "me", "pid:x", "pid:-3", "tid:0", "cpus:", "disk:1"] {
+        for bad in ["", "me", "disk:1"] {
             assert!(
                 matches!(resolve(bad, 1, &roots), Err(TargetError::Syntax(_))),
                 "{bad}"
             );
+        }
+        // A known form with a bad argument names what is wrong with it (it listed the forms).
+        for (bad, why) in [
+            (
+                "pid:x",
+                "process id \"x\" is not a process id (a positive integer)",
+            ),
+            ("pid:-3", "process id \"-3\" is not a process id"),
+            ("tid:0", "thread id \"0\" is not a thread id"),
+            ("cpus:", "an empty CPU list"),
+            ("cpus:1-0", "reversed range \"1-0\""),
+            ("cpus:0-99999", "above"),
+        ] {
+            match resolve(bad, 1, &roots) {
+                Err(e @ TargetError::BadArgument { .. }) => {
+                    let text = e.to_string();
+                    assert!(text.starts_with(&format!("bad target '{bad}': ")), "{text}");
+                    assert!(text.contains(why), "{bad}: {text}");
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
         }
         assert_eq!(
             resolve("pid:999999999", 1, &roots),

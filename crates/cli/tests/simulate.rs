@@ -113,6 +113,18 @@ fn bad_scenario_and_policy_fail_cleanly() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // A flag the policy does not take is named as the flag's mistake, not the file's.
+    let out = bin()
+        .args(["simulate", "--hungry-cpus", "0.5"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("error: --hungry-cpus: policy \"linux\" does not take it"),
+        "{err}"
+    );
 }
 
 /// Every registry policy runs on the simulator by name; the oracle's static placement (found

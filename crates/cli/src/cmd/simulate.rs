@@ -122,6 +122,12 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
              MASA policies do)"
         );
     }
+    // A flag the policy does not take is the flag's mistake, named as such (it came out as
+    // the scenario file's, "base.toml: policy \"linux\": does not take hungry-cpus"; CLI
+    // probe, session 27).
+    if args.hungry_cpus.is_some() && entry.is_ok() && policy_name != "spread" {
+        bail!("--hungry-cpus: policy {policy_name:?} does not take it (only spread does)");
+    }
     // The hold-back delays an epoch policy's next move of a task; a policy that moves none
     // would run the same with and without it.
     if args.min_residency > 0 {

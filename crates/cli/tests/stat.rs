@@ -941,3 +941,41 @@ fn a_thread_id_is_named_as_a_thread_in_the_header() {
     ]);
     assert!(stderr(&o).contains("process id '"), "{}", stderr(&o));
 }
+
+/// With no command (`-p`, `-a`, `-C`), a stop signal ends the count, the counts are printed and
+/// the status is 128+N, as perf stat's (it was 0; CLI probe, session 27). The signal is sent
+/// once the counters are open (the fd table shows them), never after a delay.
+#[test]
+fn stopped_without_a_command_prints_the_counts_and_gives_128_plus_the_signal() {
+    use std::process::Stdio;
+    let mut target = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = target.id().to_string();
+    let mut child = stat_cmd(&["-x,", "-e", "task-clock", "-p", &pid])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fds = format!("/proc/{}/fd", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let counting = || {
+        std::fs::read_dir(&fds).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
+            })
+        })
+    };
+    while !counting() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let _ = target.kill();
+    let _ = target.wait();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(128 + libc::SIGINT), "{err}");
+    let rows = csv_rows(&err);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0][2], "task-clock");
+}

@@ -17,7 +17,7 @@ use counterpoint_counters::{parse_event_list, CounterSet, PmuTree, Target};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// perf stat's default event set (the hardware ones are reported unsupported without a PMU).
@@ -105,16 +105,17 @@ fn note(msg: std::fmt::Arguments) {
 /// a command for ever).
 const MAX_REPEAT: u32 = 100_000;
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// The stop signal that came (0: none).
+static STOP: AtomicI32 = AtomicI32::new(0);
 
 /// Whether SIGINT or SIGTERM came since [`install_stop_handler`] (for commands that end early
 /// and still report what they gathered, as `heatmap` does).
 pub(crate) fn stop_requested() -> bool {
-    STOP.load(Ordering::SeqCst)
+    STOP.load(Ordering::SeqCst) != 0
 }
 
-extern "C" fn on_stop(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
+extern "C" fn on_stop(sig: libc::c_int) {
+    STOP.store(sig, Ordering::SeqCst);
 }
 
 pub(crate) fn install_stop_handler() {
@@ -134,7 +135,7 @@ static PENDING: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // Async-signal-safe only: atomics and kill(2). Any stop signal ends the repeats of -r.
-    STOP.store(true, Ordering::SeqCst);
+    STOP.store(sig, Ordering::SeqCst);
     // A terminal's Ctrl-C or hang-up went to the whole foreground group, the command included;
     // one sent by a process (`kill PID`) only to us: it is passed on, and the counts of what
     // ran are printed when the command ends, as for Ctrl-C.
@@ -603,7 +604,7 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
             ));
         }
         // A stop signal to `stat` (Ctrl-C, or one passed on to the command) ends the repeats.
-        if STOP.load(Ordering::SeqCst) {
+        if STOP.load(Ordering::SeqCst) != 0 {
             if run < args.repeat {
                 note(format_args!(
                     "counterpoint stat: stopped by a signal after run {run} of {}: the report \
@@ -630,7 +631,12 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
     }
     Ok(match exit {
         Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
-        None => ExitCode::SUCCESS,
+        // No command (`-a`, `-C`, `-p`): stopped by a signal, the counts printed, the status is
+        // 128+N, as perf stat's (it was 0; CLI probe, session 27).
+        None => match STOP.load(Ordering::SeqCst) {
+            0 => ExitCode::SUCCESS,
+            sig => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+        },
     })
 }
 
@@ -925,7 +931,7 @@ impl Session<'_> {
             self.exit = Some(c.wait()?);
             return Ok(true);
         }
-        if STOP.load(Ordering::SeqCst) {
+        if STOP.load(Ordering::SeqCst) != 0 {
             return Ok(true);
         }
         // With a command, the command sets the duration; otherwise the processes' lives do.

@@ -208,7 +208,7 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
             *exit = Some(c.wait()?);
             return Ok(true);
         }
-        Ok(super::STOP.load(std::sync::atomic::Ordering::SeqCst)
+        Ok(super::STOP.load(std::sync::atomic::Ordering::SeqCst) != 0
             || (!pids.is_empty() && pids.iter().all(|&p| super::process_ended(p))))
     };
     let mut out: Box<dyn Write> = match &args.output {
@@ -345,6 +345,10 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     }
     Ok(match exit {
         Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
-        None => ExitCode::SUCCESS,
+        // No command, stopped by a signal: 128+N, as direct counting and perf stat.
+        None => match super::STOP.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => ExitCode::SUCCESS,
+            sig => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+        },
     })
 }

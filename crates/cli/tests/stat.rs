@@ -950,7 +950,7 @@ fn stopped_without_a_command_prints_the_counts_and_gives_128_plus_the_signal() {
     use std::process::Stdio;
     let mut target = Command::new("sleep").arg("60").spawn().unwrap();
     let pid = target.id().to_string();
-    let mut child = stat_cmd(&["-x,", "-e", "task-clock", "-p", &pid])
+    let child = stat_cmd(&["-x,", "-e", "task-clock", "-p", &pid])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -276,42 +276,24 @@ impl Simulation {
                             if gap <= 0.0 || r >= r_max {
                                 break;
                             }
-                            if gap <= cyc * WARM_TIME_TOL || k + 1 == WARM_TIME_ITERS {
-                                // A small gap is closed by one step at the marginal miss
-                                // ratio where the fill ends (never past the tick: the ratio
-                                // only falls further on), and the misses of all the tick's
-                                // accesses are then read off the fill curve again, so that a
-                                // warm-up's misses stay a function of its accesses whatever
-                                // the ticks hold. Counting the step's accesses at that marginal
-                                // ratio instead (until session 27) ran the occupancy ahead of
-                                // the curve by the step's curvature, and a victim slowed by a
-                                // co-runner on another cache took a few fewer warm-up misses
-                                // than alone (gcc beside eon on masa-2x1, v2: 4e-8 of its
-                                // misses per instruction; `invariant_scan`, three of 6000
-                                // cases); the lookup costs bench-64 about 2 %. Left open, the
-                                // gaps of a warm-up's ticks added up to tens of microseconds of
-                                // lost work, and a shell's second program, which starts
-                                // mid-tick, finished sooner than alone.
-                                let o_end = (t.occ + misses * p.fill_line_bytes).min(target);
-                                let m_end = p.fill.miss_at(o_end, &mut k_end);
-                                let dr = (gap / (cpa + m_end * spm)).min(r_max - r);
-                                r += dr;
-                                misses = p.warm_misses(
-                                    t.occ,
-                                    target,
-                                    r,
-                                    p.fill_line_bytes,
-                                    &mut t.fill_k,
-                                    &mut k_end,
-                                );
-                                break;
-                            }
                             // Newton on the accesses: the time of `r` accesses is concave in `r`
                             // (each access misses at the ratio of what is held by then), so a
-                            // step at the slope where this fill ends does not overshoot the tick
-                            // (up to the fill table's interpolation of that slope). The fill
-                            // table's miss ratio there: a lookup from the warm-up's cell, not a
-                            // curve evaluation.
+                            // step at the slope where this fill ends (the fill table's miss
+                            // ratio there, a lookup from the warm-up's cell) does not overshoot
+                            // the tick, up to the table's interpolation of that slope. Each step,
+                            // the last included (the gap small, or the steps used up), reads the
+                            // misses of all the tick's accesses off the fill curve, so that a
+                            // warm-up's misses stay a function of its accesses whatever the
+                            // ticks hold. Until session 27 the last step counted its accesses
+                            // at that marginal ratio, which ran the occupancy ahead of the curve
+                            // by the step's curvature, and a victim slowed by a co-runner on
+                            // another cache took a few fewer warm-up misses than alone (gcc
+                            // beside eon on masa-2x1, v2: 4e-8 of its misses per instruction;
+                            // `invariant_scan`, three of 6000 cases); the lookup costs bench-64
+                            // about 2 %. Left open, the gaps of a warm-up's ticks added up to
+                            // tens of microseconds of lost work, and a shell's second program,
+                            // which starts mid-tick, finished sooner than alone.
+                            let last = gap <= cyc * WARM_TIME_TOL || k + 1 == WARM_TIME_ITERS;
                             let o_end = (t.occ + misses * p.fill_line_bytes).min(target);
                             let m_end = p.fill.miss_at(o_end, &mut k_end);
                             r = (r + gap / (cpa + m_end * spm)).min(r_max);
@@ -323,6 +305,9 @@ impl Simulation {
                                 &mut t.fill_k,
                                 &mut k_end,
                             );
+                            if last {
+                                break;
+                            }
                         }
                         if r > refs {
                             let extra = (r - refs) * p.inv_api;

@@ -923,7 +923,7 @@ pub fn run_on_host_with(
                     }
                 }
                 let sweep = h.sweep()?;
-                match sweep.relink {
+                match &sweep.relink {
                     crate::journal::Relink::Linked => journal_taken_logged = false,
                     crate::journal::Relink::Recreated => log.emit(
                         Level::Warn,
@@ -941,6 +941,16 @@ pub fn run_on_host_with(
                         );
                     }
                     crate::journal::Relink::Taken => {}
+                    crate::journal::Relink::Failed(why) if !journal_taken_logged => {
+                        journal_taken_logged = true;
+                        log.emit(
+                            Level::Warn,
+                            "journal_lost",
+                            "the journal file was deleted and could not be written again: this agent keeps its records on its own, deleted file and restores on stop, but --restore-only after a crash cannot find them",
+                            &[("journal", json!(h.journal_path())), ("reason", json!(why))],
+                        );
+                    }
+                    crate::journal::Relink::Failed(_) => {}
                 }
                 for a in &sweep.adopted {
                     log.emit(

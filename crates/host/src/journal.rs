@@ -198,7 +198,7 @@ pub struct Override {
 }
 
 /// What [`Journal::relink`] found.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Relink {
     /// The path names the open journal.
     #[default]
@@ -208,6 +208,9 @@ pub enum Relink {
     /// Another file took the path: left alone; the records stay in memory and on the
     /// unlinked file.
     Taken,
+    /// The path had no file and a new one could not be made (why): the records stay in memory
+    /// and on the unlinked file.
+    Failed(String),
 }
 
 /// An open, locked journal.
@@ -577,38 +580,55 @@ impl Journal {
     /// one, locked and written with the current record; a path some other file took is left
     /// alone (it may be another agent's), and this agent keeps its records in memory and on
     /// its unlinked file, which its own stop still restores from.
-    pub fn relink(&mut self) -> Result<Relink, JournalError> {
+    pub fn relink(&mut self) -> Relink {
         use std::os::unix::fs::MetadataExt;
-        let ours = self
-            .file
-            .metadata()
-            .map_err(io_err(&self.path, "cannot inspect it"))?;
-        match fs::symlink_metadata(&self.path) {
-            Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => return Ok(Relink::Linked),
-            Ok(_) => return Ok(Relink::Taken),
+        let p = self.path.clone();
+        let failed = |what: &str, e: std::io::Error| Relink::Failed(format!("{what}: {e}"));
+        let ours = match self.file.metadata() {
+            Ok(m) => m,
+            Err(e) => return failed("cannot inspect the open journal", e),
+        };
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => return Relink::Linked,
+            Ok(_) => return Relink::Taken,
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io_err(&self.path, "cannot inspect it")(e))
+                return failed("cannot inspect its path", e)
             }
             Err(_) => {}
         }
-        let p = self.path.clone();
-        let file = OpenOptions::new()
+        // Every failure from here (its directory gone too, a read-only or full file system,
+        // another agent creating the path first) leaves the agent on its unlinked file, as
+        // before: it says so and carries on, and its own stop still restores.
+        let file = match OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .mode(0o600)
             .open(&p)
-            .map_err(io_err(&p, "cannot create it again"))?;
-        if !crate::files::try_lock_exclusive(&file).map_err(io_err(&p, "cannot lock it"))? {
-            return Ok(Relink::Taken);
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Relink::Taken,
+            Err(e) => return failed("cannot create it again", e),
+        };
+        match crate::files::try_lock_exclusive(&file) {
+            Ok(true) => {}
+            Ok(false) => return Relink::Taken,
+            Err(e) => return failed("cannot lock it", e),
         }
-        self.file = file;
-        self.current = None;
-        self.len = 0;
-        self.torn_tail = false;
-        self.save()?;
-        Ok(Relink::Recreated)
+        // Written whole into the new file before it replaces the old one: a failed write
+        // leaves the agent on the old (unlinked) file, with its state as it was.
+        let saved = (self.current, self.len, self.torn_tail);
+        let old = std::mem::replace(&mut self.file, file);
+        (self.current, self.len, self.torn_tail) = (None, 0, false);
+        if let Err(e) = self.save() {
+            self.file = old;
+            (self.current, self.len, self.torn_tail) = saved;
+            // The new, empty file would read as an empty journal: remove it.
+            let _ = fs::remove_file(&p);
+            return Relink::Failed(e.to_string());
+        }
+        Relink::Recreated
     }
 
     /// The journal's contents.
@@ -1258,9 +1278,9 @@ mod tests {
         let mut j = Journal::open(&p).expect("open");
         j.data.threads.insert(900_000_001, entry(900_000_001));
         j.save().expect("save");
-        assert_eq!(j.relink().expect("relink"), Relink::Linked);
+        assert_eq!(j.relink(), Relink::Linked);
         fs::remove_file(&p).expect("rm");
-        assert_eq!(j.relink().expect("relink"), Relink::Recreated);
+        assert_eq!(j.relink(), Relink::Recreated);
         let back = parse(&fs::read(&p).expect("read")).expect("parse");
         assert!(back.data.threads.contains_key(&900_000_001));
         // The new file is the journal now, and locked: a second agent is refused.
@@ -1268,7 +1288,7 @@ mod tests {
             Journal::open(&p),
             Err(JournalError::Locked { .. })
         ));
-        assert_eq!(j.relink().expect("relink"), Relink::Linked);
+        assert_eq!(j.relink(), Relink::Linked);
         j.data.threads.insert(900_000_002, entry(900_000_002));
         j.save().expect("save");
         let back = parse(&fs::read(&p).expect("read")).expect("parse");
@@ -1276,8 +1296,23 @@ mod tests {
         // Someone else's file at the path: not touched.
         fs::remove_file(&p).expect("rm");
         fs::write(&p, b"theirs").expect("write");
-        assert_eq!(j.relink().expect("relink"), Relink::Taken);
+        assert_eq!(j.relink(), Relink::Taken);
         assert_eq!(fs::read(&p).expect("read"), b"theirs");
+        // Its whole directory gone: it cannot be made again, which is said, and the journal
+        // goes on (on its unlinked file) instead of failing the agent.
+        let sub = dir.path().join("sub");
+        fs::create_dir(&sub).expect("mkdir");
+        let q = sub.join("j");
+        let mut k = Journal::open(&q).expect("open");
+        k.data.threads.insert(900_000_003, entry(900_000_003));
+        k.save().expect("save");
+        fs::remove_dir_all(&sub).expect("rm -r");
+        match k.relink() {
+            Relink::Failed(why) => assert!(why.contains("cannot create it again"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        k.data.threads.insert(900_000_004, entry(900_000_004));
+        k.save().expect("the unlinked file still takes records");
     }
 
     #[test]

@@ -522,7 +522,7 @@ impl Host {
         let Some(j) = self.journal.as_mut() else {
             return Ok(Sweep::default());
         };
-        let relink = j.relink()?;
+        let relink = j.relink();
         j.forget_exited()?;
         let mut overrides = std::mem::take(&mut self.found_overrides);
         overrides.extend(j.detect_overrides()?);

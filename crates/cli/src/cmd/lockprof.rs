@@ -190,14 +190,21 @@ fn signal_name(sig: i32) -> &'static str {
 static PROGRAM: AtomicI32 = AtomicI32::new(0);
 /// A stop signal that came before the program's pid was known, to forward once it is.
 static PENDING: AtomicI32 = AtomicI32::new(0);
-/// The last stop signal this command got, whoever sent it and whenever: it ends the wait for
-/// the program's leftover descendants. A signal forwarded to the program in the instant it
-/// had exited but was not yet reaped reaches a zombie and is lost; the wait must see it still
-/// (a test found the command then waiting out the whole `--wait-descendants`).
+/// A stop signal that came while the program was not running (before it started, or while
+/// the command waits for the descendants it left, from a terminal or a process): it ends that
+/// wait. One during the program's run does not: a terminal's also reached the program's
+/// children, which end and write their profiles, and the wait collects them.
 static STOPPED: AtomicI32 = AtomicI32::new(0);
+/// The last stop signal passed on to the program. Passed on in the instant the program had
+/// exited but was not yet reaped, it reached a zombie and was lost; if the program then
+/// exited by itself, the wait takes it as its own stop (a test found the command waiting out
+/// the whole `--wait-descendants`).
+static FORWARDED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    STOPPED.store(sig, Ordering::SeqCst);
+    if PROGRAM.load(Ordering::SeqCst) == 0 {
+        STOPPED.store(sig, Ordering::SeqCst);
+    }
     // Async-signal-safe only: atomics and kill(2). A terminal's signal went to its whole
     // foreground group, the program included; one sent by a process (`kill PID`) only to us,
     // so it is passed on. (A signal to our whole group reaches the program twice: its profiler
@@ -208,10 +215,13 @@ extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     }
     match PROGRAM.load(Ordering::SeqCst) {
         0 => PENDING.store(sig, Ordering::SeqCst),
-        // SAFETY: kill on our own unreaped child.
-        pid => unsafe {
-            libc::kill(pid, sig);
-        },
+        pid => {
+            FORWARDED.store(sig, Ordering::SeqCst);
+            // SAFETY: kill on our own unreaped child.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        }
     }
 }
 
@@ -333,6 +343,12 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     PROGRAM.store(0, Ordering::SeqCst);
     ended.context("waiting for the program")?;
     let status = child.wait().context("waiting for the program")?;
+    // A signal passed on to a program that then exited by itself may have reached its zombie:
+    // the command was asked to stop all the same.
+    let forwarded = FORWARDED.load(Ordering::SeqCst);
+    if forwarded != 0 && status.code().is_some() {
+        let _ = STOPPED.compare_exchange(0, forwarded, Ordering::SeqCst, Ordering::SeqCst);
+    }
     let waited_from = std::time::Instant::now();
     let wait = wait_for_descendants(Duration::from_secs_f64(args.wait_descendants));
     // A stop signal while the command waits for what the program left running ends the wait

@@ -280,6 +280,9 @@ pub fn run(
 pub fn model_label(exp: &str, forced: Option<counterpoint_sim::Model>) -> String {
     match (exp, forced) {
         ("model-validation", _) => "v1 and v2".to_string(),
+        // These run on their own models, not the catalog's physics: `--model` does not reach
+        // them (requests measures a real PostgreSQL; leak and schedtask have their own).
+        ("leak" | "requests" | "schedtask", _) => "its own (--model does not reach it)".to_string(),
         (_, Some(m)) => format!("{} (--model)", m.label()),
         (_, None) => "each scenario's own (v1 unless it names v2)".to_string(),
     }
@@ -344,6 +347,10 @@ mod tests {
             "v2 (--model)"
         );
         assert_eq!(model_label("model-validation", None), "v1 and v2");
+        assert_eq!(
+            model_label("schedtask", Some(counterpoint_sim::Model::V2)),
+            "its own (--model does not reach it)"
+        );
         // Alone, schedtask runs every seed asked for (it ran two, silently; CLI probe).
         assert_eq!(
             planned_runs("schedtask", &lab, 3).unwrap(),

@@ -125,8 +125,19 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     // A flag the policy does not take is the flag's mistake, named as such (it came out as
     // the scenario file's, "base.toml: policy \"linux\": does not take hungry-cpus"; CLI
     // probe, session 27).
-    if args.hungry_cpus.is_some() && entry.is_ok() && policy_name != "spread" {
-        bail!("--hungry-cpus: policy {policy_name:?} does not take it (only spread does)");
+    if let (Some(_), Ok(e)) = (args.hungry_cpus, &entry) {
+        if !e.options.contains(&"hungry-cpus") {
+            let takers: Vec<&str> = counterpoint_policy::registry::REGISTRY
+                .iter()
+                .filter(|e| e.options.contains(&"hungry-cpus"))
+                .map(|e| e.name)
+                .collect();
+            bail!(
+                "--hungry-cpus: policy {policy_name:?} does not take it (only {} do{})",
+                takers.join(", "),
+                if takers.len() == 1 { "es" } else { "" }
+            );
+        }
     }
     // The hold-back delays an epoch policy's next move of a task; a policy that moves none
     // would run the same with and without it.
@@ -234,7 +245,9 @@ const STARVED_NAMED: usize = 10;
 /// Simulated time in the unit that shows it: `0.0 s` said nothing of a 10 ms run.
 fn simulated_time(ns: u64) -> String {
     if ns < 1_000_000_000 {
-        format!("{} ms", ns as f64 / 1e6)
+        // At most microseconds: a run may end mid-tick.
+        let ms = format!("{:.3}", ns as f64 / 1e6);
+        format!("{} ms", ms.trim_end_matches('0').trim_end_matches('.'))
     } else {
         format!("{:.1} s", ns as f64 * 1e-9)
     }
@@ -247,7 +260,7 @@ pub fn summary(r: &RunResult) -> String {
         s,
         "scenario {} on {} (model {}, {} us ticks, seed {}, policy {}{}), {} simulated",
         super::printable(&r.scenario),
-        r.machine,
+        super::printable(&r.machine),
         r.model.label(),
         r.tick_ns / 1000,
         r.seed,

@@ -114,10 +114,10 @@ impl Simulation {
                         } else {
                             p.miss_ratio(held)
                         };
-                        // The holding the solve counted (`held_bytes`): the tick climbs to it
-                        // from what the task holds, its misses along the way above the ratio
-                        // at the top.
-                        let assumed = share.min(t.occ + t.fill_bytes);
+                        // The holding the solve counted (`held_bytes`, the same expression): the
+                        // tick climbs to it from what the task holds, its misses along the way
+                        // above the ratio at the top.
+                        let assumed = contention::held_bytes(t, p, share);
                         if miss < m0 * (1.0 - OPTIMISM_TOL) || assumed > t.occ * (1.0 + GROWTH_TOL)
                         {
                             t.full = false;

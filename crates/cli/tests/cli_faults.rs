@@ -628,19 +628,7 @@ fn heatmap_interrupted_prints_what_it_sampled() {
         .spawn()
         .expect("run");
     // Its fd table shows perf events once the samplers are open.
-    let fds = format!("/proc/{}/fd", child.id());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let sampling = || {
-        std::fs::read_dir(&fds).is_ok_and(|d| {
-            d.flatten().any(|e| {
-                std::fs::read_link(e.path())
-                    .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
-            })
-        })
-    };
-    while !sampling() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    common::wait_for_perf_fds(child.id());
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().expect("wait");

@@ -955,19 +955,7 @@ fn stopped_without_a_command_prints_the_counts_and_gives_128_plus_the_signal() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let fds = format!("/proc/{}/fd", child.id());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let counting = || {
-        std::fs::read_dir(&fds).is_ok_and(|d| {
-            d.flatten().any(|e| {
-                std::fs::read_link(e.path())
-                    .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
-            })
-        })
-    };
-    while !counting() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    common::wait_for_perf_fds(child.id());
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();

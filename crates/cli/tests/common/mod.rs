@@ -99,3 +99,22 @@ pub fn scenario_file(dir: &Path, name: &str, body: &str) -> PathBuf {
     std::fs::write(&path, body).expect("write scenario");
     path
 }
+
+/// Waits (at most 60 s) until process `pid` holds a perf_event descriptor: its counters or
+/// samplers are open, so a signal sent now reaches a command that is counting. Never a delay.
+#[allow(dead_code)] // not every test binary that shares this module sends such a signal
+pub fn wait_for_perf_fds(pid: u32) {
+    let fds = format!("/proc/{pid}/fd");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let open = || {
+        std::fs::read_dir(&fds).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
+            })
+        })
+    };
+    while !open() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

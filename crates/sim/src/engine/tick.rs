@@ -763,8 +763,9 @@ const GROWTH_TOL: f64 = 0.1;
 /// the tick by more than this share of it (its misses fell as it filled), in at most
 /// `WARM_TIME_ITERS` Newton steps along the fill curve: a cold start converges in two or
 /// three. A smaller gap is closed by one step at the fill table's marginal miss ratio, the
-/// tick's misses then read off the fill curve for all its accesses. At 1e-3 the checks cost bench-64 12 % more instructions under v1 for nothing a
-/// 1 ms tick shows; 3e-2 and 1e-1 give the same solo work to 0.03 % (docs/sim.md, "Limits").
+/// tick's misses then read off the fill curve for all its accesses. At 1e-3 the checks cost
+/// bench-64 12 % more instructions under v1 for nothing a 1 ms tick shows; 3e-2 and 1e-1 give
+/// the same solo work to 0.03 % (docs/sim.md, "Limits").
 const WARM_TIME_TOL: f64 = 1e-1;
 const WARM_TIME_ITERS: usize = 4;
 

@@ -129,6 +129,14 @@ fn out_of_range_values() {
     assert!(e.message.contains("timeslice_ms"), "{e}");
     let e = load(&format!("{GOOD}\n[sched]\nslice = 4\n")).unwrap_err();
     assert_eq!(e.path, "sched.slice");
+    // `count = 0` is named at its value (line 8, column 9), not at the task's header (it was
+    // at `[[task]]`, line 5; CLI probe, session 27).
+    let e = load(&format!("{GOOD}count = 0\n")).unwrap_err();
+    assert_eq!(
+        (e.line, e.column, e.path.as_str()),
+        (8, 9, "task[0].count"),
+        "{e}"
+    );
 }
 
 #[test]

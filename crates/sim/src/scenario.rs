@@ -308,6 +308,23 @@ impl TimeField {
     }
 }
 
+/// Offset of the first `[[name]]` header line in `src`, if any.
+fn table_array_offset(src: &str, name: &str) -> Option<usize> {
+    let header = format!("[[{name}]]");
+    let mut off = 0;
+    for line in src.split_inclusive('\n') {
+        let t = line.trim();
+        if t == header
+            || t.starts_with(&format!("{header} "))
+            || t.starts_with(&format!("{header}#"))
+        {
+            return Some(off + (line.len() - line.trim_start().len()));
+        }
+        off += line.len();
+    }
+    None
+}
+
 /// `text` with every run of more than 24 digits cut to its first 6 and its length: toml
 /// spells `duration_ms = 1e300` back as a float of 301 digits.
 fn shorten_digits(text: &str) -> String {
@@ -605,6 +622,15 @@ impl Scenario {
             message,
         };
         let parsed: ScenarioFile = toml::from_str(src).map_err(|e| {
+            // `[[sched]]` (an array of tables, as `[[task]]` is) read as "sched[0]: invalid
+            // type: map, expected f64"; named for what it is (CLI probe, session 27).
+            if let Some(off) = table_array_offset(src, "sched") {
+                return err_at(
+                    off,
+                    "`[[sched]]` is an array of tables; the scheduler takes one table, `[sched]`"
+                        .into(),
+                );
+            }
             // toml's message repeats the location and a source excerpt; keep the reason only.
             let reason = e.message().trim();
             let reason = if reason.is_empty() {

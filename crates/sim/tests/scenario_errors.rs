@@ -129,6 +129,13 @@ fn out_of_range_values() {
     assert!(e.message.contains("timeslice_ms"), "{e}");
     let e = load(&format!("{GOOD}\n[sched]\nslice = 4\n")).unwrap_err();
     assert_eq!(e.path, "sched.slice");
+    // `[[sched]]` is named for what it is (it read "sched[0]: invalid type: map, expected f64").
+    let e = load(&format!("{GOOD}\n[[sched]]\ntimeslice_ms = 4.0\n")).unwrap_err();
+    assert_eq!(e.line, 9, "{e}");
+    assert!(
+        e.message.contains("`[[sched]]` is an array of tables"),
+        "{e}"
+    );
     // `count = 0` is named at its value (line 8, column 9), not at the task's header (it was
     // at `[[task]]`, line 5; CLI probe, session 27).
     let e = load(&format!("{GOOD}count = 0\n")).unwrap_err();

@@ -335,8 +335,13 @@ pub fn run_with(
                 String::new()
             } else {
                 format!(
-                    "; not measured there, assumed from the nearest distance: {:?}",
-                    costs.assumed
+                    "; not measured there, assumed from the nearest distance: {}",
+                    costs
+                        .assumed
+                        .iter()
+                        .map(|d| d.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             },
             replica::COMPARE_CYCLES

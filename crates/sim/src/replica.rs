@@ -102,6 +102,10 @@ pub enum ReplicaError {
 /// cores takes microseconds; a file with 1e300 ran the experiment to overheads of 1e293 %
 /// and null spreads (CLI probe, session 24).
 const MAX_FUTEX_ROUND_TRIP_NS: f64 = 1e9;
+/// The shortest (ns): a futex wake-up is two system calls and a cache line between cores,
+/// hundreds of nanoseconds at the least; 1e-300 gave notifications of 0 cycles (CLI probe,
+/// session 27).
+const MIN_FUTEX_ROUND_TRIP_NS: f64 = 10.0;
 
 #[derive(Deserialize)]
 struct C2cDoc {
@@ -147,25 +151,42 @@ impl NotifyCosts {
             return Err(bad(format!("schema {} (this reader knows 1)", doc.schema)));
         }
         let mut measured: [Option<f64>; 4] = [None; 4];
-        for g in &doc.groups {
+        for (k, g) in doc.groups.iter().enumerate() {
+            // The file's own names (`smt_sibling`), not the enum's.
+            let at = format!("groups[{k}] ({})", g.distance.name());
             if !(g.futex_median_ns.is_finite() && g.futex_median_ns > 0.0) {
                 return Err(bad(format!(
-                    "groups[{:?}].futex_median_ns = {} is not a positive time",
-                    g.distance, g.futex_median_ns
+                    "{at}.futex_median_ns = {} is not a positive time",
+                    g.futex_median_ns
                 )));
             }
             if g.futex_median_ns > MAX_FUTEX_ROUND_TRIP_NS {
                 return Err(bad(format!(
-                    "groups[{:?}].futex_median_ns = {:e} ns is not a futex round trip (at \
-                     most {MAX_FUTEX_ROUND_TRIP_NS:e} ns, a second; a core-to-core wake-up \
-                     takes microseconds)",
-                    g.distance, g.futex_median_ns
+                    "{at}.futex_median_ns = {:e} ns is not a futex round trip (at most \
+                     {MAX_FUTEX_ROUND_TRIP_NS:e} ns, a second; a core-to-core wake-up takes \
+                     microseconds)",
+                    g.futex_median_ns
+                )));
+            }
+            if g.futex_median_ns < MIN_FUTEX_ROUND_TRIP_NS {
+                return Err(bad(format!(
+                    "{at}.futex_median_ns = {:e} ns is not a futex round trip (at least \
+                     {MIN_FUTEX_ROUND_TRIP_NS} ns: two system calls and a cache line between \
+                     cores take hundreds)",
+                    g.futex_median_ns
                 )));
             }
             let i = Distance::ALL
                 .iter()
                 .position(|d| *d == g.distance)
                 .unwrap_or(0);
+            // A second group for a distance silently replaced the first (CLI probe).
+            if measured[i].is_some() {
+                return Err(bad(format!(
+                    "{at}: distance {} is given twice (one group per distance)",
+                    g.distance.name()
+                )));
+            }
             measured[i] = Some(g.futex_median_ns / 2.0 * freq_ghz);
         }
         if measured.iter().all(Option::is_none) {

@@ -143,6 +143,32 @@ fn c2c_file_of_the_vm_as_notification_costs() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("z.json") && e.contains("futex_median_ns"), "{e}");
+    // Too short a round trip, and a distance given twice, are refused with the file's own
+    // names (CLI probe, session 27: 1e-300 gave 0-cycle notifications, a second group
+    // replaced the first, and messages said `SameLlc`).
+    let group = |ns: &str| format!("{{\"distance\":\"other_package\",\"futex_median_ns\":{ns}}}");
+    let doc = |groups: &[String]| format!("{{\"schema\":1,\"groups\":[{}]}}", groups.join(","));
+    let e = NotifyCosts::from_c2c_json(&doc(&[group("1e-300")]), "t.json", 2.0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "groups[0] (other_package).futex_median_ns = 1e-300 ns is not a futex round trip"
+        ),
+        "{e}"
+    );
+    let e = NotifyCosts::from_c2c_json(&doc(&[group("5000"), group("1")]), "t.json", 2.0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("groups[1] (other_package)"), "{e}");
+    let e = NotifyCosts::from_c2c_json(&doc(&[group("5000"), group("6000")]), "t.json", 2.0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("groups[1] (other_package): distance other_package is given twice"),
+        "{e}"
+    );
+    assert!(!e.contains("OtherPackage"), "{e}");
 }
 
 #[test]

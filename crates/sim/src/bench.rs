@@ -140,6 +140,26 @@ pub fn mix(
     Ok(b.build()?)
 }
 
+/// The 20 SPEC CPU2000 programs of the catalog, which the random scenario families draw from
+/// (`random_scenario`, `invariants::random_case`).
+pub const SPEC2000: [&str; 20] = [
+    "gzip", "parser", "swim", "mesa", "wupwise", "art", "mcf", "gcc", "vpr", "twolf", "bzip2",
+    "vortex", "gap", "lucas", "mgrid", "eon", "crafty", "perlbmk", "facerec", "sixtrack",
+];
+
+/// A draw below `below` (a number in `0..below`, 0 when `below` is 0) from a small linear
+/// congruential generator started at `seed`: the random families are the same on every
+/// machine and in every build.
+pub fn drawer(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed;
+    move |below: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % below.max(1)
+    }
+}
+
 /// The `i`-th of a fixed family of random scenarios for checking the engine's fast path
 /// against its reference path beyond the benchmark mixes (`examples/fast_vs_reference --
 /// random`, `tests/speed_paths.rs`): one of five machines (bench-8, x5650-2s, zhang-smp,
@@ -148,10 +168,6 @@ pub fn mix(
 /// Drawn from `i` alone (a small linear congruential generator), so scenario `i` is the same
 /// on every machine and in every build.
 pub fn random_scenario(catalog: &Catalog, i: u64) -> Result<Scenario, SimError> {
-    const PROGRAMS: [&str; 20] = [
-        "gzip", "parser", "swim", "mesa", "wupwise", "art", "mcf", "gcc", "vpr", "twolf", "bzip2",
-        "vortex", "gap", "lucas", "mgrid", "eon", "crafty", "perlbmk", "facerec", "sixtrack",
-    ];
     const MACHINES: [&str; 5] = [
         "bench-8",
         "x5650-2s",
@@ -159,13 +175,7 @@ pub fn random_scenario(catalog: &Catalog, i: u64) -> Result<Scenario, SimError> 
         "masa-2x2ht",
         "dualcore-shared-l2",
     ];
-    let mut state = 1000 + i;
-    let mut draw = |below: u64| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) % below
-    };
+    let mut draw = drawer(1000 + i);
     let machine = MACHINES[draw(MACHINES.len() as u64) as usize];
     let model = [Model::V1, Model::V2][draw(2) as usize];
     let spec = catalog
@@ -190,7 +200,7 @@ pub fn random_scenario(catalog: &Catalog, i: u64) -> Result<Scenario, SimError> 
         });
     for _ in 0..tasks {
         b = b
-            .task(PROGRAMS[draw(PROGRAMS.len() as u64) as usize], None)
+            .task(SPEC2000[draw(SPEC2000.len() as u64) as usize], None)
             .map_err(SimError::Invalid)?;
     }
     Ok(b.build()?)

@@ -26,11 +26,6 @@
 use crate::{Catalog, Counters, MachineSpec, MemoryKind, Model, Scenario, SimError, Simulation};
 use counterpoint_core::CpuSet;
 
-/// The SPEC CPU2000 programs the cases draw from.
-const PROGRAMS: [&str; 20] = [
-    "gzip", "parser", "swim", "mesa", "wupwise", "art", "mcf", "gcc", "vpr", "twolf", "bzip2",
-    "vortex", "gap", "lucas", "mgrid", "eon", "crafty", "perlbmk", "facerec", "sixtrack",
-];
 /// A comparison of two fast-path runs may be off by the fast path's own error against the
 /// reference path (docs/sim.md, "Speed and scaling": within 1e-2 on random scenarios).
 pub const FAST_TOL: f64 = 1e-2;
@@ -74,13 +69,7 @@ pub struct CaseReport {
 /// machine has a single core.
 pub fn random_case(catalog: &Catalog, i: u64) -> Option<Case> {
     let machines = catalog.machine_names();
-    let mut state = 77 + i;
-    let mut draw = |below: u64| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) % below.max(1)
-    };
+    let mut draw = crate::bench::drawer(77 + i);
     let machine = catalog.machine(&machines[draw(machines.len() as u64) as usize])?;
     let model = [Model::V1, Model::V2][draw(2) as usize];
     let tpc = machine.threads_per_core;
@@ -96,7 +85,8 @@ pub fn random_case(catalog: &Catalog, i: u64) -> Option<Case> {
         free.swap(k, draw(k as u64 + 1) as usize);
     }
     let k = draw(free.len().min(6) as u64) as usize;
-    let mut pick = || PROGRAMS[draw(PROGRAMS.len() as u64) as usize];
+    use crate::bench::SPEC2000;
+    let mut pick = || SPEC2000[draw(SPEC2000.len() as u64) as usize];
     let mut base = vec![(pick(), 0)];
     let mut picks: Vec<&'static str> = (0..=k).map(|_| pick()).collect();
     let extra_program = picks.pop().unwrap_or("gzip");

@@ -107,14 +107,15 @@ pub fn run(args: HeatmapArgs) -> Result<ExitCode> {
     })?;
     // A kernel thread has no user code and no memory map: its sampling gave an empty table
     // after the whole run (CLI probe, session 27), where `top` and the agent refuse it.
-    let proc_ = counterpoint_host::procfs::Proc::default();
-    if proc_.stat(args.pid).is_some() && proc_.is_kernel_thread(args.pid) {
-        anyhow::bail!(
-            "--pid {}: a kernel thread ({}), which runs no user code: there are no code pages \
-             to map",
-            args.pid,
-            proc_.stat(args.pid).map(|s| s.comm).unwrap_or_default()
-        );
+    if let Some(st) = counterpoint_host::procfs::Proc::default().stat(args.pid) {
+        if counterpoint_host::procfs::is_kernel_stat(args.pid, Some(&st)) {
+            anyhow::bail!(
+                "--pid {}: a kernel thread ({}), which runs no user code: there are no code \
+                 pages to map",
+                args.pid,
+                st.comm
+            );
+        }
     }
     let maps = parse_code_maps(&maps_text);
     let tracepoints = if args.syscalls {

@@ -283,23 +283,22 @@ pub fn summary(r: &RunResult) -> String {
         "id", "task", "NP", "IPC", "LLC-MPKI", "cpu s", "solo s", "ctxsw", "migr"
     );
     for t in &r.tasks {
+        // A task that never ran has no IPC nor MPKI (its 0 read as a stalled task).
+        let ran = |v: String| {
+            if t.cpu_time_ns == 0 {
+                "-".to_string()
+            } else {
+                v
+            }
+        };
         let _ = writeln!(
             s,
             "{:>4}  {:w$}  {:>6}  {:>6}  {:>8}  {:>9.3}  {:>9.3}  {:>6}  {:>5}",
             t.id,
             super::printable(&t.name),
             t.np.map_or("-".to_string(), |v| format!("{v:.3}")),
-            // A task that never ran has no IPC (its 0 read as a stalled task).
-            if t.cpu_time_ns == 0 {
-                "-".to_string()
-            } else {
-                format!("{:.3}", t.ipc)
-            },
-            if t.cpu_time_ns == 0 {
-                "-".to_string()
-            } else {
-                format!("{:.2}", t.llc_mpki)
-            },
+            ran(format!("{:.3}", t.ipc)),
+            ran(format!("{:.2}", t.llc_mpki)),
             t.cpu_time_ns as f64 * 1e-9,
             t.solo_cpu_time_ns as f64 * 1e-9,
             t.context_switches,

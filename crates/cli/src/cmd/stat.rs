@@ -631,13 +631,18 @@ fn run_counting(args: StatArgs) -> Result<ExitCode> {
     }
     Ok(match exit {
         Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
-        // No command (`-a`, `-C`, `-p`): stopped by a signal, the counts printed, the status is
-        // 128+N, as perf stat's (it was 0; CLI probe, session 27).
-        None => match STOP.load(Ordering::SeqCst) {
-            0 => ExitCode::SUCCESS,
-            sig => ExitCode::from((128 + sig).clamp(0, 255) as u8),
-        },
+        None => no_command_status(),
     })
+}
+
+/// The status of a count with no command (`-a`, `-C`, `-p`), its counts printed: 128+N when a
+/// stop signal ended it, as perf stat's (it was 0; CLI probe, session 27), else 0. Direct and
+/// through the broker alike.
+fn no_command_status() -> ExitCode {
+    match STOP.load(Ordering::SeqCst) {
+        0 => ExitCode::SUCCESS,
+        sig => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+    }
 }
 
 /// One whole measurement: the rows read at the end, the wall time, and the command's CPU time.

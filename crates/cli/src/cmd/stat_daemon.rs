@@ -345,10 +345,6 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
     }
     Ok(match exit {
         Some(e) => ExitCode::from(e.shell_code().clamp(0, 255) as u8),
-        // No command, stopped by a signal: 128+N, as direct counting and perf stat.
-        None => match super::STOP.load(std::sync::atomic::Ordering::SeqCst) {
-            0 => ExitCode::SUCCESS,
-            sig => ExitCode::from((128 + sig).clamp(0, 255) as u8),
-        },
+        None => super::no_command_status(),
     })
 }

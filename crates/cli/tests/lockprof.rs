@@ -695,12 +695,14 @@ fn a_child_left_running_is_waited_for() {
     assert!(err.contains(&format!("{pid} (")), "{err}");
 }
 
-/// A stop signal while the command waits for what the program left running ends the wait at
-/// once, says so (not that the whole wait passed), and gives 128+N, as one during the run does
-/// (CLI probe, session 27: it exited 0 and said "still running 10 s after it exited" half a
-/// second in).
-#[test]
-fn a_stop_signal_during_the_wait_for_descendants_is_the_exit_status() {
+/// `lockprof --wait-descendants 300 -- orphan_child ARGS...` with stdout and stderr piped, the
+/// pid of the grandchild the program prints, then the command's status and stderr after
+/// `before_kill(command pid, grandchild pid)` and a SIGTERM to the command (the grandchild,
+/// which sleeps a minute, is killed before returning).
+fn stopped_while_a_child_sleeps(
+    args: &[&str],
+    before_kill: impl FnOnce(u32, i32),
+) -> (std::process::ExitStatus, String, i32) {
     use std::io::{BufRead, BufReader, Read};
     let tmp = tempfile::tempdir().unwrap();
     let orphan = compile("orphan_child", tmp.path(), &[]);
@@ -708,12 +710,11 @@ fn a_stop_signal_during_the_wait_for_descendants_is_the_exit_status() {
     let mut cmd = Command::new(counterpoint());
     cmd.args(["lockprof", "--wait-descendants", "300", "--"])
         .arg(&orphan)
-        .arg("long")
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut run = cmd.spawn().unwrap();
     let mut out = BufReader::new(run.stdout.take().unwrap());
-    // The program prints its child's pid and exits; the command then waits for the child.
     let mut line = String::new();
     let mut child = None;
     while child.is_none() && out.read_line(&mut line).unwrap() > 0 {
@@ -724,6 +725,7 @@ fn a_stop_signal_during_the_wait_for_descendants_is_the_exit_status() {
         line.clear();
     }
     let child = child.expect("the program prints its child's pid");
+    before_kill(run.id(), child);
     // SAFETY: kill(2) on the test's own child process.
     unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
     let status = run.wait().unwrap();
@@ -731,8 +733,50 @@ fn a_stop_signal_during_the_wait_for_descendants_is_the_exit_status() {
     run.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     // SAFETY: kill(2) on the test's own sleeping grandchild.
     unsafe { libc::kill(child, libc::SIGKILL) };
+    (status, err, child)
+}
+
+/// A stop signal while the command waits for what the program left running ends the wait at
+/// once, says so (not that the whole wait passed), and gives 128+N, as one during the run does
+/// (CLI probe, session 27: it exited 0 and said "still running 10 s after it exited" half a
+/// second in).
+#[test]
+fn a_stop_signal_during_the_wait_for_descendants_is_the_exit_status() {
+    let (status, err, child) = stopped_while_a_child_sleeps(&["long"], |command, child| {
+        // The program prints and exits; its child is the command's once it has (reparented to
+        // the subreaper). Sent before that, the signal reaches the program still running: the
+        // next test's case, which ends the same way (CI, session 28).
+        let ppid = |pid: i32| -> Option<u32> {
+            let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            s.lines()
+                .find_map(|l| l.strip_prefix("PPid:"))?
+                .trim()
+                .parse()
+                .ok()
+        };
+        for _ in 0..6000 {
+            if ppid(child) == Some(command) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    });
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
     assert!(err.contains("stopped by SIGTERM (15)"), "{err}");
     assert!(err.contains(&format!("{child} (")), "{err}");
     assert!(!err.contains("300 s"), "{err}");
+}
+
+/// A stop signal a process sends the command while the program runs is passed on to the
+/// program only: the processes the program started never got it, so the command does not wait
+/// for them either (CI, session 28: a `kill` that came while the program was still exiting
+/// left the command waiting a minute for a sleeping grandchild). A terminal's reaches them too,
+/// and the wait collects their profiles.
+#[test]
+fn a_stop_signal_sent_during_the_run_does_not_wait_for_the_descendants() {
+    let (status, err, child) = stopped_while_a_child_sleeps(&["long", "stay"], |_, _| {});
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("killed by SIGTERM (15)"), "{err}");
+    assert!(err.contains("stopped by SIGTERM (15)"), "{err}");
+    assert!(err.contains(&format!("{child} (")), "{err}");
 }

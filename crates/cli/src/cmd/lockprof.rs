@@ -192,13 +192,11 @@ static PROGRAM: AtomicI32 = AtomicI32::new(0);
 static PENDING: AtomicI32 = AtomicI32::new(0);
 /// A stop signal that came while the program was not running (before it started, or while
 /// the command waits for the descendants it left, from a terminal or a process): it ends that
-/// wait. One during the program's run does not: a terminal's also reached the program's
+/// wait. A terminal's during the program's run does not: it also reached the program's
 /// children, which end and write their profiles, and the wait collects them.
 static STOPPED: AtomicI32 = AtomicI32::new(0);
-/// The last stop signal passed on to the program. Passed on in the instant the program had
-/// exited but was not yet reaped, it reached a zombie and was lost; if the program then
-/// exited by itself, the wait takes it as its own stop (a test found the command waiting out
-/// the whole `--wait-descendants`).
+/// The last stop signal passed on to the program (one a process sent to this command only):
+/// it also ends the wait for the descendants, which it never reached.
 static FORWARDED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
@@ -343,10 +341,14 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     PROGRAM.store(0, Ordering::SeqCst);
     ended.context("waiting for the program")?;
     let status = child.wait().context("waiting for the program")?;
-    // A signal passed on to a program that then exited by itself may have reached its zombie:
-    // the command was asked to stop all the same.
+    // A signal a process sent to this command (passed on to the program) did not reach the
+    // processes the program left running, unlike a terminal's: waiting for them would wait the
+    // whole `--wait-descendants` out after the user asked the command to stop (CI, session 28:
+    // a `kill` that came while the program was still exiting). Passed on in the instant the
+    // program had exited but was not yet reaped, it reached a zombie and was lost: the command
+    // was asked to stop all the same.
     let forwarded = FORWARDED.load(Ordering::SeqCst);
-    if forwarded != 0 && status.code().is_some() {
+    if forwarded != 0 {
         let _ = STOPPED.compare_exchange(0, forwarded, Ordering::SeqCst, Ordering::SeqCst);
     }
     let waited_from = std::time::Instant::now();

@@ -677,6 +677,13 @@ fn measure_once(
     };
     let workload_only =
         matches!(target, Target::Threads(_) | Target::Cpus(_)) && !args.command.is_empty();
+    if stopped.is_none() && !workload_only {
+        // No command: a stop signal ends the count. Caught before the counters open, so one
+        // that comes as they open ends the count too instead of killing the command unprinted
+        // (it was caught after, and a signal sent once the fd table showed the counters could
+        // land in between).
+        install_stop_handler();
+    }
     let mut set =
         CounterSet::open(list, &target, tree).map_err(|e| explain_foreign_owner(e, args))?;
     let cpu_before = children_cpu_time();
@@ -692,8 +699,6 @@ fn measure_once(
         if workload_only {
             // With -p/-a/-C the command only times the measurement.
             child = Some(start_forwarding(spawn_stopped(&args.command)?)?);
-        } else {
-            install_stop_handler();
         }
     }
     // perf prints user/sys time for a command it counts, not for one that only times -p/-a/-C.

@@ -1,6 +1,7 @@
 /* The parent forks and exits at once, without waiting; the child sleeps 200 ms (its parent is
    gone by then), locks a mutex 11 times and exits. Its profile must not be lost. With an
-   argument the child sleeps 60 s instead (a process left running: the test kills it). */
+   argument the child sleeps 60 s instead (a process left running: the test kills it); with a
+   second the parent also sleeps 60 s after printing (a program still running). */
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -17,5 +18,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     printf("child %d\n", (int)pid);
+    if (argc > 2) {
+        fflush(stdout);
+        sleep(60);
+    }
     return 0;
 }

@@ -236,9 +236,81 @@ fn line_col(src: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// The field path at a byte offset of a scenario document: the enclosing table header (with
-/// the index of an array-of-tables entry) and the key on that line.
+/// The field path at a byte offset of a scenario document, down into inline arrays and tables
+/// (`task[1].cpus` in `task = [{...}, {..., cpus = 7}]`, which read as `task`; CLI probe,
+/// session 27): walked over the parsed document's spans, or, for a document that does not
+/// parse, read off the lines ([`line_path_at`]).
 fn path_at(src: &str, offset: usize) -> String {
+    spanned_path_at(src, offset).unwrap_or_else(|| line_path_at(src, offset))
+}
+
+/// The path of the innermost key or value whose span holds `offset`, if the document parses
+/// and one does (a header or a position between values has none).
+fn spanned_path_at(src: &str, offset: usize) -> Option<String> {
+    use toml_edit::{Item, Value};
+    // Below a value: the array index or inline key that holds the offset, recursively.
+    fn inside(v: &Value, offset: usize, path: &mut String) {
+        let holds =
+            |span: Option<std::ops::Range<usize>>| span.is_some_and(|s| s.contains(&offset));
+        match v {
+            Value::Array(a) => {
+                if let Some((i, e)) = a.iter().enumerate().find(|(_, e)| holds(e.span())) {
+                    path.push_str(&format!("[{i}]"));
+                    inside(e, offset, path);
+                }
+            }
+            Value::InlineTable(t) => {
+                for (k, e) in t.iter() {
+                    let key_span = t.key(k).and_then(|k| k.span());
+                    if holds(key_span) || holds(e.span()) {
+                        path.push('.');
+                        path.push_str(k);
+                        inside(e, offset, path);
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    fn table(t: &toml_edit::Table, prefix: &str, offset: usize) -> Option<String> {
+        let holds =
+            |span: Option<std::ops::Range<usize>>| span.is_some_and(|s| s.contains(&offset));
+        for (k, item) in t.iter() {
+            let here = if prefix.is_empty() {
+                k.to_string()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            let found = match item {
+                Item::Value(v) => {
+                    let key_span = t.key(k).and_then(|k| k.span());
+                    (holds(key_span) || holds(v.span())).then(|| {
+                        let mut path = here;
+                        inside(v, offset, &mut path);
+                        path
+                    })
+                }
+                Item::Table(sub) => table(sub, &here, offset),
+                Item::ArrayOfTables(a) => a
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, sub)| table(sub, &format!("{here}[{i}]"), offset)),
+                Item::None => None,
+            };
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+    let doc = toml_edit::ImDocument::parse(src).ok()?;
+    table(doc.as_table(), "", offset)
+}
+
+/// The field path at a byte offset read off the lines: the enclosing table header (with the
+/// index of an array-of-tables entry) and the key on that line.
+fn line_path_at(src: &str, offset: usize) -> String {
     let offset = offset.min(src.len());
     let mut table = String::new();
     let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
@@ -1019,6 +1091,23 @@ mod tests {
         assert_eq!(path_at(src, off), "task[1].cpus");
         assert_eq!(path_at(src, 0), "name");
         assert_eq!(line_col(src, off), (5, 1));
+        // Inline arrays and tables are named down to the key (they read as `task`).
+        let src =
+            "name = \"x\"\ntask = [ { program = \"mcf\" }, { program = \"gcc\", cpus = 7 } ]\n";
+        let off = src.find('7').unwrap();
+        assert_eq!(path_at(src, off), "task[1].cpus");
+        assert_eq!(path_at(src, src.find("gcc").unwrap()), "task[1].program");
+        let src = "[sched]\ntimeslice_ms = [1, \"x\"]\n";
+        assert_eq!(
+            path_at(src, src.find("\"x").unwrap()),
+            "sched.timeslice_ms[1]"
+        );
+        // A document that does not parse is still read off its lines.
+        let src = "name = \"x\"\n[[task]]\nprogram = \n";
+        assert_eq!(
+            path_at(src, src.find("program").unwrap()),
+            "task[0].program"
+        );
     }
 
     #[test]

@@ -408,3 +408,22 @@ fn an_unclosed_table_header_is_named_as_written() {
     let e = load("name = \"x\"\n[sched\n").unwrap_err();
     assert_eq!((e.line, e.path.as_str()), (2, "[sched"), "{e}");
 }
+
+/// Tasks written as an inline array of tables are named down to the field, for a parse error
+/// and for a check after it (CLI probe, session 27: both read `task`).
+#[test]
+fn an_inline_task_array_is_named_down_to_the_field() {
+    let head = "name = \"t\"\nmachine = \"zhang-smp\"\nduration_ms = 100\n";
+    let e = load(&format!(
+        "{head}task = [ {{ program = \"gzip\" }}, {{ program = \"gcc\", count = \"two\" }} ]\n"
+    ))
+    .unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (4, "task[1].count"), "{e}");
+    let e = load(&format!(
+        "{head}task = [ {{ program = \"gzip\" }}, {{ program = \"gcc\", cpus = \"0-99\" }} ]\n"
+    ))
+    .unwrap_err();
+    assert_eq!((e.line, e.path.as_str()), (4, "task[1].cpus"), "{e}");
+    let e = load(&format!("{head}task = [ {{ progam = \"gzip\" }} ]\n")).unwrap_err();
+    assert_eq!(e.path, "task[0].progam", "{e}");
+}

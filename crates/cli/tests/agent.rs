@@ -46,6 +46,16 @@ fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Whether an agent holds the journal's lock: the file is created before it is locked, so its
+/// existence (and a pause of 300 ms) let a second agent on a loaded machine take the lock
+/// first and the first one end (a test waiting for the second to fail then hung).
+fn journal_locked(path: &Path) -> bool {
+    fs::File::open(path)
+        .ok()
+        .and_then(|f| counterpoint_host::files::flock_holder(&f))
+        .is_some()
+}
+
 fn start_agent(policy: &str, targets: &str, journal: &Path) -> Kill {
     let mut cmd = Command::new(BIN);
     cmd.args(["agent", "--policy", policy, "--interval", "200ms"]);
@@ -98,7 +108,7 @@ fn spread_pins_then_sigterm_restores() {
     let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
     let mut agent = start_agent("spread", &format!("pid:{},{}", a.pid(), b.pid()), &journal);
     assert!(
-        wait_until(Duration::from_secs(10), || pinned_apart(a.pid(), b.pid())),
+        wait_until(Duration::from_secs(60), || pinned_apart(a.pid(), b.pid())),
         "spread did not pin the two busy loops to different CPUs: {} / {}",
         cpus_allowed(a.pid()),
         cpus_allowed(b.pid())
@@ -125,7 +135,7 @@ fn sigkill_then_restart_restores_from_journal() {
     let before = (cpus_allowed(a.pid()), cpus_allowed(b.pid()));
     let targets = format!("pid:{},{}", a.pid(), b.pid());
     let mut agent = start_agent("spread", &targets, &journal);
-    assert!(wait_until(Duration::from_secs(10), || pinned_apart(
+    assert!(wait_until(Duration::from_secs(60), || pinned_apart(
         a.pid(),
         b.pid()
     )));
@@ -136,7 +146,7 @@ fn sigkill_then_restart_restores_from_journal() {
     // The baseline policy changes nothing, so what we see after its start is the recovery.
     let mut again = start_agent("linux", &targets, &journal);
     assert!(
-        wait_until(Duration::from_secs(10), || (
+        wait_until(Duration::from_secs(60), || (
             cpus_allowed(a.pid()),
             cpus_allowed(b.pid())
         ) == before),
@@ -156,7 +166,7 @@ fn task_that_changed_its_own_affinity_is_left_alone() {
     let journal = dir.path().join("agent.journal");
     let (a, b) = (Busy::spawn(), Busy::spawn());
     let mut agent = start_agent("spread", &format!("pid:{},{}", a.pid(), b.pid()), &journal);
-    assert!(wait_until(Duration::from_secs(10), || pinned_apart(
+    assert!(wait_until(Duration::from_secs(60), || pinned_apart(
         a.pid(),
         b.pid()
     )));
@@ -244,8 +254,9 @@ fn bad_input_is_refused_and_changes_nothing() {
     assert!(e.contains("/proc/no/such/j"), "{e}");
     // A second agent on a journal that is in use.
     let mut first = start_agent("linux", &t, &journal);
-    assert!(wait_until(Duration::from_secs(5), || journal.exists()));
-    sleep(Duration::from_millis(300));
+    assert!(wait_until(Duration::from_secs(60), || journal_locked(
+        &journal
+    )));
     let e = run_fails(&[
         "agent",
         "--policy",
@@ -543,13 +554,13 @@ fn agent_under_a_closed_stderr_restores() {
     );
     // The pipe's write end now lives only in the agent.
     assert!(
-        wait_until(Duration::from_secs(10), || pinned_apart(a.pid(), b.pid())),
+        wait_until(Duration::from_secs(60), || pinned_apart(a.pid(), b.pid())),
         "not pinned"
     );
     drop(reader);
     let mut status = None;
     assert!(
-        wait_until(Duration::from_secs(10), || {
+        wait_until(Duration::from_secs(60), || {
             status = agent.0.try_wait().ok().flatten();
             status.is_some()
         }),
@@ -601,7 +612,7 @@ fn every_terminating_signal_restores() {
                 .expect("agent"),
         );
         assert!(
-            wait_until(Duration::from_secs(10), || pinned_apart(a.pid(), b.pid())),
+            wait_until(Duration::from_secs(60), || pinned_apart(a.pid(), b.pid())),
             "signal {sig}: not pinned"
         );
         signal(agent.pid(), sig);
@@ -661,8 +672,9 @@ fn journal_must_be_a_regular_file_locked_by_its_real_path() {
             .spawn()
             .expect("agent"),
     );
-    assert!(wait_until(Duration::from_secs(5), || real.exists()));
-    sleep(Duration::from_millis(300));
+    assert!(wait_until(Duration::from_secs(60), || journal_locked(
+        &real
+    )));
     let e = run_fails(&[
         "agent",
         "--policy",
@@ -806,7 +818,7 @@ fn threads_and_children_born_pinned_are_restored() {
         let q = Busy::spawn();
         let original = cpus_allowed(p.pid());
         // The spawner must know its original set before the agent may change it.
-        assert!(wait_until(Duration::from_secs(20), || dir
+        assert!(wait_until(Duration::from_secs(60), || dir
             .path()
             .join("ids.ready")
             .exists()));
@@ -825,7 +837,7 @@ fn threads_and_children_born_pinned_are_restored() {
                 .expect("agent"),
         );
         assert!(
-            wait_until(Duration::from_secs(20), || ids.exists()),
+            wait_until(Duration::from_secs(60), || ids.exists()),
             "the spawner was never pinned"
         );
         let text = fs::read_to_string(&ids).expect("ids");
@@ -841,13 +853,13 @@ fn threads_and_children_born_pinned_are_restored() {
         if kill == libc::SIGTERM {
             // The per-interval sweep journals them while the agent runs.
             assert!(
-                wait_until(Duration::from_secs(10), || fs::read_to_string(&journal)
+                wait_until(Duration::from_secs(60), || fs::read_to_string(&journal)
                     .is_ok_and(|j| j.contains(&format!("\"{child}\"")))),
                 "the child was never journaled"
             );
             // The sweep saves the journal first and logs the adoption after: wait for the line
             // too, or a loaded machine shows the gap between the two writes.
-            let adopted = wait_until(Duration::from_secs(10), || {
+            let adopted = wait_until(Duration::from_secs(60), || {
                 fs::read_to_string(&log).is_ok_and(|l| l.contains("\"event\":\"adopted\""))
             });
             let l = fs::read_to_string(&log).expect("log");
@@ -918,7 +930,7 @@ fn a_task_the_user_repinned_is_left_alone() {
             .spawn()
             .expect("agent"),
     );
-    assert!(wait_until(Duration::from_secs(10), || pinned_apart(
+    assert!(wait_until(Duration::from_secs(60), || pinned_apart(
         a.pid(),
         b.pid()
     )));
@@ -936,7 +948,7 @@ fn a_task_the_user_repinned_is_left_alone() {
         return; // no taskset here
     }
     assert!(
-        wait_until(Duration::from_secs(10), || fs::read_to_string(&log)
+        wait_until(Duration::from_secs(60), || fs::read_to_string(&log)
             .is_ok_and(|l| l.contains("\"event\":\"user_override\""))),
         "override never reported"
     );
@@ -1093,7 +1105,7 @@ fn fault_run(iterations: usize, seed: u64) -> FaultReport {
             *rep.signals.entry(sig.1).or_default() += 1;
         }
         let mut status = None;
-        let exited = wait_until(Duration::from_secs(20), || {
+        let exited = wait_until(Duration::from_secs(60), || {
             status = status.or_else(|| agent.0.try_wait().ok().flatten());
             status.is_some()
         });
@@ -1273,7 +1285,7 @@ fn full_disk_restores_and_never_says_restoring_failed() {
             .spawn()
             .expect("agent"),
     );
-    assert!(wait_until(Duration::from_secs(10), || pinned_apart(
+    assert!(wait_until(Duration::from_secs(60), || pinned_apart(
         a.pid(),
         b.pid()
     )));

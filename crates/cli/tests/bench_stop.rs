@@ -53,8 +53,19 @@ fn stderr_of(child: &mut Child) -> String {
     s
 }
 
+/// Whether a command line (arguments joined by spaces) runs `want`: its program's file name
+/// is `want` (`.../bench_pair`), or it is this binary's subcommand `want` (`counterpoint
+/// daemon`). Not any argument that contains it: the compiler building `bench_pair` (`cc ... -o
+/// DIR/bench_pair`) matched, and the signal came before the program it was meant for ran.
+fn runs(cmdline: &str, want: &str) -> bool {
+    let mut args = cmdline.split(' ');
+    let program = args.next().unwrap_or("");
+    let name = program.rsplit('/').next().unwrap_or(program);
+    name == want || (name == "counterpoint" && args.next() == Some(want))
+}
+
 /// Start `counterpoint ARGS` with its temporary files in a scratch directory, wait until it has
-/// a child whose command line contains `want`, SIGTERM it and check what it left.
+/// a child that [`runs`] `want`, SIGTERM it and check what it left.
 fn stop_once_child_runs(args: &[&str], want: &str) {
     let scratch = tempfile::tempdir().unwrap();
     let mut bench = common::Kill(
@@ -69,7 +80,7 @@ fn stop_once_child_runs(args: &[&str], want: &str) {
     let pid = bench.pid();
     let start = Instant::now();
     let child = loop {
-        if let Some((c, _)) = children(pid).into_iter().find(|(_, l)| l.contains(want)) {
+        if let Some((c, _)) = children(pid).into_iter().find(|(_, l)| runs(l, want)) {
             break c;
         }
         if let Some(st) = bench.0.try_wait().unwrap() {
@@ -105,7 +116,7 @@ fn stop_once_child_runs(args: &[&str], want: &str) {
     // (a recycled pid runs something else).
     let left = cmdline(child);
     assert!(
-        !left.contains(want),
+        !runs(&left, want),
         "{args:?}: child {child} ({left}) is still running"
     );
     let entries: Vec<_> = std::fs::read_dir(scratch.path())

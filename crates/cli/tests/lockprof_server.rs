@@ -17,7 +17,9 @@ fn counterpoint() -> PathBuf {
 
 fn get(port: u16) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
+    // Generous: a loaded CI machine serves slowly; the timeout only keeps a dead server from
+    // hanging the test.
+    s.set_read_timeout(Some(Duration::from_secs(120)))
         .expect("timeout");
     write!(s, "GET /page.txt HTTP/1.0\r\nHost: localhost\r\n\r\n").expect("send");
     let mut body = String::new();
@@ -44,8 +46,9 @@ fn threaded_http_server_under_load() {
         .arg("--")
         .arg(python)
         .arg(&script)
-        .arg("6")
+        .arg("600")
         .arg(tmp.path())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("start server under lockprof");
@@ -69,6 +72,8 @@ fn threaded_http_server_under_load() {
         }
     }
     assert_eq!(ok, 200);
+    // The server stops when its stdin closes (never on a timer the clients could outlast).
+    drop(child.stdin.take());
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert_eq!(rest, ["stopped"]);
     assert!(child.wait().expect("wait").success());

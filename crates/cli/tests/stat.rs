@@ -194,10 +194,12 @@ fn cpu_target_and_interval() {
         "cpu-clock",
         "--",
         "sleep",
-        "0.35",
+        "1",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = csv_rows(&stderr(&o));
+    // About ten intervals; a loaded machine that stalls `stat` merges some into the last row,
+    // so only a few are asserted (with `sleep 0.35`, one stall left two rows).
     assert!(rows.len() >= 3, "{rows:?}");
     // Interval rows carry a timestamp first, then perf's seven columns.
     for r in &rows {
@@ -306,6 +308,12 @@ fn output_or_hang(mut cmd: Command) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn counterpoint");
+    wait_or_hang(child, &cmd)
+}
+
+/// The output of a started `child` (its stdout and stderr piped), or a panic naming `cmd` if it
+/// has not ended within a minute (killed).
+fn wait_or_hang(child: std::process::Child, cmd: &Command) -> Output {
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -412,10 +420,25 @@ fn out_of_descriptors_kills_the_stopped_command_and_says_so() {
 
 #[test]
 fn pid_target_ends_when_the_process_ends() {
-    let mut short = Command::new("sleep").arg("0.3").spawn().unwrap();
-    let pid = short.id().to_string();
-    let o = output_or_hang(stat_cmd(&["-x,", "-e", "task-clock", "-p", &pid]));
-    short.wait().ok();
+    use std::process::Stdio;
+    // A target the test ends once `stat` counts it (a `sleep 0.3` could end before a loaded
+    // machine had opened the counters: "no such process").
+    let mut target = Command::new("cat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = target.id().to_string();
+    let mut cmd = stat_cmd(&["-x,", "-e", "task-clock", "-p", &pid]);
+    let counting = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_perf_fds(counting.id());
+    drop(target.stdin.take());
+    let o = wait_or_hang(counting, &cmd);
+    target.wait().ok();
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = csv_rows(&stderr(&o));
     assert_eq!(rows.len(), 1, "{rows:?}");

@@ -179,7 +179,7 @@ impl Tmux {
         let t0 = Instant::now();
         loop {
             let screen = self.capture();
-            if screen.contains(what) || t0.elapsed() > Duration::from_secs(15) {
+            if screen.contains(what) || t0.elapsed() > Duration::from_secs(60) {
                 return screen;
             }
             sleep(Duration::from_millis(100));

@@ -54,12 +54,15 @@ fn killed_child_reports_signal() {
 
 #[test]
 fn process_target_follows_children_created_later() {
-    // The shell forks `dd` after the counters are attached; inherit must count it.
+    // The shell forks `dd` after the counters are attached (it waits for a line the test
+    // writes once they are: a `sleep 0.3` let a stalled test attach after the fork); inherit
+    // must count it.
     let mut sh = std::process::Command::new("sh")
         .args([
             "-c",
-            "sleep 0.3; dd if=/dev/zero of=/dev/null bs=64k count=20000 2>/dev/null",
+            "read _; dd if=/dev/zero of=/dev/null bs=64k count=20000 2>/dev/null",
         ])
+        .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let tree = PmuTree::default();
@@ -67,6 +70,7 @@ fn process_target_follows_children_created_later() {
     let target = Target::process(sh.id() as i32).unwrap();
     let mut set = CounterSet::open(&list, &target, &tree).unwrap();
     set.enable().unwrap();
+    release(&mut sh);
     sh.wait().unwrap();
     let r = set.read_all().unwrap();
     let ns = r[0].value.unwrap().raw;
@@ -102,8 +106,14 @@ fn added_threads_are_counted() {
         .arg("5")
         .spawn()
         .unwrap();
+    // The loop starts once the thread is added (a line from the test): started at once, a
+    // stalled test missed most of it, or found it gone.
     let mut busy = std::process::Command::new("sh")
-        .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+        .args([
+            "-c",
+            "read _; i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
+        ])
+        .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let tree = PmuTree::default();
@@ -114,10 +124,18 @@ fn added_threads_are_counted() {
         .add_threads(&[busy.id() as i32, i32::MAX], &tree)
         .unwrap();
     assert_eq!(added, 1, "the missing tid is skipped");
+    release(&mut busy);
     busy.wait().unwrap();
     let ns = set.read_all().unwrap()[0].value.unwrap().raw;
     idle.kill().ok();
     idle.wait().ok();
     // The shell loop runs for well over 20 ms of CPU; the sleeping process for ~0.
     assert!(ns > 20_000_000, "task-clock {ns} ns");
+}
+
+/// Lets a shell waiting in `read _` on its piped stdin go on.
+fn release(sh: &mut std::process::Child) {
+    use std::io::Write;
+    let mut stdin = sh.stdin.take().expect("piped stdin");
+    stdin.write_all(b"go\n").expect("write to the shell");
 }

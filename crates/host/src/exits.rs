@@ -293,7 +293,7 @@ mod tests {
         // The join can return before the kernel marks the thread exited: wait for the
         // report (bounded), not for any duration.
         let mut seen = BTreeSet::new();
-        for _ in 0..10_000 {
+        for _ in 0..60_000 {
             seen = w.take_exited();
             if !seen.is_empty() {
                 break;

@@ -302,7 +302,8 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         let r = run(ProbeKind::Int, sizes, Duration::from_secs(60), &stop).expect("buffers");
-        assert!(r.elapsed_s < 1.0);
+        // Stopped at once, not after the 60 s asked (the bound leaves a loaded machine room).
+        assert!(r.elapsed_s < 30.0, "{} s", r.elapsed_s);
     }
 
     #[test]

@@ -498,7 +498,7 @@ mod tests {
             .expect("spawn sh");
         let pid = child.id();
         // Wait until it has stopped itself (state T in /proc).
-        let stopped = (0..2000).any(|_| {
+        let stopped = (0..12_000).any(|_| {
             let s = crate::procfs::Proc::default().stat(pid);
             if s.is_some_and(|s| s.state == 'T') {
                 return true;

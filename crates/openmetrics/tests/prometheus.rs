@@ -62,6 +62,22 @@ fn query_one(prom: SocketAddr, q: &str) -> Option<Value> {
     data["result"].as_array()?.first().cloned()
 }
 
+/// The last sample of series `name`, through `last_over_time` (a scrape that timed out on a
+/// loaded machine marks every series stale, and a plain query then finds nothing; a range
+/// leaves the staleness markers out), retried until [`DEADLINE`].
+fn query_last(prom: SocketAddr, name: &str) -> Option<Value> {
+    // `last_over_time(NAME[1h])`, URL-encoded.
+    let q = format!("last_over_time%28{name}%5B1h%5D%29");
+    let start = Instant::now();
+    loop {
+        let r = query_one(prom, &q);
+        if r.is_some() || start.elapsed() > DEADLINE {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 fn fixed_readings() -> Vec<CounterReading> {
     let r = |event: &str, consumer: &str, raw, enabled_ns, running_ns| CounterReading {
         event: event.into(),
@@ -223,30 +239,30 @@ fn prometheus_scrapes_raw_counts_with_coverage_and_labels() {
 
     // Software events are never multiplexed: coverage 1, not flagged, estimate = raw.
     for event in ["task_clock", "context_switches"] {
-        let cov = query_one(prom, &format!("counterpoint_{event}_coverage"))
+        let cov = query_last(prom, &format!("counterpoint_{event}_coverage"))
             .unwrap_or_else(|| panic!("no coverage series for {event}"));
         assert_eq!(value_of(&cov), 1.0, "{cov}");
         assert_eq!(cov["metric"]["who"], WHO);
-        let mux = query_one(prom, &format!("counterpoint_{event}_multiplexed"))
+        let mux = query_last(prom, &format!("counterpoint_{event}_multiplexed"))
             .unwrap_or_else(|| panic!("no multiplexed series for {event}"));
         assert_eq!(value_of(&mux), 0.0, "{mux}");
-        let en = query_one(prom, &format!("counterpoint_{event}_enabled_seconds_total"))
+        let en = query_last(prom, &format!("counterpoint_{event}_enabled_seconds_total"))
             .unwrap_or_else(|| panic!("no enabled time for {event}"));
         assert!(value_of(&en) > 0.0, "{en}");
     }
 
     // The fixed families arrived with their values.
-    let cov = query_one(prom, "counterpoint_cycles_coverage").expect("cycles coverage");
+    let cov = query_last(prom, "counterpoint_cycles_coverage").expect("cycles coverage");
     assert_eq!(value_of(&cov), 0.25, "{cov}");
-    let mux = query_one(prom, "counterpoint_cycles_multiplexed").expect("cycles flag");
+    let mux = query_last(prom, "counterpoint_cycles_multiplexed").expect("cycles flag");
     assert_eq!(value_of(&mux), 1.0, "{mux}");
-    let raw = query_one(prom, "counterpoint_cycles_total").expect("cycles raw");
+    let raw = query_last(prom, "counterpoint_cycles_total").expect("cycles raw");
     assert_eq!(value_of(&raw), 3_000_000.0, "{raw}");
-    let est = query_one(prom, "counterpoint_cycles_scaled").expect("cycles estimate");
+    let est = query_last(prom, "counterpoint_cycles_scaled").expect("cycles estimate");
     assert_eq!(value_of(&est), 12_000_000.0, "{est}");
-    let none = query_one(prom, "counterpoint_instructions_scaled").expect("no estimate");
+    let none = query_last(prom, "counterpoint_instructions_scaled").expect("no estimate");
     assert!(value_of(&none).is_nan(), "{none}");
-    let odd = query_one(prom, "counterpoint_cpu_event_0x3c_umask_0x0_u_total").expect("odd name");
+    let odd = query_last(prom, "counterpoint_cpu_event_0x3c_umask_0x0_u_total").expect("odd name");
     assert_eq!(odd["metric"]["event"], "cpu/event=0x3c,umask=0x0/u");
     assert_eq!(odd["metric"]["consumer"], "x\"y\\z");
 

@@ -158,10 +158,11 @@ pub(super) fn run_live(
             }
         }
         // Asked to stop (a key or a signal): the main thread restores the terminal within
-        // ~100 ms. If it is stuck (blocked in terminal input), restore it from here and exit.
+        // ~100 ms. If it is stuck (blocked in terminal input), restore it from here and exit
+        // (after 10 s: 2 s could pass for a main thread starved on a loaded machine).
         let t0 = std::time::Instant::now();
         while !LIVE_DONE.load(Ordering::SeqCst) {
-            if t0.elapsed() > Duration::from_secs(2) {
+            if t0.elapsed() > Duration::from_secs(10) {
                 ratatui::restore();
                 eprintln!("counterpoint top: stopped (the terminal did not answer)");
                 std::process::exit(1);

@@ -255,7 +255,7 @@ fn moves(action: &Action, obs: &Observation, online: &CpuSet) -> Vec<Move> {
         obs.task(t).and_then(|o| {
             o.sample
                 .get(counterpoint_core::event::TASK_CLOCK)
-                .map(|ns| ns / obs.interval_ns.max(1) as f64)
+                .map(|ns| ns / o.sample.interval_ns.max(1) as f64)
         })
     };
     let aff = |t: TaskId| {

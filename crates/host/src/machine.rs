@@ -140,6 +140,11 @@ pub struct Host {
     /// Per process, the zero deltas of its last read that found it idle: what a gated
     /// interval reports, without touching its threads.
     idle_sums: BTreeMap<u32, ProcessSums>,
+    /// Per process, when its counters were last read (just before its threads' reads; through
+    /// a broker, at the interval's one request). Its sample's interval runs from there: the
+    /// interval's own clock is taken before the `/proc` scan, and a command paused between the
+    /// two on a loaded machine reported a busy thread above 100 % of a CPU.
+    read_times: BTreeMap<u32, Instant>,
     /// Per process, the threads its last read covered (sorted): a thread gone from the list
     /// has ended, and its counters are closed.
     read_tids: BTreeMap<u32, Vec<u32>>,
@@ -231,6 +236,7 @@ impl Host {
             signatures: BTreeMap::new(),
             reads_skipped: 0,
             idle_last: BTreeMap::new(),
+            read_times: BTreeMap::new(),
             idle_sums: BTreeMap::new(),
             read_tids: BTreeMap::new(),
             stat_files: procfs::KeptStats::default(),
@@ -543,13 +549,18 @@ impl Host {
 
     fn snapshot_threads(&mut self) -> HashMap<u32, Prev> {
         self.counter_source.refresh();
+        let refreshed_at = Instant::now();
+        let direct = self.counter_source.is_direct();
         self.read_tids.clear();
         self.idle_last.clear();
         self.idle_sums.clear();
         self.signatures.clear();
+        self.read_times.clear();
         let mut out = HashMap::new();
         for pid in self.target_pids() {
             let tids = self.proc_.threads(pid);
+            self.read_times
+                .insert(pid, if direct { Instant::now() } else { refreshed_at });
             for &tid in &tids {
                 if let Some(reading) = self.read_thread(pid, tid) {
                     out.insert(
@@ -1181,12 +1192,15 @@ impl Machine for Host {
         let sigs = self.signatures_now(&pids);
         // A broker answers every open group with one request here.
         self.counter_source.refresh();
+        let refreshed_at = Instant::now();
+        let direct = self.counter_source.is_direct();
         // Forget the processes no longer watched, and close their threads' counters.
         let watched: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
         self.thread_lists.retain(|p, _| watched.contains(p));
         self.signatures.retain(|p, _| watched.contains(p));
         self.idle_last.retain(|p, _| watched.contains(p));
         self.idle_sums.retain(|p, _| watched.contains(p));
+        self.read_times.retain(|p, _| watched.contains(p));
         let unwatched: Vec<u32> = self
             .read_tids
             .keys()
@@ -1213,6 +1227,16 @@ impl Machine for Host {
                 }
                 listed.insert(pid, tids.clone());
             }
+            // The deltas below cover the time since this process's last read (a skipped read
+            // stands for one now: nothing moved).
+            let read_now = if direct { Instant::now() } else { refreshed_at };
+            let since_ns = self
+                .read_times
+                .insert(pid, read_now)
+                .map_or(elapsed_ns, |prev| {
+                    read_now.saturating_duration_since(prev).as_nanos() as u64
+                })
+                .max(1);
             let sums = if self.kept_still(pid, &tids, sigs.get(&pid).copied()) {
                 // No thread ran: every counter is where the last read left it.
                 self.reads_skipped += tids.len() as u64;
@@ -1220,14 +1244,14 @@ impl Machine for Host {
             } else {
                 self.read_process(pid, tids)
             };
-            let mut sample = Sample::new(Some(TaskId(pid as u64)), elapsed_ns);
+            let mut sample = Sample::new(Some(TaskId(pid as u64)), since_ns);
             // CPU time and switches are always known (zero for a process without deltas yet).
             for name in [event::TASK_CLOCK, event::CONTEXT_SWITCHES] {
                 if !sums.incomplete(name) && sums.known_zero() {
-                    sample.set(name, CounterValue::exact(0, elapsed_ns));
+                    sample.set(name, CounterValue::exact(0, since_ns));
                 }
             }
-            for (name, v) in sums.values(elapsed_ns) {
+            for (name, v) in sums.values(since_ns) {
                 sample.set(name, v);
             }
             tasks.push(TaskObservation {

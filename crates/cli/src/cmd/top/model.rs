@@ -166,8 +166,11 @@ pub(super) fn snapshot(
     pmu: bool,
     sources: CounterSources,
 ) -> Snapshot {
-    let secs = (obs.interval_ns as f64 / 1e9).max(1e-9);
     let (ipc, mpki, bw) = (metric::ipc(), metric::llc_mpki(), metric::mem_bandwidth());
+    // Each task's rates over its own sample's interval (the time since its last read), not
+    // the observation's: the two differ by however long the reads were delayed.
+    let secs =
+        |t: &counterpoint_core::TaskObservation| (t.sample.interval_ns as f64 / 1e9).max(1e-9);
     let rows: Vec<Row> = obs
         .tasks
         .iter()
@@ -175,11 +178,10 @@ pub(super) fn snapshot(
         .map(|(t, counted)| Row {
             pid: t.id.0,
             name: t.name.clone(),
-            cpu_pct: t.sample.get(event::TASK_CLOCK).unwrap_or(0.0) / obs.interval_ns.max(1) as f64
-                * 100.0,
-            cs_per_s: t.sample.get(event::CONTEXT_SWITCHES).unwrap_or(0.0) / secs,
+            cpu_pct: t.sample.get(event::TASK_CLOCK).unwrap_or(0.0) / secs(t) / 1e9 * 100.0,
+            cs_per_s: t.sample.get(event::CONTEXT_SWITCHES).unwrap_or(0.0) / secs(t),
             counted,
-            mig_per_s: t.sample.get(event::CPU_MIGRATIONS).map(|m| m / secs),
+            mig_per_s: t.sample.get(event::CPU_MIGRATIONS).map(|m| m / secs(t)),
             ipc: ipc.eval_sample(&t.sample),
             llc_mpki: mpki.eval_sample(&t.sample),
             bw_bytes_per_s: bw.eval_sample(&t.sample),

@@ -695,26 +695,40 @@ fn a_child_left_running_is_waited_for() {
     assert!(err.contains(&format!("{pid} (")), "{err}");
 }
 
-/// `lockprof --wait-descendants 300 -- orphan_child ARGS...` with stdout and stderr piped, the
-/// pid of the grandchild the program prints, then the command's status and stderr after
-/// `before_kill(command pid, grandchild pid)` and a SIGTERM to the command (the grandchild,
-/// which sleeps a minute, is killed before returning).
-fn stopped_while_a_child_sleeps(
+/// A run of `lockprof --json -o REPORT --wait-descendants 300 -- orphan_child ARGS...` stopped
+/// by SIGTERMs: what it printed and wrote.
+struct Stopped {
+    status: std::process::ExitStatus,
+    stderr: String,
+    /// The grandchild the program left running (killed by the test at the end, if still there).
+    child: i32,
+    /// The report's JSON (null when none was written).
+    report: Value,
+}
+
+/// Start the command, read the grandchild's pid the program prints, call `before_kill(command
+/// pid, grandchild pid)`, send the command a SIGTERM, and with `twice` a second one once it
+/// says it passed the first on (never after a delay).
+fn stop_while_a_child_sleeps(
     args: &[&str],
+    twice: bool,
     before_kill: impl FnOnce(u32, i32),
-) -> (std::process::ExitStatus, String, i32) {
+) -> Stopped {
     use std::io::{BufRead, BufReader, Read};
     let tmp = tempfile::tempdir().unwrap();
     let orphan = compile("orphan_child", tmp.path(), &[]);
+    let report = tmp.path().join("report.json");
     common::ensure_lockprof_lib();
     let mut cmd = Command::new(counterpoint());
-    cmd.args(["lockprof", "--wait-descendants", "300", "--"])
+    cmd.args(["lockprof", "--json", "-o"])
+        .arg(&report)
+        .args(["--wait-descendants", "300", "--"])
         .arg(&orphan)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut run = cmd.spawn().unwrap();
-    let mut out = BufReader::new(run.stdout.take().unwrap());
+    let mut run = common::Kill(cmd.spawn().unwrap());
+    let mut out = BufReader::new(run.0.stdout.take().unwrap());
     let mut line = String::new();
     let mut child = None;
     while child.is_none() && out.read_line(&mut line).unwrap() > 0 {
@@ -725,58 +739,102 @@ fn stopped_while_a_child_sleeps(
         line.clear();
     }
     let child = child.expect("the program prints its child's pid");
-    before_kill(run.id(), child);
+    before_kill(run.pid(), child);
     // SAFETY: kill(2) on the test's own child process.
-    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
-    let status = run.wait().unwrap();
-    let mut err = String::new();
-    run.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    // SAFETY: kill(2) on the test's own sleeping grandchild.
-    unsafe { libc::kill(child, libc::SIGKILL) };
-    (status, err, child)
-}
-
-/// A stop signal while the command waits for what the program left running ends the wait at
-/// once, says so (not that the whole wait passed), and gives 128+N, as one during the run does
-/// (CLI probe, session 27: it exited 0 and said "still running 10 s after it exited" half a
-/// second in).
-#[test]
-fn a_stop_signal_during_the_wait_for_descendants_is_the_exit_status() {
-    let (status, err, child) = stopped_while_a_child_sleeps(&["long"], |command, child| {
-        // The program prints and exits; its child is the command's once it has (reparented to
-        // the subreaper). Sent before that, the signal reaches the program still running: the
-        // next test's case, which ends the same way (CI, session 28).
-        let ppid = |pid: i32| -> Option<u32> {
-            let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            s.lines()
-                .find_map(|l| l.strip_prefix("PPid:"))?
-                .trim()
-                .parse()
-                .ok()
-        };
-        for _ in 0..6000 {
-            if ppid(child) == Some(command) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
+    unsafe { libc::kill(run.pid() as i32, libc::SIGTERM) };
+    let mut err = BufReader::new(run.0.stderr.take().unwrap());
+    let mut stderr = String::new();
+    if twice {
+        // The first was passed on; the second ends the wait.
+        while !stderr.contains("passed on to the processes") {
+            assert!(err.read_line(&mut stderr).unwrap() > 0, "{stderr}");
         }
-    });
-    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
-    assert!(err.contains("stopped by SIGTERM (15)"), "{err}");
-    assert!(err.contains(&format!("{child} (")), "{err}");
-    assert!(!err.contains("300 s"), "{err}");
+        // SAFETY: as above.
+        unsafe { libc::kill(run.pid() as i32, libc::SIGTERM) };
+    }
+    err.read_to_string(&mut stderr).unwrap();
+    let status = run.0.wait().unwrap();
+    // SAFETY: kill(2) on the test's own grandchild, if it is still there.
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    let report = std::fs::read_to_string(&report)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    Stopped {
+        status,
+        stderr,
+        child,
+        report,
+    }
 }
 
-/// A stop signal a process sends the command while the program runs is passed on to the
-/// program only: the processes the program started never got it, so the command does not wait
-/// for them either (CI, session 28: a `kill` that came while the program was still exiting
-/// left the command waiting a minute for a sleeping grandchild). A terminal's reaches them too,
-/// and the wait collects their profiles.
+/// Until `child` is `command`'s own (reparented once the program has exited; at most 30 s).
+fn wait_for_reparent(command: u32, child: i32) {
+    let ppid = || -> Option<u32> {
+        let s = std::fs::read_to_string(format!("/proc/{child}/status")).ok()?;
+        s.lines()
+            .find_map(|l| l.strip_prefix("PPid:"))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    for _ in 0..6000 {
+        if ppid() == Some(command) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// `kill PID` on the command while it waits for what the program left running: the signal is
+/// passed on to those processes, which end and write their profiles; the report has them and
+/// the status is 128+N (CLI probe, session 27: it exited 0 and said "still running 10 s after it
+/// exited" half a second in; session 28: the wait ended at once and their profiles were lost,
+/// and the processes were left running).
 #[test]
-fn a_stop_signal_sent_during_the_run_does_not_wait_for_the_descendants() {
-    let (status, err, child) = stopped_while_a_child_sleeps(&["long", "stay"], |_, _| {});
-    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+fn a_stop_signal_during_the_wait_is_passed_on_to_the_descendants() {
+    let r = stop_while_a_child_sleeps(&["long"], false, wait_for_reparent);
+    let err = &r.stderr;
+    assert_eq!(r.status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(
+        err.contains("SIGTERM (15) passed on to the processes")
+            && err.contains(&format!("{} (", r.child)),
+        "{err}"
+    );
+    assert!(!err.contains("still running"), "{err}");
+    assert_eq!(r.report["processes"].as_array().map(Vec::len), Some(2), "{err}");
+}
+
+/// The same signal while the program still runs: passed on to the program, then to what it
+/// left running once it has ended (a signal sent by a process reached this command only; CI,
+/// session 28: the command then waited a minute for a sleeping grandchild). One signal, one
+/// outcome, wherever it lands.
+#[test]
+fn a_stop_signal_during_the_run_reaches_the_descendants_too() {
+    let r = stop_while_a_child_sleeps(&["long", "stay"], false, |_, _| {});
+    let err = &r.stderr;
+    assert_eq!(r.status.code(), Some(128 + libc::SIGTERM), "{err}");
     assert!(err.contains("killed by SIGTERM (15)"), "{err}");
+    assert!(
+        err.contains("SIGTERM (15) passed on to the processes")
+            && err.contains(&format!("{} (", r.child)),
+        "{err}"
+    );
+    assert_eq!(r.report["processes"].as_array().map(Vec::len), Some(2), "{err}");
+}
+
+/// A process that ignores the signal passed on keeps the wait going; a second signal ends it
+/// at once, names the process left and gives 128+N.
+#[test]
+fn a_second_stop_signal_ends_the_wait() {
+    let r = stop_while_a_child_sleeps(&["long", "deaf"], true, wait_for_reparent);
+    let err = &r.stderr;
+    assert_eq!(r.status.code(), Some(128 + libc::SIGTERM), "{err}");
     assert!(err.contains("stopped by SIGTERM (15)"), "{err}");
-    assert!(err.contains(&format!("{child} (")), "{err}");
+    assert!(
+        err.contains(&format!("running: {} (", r.child)),
+        "{err}"
+    );
+    assert!(!err.contains("300 s"), "{err}");
+    assert_eq!(r.report["processes"].as_array().map(Vec::len), Some(1), "{err}");
 }

@@ -20,7 +20,7 @@ use serde_json::json;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
 
 /// File name of the preload library.
@@ -74,7 +74,8 @@ pub struct LockprofArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     /// Once the program has exited, wait up to this many seconds for the processes it started
-    /// and left running (their profiles are written when they exit); 0 = do not wait.
+    /// and left running (their profiles are written when they exit); 0 = do not wait. A stop
+    /// signal sent to this command is passed on to them too; a second one ends the wait.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0,
           value_parser = parse_wait_seconds)]
     wait_descendants: f64,
@@ -190,31 +191,44 @@ fn signal_name(sig: i32) -> &'static str {
 static PROGRAM: AtomicI32 = AtomicI32::new(0);
 /// A stop signal that came before the program's pid was known, to forward once it is.
 static PENDING: AtomicI32 = AtomicI32::new(0);
-/// A stop signal that came while the program was not running (before it started, or while
-/// the command waits for the descendants it left, from a terminal or a process): it ends that
-/// wait. A terminal's during the program's run does not: it also reached the program's
-/// children, which end and write their profiles, and the wait collects them.
-static STOPPED: AtomicI32 = AtomicI32::new(0);
-/// The last stop signal passed on to the program (one a process sent to this command only):
-/// it also ends the wait for the descendants, which it never reached.
-static FORWARDED: AtomicI32 = AtomicI32::new(0);
+/// How many stop signals came. The first asks the command to stop what it runs and still
+/// collect the profiles (the program's, and those of the processes it left running, which the
+/// wait reaps as they end); a second ends the wait at once.
+static STOPS: AtomicU32 = AtomicU32::new(0);
+/// The stop signal that sets the command's status (128+N): the first one a process sent, or
+/// one that came while the program was not running. A terminal's during the run is the
+/// program's to answer (it reached the whole foreground group): its exit status stands.
+static STATUS_SIG: AtomicI32 = AtomicI32::new(0);
+/// A stop signal a process sent (`kill PID`, `timeout`, a group kill): it reached this command
+/// only, or not every process the program left running (a terminal's reached its foreground
+/// group). The wait passes it on to them once the program has ended, so they end and write
+/// their profiles, as on a terminal, instead of the command waiting the whole
+/// `--wait-descendants` out or leaving them running unprofiled (CI, session 28).
+static PASS_ON: AtomicI32 = AtomicI32::new(0);
+/// The last stop signal that came (the one a second stop names).
+static LAST_SIG: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    if PROGRAM.load(Ordering::SeqCst) == 0 {
-        STOPPED.store(sig, Ordering::SeqCst);
-    }
-    // Async-signal-safe only: atomics and kill(2). A terminal's signal went to its whole
-    // foreground group, the program included; one sent by a process (`kill PID`) only to us,
-    // so it is passed on. (A signal to our whole group reaches the program twice: its profiler
-    // blocks the second while it writes the profile, then the first ends it.)
+    // Async-signal-safe only: atomics and kill(2).
+    LAST_SIG.store(sig, Ordering::SeqCst);
+    STOPS.fetch_add(1, Ordering::SeqCst);
     // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo.
-    if unsafe { super::child::sent_by_kernel(info) } {
+    let from_terminal = unsafe { super::child::sent_by_kernel(info) };
+    let program = PROGRAM.load(Ordering::SeqCst);
+    if program == 0 || !from_terminal {
+        let _ = STATUS_SIG.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+    }
+    // A terminal's signal went to its whole foreground group, the program included.
+    if from_terminal {
         return;
     }
-    match PROGRAM.load(Ordering::SeqCst) {
+    // One sent by a process (`kill PID`) may have reached only us: passed on to the program
+    // (a signal to our whole group reaches it twice: its profiler blocks the second while it
+    // writes the profile, then the first ends it), and later to what it left running.
+    PASS_ON.store(sig, Ordering::SeqCst);
+    match program {
         0 => PENDING.store(sig, Ordering::SeqCst),
         pid => {
-            FORWARDED.store(sig, Ordering::SeqCst);
             // SAFETY: kill on our own unreaped child.
             unsafe {
                 libc::kill(pid, sig);
@@ -341,55 +355,34 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     PROGRAM.store(0, Ordering::SeqCst);
     ended.context("waiting for the program")?;
     let status = child.wait().context("waiting for the program")?;
-    // A signal a process sent to this command (passed on to the program) did not reach the
-    // processes the program left running, unlike a terminal's: waiting for them would wait the
-    // whole `--wait-descendants` out after the user asked the command to stop (CI, session 28:
-    // a `kill` that came while the program was still exiting). Passed on in the instant the
-    // program had exited but was not yet reaped, it reached a zombie and was lost: the command
-    // was asked to stop all the same.
-    let forwarded = FORWARDED.load(Ordering::SeqCst);
-    if forwarded != 0 {
-        let _ = STOPPED.compare_exchange(0, forwarded, Ordering::SeqCst, Ordering::SeqCst);
-    }
     let waited_from = std::time::Instant::now();
     let wait = wait_for_descendants(Duration::from_secs_f64(args.wait_descendants));
-    // A stop signal while the command waits for what the program left running ends the wait
-    // and, as one during the program's run does, the command's status (128+N).
-    let stopped = match wait {
-        Descendants::AllDone => None,
-        Descendants::StillRunning | Descendants::Stopped(_) => {
-            let left: Vec<String> = our_children()
-                .into_iter()
-                .map(|(pid, comm)| format!("{pid} ({comm})"))
-                .collect();
-            let left = if left.is_empty() {
-                "(gone since)".to_string()
-            } else {
-                left.join(", ")
-            };
-            match wait {
-                Descendants::Stopped(sig) => {
-                    note(format_args!(
-                        "counterpoint lockprof: stopped by {} ({sig}) {:.1} s into the wait for \
-                         processes the program started and left running: {left}; their lock \
-                         profiles are not in this report",
-                        signal_name(sig),
-                        waited_from.elapsed().as_secs_f64()
-                    ));
-                    Some(sig)
-                }
-                _ => {
-                    note(format_args!(
-                        "counterpoint lockprof: processes the program started were still running \
-                         {} s after it exited: {left}; their lock profiles are not in this report \
-                         (--wait-descendants)",
-                        args.wait_descendants
-                    ));
-                    None
-                }
-            }
+    if wait != Descendants::AllDone {
+        let left: Vec<String> = our_children()
+            .into_iter()
+            .map(|(pid, comm)| format!("{pid} ({comm})"))
+            .collect();
+        let left = if left.is_empty() {
+            "(gone since)".to_string()
+        } else {
+            left.join(", ")
+        };
+        match wait {
+            Descendants::Stopped(sig) => note(format_args!(
+                "counterpoint lockprof: stopped by {} ({sig}) {:.1} s into the wait for \
+                 processes the program started and left running: {left}; their lock profiles \
+                 are not in this report",
+                signal_name(sig),
+                waited_from.elapsed().as_secs_f64()
+            )),
+            _ => note(format_args!(
+                "counterpoint lockprof: processes the program started were still running {} s \
+                 after it exited: {left}; their lock profiles are not in this report \
+                 (--wait-descendants)",
+                args.wait_descendants
+            )),
         }
-    };
+    }
     // A closed stdout while printing is an EPIPE error, not a death by SIGPIPE that would leave
     // the temporary directory behind (the program is gone: nothing inherits this).
     // SAFETY: setting a signal disposition.
@@ -418,7 +411,11 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         }
         _ => 1,
     };
-    let code = stopped.map_or(code, |sig| 128 + sig);
+    // Asked to stop (by a process, or while the program was not running): 128+N, as `stat`.
+    let code = match STATUS_SIG.load(Ordering::SeqCst) {
+        0 => code,
+        sig => 128 + sig,
+    };
     let exit = ExitCode::from(code.clamp(0, 255) as u8);
     let shown = match (args.pid, &args.process) {
         (Some(p), _) => {
@@ -520,10 +517,35 @@ fn wait_for_descendants(limit: Duration) -> Descendants {
             }
             continue;
         }
-        // A stop signal, during the program's run or after it, ends the wait.
-        let sig = STOPPED.load(Ordering::SeqCst);
+        // A second stop signal ends the wait.
+        if STOPS.load(Ordering::SeqCst) >= 2 {
+            return Descendants::Stopped(LAST_SIG.load(Ordering::SeqCst));
+        }
+        // A process's stop signal, passed on to what the program left running (our children,
+        // unreaped: their pids are theirs). They end and write their profiles; the wait goes
+        // on for them.
+        let sig = PASS_ON.swap(0, Ordering::SeqCst);
         if sig != 0 {
-            return Descendants::Stopped(sig);
+            let left = our_children();
+            if !left.is_empty() {
+                for (pid, _) in &left {
+                    // SAFETY: kill on our own unreaped child.
+                    unsafe {
+                        libc::kill(*pid as i32, sig);
+                    }
+                }
+                let names: Vec<String> = left
+                    .iter()
+                    .map(|(pid, comm)| format!("{pid} ({comm})"))
+                    .collect();
+                note(format_args!(
+                    "counterpoint lockprof: {} ({sig}) passed on to the processes the program \
+                     started and left running: {}; waiting for their profiles (another stop \
+                     signal ends the wait)",
+                    signal_name(sig),
+                    names.join(", ")
+                ));
+            }
         }
         if std::time::Instant::now() >= deadline {
             return Descendants::StillRunning;

@@ -802,7 +802,11 @@ fn a_stop_signal_during_the_wait_is_passed_on_to_the_descendants() {
         "{err}"
     );
     assert!(!err.contains("still running"), "{err}");
-    assert_eq!(r.report["processes"].as_array().map(Vec::len), Some(2), "{err}");
+    assert_eq!(
+        r.report["processes"].as_array().map(Vec::len),
+        Some(2),
+        "{err}"
+    );
 }
 
 /// The same signal while the program still runs: passed on to the program, then to what it
@@ -820,7 +824,11 @@ fn a_stop_signal_during_the_run_reaches_the_descendants_too() {
             && err.contains(&format!("{} (", r.child)),
         "{err}"
     );
-    assert_eq!(r.report["processes"].as_array().map(Vec::len), Some(2), "{err}");
+    assert_eq!(
+        r.report["processes"].as_array().map(Vec::len),
+        Some(2),
+        "{err}"
+    );
 }
 
 /// A process that ignores the signal passed on keeps the wait going; a second signal ends it
@@ -831,10 +839,11 @@ fn a_second_stop_signal_ends_the_wait() {
     let err = &r.stderr;
     assert_eq!(r.status.code(), Some(128 + libc::SIGTERM), "{err}");
     assert!(err.contains("stopped by SIGTERM (15)"), "{err}");
-    assert!(
-        err.contains(&format!("running: {} (", r.child)),
+    assert!(err.contains(&format!("running: {} (", r.child)), "{err}");
+    assert!(!err.contains("300 s"), "{err}");
+    assert_eq!(
+        r.report["processes"].as_array().map(Vec::len),
+        Some(1),
         "{err}"
     );
-    assert!(!err.contains("300 s"), "{err}");
-    assert_eq!(r.report["processes"].as_array().map(Vec::len), Some(1), "{err}");
 }

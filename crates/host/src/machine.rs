@@ -1189,6 +1189,9 @@ impl Machine for Host {
         // Per process, the threads listed (for the code heatmaps, when on).
         let mut listed: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         let (pids, mut stats) = self.targets_now();
+        // A process found idle below keeps its old readings: they stand for a read at the
+        // time its signature was taken (nothing had moved by then), not later.
+        let signed_at = Instant::now();
         let sigs = self.signatures_now(&pids);
         // A broker answers every open group with one request here.
         self.counter_source.refresh();
@@ -1227,9 +1230,18 @@ impl Machine for Host {
                 }
                 listed.insert(pid, tids.clone());
             }
-            // The deltas below cover the time since this process's last read (a skipped read
-            // stands for one now: nothing moved).
-            let read_now = if direct { Instant::now() } else { refreshed_at };
+            // The deltas below cover the time since this process's last read: now (its
+            // threads are read next), the broker's one request, or, for a process found idle
+            // whose read is skipped, the moment its signature showed nothing had moved (CPU
+            // time it takes after that is in its next delta, which must start no later).
+            // Still a lower bound of the true window: a pause between this clock and a
+            // thread's read shortens it.
+            let still = self.kept_still(pid, &tids, sigs.get(&pid).copied());
+            let read_now = match (still, direct) {
+                (true, _) => signed_at,
+                (false, true) => Instant::now(),
+                (false, false) => refreshed_at,
+            };
             let since_ns = self
                 .read_times
                 .insert(pid, read_now)
@@ -1237,7 +1249,7 @@ impl Machine for Host {
                     read_now.saturating_duration_since(prev).as_nanos() as u64
                 })
                 .max(1);
-            let sums = if self.kept_still(pid, &tids, sigs.get(&pid).copied()) {
+            let sums = if still {
                 // No thread ran: every counter is where the last read left it.
                 self.reads_skipped += tids.len() as u64;
                 self.idle_sums.get(&pid).cloned().unwrap_or_default()

@@ -25,14 +25,15 @@ impl Policy for BalanceCores {
     fn decide(&mut self, topology: &Topology, obs: &Observation) -> Vec<Action> {
         let cores = topology.cores();
         let mut load = vec![0.0f64; cores.len()];
-        // CPUs each live task used over the interval, heaviest first (ties by id: deterministic).
+        // CPUs each live task used over its sample's interval (on a host, the time since its
+        // own last read), heaviest first (ties by id: deterministic).
         let mut tasks: Vec<(f64, _)> = obs
             .tasks
             .iter()
             .filter(|t| !t.finished)
             .map(|t| {
                 let ns = t.sample.get(event::TASK_CLOCK).unwrap_or(0.0);
-                (ns / obs.interval_ns.max(1) as f64, t.id)
+                (ns / t.sample.interval_ns.max(1) as f64, t.id)
             })
             .collect();
         tasks.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));

@@ -268,6 +268,17 @@ fn spanned_path_at(src: &str, offset: usize) -> Option<String> {
                         inside(e, offset, path);
                         return;
                     }
+                    // A dotted key (`a.b = 1`) makes a table without a span of its own.
+                    if e.span().is_none() && e.is_inline_table() {
+                        let mut below = String::new();
+                        inside(e, offset, &mut below);
+                        if !below.is_empty() {
+                            path.push('.');
+                            path.push_str(k);
+                            path.push_str(&below);
+                            return;
+                        }
+                    }
                 }
             }
             _ => {}
@@ -1102,6 +1113,9 @@ mod tests {
             path_at(src, src.find("\"x").unwrap()),
             "sched.timeslice_ms[1]"
         );
+        let src = "t = [ { a.b = 1, c = 2 } ]\n";
+        assert_eq!(path_at(src, src.find('1').unwrap()), "t[0].a.b");
+        assert_eq!(path_at(src, src.find('2').unwrap()), "t[0].c");
         // A document that does not parse is still read off its lines.
         let src = "name = \"x\"\n[[task]]\nprogram = \n";
         assert_eq!(

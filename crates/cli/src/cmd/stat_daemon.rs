@@ -176,6 +176,11 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
         tgts.push(format!("pid:{}", child.pid()));
         stopped = Some(child);
     }
+    if stopped.is_none() && args.command.is_empty() {
+        // No command: a stop signal ends the count. Caught before the counters are registered,
+        // as in direct counting (one that came in between killed `stat` unprinted).
+        super::install_stop_handler();
+    }
     let mut ids = Vec::new();
     for t in &tgts {
         ids.push(client.register(&events, t, 1, None)?);
@@ -192,8 +197,6 @@ pub(super) fn run(args: &StatArgs, socket: Option<&Path>) -> Result<ExitCode> {
         child = Some(super::start_forwarding(s)?);
     } else if !args.command.is_empty() {
         child = Some(super::start_forwarding(spawn_stopped(&args.command)?)?);
-    } else {
-        super::install_stop_handler();
     }
     let pids = super::target_pids(args);
     let mut exit = None;

@@ -134,6 +134,18 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
+/// Columns `text` takes on a terminal (a CJK character two, a combining mark none).
+pub fn display_width(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// `text` padded with spaces on the right to `width` terminal columns: `{:<w$}` counts
+/// characters, and a CJK name shifted the rest of its row (CLI probe, session 27).
+pub fn pad_right(text: &str, width: usize) -> String {
+    let w = display_width(text);
+    format!("{text}{}", " ".repeat(width.saturating_sub(w)))
+}
+
 /// The longest error message printed whole. Messages quote the input they refuse, and a
 /// scenario with a 1 MB key gave a 2 MB error line (CLI probe, session 27).
 pub const MAX_ERROR_CHARS: usize = 4000;
@@ -477,7 +489,16 @@ pub(crate) fn human_time(s: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{elide_middle, error_chain, printable};
+    use super::{display_width, elide_middle, error_chain, pad_right, printable};
+
+    #[test]
+    fn names_are_padded_to_terminal_columns() {
+        assert_eq!(display_width("数据库"), 6);
+        assert_eq!(pad_right("数据库", 8), "数据库  ");
+        assert_eq!(pad_right("web", 8), "web     ");
+        // Too wide already: left as it is.
+        assert_eq!(pad_right("数据库", 4), "数据库");
+    }
 
     #[test]
     fn control_characters_are_escaped_for_a_terminal() {

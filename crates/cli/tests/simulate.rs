@@ -340,3 +340,49 @@ fn the_table_escapes_names_and_marks_tasks_that_never_ran() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["scenario"], "red\u{1b}[31m");
 }
+
+/// Wide characters take two terminal columns: the table pads names by columns, so a CJK name
+/// keeps its row's numbers under their headers (CLI probe, session 27: `{:<w$}` counts
+/// characters).
+#[test]
+fn wide_names_keep_the_columns_aligned() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cjk.toml");
+    std::fs::write(
+        &path,
+        "name = \"cjk\"\nmachine = \"zhang-smp\"\nduration_ms = 5\nepoch_ms = 5\n\
+         [[task]]\nprogram = \"gzip\"\nname = \"数据库\"\ncpus = \"0\"\n\
+         [[task]]\nprogram = \"mcf\"\nname = \"web\"\ncpus = \"1\"\n",
+    )
+    .unwrap();
+    let out = bin().arg("simulate").arg(&path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    // The terminal column where " NP" ends in the header and where each row's NP value ends.
+    let columns = |line: &str, upto: usize| -> usize {
+        line.char_indices()
+            .take_while(|(i, _)| *i < upto)
+            .map(|(_, c)| {
+                if ('\u{4e00}'..='\u{9fff}').contains(&c) {
+                    2
+                } else {
+                    1
+                }
+            })
+            .sum()
+    };
+    let header = text.lines().find(|l| l.contains("LLC-MPKI")).unwrap();
+    let np_end = columns(header, header.find("NP").unwrap() + 2);
+    for name in ["数据库", "web"] {
+        let row = text.lines().find(|l| l.contains(name)).unwrap();
+        let after = row.find(name).unwrap() + name.len();
+        let value_end = after
+            + row[after..].trim_start().find(' ').unwrap()
+            + (row[after..].len() - row[after..].trim_start().len());
+        assert_eq!(columns(row, value_end), np_end, "{text}");
+    }
+}

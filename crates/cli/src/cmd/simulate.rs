@@ -273,14 +273,22 @@ pub fn summary(r: &RunResult) -> String {
     let w = r
         .tasks
         .iter()
-        .map(|t| super::printable(&t.name).chars().count())
+        .map(|t| super::display_width(&super::printable(&t.name)))
         .max()
         .unwrap_or(4)
         .max(4);
     let _ = writeln!(
         s,
-        "{:>4}  {:w$}  {:>6}  {:>6}  {:>8}  {:>9}  {:>9}  {:>6}  {:>5}",
-        "id", "task", "NP", "IPC", "LLC-MPKI", "cpu s", "solo s", "ctxsw", "migr"
+        "{:>4}  {}  {:>6}  {:>6}  {:>8}  {:>9}  {:>9}  {:>6}  {:>5}",
+        "id",
+        super::pad_right("task", w),
+        "NP",
+        "IPC",
+        "LLC-MPKI",
+        "cpu s",
+        "solo s",
+        "ctxsw",
+        "migr"
     );
     for t in &r.tasks {
         // A task that never ran has no IPC nor MPKI (its 0 read as a stalled task).
@@ -293,9 +301,9 @@ pub fn summary(r: &RunResult) -> String {
         };
         let _ = writeln!(
             s,
-            "{:>4}  {:w$}  {:>6}  {:>6}  {:>8}  {:>9.3}  {:>9.3}  {:>6}  {:>5}",
+            "{:>4}  {}  {:>6}  {:>6}  {:>8}  {:>9.3}  {:>9.3}  {:>6}  {:>5}",
             t.id,
-            super::printable(&t.name),
+            super::pad_right(&super::printable(&t.name), w),
             t.np.map_or("-".to_string(), |v| format!("{v:.3}")),
             ran(format!("{:.3}", t.ipc)),
             ran(format!("{:.2}", t.llc_mpki)),

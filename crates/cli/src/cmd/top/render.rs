@@ -186,9 +186,9 @@ pub(super) fn print_text(
             String::new()
         };
         outln!(
-            "{:>8} {:<16} {:>7} {:>9} {:>8}{hw} {:>5} {:>4} {:<10}{sf}",
+            "{:>8} {} {:>7} {:>9} {:>8}{hw} {:>5} {:>4} {:<10}{sf}",
             r.pid,
-            crate::cmd::printable(&r.name),
+            crate::cmd::pad_right(&crate::cmd::printable(&r.name), 16),
             counted_num(r, r.cpu_pct),
             counted_num(r, r.cs_per_s),
             opt_num(r.mig_per_s),

@@ -846,4 +846,137 @@ fn a_second_stop_signal_ends_the_wait() {
         Some(1),
         "{err}"
     );
+    // JSON names the profile it lacks, and why.
+    let missing = &r.report["missing_profiles"];
+    assert_eq!(missing[0]["pid"], r.child, "{}", r.report);
+    assert_eq!(missing[0]["reason"], "still running");
+}
+
+/// The signal passed on reaches the whole tree the program left, not only the processes
+/// reparented to the command: a subshell's own child too (CLI probe, session 28: `sh -c '(tp
+/// sleep 60; echo) &'` left `tp` running when only the subshell got it).
+#[test]
+fn the_signal_passed_on_reaches_grandchildren() {
+    use std::io::{BufRead, BufReader, Read};
+    common::ensure_lockprof_lib();
+    let mut run = common::Kill(
+        Command::new(counterpoint())
+            .args(["lockprof", "--wait-descendants", "300", "--", "sh", "-c"])
+            // The subshell forks `sleep` (a `;` follows it, so it is not exec'd) and the
+            // program prints the subshell's pid and exits.
+            .arg("(sleep 60; true) & echo child $!")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Kept open to the end: the report comes on stdout.
+    let mut out = BufReader::new(run.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let sub: i32 = line.trim().strip_prefix("child ").unwrap().parse().unwrap();
+    // Once the subshell is the command's (the program has exited) and runs `sleep`.
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let sleeping = || -> Option<i32> {
+        let child: i32 = read(format!("/proc/{sub}/task/{sub}/children"))
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        (read(format!("/proc/{child}/comm")).trim() == "sleep").then_some(child)
+    };
+    let mut sleep = None;
+    for _ in 0..6000 {
+        let ppid_is_command =
+            read(format!("/proc/{sub}/status")).contains(&format!("PPid:\t{}\n", run.pid()));
+        sleep = sleeping().filter(|_| ppid_is_command);
+        if sleep.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let sleep = sleep.expect("the subshell runs sleep under the command");
+    // SAFETY: kill(2) on the test's own child process.
+    unsafe { libc::kill(run.pid() as i32, libc::SIGTERM) };
+    let mut err = String::new();
+    run.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = run.0.wait().unwrap();
+    drop(out);
+    // SAFETY: kill(2) on processes this test started, if still there.
+    unsafe {
+        libc::kill(sleep, libc::SIGKILL);
+        libc::kill(sub, libc::SIGKILL);
+    }
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(
+        err.contains(&format!("{sub} (sh)")) && err.contains(&format!("{sleep} (sleep)")),
+        "{err}"
+    );
+    assert!(!err.contains("still running"), "{err}");
+}
+
+/// A program that stopped itself gets SIGCONT after the signal passed on, as timeout(1) sends
+/// it: stopped, it never acted on it and the command waited for ever (CLI probe, session 28).
+#[test]
+fn a_stopped_program_is_continued_to_take_the_signal() {
+    use std::io::{BufRead, BufReader, Read};
+    common::ensure_lockprof_lib();
+    let mut cmd = Command::new(counterpoint());
+    cmd.args([
+        "lockprof",
+        "--",
+        "sh",
+        "-c",
+        "echo pid $$; kill -STOP $$; sleep 60",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    // Kept open to the end: the report comes on stdout.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let sh: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
+    let stopped = (0..12_000).any(|_| {
+        let s = std::fs::read_to_string(format!("/proc/{sh}/stat")).unwrap_or_default();
+        if s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('T'))
+        {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        false
+    });
+    assert!(stopped, "the program never stopped itself");
+    // SAFETY: kill(2) on the test's own child process.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    // Bounded: without SIGCONT the command never ends.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let mut rest = String::new();
+        let _ = out.read_to_string(&mut rest);
+        let _ = tx.send((child.wait(), err));
+    });
+    let Ok((status, err)) = rx.recv_timeout(std::time::Duration::from_secs(120)) else {
+        // SAFETY: kill(2) on the hung command and its stopped program.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+            libc::kill(sh, libc::SIGKILL);
+        }
+        panic!("the command did not end: its stopped program never took the signal");
+    };
+    let status = status.unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("killed by SIGTERM (15)"), "{err}");
 }

@@ -14,7 +14,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use counterpoint_lockprof_report::{
-    aggregate, parse_duration_ns, read_all_processes, summarize, Filter, SortKey,
+    aggregate, parse_duration_ns, read_all_processes_skipping_cut, summarize, Filter, SortKey,
 };
 use serde_json::json;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -218,8 +218,11 @@ extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     if program == 0 || !from_terminal {
         let _ = STATUS_SIG.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
     }
-    // A terminal's signal went to its whole foreground group, the program included.
-    if from_terminal {
+    // A terminal's signal went to its whole foreground group, the program included; but the
+    // kernel's SIGHUP for a terminal that hung up goes to the session's leader alone (this
+    // command, when a tmux pane, `ssh -t` or `script` runs it directly: the program ran on
+    // after the terminal was gone; CLI probe, session 28), so that one is passed on.
+    if from_terminal && sig != libc::SIGHUP {
         return;
     }
     // One sent by a process (`kill PID`) may have reached only us: passed on to the program
@@ -229,9 +232,11 @@ extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     match program {
         0 => PENDING.store(sig, Ordering::SeqCst),
         pid => {
-            // SAFETY: kill on our own unreaped child.
+            // SAFETY: kill on our own unreaped child. SIGCONT after it, as timeout(1) does: a
+            // stopped program would otherwise never act on it (the command waited for ever).
             unsafe {
                 libc::kill(pid, sig);
+                libc::kill(pid, libc::SIGCONT);
             }
         }
     }
@@ -357,9 +362,16 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     let status = child.wait().context("waiting for the program")?;
     let waited_from = std::time::Instant::now();
     let wait = wait_for_descendants(Duration::from_secs_f64(args.wait_descendants));
+    // The processes the wait gave up on (every one still running under this command, not only
+    // its children: a subshell's own children too).
+    let left_running = if wait == Descendants::AllDone {
+        Vec::new()
+    } else {
+        our_descendants()
+    };
     if wait != Descendants::AllDone {
-        let left: Vec<String> = our_children()
-            .into_iter()
+        let left: Vec<String> = left_running
+            .iter()
             .map(|(pid, comm)| format!("{pid} ({comm})"))
             .collect();
         let left = if left.is_empty() {
@@ -390,7 +402,35 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
 
-    let all = read_all_processes(outdir.path())?;
+    let (all, cut) = read_all_processes_skipping_cut(outdir.path())?;
+    for (p, e) in &cut {
+        // The reason without the temporary file's path, gone when the command ends.
+        let why = match e {
+            counterpoint_lockprof_report::ReportError::Parse { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        note(format_args!(
+            "counterpoint lockprof: the profile of process {p} was cut short (it was being \
+             written when the command stopped, or the process was killed while writing it: \
+             {why}); left out of this report"
+        ));
+    }
+    let mut missing: Vec<counterpoint_lockprof_report::MissingProfile> = left_running
+        .iter()
+        .map(|(p, comm)| counterpoint_lockprof_report::MissingProfile {
+            pid: *p,
+            comm: Some(comm.clone()),
+            reason: "still running".into(),
+        })
+        .collect();
+    missing.extend(
+        cut.iter()
+            .map(|(p, _)| counterpoint_lockprof_report::MissingProfile {
+                pid: *p,
+                comm: None,
+                reason: "cut short".into(),
+            }),
+    );
     let have = all.contains_key(&pid);
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
@@ -437,10 +477,20 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         },
         (None, None) => {
             if !have {
-                // Still propagate the program's status: its run was not at fault.
+                // Still propagate the program's status: its run was not at fault. Profiles
+                // the processes it started wrote are named, to be shown with --pid.
+                let others = if all.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; processes of the run with one (show one with --pid): {}",
+                        list_pids(&all)
+                    )
+                };
                 note(format_args!(
                     "counterpoint lockprof: the program wrote no lock profile (killed by SIGKILL, \
-                     cleared LD_PRELOAD, or a fork child that took no lock); exit status {code}"
+                     cleared LD_PRELOAD, or a fork child that took no lock); exit status {code}\
+                     {others}"
                 ));
                 return Ok(exit);
             }
@@ -467,6 +517,7 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         min_hold_ns: args.min_hold.unwrap_or(0),
     });
     profile.symbolize();
+    profile.missing_profiles = missing;
     let text = if args.json {
         profile.to_json()?
     } else {
@@ -503,6 +554,8 @@ enum Descendants {
 
 fn wait_for_descendants(limit: Duration) -> Descendants {
     let deadline = std::time::Instant::now() + limit;
+    // How many stop signals the wait took as the first request, once one came.
+    let mut first_request: Option<u32> = None;
     loop {
         let mut status = 0;
         // SAFETY: waitpid on any child of ours, without blocking.
@@ -517,21 +570,33 @@ fn wait_for_descendants(limit: Duration) -> Descendants {
             }
             continue;
         }
-        // A second stop signal ends the wait.
-        if STOPS.load(Ordering::SeqCst) >= 2 {
-            return Descendants::Stopped(LAST_SIG.load(Ordering::SeqCst));
+        // The stop signals the wait first sees are one request, however many came together
+        // (`kill -TERM; kill -HUP` is not "a second one"; CLI probe, session 28); one that
+        // comes after it has been seen ends the wait.
+        let stops = STOPS.load(Ordering::SeqCst);
+        match first_request {
+            None if stops > 0 => first_request = Some(stops),
+            Some(seen) if stops > seen => {
+                return Descendants::Stopped(LAST_SIG.load(Ordering::SeqCst));
+            }
+            _ => {}
         }
-        // A process's stop signal, passed on to what the program left running (our children,
-        // unreaped: their pids are theirs). They end and write their profiles; the wait goes
-        // on for them.
+        // A process's stop signal, passed on to what the program left running: every process
+        // under this command, children and theirs (a subshell's own child kept running when
+        // only the subshell got it; CLI probe, session 28). They end and write their profiles;
+        // the wait goes on for them.
         let sig = PASS_ON.swap(0, Ordering::SeqCst);
         if sig != 0 {
-            let left = our_children();
+            let left = our_descendants();
             if !left.is_empty() {
                 for (pid, _) in &left {
-                    // SAFETY: kill on our own unreaped child.
+                    // SAFETY: kill(2). Our children are unreaped, so their pids are theirs; a
+                    // grandchild's could in principle have been reused since /proc was read
+                    // (microseconds ago), the risk every `pkill` takes. SIGCONT so that a
+                    // stopped process acts on it.
                     unsafe {
                         libc::kill(*pid as i32, sig);
+                        libc::kill(*pid as i32, libc::SIGCONT);
                     }
                 }
                 let names: Vec<String> = left
@@ -554,21 +619,36 @@ fn wait_for_descendants(limit: Duration) -> Descendants {
     }
 }
 
-/// This process's children now (pid, command name), from /proc: the program's descendants
-/// were reparented to it (it is their subreaper), so these are the ones still running. A
-/// zombie has exited (only its status waits to be collected): not running.
-fn our_children() -> Vec<(u32, String)> {
+/// The processes under this one now (pid, command name), from /proc: its children (the
+/// program's descendants were reparented to it, their subreaper) and theirs, down the tree.
+/// A zombie has exited (only its status waits to be collected): not running.
+fn our_descendants() -> Vec<(u32, String)> {
     let me = std::process::id();
     let proc_ = counterpoint_host::procfs::Proc::default();
-    // `pids` is sorted, and so is the list.
-    proc_
+    let stats: Vec<(u32, counterpoint_host::procfs::Stat)> = proc_
         .pids()
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|pid| {
-            let st = proc_.stat(pid)?;
-            (st.ppid == me && st.state != 'Z').then_some((pid, st.comm))
-        })
+        .filter_map(|pid| Some((pid, proc_.stat(pid)?)))
+        .collect();
+    // Down the tree from this process, a generation at a time.
+    let mut under = std::collections::BTreeSet::from([me]);
+    loop {
+        let before = under.len();
+        for (pid, st) in &stats {
+            if under.contains(&st.ppid) {
+                under.insert(*pid);
+            }
+        }
+        if under.len() == before {
+            break;
+        }
+    }
+    // `pids` is sorted, and so is the list.
+    stats
+        .into_iter()
+        .filter(|(pid, st)| *pid != me && under.contains(pid) && st.state != 'Z')
+        .map(|(pid, st)| (pid, st.comm))
         .collect()
 }
 

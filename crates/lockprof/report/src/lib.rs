@@ -592,6 +592,22 @@ pub struct Profile {
     pub conds: Vec<CondProfile>,
     /// Lock kinds this profiler cannot see (printed under the table).
     pub invisible: String,
+    /// Processes of the run whose profiles are not in this report (still running when the wait
+    /// for them ended; a profile cut short while it was being written), filled by the command
+    /// that ran them. Empty when every process's profile is here.
+    #[serde(default)]
+    pub missing_profiles: Vec<MissingProfile>,
+}
+
+/// A process of the run whose profile is not in the report, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingProfile {
+    /// The process.
+    pub pid: u32,
+    /// Its command name, when known.
+    pub comm: Option<String>,
+    /// `still running` or `cut short`.
+    pub reason: String,
 }
 
 /// What the profiler does not see, said under every report.
@@ -637,6 +653,21 @@ pub fn read_reports_of(dir: &Path, pid: Option<u32>) -> Result<Found, ReportErro
 
 /// Every report in `dir`, grouped by process, each process's by segment.
 pub fn read_all_processes(dir: &Path) -> Result<BTreeMap<u32, Vec<Report>>, ReportError> {
+    let (out, cut) = read_all_processes_skipping_cut(dir)?;
+    match cut.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// [`read_all_processes`] for a directory processes may still be writing to, or were killed
+/// while writing to: a report that does not parse is left out and returned beside the others
+/// as (pid, error) instead of failing the whole directory (a stop signal that came while one
+/// process wrote its profile lost every process's report; CLI probe, session 28).
+#[allow(clippy::type_complexity)]
+pub fn read_all_processes_skipping_cut(
+    dir: &Path,
+) -> Result<(BTreeMap<u32, Vec<Report>>, Vec<(u32, ReportError)>), ReportError> {
     let io = |source| ReportError::Io {
         path: dir.to_path_buf(),
         source,
@@ -651,10 +682,20 @@ pub fn read_all_processes(dir: &Path) -> Result<BTreeMap<u32, Vec<Report>>, Repo
     }
     names.sort();
     let mut out: BTreeMap<u32, Vec<Report>> = BTreeMap::new();
+    let mut cut = Vec::new();
     for (p, _, path) in names {
-        out.entry(p).or_default().push(read_report(&path)?);
+        match read_report(&path) {
+            Ok(r) => out.entry(p).or_default().push(r),
+            Err(e @ ReportError::Parse { .. }) => cut.push((p, e)),
+            Err(e) => return Err(e),
+        }
     }
-    Ok(out)
+    // A process with one segment cut short is left out whole: its other images alone would
+    // read as all it did.
+    for (p, _) in &cut {
+        out.remove(p);
+    }
+    Ok((out, cut))
 }
 
 /// Every report in `dir`.
@@ -848,6 +889,7 @@ pub fn aggregate(reports: &[Report]) -> Profile {
             locks_filtered_out: 0,
             conds,
             invisible: INVISIBLE.to_string(),
+            missing_profiles: Vec::new(),
         }
     };
     profile.sort(SortKey::WaitTotal);
@@ -1441,6 +1483,36 @@ impl Profile {
                 self.locks_untracked
             ));
         }
+        // What the counts above leave out, said where the counts are read (JSON has the fields;
+        // the table said nothing; CLI probe, session 28).
+        if self.threads_untracked > 0 {
+            s.push_str(&format!(
+                "note: {} threads beyond the thread table were not profiled: their lock calls are \
+                 not in these counts\n",
+                self.threads_untracked
+            ));
+        }
+        let lost: u64 = self.threads.iter().map(|t| t.overflow_events).sum();
+        if lost > 0 {
+            s.push_str(&format!(
+                "note: {lost} lock events lost to full per-thread tables (more distinct locks \
+                 per thread than a table holds): the counts are lower than the program's\n"
+            ));
+        }
+        if !self.missing_profiles.is_empty() {
+            let list: Vec<String> = self
+                .missing_profiles
+                .iter()
+                .map(|m| match &m.comm {
+                    Some(c) => format!("{} ({c}, {})", m.pid, m.reason),
+                    None => format!("{} ({})", m.pid, m.reason),
+                })
+                .collect();
+            s.push_str(&format!(
+                "note: not in this report, the profiles of {}\n",
+                list.join(", ")
+            ));
+        }
         s.push_str(&format!("pmu: {}\n", self.pmu));
         s.push_str(&format!("{}\n", self.invisible));
         s
@@ -1506,6 +1578,62 @@ mod tests {
             locks_untracked: 0,
             locks: Vec::new(),
         }
+    }
+
+    /// A profile cut short (a process stopped or killed while writing it) leaves the others
+    /// readable; read strictly, the directory is refused (CLI probe, session 28: one cut file
+    /// lost every process's report).
+    #[test]
+    fn a_profile_cut_short_is_left_out_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let whole = serde_json::to_string(&report(0, vec![entry(Some(1), "0xa", 3, 1)])).unwrap();
+        std::fs::write(dir.path().join("lockprof.7.json"), &whole).unwrap();
+        std::fs::write(
+            dir.path().join("lockprof.8.json"),
+            &whole[..whole.len() / 2],
+        )
+        .unwrap();
+        let (all, cut) = read_all_processes_skipping_cut(dir.path()).unwrap();
+        assert_eq!(all.keys().copied().collect::<Vec<_>>(), [7]);
+        assert_eq!(cut.len(), 1);
+        assert_eq!(cut[0].0, 8);
+        assert!(matches!(cut[0].1, ReportError::Parse { .. }));
+        assert!(read_all_processes(dir.path()).is_err());
+    }
+
+    /// What the counts leave out is said under the table, as it is in JSON: threads beyond the
+    /// thread table, events lost to full per-thread tables, processes whose profiles are
+    /// missing (the table said nothing; CLI probe, session 28).
+    #[test]
+    fn the_table_says_what_its_counts_leave_out() {
+        let mut r = report(0, vec![entry(Some(1), "0xa", 3, 1)]);
+        let clean = aggregate(std::slice::from_ref(&r)).to_table(0, 0);
+        assert!(!clean.contains("note:"), "{clean}");
+        r.threads_untracked = 3488;
+        r.threads = vec![ThreadRecord {
+            tid: 1,
+            exited: false,
+            total_ns: 10,
+            free_ns: 10,
+            locking_ns: 0,
+            held_ns: 0,
+            unlocking_ns: 0,
+            lock_calls: 2000,
+            overflow_events: 1488,
+            unmatched_unlocks: 0,
+        }];
+        let mut p = aggregate(&[r]);
+        p.missing_profiles = vec![MissingProfile {
+            pid: 42,
+            comm: Some("fk".into()),
+            reason: "still running".into(),
+        }];
+        let t = p.to_table(0, 0);
+        assert!(t.contains("3488 threads beyond the thread table"), "{t}");
+        assert!(t.contains("1488 lock events lost"), "{t}");
+        assert!(t.contains("the profiles of 42 (fk, still running)"), "{t}");
+        let json: serde_json::Value = serde_json::from_str(&p.to_json().unwrap()).unwrap();
+        assert_eq!(json["missing_profiles"][0]["reason"], "still running");
     }
 
     #[test]

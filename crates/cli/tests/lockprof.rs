@@ -861,7 +861,8 @@ fn the_signal_passed_on_reaches_grandchildren() {
     common::ensure_lockprof_lib();
     let mut run = common::Kill(
         Command::new(counterpoint())
-            .args(["lockprof", "--wait-descendants", "300", "--", "sh", "-c"])
+            // 60 s: a regression (the sleep never signalled) fails when the sleep ends.
+            .args(["lockprof", "--wait-descendants", "60", "--", "sh", "-c"])
             // The subshell forks `sleep` (a `;` follows it, so it is not exec'd) and the
             // program prints the subshell's pid and exits.
             .arg("(sleep 60; true) & echo child $!")
@@ -943,6 +944,19 @@ fn a_stopped_program_is_continued_to_take_the_signal() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     let sh: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
+    // On a failed assertion, neither the command nor its stopped program is left behind.
+    struct OnPanic([i32; 2]);
+    impl Drop for OnPanic {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                for pid in self.0 {
+                    // SAFETY: kill(2) on processes this test started (not yet reaped by it).
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+    }
+    let _guard = OnPanic([pid as i32, sh]);
     let stopped = (0..12_000).any(|_| {
         let s = std::fs::read_to_string(format!("/proc/{sh}/stat")).unwrap_or_default();
         if s.rsplit(')')

@@ -20,7 +20,7 @@ use serde_json::json;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
 
 /// File name of the preload library.
@@ -207,6 +207,9 @@ static STATUS_SIG: AtomicI32 = AtomicI32::new(0);
 static PASS_ON: AtomicI32 = AtomicI32::new(0);
 /// The last stop signal that came (the one a second stop names).
 static LAST_SIG: AtomicI32 = AtomicI32::new(0);
+/// Whether this command leads its session: then the kernel's SIGHUP for a hung-up terminal
+/// came to it alone.
+static SESSION_LEADER: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // Async-signal-safe only: atomics and kill(2).
@@ -222,7 +225,7 @@ extern "C" fn on_stop(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     // kernel's SIGHUP for a terminal that hung up goes to the session's leader alone (this
     // command, when a tmux pane, `ssh -t` or `script` runs it directly: the program ran on
     // after the terminal was gone; CLI probe, session 28), so that one is passed on.
-    if from_terminal && sig != libc::SIGHUP {
+    if from_terminal && !(sig == libc::SIGHUP && SESSION_LEADER.load(Ordering::SeqCst)) {
         return;
     }
     // One sent by a process (`kill PID`) may have reached only us: passed on to the program
@@ -328,6 +331,11 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     }
     // Caught from before the start (a handler is reset to the default in the program at exec):
     // a stop signal ends the program, and this command prints what it profiled.
+    // SAFETY: getsid and getpid have no preconditions.
+    SESSION_LEADER.store(
+        unsafe { libc::getsid(0) == libc::getpid() },
+        Ordering::SeqCst,
+    );
     super::child::catch_stop_signals(on_stop)?;
     // Processes the program starts and leaves behind are reparented to this command, so it
     // can wait for them and read their profiles too (a forked child still running when the
@@ -350,9 +358,10 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
     PROGRAM.store(pid as i32, Ordering::SeqCst);
     let early = PENDING.swap(0, Ordering::SeqCst);
     if early != 0 {
-        // SAFETY: kill on our own unreaped child.
+        // SAFETY: kill on our own unreaped child (SIGCONT after it, as in the handler).
         unsafe {
             libc::kill(pid as i32, early);
+            libc::kill(pid as i32, libc::SIGCONT);
         }
     }
     let ended = super::child::wait_unreaped(pid as libc::pid_t);
@@ -402,7 +411,9 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
 
-    let (all, cut) = read_all_processes_skipping_cut(outdir.path())?;
+    let (all, mut cut) = read_all_processes_skipping_cut(outdir.path())?;
+    // One note and one entry per process (a process can leave several cut images).
+    cut.dedup_by_key(|(p, _)| *p);
     for (p, e) in &cut {
         // The reason without the temporary file's path, gone when the command ends.
         let why = match e {
@@ -415,22 +426,34 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
              {why}); left out of this report"
         ));
     }
-    let mut missing: Vec<counterpoint_lockprof_report::MissingProfile> = left_running
+    // Each process once: a cut profile is "cut short" (with its name, if it was still
+    // running); one still running when the wait ended is listed unless its profile was
+    // written since (the directory is read after the list was taken).
+    let comm_of = |p: u32| {
+        left_running
+            .iter()
+            .find(|(q, _)| *q == p)
+            .map(|(_, c)| c.clone())
+    };
+    let mut missing: Vec<counterpoint_lockprof_report::MissingProfile> = cut
         .iter()
-        .map(|(p, comm)| counterpoint_lockprof_report::MissingProfile {
+        .map(|(p, _)| counterpoint_lockprof_report::MissingProfile {
             pid: *p,
-            comm: Some(comm.clone()),
-            reason: "still running".into(),
+            comm: comm_of(*p),
+            reason: "cut short".into(),
         })
         .collect();
     missing.extend(
-        cut.iter()
-            .map(|(p, _)| counterpoint_lockprof_report::MissingProfile {
+        left_running
+            .iter()
+            .filter(|(p, _)| !all.contains_key(p) && !cut.iter().any(|(q, _)| q == p))
+            .map(|(p, comm)| counterpoint_lockprof_report::MissingProfile {
                 pid: *p,
-                comm: None,
-                reason: "cut short".into(),
+                comm: Some(comm.clone()),
+                reason: "still running".into(),
             }),
     );
+    missing.sort_by_key(|m| m.pid);
     let have = all.contains_key(&pid);
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
@@ -487,10 +510,14 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
                         list_pids(&all)
                     )
                 };
+                let why = if cut.iter().any(|(p, _)| *p == pid) {
+                    "its profile was cut short"
+                } else {
+                    "killed by SIGKILL, cleared LD_PRELOAD, or a fork child that took no lock"
+                };
                 note(format_args!(
-                    "counterpoint lockprof: the program wrote no lock profile (killed by SIGKILL, \
-                     cleared LD_PRELOAD, or a fork child that took no lock); exit status {code}\
-                     {others}"
+                    "counterpoint lockprof: the program wrote no lock profile ({why}); exit \
+                     status {code}{others}"
                 ));
                 return Ok(exit);
             }
@@ -570,22 +597,25 @@ fn wait_for_descendants(limit: Duration) -> Descendants {
             }
             continue;
         }
-        // The stop signals the wait first sees are one request, however many came together
-        // (`kill -TERM; kill -HUP` is not "a second one"; CLI probe, session 28); one that
-        // comes after it has been seen ends the wait.
-        let stops = STOPS.load(Ordering::SeqCst);
-        match first_request {
-            None if stops > 0 => first_request = Some(stops),
-            Some(seen) if stops > seen => {
-                return Descendants::Stopped(LAST_SIG.load(Ordering::SeqCst));
-            }
-            _ => {}
+        // A stop signal after the first request was taken ends the wait.
+        if first_request.is_some_and(|seen| STOPS.load(Ordering::SeqCst) > seen) {
+            return Descendants::Stopped(LAST_SIG.load(Ordering::SeqCst));
         }
         // A process's stop signal, passed on to what the program left running: every process
         // under this command, children and theirs (a subshell's own child kept running when
         // only the subshell got it; CLI probe, session 28). They end and write their profiles;
         // the wait goes on for them.
         let sig = PASS_ON.swap(0, Ordering::SeqCst);
+        // The signals that came by now are the first request, however many came together
+        // (`kill -TERM; kill -HUP` is not "a second one"; CLI probe, session 28). Counted
+        // after the swap (the handler counts a signal before it leaves it to pass on) and
+        // before the line below, after which a user's next signal is a second one.
+        if first_request.is_none() {
+            let stops = STOPS.load(Ordering::SeqCst);
+            if stops > 0 {
+                first_request = Some(stops);
+            }
+        }
         if sig != 0 {
             let left = our_descendants();
             if !left.is_empty() {

@@ -687,6 +687,10 @@ pub fn read_all_processes_skipping_cut(
         match read_report(&path) {
             Ok(r) => out.entry(p).or_default().push(r),
             Err(e @ ReportError::Parse { .. }) => cut.push((p, e)),
+            // Removed since it was listed: the image of an exec that failed, which the
+            // process writes again later.
+            Err(ReportError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
     }

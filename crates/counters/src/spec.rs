@@ -65,6 +65,14 @@ pub enum SpecError {
         /// The modifier.
         modifier: char,
     },
+    #[error("modifier '{modifier}' repeated in '{event}' (u, k and h at most once each, p up to three times, as perf stat)")]
+    /// A `:modifier` given more times than it means anything (`task-clock:uuu`).
+    RepeatedModifier {
+        /// The event as written.
+        event: String,
+        /// The modifier.
+        modifier: char,
+    },
     #[error("bad value '{value}' for term '{term}' in '{event}' (expected decimal or 0x hex)")]
     /// A term's value is not a number.
     BadValue {
@@ -444,19 +452,30 @@ fn split_top(s: &str) -> Result<Vec<String>, SplitError> {
 
 fn apply_modifiers(e: &mut EventSpec, mods: &str, event: &str) -> Result<(), SpecError> {
     let (mut u, mut k, mut h) = (false, false, false);
+    let mut precise = 0;
     for m in mods.chars() {
-        match m {
-            'u' => u = true,
-            'k' => k = true,
-            'h' => h = true,
+        let repeated = match m {
+            'u' => std::mem::replace(&mut u, true),
+            'k' => std::mem::replace(&mut k, true),
+            'h' => std::mem::replace(&mut h, true),
             // Precise-IP matters only for sampling; accepted so perf lists work unchanged.
-            'p' => {}
+            'p' => {
+                precise += 1;
+                precise > 3
+            }
             other => {
                 return Err(SpecError::BadModifier {
                     event: event.to_string(),
                     modifier: other,
                 })
             }
+        };
+        // perf refuses `:uuu` ("Bad modifier"); it was counted as `:u` (CLI probe, session 27).
+        if repeated {
+            return Err(SpecError::RepeatedModifier {
+                event: event.to_string(),
+                modifier: m,
+            });
         }
     }
     if u || k || h {
@@ -816,6 +835,20 @@ mod tests {
         assert!(matches!(
             parse_event_list("cycles:x", &t),
             Err(SpecError::BadModifier { modifier: 'x', .. })
+        ));
+        // Once each, as perf stat: `:uuu` is refused, `:ppp` is the most precise there is.
+        assert!(matches!(
+            parse_event_list("task-clock:uuu", &t),
+            Err(SpecError::RepeatedModifier { modifier: 'u', .. })
+        ));
+        assert!(matches!(
+            parse_event_list("cycles:ukk", &t),
+            Err(SpecError::RepeatedModifier { modifier: 'k', .. })
+        ));
+        assert!(parse_event_list("cycles:uppp", &t).is_ok());
+        assert!(matches!(
+            parse_event_list("cycles:pppp", &t),
+            Err(SpecError::RepeatedModifier { modifier: 'p', .. })
         ));
     }
 

@@ -9,6 +9,17 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_counterpoint"))
 }
 
+/// `counterpoint simulate PATH`'s table, the run asserted to succeed.
+fn table_of(path: &std::path::Path) -> String {
+    let out = bin().arg("simulate").arg(path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 const SCENARIO: &str = r#"name = "tiny"
 machine = "zhang-smp"
 duration_ms = 300
@@ -28,13 +39,7 @@ fn table_json_and_out_dir() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.toml");
     std::fs::write(&path, SCENARIO).unwrap();
-    let out = bin().arg("simulate").arg(&path).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = table_of(&path);
     assert!(text.contains("normalized performance"), "{text}");
     assert!(text.contains("swim"));
     // The physics and the tick every figure depends on, and a short run's length in ms.
@@ -311,13 +316,7 @@ fn the_table_escapes_names_and_marks_tasks_that_never_ran() {
          [[task]]\nprogram = \"mcf\"\ncpus = \"0\"\nstart_ms = 4\n",
     )
     .unwrap();
-    let out = bin().arg("simulate").arg(&path).output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = table_of(&path);
     assert!(
         !text.contains('\u{1b}') && !text.contains('\u{7}'),
         "{text:?}"
@@ -355,13 +354,7 @@ fn wide_names_keep_the_columns_aligned() {
          [[task]]\nprogram = \"mcf\"\nname = \"web\"\ncpus = \"1\"\n",
     )
     .unwrap();
-    let out = bin().arg("simulate").arg(&path).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = table_of(&path);
     // The terminal column where " NP" ends in the header and where each row's NP value ends.
     let columns = |line: &str, upto: usize| -> usize {
         line.char_indices()

@@ -248,10 +248,12 @@ fn path_at(src: &str, offset: usize) -> String {
 /// and one does (a header or a position between values has none).
 fn spanned_path_at(src: &str, offset: usize) -> Option<String> {
     use toml_edit::{Item, Value};
+    fn holds_at(span: Option<std::ops::Range<usize>>, offset: usize) -> bool {
+        span.is_some_and(|s| s.contains(&offset))
+    }
     // Below a value: the array index or inline key that holds the offset, recursively.
     fn inside(v: &Value, offset: usize, path: &mut String) {
-        let holds =
-            |span: Option<std::ops::Range<usize>>| span.is_some_and(|s| s.contains(&offset));
+        let holds = |span| holds_at(span, offset);
         match v {
             Value::Array(a) => {
                 if let Some((i, e)) = a.iter().enumerate().find(|(_, e)| holds(e.span())) {
@@ -285,8 +287,7 @@ fn spanned_path_at(src: &str, offset: usize) -> Option<String> {
         }
     }
     fn table(t: &toml_edit::Table, prefix: &str, offset: usize) -> Option<String> {
-        let holds =
-            |span: Option<std::ops::Range<usize>>| span.is_some_and(|s| s.contains(&offset));
+        let holds = |span| holds_at(span, offset);
         for (k, item) in t.iter() {
             let here = if prefix.is_empty() {
                 k.to_string()

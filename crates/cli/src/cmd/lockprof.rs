@@ -379,14 +379,10 @@ pub fn run(args: LockprofArgs) -> Result<ExitCode> {
         our_descendants()
     };
     if wait != Descendants::AllDone {
-        let left: Vec<String> = left_running
-            .iter()
-            .map(|(pid, comm)| format!("{pid} ({comm})"))
-            .collect();
-        let left = if left.is_empty() {
+        let left = if left_running.is_empty() {
             "(gone since)".to_string()
         } else {
-            left.join(", ")
+            named(&left_running)
         };
         match wait {
             Descendants::Stopped(sig) => note(format_args!(
@@ -629,16 +625,12 @@ fn wait_for_descendants(limit: Duration) -> Descendants {
                         libc::kill(*pid as i32, libc::SIGCONT);
                     }
                 }
-                let names: Vec<String> = left
-                    .iter()
-                    .map(|(pid, comm)| format!("{pid} ({comm})"))
-                    .collect();
                 note(format_args!(
                     "counterpoint lockprof: {} ({sig}) passed on to the processes the program \
                      started and left running: {}; waiting for their profiles (another stop \
                      signal ends the wait)",
                     signal_name(sig),
-                    names.join(", ")
+                    named(&left)
                 ));
             }
         }
@@ -647,6 +639,15 @@ fn wait_for_descendants(limit: Duration) -> Descendants {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Processes as the notes name them: `4242 (fk), 4243 (sleep)`.
+fn named(processes: &[(u32, String)]) -> String {
+    processes
+        .iter()
+        .map(|(pid, comm)| format!("{pid} ({comm})"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The processes under this one now (pid, command name), from /proc: its children (the

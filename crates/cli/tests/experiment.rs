@@ -336,3 +336,77 @@ fn a_refused_run_leaves_no_empty_out_dir() {
     assert!(err.contains("missing.json"), "{err}");
     assert!(!out_dir.exists(), "{} was left behind", out_dir.display());
 }
+
+/// `replica --c2c` says which model it ran under, in its text, its JSON and its report, as
+/// without `--c2c` (it said `model: `, `"model": ""` and "not recorded"; CLI probe, session
+/// 29); a file whose group measured no pair is refused, naming the file and the field.
+#[test]
+fn replica_with_a_c2c_file_says_its_model() {
+    let c2c = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../sim/tests/data/c2c-vm-2cpu.json"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("report");
+    let out = counterpoint()
+        .args([
+            "experiment",
+            "replica",
+            "--seeds",
+            "1",
+            "--json",
+            "--c2c",
+            c2c,
+        ])
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("run counterpoint");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let own = "each scenario's own (v1 unless it names v2)";
+    assert_eq!(j["replica"]["model"], own, "{j}");
+    let report = std::fs::read_to_string(out_dir.join("report.md")).expect("report");
+    assert!(!report.contains("not recorded"), "{report}");
+    assert!(report.contains(own), "{report}");
+    let out = counterpoint()
+        .args([
+            "experiment",
+            "replica",
+            "--seeds",
+            "1",
+            "--model",
+            "v2",
+            "--c2c",
+            c2c,
+        ])
+        .output()
+        .expect("run counterpoint");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("; model: v2 (--model); seeds: 1"), "{text}");
+
+    let zero = dir.path().join("zero.json");
+    let doc = std::fs::read_to_string(c2c).expect("read");
+    let doc = doc.replacen("\"pairs\": 1,", "\"pairs\": 0,", 1);
+    assert!(
+        doc.contains("\"pairs\": 0,"),
+        "the fixture has a group of one pair"
+    );
+    std::fs::write(&zero, doc).expect("write");
+    let out = counterpoint()
+        .args(["experiment", "replica", "--seeds", "1", "--c2c"])
+        .arg(&zero)
+        .output()
+        .expect("run counterpoint");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("zero.json") && err.contains("groups[0] (same_llc).pairs = 0"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}

@@ -246,11 +246,44 @@ fn diff_cell(v: &[f64]) -> (String, Option<Summary>) {
 }
 
 /// Notification costs from a `bench c2c --json` document, in cycles of [`MACHINE`]'s clock.
+/// A group must have measured at least one pair: `"pairs": 0` (which `bench c2c` never
+/// writes) gave costs from a median over nothing (CLI probe, session 29).
 pub fn costs_from_c2c(text: &str, file: &str) -> Result<NotifyCosts, String> {
     let spec = Catalog::builtin()
         .machine(MACHINE)
         .ok_or_else(|| format!("no machine {MACHINE}"))?;
+    check_c2c_pairs(text, file)?;
     NotifyCosts::from_c2c_json(text, file, spec.freq_ghz).map_err(|e| e.to_string())
+}
+
+/// Refuses a group whose `pairs` is present and not a whole number of at least one, naming
+/// the file, the group and the field. A document that is not JSON, or has no groups, is left
+/// to [`NotifyCosts::from_c2c_json`], which says what is wrong with it.
+fn check_c2c_pairs(text: &str, file: &str) -> Result<(), String> {
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Ok(());
+    };
+    let Some(groups) = doc.get("groups").and_then(|g| g.as_array()) else {
+        return Ok(());
+    };
+    for (k, g) in groups.iter().enumerate() {
+        let Some(pairs) = g.get("pairs") else {
+            continue;
+        };
+        if pairs.as_u64().is_some_and(|n| n >= 1) {
+            continue;
+        }
+        let distance = g
+            .get("distance")
+            .and_then(|d| d.as_str())
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default();
+        return Err(format!(
+            "{file}: not a `counterpoint bench c2c --json` document: groups[{k}]{distance}.pairs = \
+             {pairs}: a group's medians are over its CPU pairs, at least one"
+        ));
+    }
+    Ok(())
 }
 
 /// The experiment over `seeds` with seed 001's notification costs, under `model` (None: the
@@ -348,6 +381,9 @@ pub fn run_with(
         ),
         seeds,
     );
+    // Said here, not only by `crate::run`: `--c2c` calls this directly (its text said
+    // `model: `, its report "not recorded"; CLI probe, session 29).
+    r.model = crate::model_label("replica", model);
 
     // 1. The seed's miss table.
     let run2 = ReplicaRun {
@@ -654,6 +690,42 @@ mod tests {
             Catalog::builtin().machine(MACHINE).map(|m| m.freq_ghz),
             Some(f)
         );
+    }
+
+    /// A `bench c2c` file's costs run the same experiment: its result says which model it
+    /// ran under, as `crate::run`'s do (the `--c2c` path said `model: `; CLI probe, session
+    /// 29).
+    #[test]
+    fn a_c2c_run_says_its_model() {
+        let costs = NotifyCosts::seed_x5650();
+        let r = run_with(&[1], &NoProgress, costs.clone(), None).expect("runs");
+        assert_eq!(r.model, crate::model_label("replica", None));
+        let r = run_with(&[1], &NoProgress, costs, Some(Model::V2)).expect("runs");
+        assert_eq!(r.model, "v2 (--model)");
+    }
+
+    /// A group of no pairs is refused, naming the file, the group and the field; one pair or
+    /// more (or a group that does not say, as a hand-written file may) is read.
+    #[test]
+    fn a_c2c_group_of_no_pairs_is_refused() {
+        let doc = |pairs: &str| {
+            format!(
+                "{{\"schema\":1,\"groups\":[{{\"distance\":\"same_llc\",{pairs}\
+                 \"futex_median_ns\":20000}}]}}"
+            )
+        };
+        for bad in ["0", "-1", "1.5", "\"2\"", "null"] {
+            let e = costs_from_c2c(&doc(&format!("\"pairs\":{bad},")), "c2c.json").expect_err(bad);
+            assert!(
+                e.contains("c2c.json")
+                    && e.contains(&format!("groups[0] (same_llc).pairs = {bad}")),
+                "{e}"
+            );
+        }
+        for good in ["\"pairs\":1,", "\"pairs\":6,", ""] {
+            let c = costs_from_c2c(&doc(good), "c2c.json").expect(good);
+            assert!((c.same_llc_cycles - 10000.0 * 2.66).abs() < 1e-6, "{good}");
+        }
     }
 
     #[test]

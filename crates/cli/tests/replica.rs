@@ -58,15 +58,22 @@ fn c2c_json_has_every_pair_grouped() {
     assert_eq!(j["topology"].as_array().expect("topology").len(), 2);
 }
 
+/// One CPU (or one given twice) is refused before anything is printed: the estimate line
+/// ("0 CPU pair(s), at most under a second") came first (CLI probe, session 29).
 #[test]
 fn c2c_refuses_one_cpu_and_offline_cpus() {
-    let out = counterpoint()
-        .args(["bench", "c2c", "--cpus", "0"])
-        .output()
-        .expect("run");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("at least two"), "{err}");
+    for list in ["0", "0,0"] {
+        let out = counterpoint()
+            .args(["bench", "c2c", "--cpus", list])
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "--cpus {list}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("at least two"), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line, the refusal: {err}");
+        assert!(!err.contains("CPU pair(s)"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
     let out = counterpoint()
         .args(["bench", "c2c", "--cpus", "0,4095"])
         .output()

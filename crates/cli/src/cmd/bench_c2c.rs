@@ -80,6 +80,18 @@ pub fn run(args: BenchC2cArgs) -> Result<ExitCode> {
         }
         None => online,
     };
+    // Refused before the estimate line, not after it (`--cpus 0` printed "0 CPU pair(s), at
+    // most under a second" and then refused; CLI probe, session 29). The first placed pair
+    // ends the search: no list of every pair is made here.
+    let list: Vec<_> = cpus.iter().collect();
+    let placed_pair = list.iter().enumerate().any(|(i, &a)| {
+        list[i + 1..]
+            .iter()
+            .any(|&b| c2c::distance(&topo, a, b).is_some())
+    });
+    if !placed_pair {
+        return Err(c2c::C2cError::TooFewCpus(cpus.to_list()).into());
+    }
     // The figure's place is checked before the pairs run (minutes on a big machine).
     if let Some(p) = &args.svg {
         super::check_output_file("--svg", p)?;

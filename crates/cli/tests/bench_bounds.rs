@@ -190,6 +190,34 @@ fn compare_lib_that_is_not_the_profiler_is_an_error() {
     );
 }
 
+/// `--fuzz` runs the decoder only: the measured runs' options beside it are refused by clap,
+/// naming both (they were ignored without a word; CLI probe, session 29), and the help says
+/// which go together.
+#[test]
+fn broker_fuzz_refuses_the_measured_runs_options() {
+    for opt in [
+        &["--consumers", "3"][..],
+        &["--seconds", "1"],
+        &["--reads", "100"],
+        &["--shared"],
+    ] {
+        let mut args = vec!["bench", "broker", "--fuzz", "5"];
+        args.extend_from_slice(opt);
+        let out = run(&args);
+        let what = args.join(" ");
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+        assert_refused(&out, &["--fuzz", opt[0], "cannot be used with"], &what);
+        assert!(out.stdout.is_empty(), "{what}");
+    }
+    let help = run(&["bench", "broker", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("Goes with --json only"), "{text}");
+    assert!(
+        text.contains("none of the above (refused with it)"),
+        "{text}"
+    );
+}
+
 /// `bench broker --fuzz N --json` prints one JSON object (it printed the text line).
 #[test]
 fn broker_fuzz_honours_json() {

@@ -18,26 +18,43 @@ use std::time::{Duration, Instant};
 use super::bench_stop as stop;
 
 #[derive(Args)]
+#[command(after_help = "\
+Two modes:
+  measured runs  (a) shares, (b) cost, (c) read latency: --seconds, --consumers, --reads, --shared
+  --fuzz N       the request decoder only: none of the above (refused with it)
+Both take --json.
+
+Examples:
+  counterpoint bench broker --seconds 2 --consumers 10 --reads 1000
+  counterpoint bench broker --fuzz 1000000 --json")]
 pub struct BenchBrokerArgs {
     /// Seconds of wall time for the share run (a) and for the cost run (b) each, 0.1 to 600
-    /// (decimal: 0.5 is half a second).
+    /// (decimal: 0.5 is half a second). Not with --fuzz.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_seconds)]
     seconds: f64,
-    /// Consumers in the cost run (b), 1 to 1000.
+    /// Consumers in the cost run (b), 1 to 1000. Not with --fuzz.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1000))]
     consumers: u64,
-    /// Reads per latency series (c), 10 to 10000000.
+    /// Reads per latency series (c), 10 to 10000000. Not with --fuzz.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
     reads: u64,
     /// Only fuzz the request decoder with N random inputs, 1 to 100000000 (nothing else; a few
-    /// million inputs a second).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    /// million inputs a second). Goes with --json only: --seconds, --consumers, --reads and
+    /// --shared set the measured runs (a)-(c), which --fuzz does not run, and are refused with
+    /// it.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..=100_000_000),
+        conflicts_with_all = ["seconds", "consumers", "reads", "shared"]
+    )]
     fuzz: Option<u64>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
     /// Cost run (b) through shared pages (`subscribe_shared`): the broker writes each reading
-    /// into the consumer's page, which the consumer reads at 10 Hz, instead of sending it.
+    /// into the consumer's page, which the consumer reads at 10 Hz, instead of sending it. Not
+    /// with --fuzz.
     #[arg(long)]
     shared: bool,
 }

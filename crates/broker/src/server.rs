@@ -34,7 +34,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
@@ -652,6 +652,15 @@ impl Broker {
         let list = parse_event_list(&rec.events, &self.tree).map_err(|e| fail(e.to_string()))?;
         if list.is_empty() {
             return Err(fail("no events given"));
+        }
+        // Each event once: a repeat would be a second series under the same labels in every
+        // reading and in /metrics (OpenMetrics requires label sets to be unique).
+        let mut seen = BTreeSet::new();
+        if let Some(dup) = list.events().find(|s| !seen.insert(s.name.as_str())) {
+            return Err(fail(format!(
+                "event '{}' is listed twice in '{}': name each event once per registration",
+                dup.name, rec.events
+            )));
         }
         let class = match rec.class.as_str() {
             "user" => Class::User,
@@ -1414,6 +1423,12 @@ struct Sub {
 /// 100 subscribers at 10 Hz thus cost 10 wake-ups and 10 reads per counter a second, not 1000.
 pub struct Pusher {
     subs: Mutex<Vec<Sub>>,
+    /// Wakes the push thread when a subscription is added (its first push may be due before
+    /// the thread's planned wake-up) and on stop: without subscriptions it sleeps a second.
+    wake: Condvar,
+    /// Bumped (under the lock) by every wake: a wake that comes between a `push_due` and the
+    /// `wait` after it is not lost.
+    generation: AtomicU64,
     epoch: Instant,
 }
 
@@ -1421,6 +1436,8 @@ impl Default for Pusher {
     fn default() -> Self {
         Pusher {
             subs: Mutex::new(Vec::new()),
+            wake: Condvar::new(),
+            generation: AtomicU64::new(0),
             epoch: Instant::now(),
         }
     }
@@ -1451,6 +1468,31 @@ impl Pusher {
             due,
             sink,
         });
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        drop(v);
+        self.wake.notify_all();
+    }
+
+    /// The wake count, to pass to [`Pusher::wait`].
+    fn generation(&self) -> u64 {
+        let _v = self.lock();
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Sleep until `d` has passed or a wake (a subscription added, [`Pusher::stop`]) has come
+    /// since `generation` was taken.
+    fn wait(&self, generation: u64, d: Duration) {
+        let v = self.lock();
+        if self.generation.load(Ordering::Relaxed) == generation {
+            let _ = self.wake.wait_timeout(v, d);
+        }
+    }
+
+    /// Wake the push thread to see the stop flag.
+    fn stop(&self) {
+        let _v = self.lock();
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.wake.notify_all();
     }
 
     fn remove(&self, conn: u64, id: Option<u64>) {
@@ -1458,7 +1500,8 @@ impl Pusher {
             .retain(|s| !(s.conn == conn && id.map_or(true, |i| s.id == i)));
     }
 
-    /// Push what is due; returns how long until the next push (at most 100 ms).
+    /// Push what is due; returns how long until the next push (a second without
+    /// subscriptions: an idle broker does not wake for them).
     fn push_due(&self, broker: &Broker) -> Duration {
         let now = Instant::now();
         let mut v = self.lock();
@@ -1510,8 +1553,7 @@ impl Pusher {
         v.iter()
             .map(|s| s.due.saturating_duration_since(now))
             .min()
-            .unwrap_or(Duration::from_millis(100))
-            .min(Duration::from_millis(100))
+            .unwrap_or(Duration::from_secs(1))
     }
 }
 
@@ -1827,8 +1869,12 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
             .name("broker-push".into())
             .spawn(move || {
                 while !s.load(Ordering::Relaxed) {
+                    let generation = p.generation();
                     let wait = p.push_due(&b);
-                    std::thread::sleep(wait.max(Duration::from_micros(100)));
+                    if s.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    p.wait(generation, wait.max(Duration::from_micros(100)));
                 }
             })?
     };
@@ -1837,6 +1883,8 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
     let mut next_conn = 0u64;
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
+            // A stop wakes this loop with a connection of its own (`wake_listener`).
+            Ok(_) if stop.load(Ordering::Relaxed) => break,
             Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
                 conns.retain(|(_, h, _)| !h.is_finished());
@@ -1876,7 +1924,10 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
                     revents: 0,
                 };
                 // SAFETY: one valid pollfd; a signal interrupts it (EINTR) and we re-check stop.
-                unsafe { libc::poll(&mut p, 1, 100) };
+                // Whoever sets `stop` wakes us with a connection (`wake_listener`); the
+                // timeout is only the backstop for a stop set without one, so an idle broker
+                // wakes here once a second.
+                unsafe { libc::poll(&mut p, 1, 1000) };
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
@@ -1886,6 +1937,7 @@ pub fn run(broker: Arc<Broker>, listener: UnixListener, stop: Arc<AtomicBool>) -
         }
     }
     broker.kick();
+    pusher.stop();
     let _ = ticker.join();
     let _ = push_thread.join();
     for (_, _, s) in &conns {

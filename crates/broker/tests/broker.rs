@@ -551,3 +551,25 @@ fn a_listener_that_is_not_a_broker_is_named_as_such() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     srv.join().unwrap().unwrap();
 }
+
+#[test]
+fn an_event_listed_twice_is_refused_by_name() {
+    let b = broker(4);
+    let p = me();
+    for list in ["cs,cs", "{cs,cs:u},cs"] {
+        match register(&b, &p, list, "self", 1) {
+            Response::Error { message, .. } => {
+                assert!(message.contains("'cs' is listed twice"), "{message}")
+            }
+            other => panic!("{list}: {other:?}"),
+        }
+    }
+    // The same event under two modifiers is two events: accepted, each its own series.
+    let id = id_of(register(&b, &p, "cs,cs:u", "self", 1));
+    let names: Vec<String> = reading(&b, &p, id)
+        .events
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(names, ["cs", "cs:u"]);
+}

@@ -68,6 +68,7 @@ enum Command {
 
     // [commands: broker]
     /// The counter broker: consumers share counters by share over a Unix socket, under a policy.
+    #[command(visible_alias = "broker")]
     Daemon(cmd::daemon::DaemonArgs),
     // [commands: lockprof]
     /// Run a program with the pthread lock profiler preloaded and print a lockstat-style report.

@@ -618,3 +618,35 @@ fn sighup_and_sigquit_stop_cleanly_and_sigpipe_is_ignored() {
         "{help}"
     );
 }
+
+/// The docs call it the broker: `counterpoint broker` is the daemon, and a stop signal ends it
+/// through its stop pipe with the socket removed.
+#[test]
+fn broker_is_the_daemon_and_a_stop_signal_ends_it_cleanly() {
+    let help = Command::new(BIN)
+        .args(["broker", "--help"])
+        .output()
+        .expect("run");
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--socket"));
+    let dir = world_dir();
+    let socket = dir.path().join("broker.sock");
+    let child = Command::new(BIN)
+        .arg("broker")
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Client::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "broker did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopped"));
+    assert!(!socket.exists());
+}

@@ -59,9 +59,53 @@ pub struct DaemonArgs {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The write end of the stop pipe (-1 until made): the handler writes a byte to it, so the
+/// thread that turns a signal into a stop sleeps in `read(2)` instead of polling the flag.
+static STOP_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
 
 extern "C" fn on_stop(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+    let fd = STOP_PIPE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let b = 1u8;
+        // SAFETY: write(2) is async-signal-safe; one byte from a local. A full pipe (many
+        // signals) already holds a wake-up.
+        unsafe { libc::write(fd, std::ptr::addr_of!(b).cast(), 1) };
+    }
+}
+
+/// The stop pipe's read end (the write end goes to `STOP_PIPE`, for the handler).
+fn stop_pipe() -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 fills the two-element array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        bail!(
+            "cannot make the stop pipe: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    // The read end blocks (the watcher sleeps in it); the write end stays non-blocking so a
+    // handler never blocks on a full pipe.
+    // SAFETY: fcntl on a descriptor just made.
+    unsafe { libc::fcntl(fds[0], libc::F_SETFL, 0) };
+    STOP_PIPE.store(fds[1], Ordering::SeqCst);
+    // SAFETY: a descriptor just returned by the kernel, owned by nobody else (the write end
+    // lives for the process, in `STOP_PIPE`).
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[0]) })
+}
+
+/// Sleep until a stop signal has come (or the pipe fails, then poll the flag).
+fn wait_for_stop(pipe: &std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    while !STOP.load(Ordering::SeqCst) {
+        let mut b = 0u8;
+        // SAFETY: reads one byte into a local from a descriptor we own.
+        let n = unsafe { libc::read(pipe.as_raw_fd(), std::ptr::addr_of_mut!(b).cast(), 1) };
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// The signals that stop the daemon cleanly. SIGHUP with them: a daemon left in a terminal that
@@ -246,11 +290,16 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let s = stop.clone();
+        let pipe = stop_pipe()?;
+        let wake = listener.local_addr().ok();
         std::thread::spawn(move || {
-            while !STOP.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            wait_for_stop(&pipe);
             s.store(true, Ordering::SeqCst);
+            // The accept loop sleeps in poll(2) on the socket: a connection of our own wakes
+            // it to see the flag (else it sees it within its one-second backstop).
+            if let Some(path) = wake.as_ref().and_then(|a| a.as_pathname()) {
+                let _ = std::os::unix::net::UnixStream::connect(path);
+            }
         })
     };
     eprintln!(
@@ -259,7 +308,10 @@ pub fn run(args: DaemonArgs) -> Result<ExitCode> {
         args.slice_ms
     );
     let served = server::run(broker, listener, stop.clone());
-    STOP.store(true, Ordering::SeqCst);
+    // A return without a signal (an accept error): release the watcher.
+    if !STOP.load(Ordering::SeqCst) {
+        on_stop(0);
+    }
     let _ = watcher.join();
     let removed = if activated.is_some() {
         Ok(())

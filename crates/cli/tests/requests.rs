@@ -63,6 +63,8 @@ fn pid_mode_writes_one_row_per_request() {
         assert_eq!(rows[0]["id"], 1);
         assert_eq!(rows[0]["class"], "login");
         assert_eq!(rows[0]["rows"], 3);
+        // `end 2` gave no row count: null, not the 0 of a real empty result (session 29).
+        assert!(rows[1]["rows"].is_null(), "{text}");
         assert_eq!(rows[0]["server_tid"], pid);
         // A sleeping task runs nothing: its deltas are exactly zero, fully covered.
         assert_eq!(rows[1]["counts"]["page-faults"]["value"], 0.0);
@@ -70,14 +72,21 @@ fn pid_mode_writes_one_row_per_request() {
 
         let mut csv_args = args.clone();
         csv_args.push("--csv".into());
-        let out = run_with_input(&csv_args, "begin 5 a\nend 5\n");
+        let out = run_with_input(&csv_args, "begin 5 a\nend 5\nbegin 6 b\nend 6 0\n");
         let text = String::from_utf8_lossy(&out.stdout);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2, "{text}");
-        assert!(lines[0].starts_with(
-            "id,client,server_tid,class,start_ns,wall_ns,rows,task-clock,task-clock_coverage"
-        ));
+        assert_eq!(lines.len(), 3, "{text}");
+        // task-clock's values are ns: its column says so.
+        assert_eq!(
+            lines[0],
+            "id,client,server_tid,class,start_ns,wall_ns,rows,task-clock_ns,task-clock_coverage,\
+             page-faults,page-faults_coverage"
+        );
+        // The 7th field, rows: empty when not given, 0 when given as 0.
+        let rows_field = |l: &str| l.split(',').nth(6).map(str::to_string);
         assert!(lines[1].starts_with("5,0,"), "{text}");
+        assert_eq!(rows_field(lines[1]).as_deref(), Some(""), "{text}");
+        assert_eq!(rows_field(lines[2]).as_deref(), Some("0"), "{text}");
     });
 }
 
@@ -108,6 +117,16 @@ fn bad_boundaries_name_the_line() {
         let out = run_with_input(&args, "begin 1\nend 1 -5\n");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("not a whole number of rows"), "{stderr}");
+        // A whole number past the limit is said to be too large, with the limit.
+        let out = run_with_input(&args, "begin 1\nend 1 99999999999999999999999\n");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(
+                "row count '99999999999999999999999' is too large (at most 18446744073709551615)"
+            ),
+            "{stderr}"
+        );
         let out = run_with_input(&args, "begin 1\nend 1\nbegin 2\n");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");

@@ -115,8 +115,10 @@ pub struct RequestRow {
     pub start_ns: u64,
     /// Client-side wall time from just before sending to just after the reply.
     pub wall_ns: u64,
-    /// Rows the server returned.
-    pub rows: u64,
+    /// Rows the server returned; `None` when the client did not say (`end ID` without ROWS):
+    /// JSON `null` and an empty CSV field, never a 0 that reads as "no rows" (CLI probe,
+    /// session 29).
+    pub rows: Option<u64>,
     /// Per event delta over the request.
     pub counts: BTreeMap<String, Delta>,
 }
@@ -137,12 +139,31 @@ pub fn write_json_lines(mut w: impl Write, rows: &[RequestRow]) -> std::io::Resu
     Ok(())
 }
 
-/// Write rows as CSV: fixed columns, then `EVENT` and `EVENT_coverage` per counted event
-/// (empty when the request has no value for it).
+/// Whether `event` (as spelled, modifiers after `:` aside) counts nanoseconds: the software
+/// clocks `task-clock` and `cpu-clock` (perf prints them in msec; the kernel counts ns).
+fn counts_nanoseconds(event: &str) -> bool {
+    let name = event.split(':').next().unwrap_or(event).trim();
+    matches!(name, "task-clock" | "cpu-clock")
+}
+
+/// The CSV column of `event`'s value: its name, with `_ns` for the clocks (`task-clock_ns`),
+/// whose values are nanoseconds; other events are counts, without a unit.
+pub fn csv_value_column(event: &str) -> String {
+    if counts_nanoseconds(event) {
+        format!("{event}_ns")
+    } else {
+        event.to_string()
+    }
+}
+
+/// Write rows as CSV: fixed columns (`start_ns`, `wall_ns` in nanoseconds; `rows` empty when
+/// the client did not give it), then per counted event its value (`EVENT`, or `EVENT_ns` for
+/// the clocks: [`csv_value_column`]) and `EVENT_coverage` (the share of the request it ran, 0
+/// to 1); both empty when the request has no value for it.
 pub fn write_csv(mut w: impl Write, rows: &[RequestRow], events: &[String]) -> std::io::Result<()> {
     write!(w, "id,client,server_tid,class,start_ns,wall_ns,rows")?;
     for e in events {
-        write!(w, ",{e},{e}_coverage")?;
+        write!(w, ",{},{e}_coverage", csv_value_column(e))?;
     }
     writeln!(w)?;
     for r in rows {
@@ -155,7 +176,7 @@ pub fn write_csv(mut w: impl Write, rows: &[RequestRow], events: &[String]) -> s
             csv_field(&r.class),
             r.start_ns,
             r.wall_ns,
-            r.rows
+            r.rows.map_or(String::new(), |n| n.to_string())
         )?;
         for e in events {
             match r.counts.get(e) {
@@ -174,6 +195,12 @@ fn csv_field(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// Whether a number failed to parse for being above `u64::MAX` (a whole number, only too
+/// large): said so, not "not a whole number" (CLI probe, session 29).
+fn too_large(e: &std::num::ParseIntError) -> bool {
+    matches!(e.kind(), std::num::IntErrorKind::PosOverflow)
 }
 
 /// The longest boundary line accepted, in bytes (without its newline): a real one is a few
@@ -284,16 +311,23 @@ impl BoundarySession {
         }
         let mut w = line.split_whitespace();
         let verb = w.next().unwrap_or("");
-        let id: u64 = w
+        let id_word = w
             .next()
-            .ok_or_else(|| bad(format!("{} needs a request id", quote_input(verb))))?
-            .parse()
-            .map_err(|_| {
-                bad(format!(
+            .ok_or_else(|| bad(format!("{} needs a request id", quote_input(verb))))?;
+        let id: u64 = id_word.parse().map_err(|e: std::num::ParseIntError| {
+            bad(if too_large(&e) {
+                format!(
+                    "request id {} is too large (at most {})",
+                    quote_input(id_word),
+                    u64::MAX
+                )
+            } else {
+                format!(
                     "request id in {} is not a non-negative integer",
                     quote_input(line)
-                ))
-            })?;
+                )
+            })
+        })?;
         if matches!(verb, "begin" | "end") && !self.task_alive() {
             return Err(RequestsError::TaskGone { tid: self.tid });
         }
@@ -315,13 +349,21 @@ impl BoundarySession {
                 let snap = self.counters.read()?;
                 let now = std::time::Instant::now();
                 let rows = match w.next() {
-                    Some(r) => r.parse().map_err(|_| {
-                        bad(format!(
-                            "row count {} is not a whole number of rows (0 or more)",
-                            quote_input(r)
-                        ))
-                    })?,
-                    None => 0,
+                    Some(r) => Some(r.parse::<u64>().map_err(|e| {
+                        bad(if too_large(&e) {
+                            format!(
+                                "row count {} is too large (at most {})",
+                                quote_input(r),
+                                u64::MAX
+                            )
+                        } else {
+                            format!(
+                                "row count {} is not a whole number of rows (0 or more)",
+                                quote_input(r)
+                            )
+                        })
+                    })?),
+                    None => None,
                 };
                 match self.open.take() {
                     Some((open, class, a, start)) if open == id => Ok(Some(RequestRow {
@@ -399,7 +441,7 @@ mod tests {
         assert!(s.line("begin 4 Q6 fast", 2).unwrap().is_none());
         std::hint::black_box((0..100_000u64).sum::<u64>());
         let r = s.line("end 4 1", 3).unwrap().expect("a request");
-        assert_eq!((r.id, r.class.as_str(), r.rows), (4, "Q6 fast", 1));
+        assert_eq!((r.id, r.class.as_str(), r.rows), (4, "Q6 fast", Some(1)));
         assert!(r.counts.contains_key("task-clock"));
         let e = s.line("end 4", 7).unwrap_err().to_string();
         assert!(e.contains("line 7") && e.contains("without a begin"), "{e}");
@@ -453,17 +495,72 @@ mod tests {
             class: "Q1,a".into(),
             start_ns: 0,
             wall_ns: 9,
-            rows: 4,
+            rows: Some(4),
             counts,
         };
+        // A row count not given is an empty field, not 0.
+        let unsaid = RequestRow {
+            rows: None,
+            ..row.clone()
+        };
         let mut out = Vec::new();
-        write_csv(&mut out, &[row], &["task-clock".into(), "cycles".into()]).unwrap();
+        write_csv(
+            &mut out,
+            &[row, unsaid],
+            &["task-clock".into(), "cycles".into()],
+        )
+        .unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
+        // The clock's column names its unit (its values are ns).
         assert_eq!(
             lines[0],
-            "id,client,server_tid,class,start_ns,wall_ns,rows,task-clock,task-clock_coverage,cycles,cycles_coverage"
+            "id,client,server_tid,class,start_ns,wall_ns,rows,task-clock_ns,task-clock_coverage,cycles,cycles_coverage"
         );
         assert_eq!(lines[1], "1,0,7,\"Q1,a\",0,9,4,5,1,,");
+        assert_eq!(lines[2], "1,0,7,\"Q1,a\",0,9,,5,1,,");
+        assert_eq!(csv_value_column("cpu-clock:u"), "cpu-clock:u_ns");
+        assert_eq!(csv_value_column("page-faults"), "page-faults");
+    }
+
+    /// An `end` without ROWS has no row count (not 0); a number past `u64::MAX` is said to be
+    /// too large, naming the limit, not "not a whole number" (CLI probe, session 29).
+    #[test]
+    fn rows_not_given_are_absent_and_huge_numbers_too_large() {
+        let me = std::process::id() as i32;
+        let mut s = match BoundarySession::new(me, "task-clock") {
+            Ok(s) => s,
+            Err(e) => return eprintln!("skipped: counters unavailable: {e}"),
+        };
+        s.line("begin 1", 1).unwrap();
+        let r = s.line("end 1", 2).unwrap().expect("a request");
+        assert_eq!(r.rows, None);
+        let mut json = Vec::new();
+        write_json_lines(&mut json, &[r]).unwrap();
+        assert!(String::from_utf8(json).unwrap().contains("\"rows\":null"));
+        s.line("begin 2", 3).unwrap();
+        let r = s.line("end 2 0", 4).unwrap().expect("a request");
+        assert_eq!(r.rows, Some(0));
+        s.line("begin 3", 5).unwrap();
+        let e = s
+            .line("end 3 99999999999999999999999", 6)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("input line 6: row count '99999999999999999999999' is too large (at most 18446744073709551615)"),
+            "{e}"
+        );
+        let e = s.line("end 3 -5", 7).unwrap_err().to_string();
+        assert!(e.contains("not a whole number of rows"), "{e}");
+        let e = s
+            .line("end 18446744073709551616", 8)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "request id '18446744073709551616' is too large (at most 18446744073709551615)"
+            ),
+            "{e}"
+        );
     }
 }

@@ -354,7 +354,7 @@ mod tests {
             class: class.into(),
             start_ns: 0,
             wall_ns: (wall_ms * 1e6) as u64,
-            rows: 1,
+            rows: Some(1),
             counts,
         }
     }

@@ -210,7 +210,7 @@ fn run_client(
             class: name.to_string(),
             start_ns: u64::try_from(start.duration_since(t0).as_nanos()).unwrap_or(u64::MAX),
             wall_ns,
-            rows: n,
+            rows: Some(n),
             counts: d,
         });
     }

@@ -23,7 +23,9 @@ use std::time::Instant;
                   Input lines for --pid: `begin ID [CLASS]` just before the client sends request \
                   ID, `end ID [ROWS]` just after its reply (one request open at a time; `#` \
                   comments). One JSON line per request on stdout (or CSV with --csv): wall_ns, \
-                  counts per event with coverage."
+                  rows (null, or an empty CSV field, when `end` gave none), counts per event \
+                  with coverage (0 to 1). task-clock and cpu-clock count ns (CSV column \
+                  task-clock_ns); the other events are counts."
 )]
 pub struct RequestsArgs {
     #[command(subcommand)]

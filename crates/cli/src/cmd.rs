@@ -113,26 +113,7 @@ pub fn error_chain(err: &anyhow::Error) -> String {
     elide_middle(&out, MAX_ERROR_CHARS)
 }
 
-/// `text` with its control characters written as escapes (`\u{1b}`), for a terminal: a task or
-/// process name can hold an escape sequence (a scenario file's name, a process's `comm`), and
-/// printed raw it recoloured or moved the terminal's cursor (CLI probe, session 27). JSON and
-/// CSV keep the name as it is, escaped by their own rules.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    std::borrow::Cow::Owned(
-        text.chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_default().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
-}
+pub use counterpoint_core::text::printable;
 
 /// Columns `text` takes on a terminal (a CJK character two, a combining mark none).
 pub fn display_width(text: &str) -> usize {

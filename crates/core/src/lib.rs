@@ -42,6 +42,7 @@ pub mod superfunction;
 pub mod task;
 #[cfg(any(test, feature = "testutils"))]
 pub mod testutils;
+pub mod text;
 #[allow(missing_docs)]
 pub mod topology;
 

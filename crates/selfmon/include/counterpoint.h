@@ -20,7 +20,8 @@ extern "C" {
  * count is an error here, not later. Without cp_init, regions count task-clock. */
 int cp_init(const char *events);
 
-/* Why the last call on this thread failed (empty string if it did not). */
+/* Why the last call on this thread failed (empty string if it did not). Valid until the
+ * next cp_ call on this thread. */
 const char *cp_last_error(void);
 
 /* Begin a region named `name` (copied) on the calling thread; returns its handle. */

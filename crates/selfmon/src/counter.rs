@@ -45,6 +45,17 @@ pub enum SelfmonError {
     /// `init` came after regions started with another list.
     #[error("self-monitoring is already running with events '{0}'; init must come before the first region")]
     AlreadyStarted(String),
+    /// A second `init` with another list.
+    #[error("self-monitoring was already initialised with events '{0}'; init may be called again only with the same list")]
+    AlreadyInitialised(String),
+    /// An event named twice in one list (its column would appear twice in every report).
+    #[error("event '{event}' is listed twice in '{list}': name each event once")]
+    Repeated {
+        /// The event.
+        event: String,
+        /// The list as given.
+        list: String,
+    },
     /// A region handle that is not open on the calling thread.
     #[error("region handle {0} is not open on this thread")]
     BadHandle(i64),
@@ -71,6 +82,13 @@ pub fn parse_events(list: &str) -> Result<Vec<EventSpec>, SelfmonError> {
     let specs: Vec<EventSpec> = parsed.events().cloned().collect();
     if specs.is_empty() {
         return Err(SelfmonError::NoEvents);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(dup) = specs.iter().find(|s| !seen.insert(s.name.as_str())) {
+        return Err(SelfmonError::Repeated {
+            event: dup.name.clone(),
+            list: list.to_string(),
+        });
     }
     Ok(specs)
 }

@@ -18,9 +18,19 @@ fn set_error(msg: &str) {
     let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = c);
 }
 
+/// Run `f` at the C boundary: an error (or a caught panic) becomes -1 and the thread's last
+/// error; a success clears it, as the header promises ("empty string if it did not").
 fn guarded(f: impl FnOnce() -> Result<c_int, SelfmonError>) -> c_int {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(Ok(v)) => v,
+        Ok(Ok(v)) => {
+            // Only a write when there is something to clear: regions are the hot path.
+            let _ = LAST_ERROR.try_with(|e| {
+                if !e.borrow().is_empty() {
+                    *e.borrow_mut() = CString::default();
+                }
+            });
+            v
+        }
         Ok(Err(e)) => {
             set_error(&e.to_string());
             -1

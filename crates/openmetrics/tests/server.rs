@@ -248,3 +248,121 @@ fn arbitrary_bytes_never_stop_the_server() {
     let ok = get(addr, "/metrics", &[]).unwrap();
     assert_eq!((ok.status, ok.body), (200, render(&families(1))));
 }
+
+/// q-values over a real socket: a scrape that prefers the text format gets it even when it
+/// names OpenMetrics at q=0, and one that refuses both gets 406 (it got OpenMetrics; CLI probe,
+/// session 29). The absolute form of the target is served (it got 400).
+#[test]
+fn accept_qualities_and_the_absolute_form_are_honoured() {
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    let text = get(
+        addr,
+        "/metrics",
+        &["Accept: text/plain;q=0.1, application/openmetrics-text;q=0"],
+    )
+    .expect("GET");
+    assert_eq!(text.status, 200);
+    assert_eq!(
+        text.header("content-type"),
+        Some(PROMETHEUS_TEXT_CONTENT_TYPE)
+    );
+    assert_eq!(text.body, render_prometheus_text(&families(1)));
+    let refused = get(
+        addr,
+        "/metrics",
+        &["Accept: text/plain;q=0, application/openmetrics-text;q=0"],
+    )
+    .expect("GET");
+    assert_eq!(refused.status, 406, "{}", refused.body);
+    assert!(refused.body.contains("application/openmetrics-text"));
+
+    let absolute = get(addr, &format!("http://{addr}/metrics"), &[]).expect("GET");
+    assert_eq!(absolute.status, 200, "{}", absolute.body);
+    assert_eq!(
+        absolute.header("content-type"),
+        Some(OPENMETRICS_CONTENT_TYPE)
+    );
+    assert_eq!(absolute.body, render(&families(1)));
+    assert_eq!(
+        get(addr, &format!("http://{addr}/other"), &[])
+            .unwrap()
+            .status,
+        404
+    );
+}
+
+/// Every place held by a client that connected and sent nothing: a scrape is still served,
+/// and the oldest idle connection is closed to make room (16 idle connections made every
+/// scrape 503 for up to 5 s; CLI probe, session 29). The accept queue is first in, first out,
+/// so the scrape is accepted after all of them: observed order, no delay.
+#[test]
+fn idle_connections_make_room_for_a_scrape() {
+    use std::io::Read;
+    let exporter = serve(local(), Arc::new(|| families(1))).expect("serve");
+    let addr = exporter.addr();
+    let mut idle: Vec<TcpStream> = (0..counterpoint_openmetrics::MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    let ok = get(addr, "/metrics", &[]).expect("GET");
+    assert_eq!((ok.status, ok.body), (200, render(&families(1))));
+    // The oldest was closed for it: it reads the end of the stream, with no answer.
+    let oldest = &mut idle[0];
+    // A hang guard, not a time being tested.
+    oldest
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut buf = Vec::new();
+    oldest.read_to_end(&mut buf).expect("closed by the server");
+    assert!(buf.is_empty(), "{}", String::from_utf8_lossy(&buf));
+}
+
+/// Connections being answered are never closed for a newer one: with every place answering
+/// (the source holds them), the next connection gets 503, and the held ones their metrics.
+#[test]
+fn connections_being_answered_keep_their_place() {
+    use std::sync::{Condvar, Mutex};
+    let max = counterpoint_openmetrics::MAX_CONNECTIONS;
+    // (scrapes inside the source, released)
+    let gate = Arc::new((Mutex::new((0usize, false)), Condvar::new()));
+    let g = gate.clone();
+    let exporter = serve(
+        local(),
+        Arc::new(move || {
+            let (lock, cv) = &*g;
+            let mut st = lock.lock().unwrap();
+            st.0 += 1;
+            cv.notify_all();
+            while !st.1 {
+                st = cv.wait(st).unwrap();
+            }
+            families(1)
+        }),
+    )
+    .expect("serve");
+    let addr = exporter.addr();
+    let held: Vec<_> = (0..max)
+        .map(|_| std::thread::spawn(move || get(addr, "/metrics", &[])))
+        .collect();
+    let (lock, cv) = &*gate;
+    {
+        // Every place is inside the source (bounded only to turn a hang into a failure).
+        let st = lock.lock().unwrap();
+        let (st, timeout) = cv
+            .wait_timeout_while(st, std::time::Duration::from_secs(60), |st| st.0 < max)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "{} of {max} scrapes reached the source",
+            st.0
+        );
+    }
+    let busy = get(addr, "/metrics", &[]).expect("GET");
+    assert_eq!(busy.status, 503, "{}", busy.body);
+    lock.lock().unwrap().1 = true;
+    cv.notify_all();
+    for h in held {
+        let r = h.join().expect("client thread").expect("GET");
+        assert_eq!((r.status, r.body), (200, render(&families(1))));
+    }
+}

@@ -650,3 +650,44 @@ fn broker_is_the_daemon_and_a_stop_signal_ends_it_cleanly() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("stopped"));
     assert!(!socket.exists());
 }
+
+/// The signal masks of process `pid` from /proc: (ignored, caught).
+fn sig_masks(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .expect(key)
+    };
+    (mask("SigIgn:"), mask("SigCgt:"))
+}
+
+/// Started under `nohup` (SIGHUP ignored) or as a shell's background job (SIGINT ignored), the
+/// daemon leaves those ignored: a hang-up or a Ctrl-C meant for others does not stop it. It
+/// still stops on SIGTERM. Read from the kernel's masks once it serves, not by timing a signal.
+#[test]
+fn signals_ignored_at_start_stay_ignored() {
+    let dir = world_dir();
+    let mut d = Daemon::start_with(dir.path(), &[], |cmd| {
+        // SAFETY: only signal(2) between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    });
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    let (ign, cgt) = sig_masks(d.child.id());
+    for sig in [libc::SIGHUP, libc::SIGINT] {
+        assert!(
+            ign & bit(sig) != 0 && cgt & bit(sig) == 0,
+            "signal {sig}: ignored {ign:x}, caught {cgt:x}"
+        );
+    }
+    assert!(cgt & bit(libc::SIGTERM) != 0 && cgt & bit(libc::SIGQUIT) != 0);
+    assert!(d.signal(libc::SIGTERM).success());
+}

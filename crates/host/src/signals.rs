@@ -70,8 +70,26 @@ pub fn install() -> Result<(), SignalError> {
     Ok(())
 }
 
-/// Point `sig` at the handler that records it and raises the stop flag.
+/// Whether `sig` is ignored (`SIG_IGN`) now. A signal ignored when a command starts was
+/// ignored on purpose by whoever started it: `nohup` ignores SIGHUP so a hang-up does not end
+/// the command, a non-interactive shell ignores SIGINT and SIGQUIT for its background jobs so
+/// a Ctrl-C meant for the foreground does not reach them. A handler installed over it undid
+/// that (CLI probe, session 29: `simulate ... &` in a script died on the script's Ctrl-C), so
+/// every command's stop handlers leave an ignored signal ignored.
+pub fn ignored(sig: libc::c_int) -> bool {
+    // SAFETY: a query only (no new action); `old` is a zeroed sigaction the kernel fills.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    (unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } == 0)
+        && old.sa_sigaction == libc::SIG_IGN
+}
+
+/// Point `sig` at the handler that records it and raises the stop flag, unless it is
+/// [`ignored`].
 fn catch(sig: libc::c_int) -> std::io::Result<()> {
+    // SIGPIPE excepted: Rust's runtime ignores it before `main`, whatever the parent did.
+    if sig != libc::SIGPIPE && ignored(sig) {
+        return Ok(());
+    }
     // SAFETY: a zeroed sigaction is valid; we set the handler, an empty mask and flags.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
@@ -156,6 +174,29 @@ pub fn name(sig: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A signal ignored at start stays ignored: `nohup`'s SIGHUP, a background job's SIGINT.
+    /// SIGWINCH stands in for them (nothing else in this process touches it, and no terminal
+    /// sends it here).
+    #[test]
+    fn a_signal_ignored_at_start_stays_ignored() {
+        let sig = libc::SIGWINCH;
+        // SAFETY: setting one signal's disposition; no handler runs.
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+        assert!(ignored(sig));
+        install_only(&[sig]).expect("install");
+        assert!(
+            ignored(sig),
+            "the stop handler replaced an inherited ignore"
+        );
+        // Not ignored: caught.
+        // SAFETY: as above.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+        install_only(&[sig]).expect("install");
+        assert!(!ignored(sig));
+        // SAFETY: back to the default, so a stray SIGWINCH cannot raise the stop flag.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
 
     #[test]
     fn names_and_the_caught_set() {

@@ -84,10 +84,12 @@ extern "C" fn on_stop(sig: libc::c_int) {
 /// one in progress is cut short and dropped), as `perf stat` prints what it counted.
 fn catch_stop_signals() {
     let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: the handler only stores to atomics.
-    unsafe {
-        libc::signal(libc::SIGINT, h);
-        libc::signal(libc::SIGTERM, h);
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // One ignored by whoever started us (a shell's background job) stays ignored.
+        if !counterpoint_host::signals::ignored(sig) {
+            // SAFETY: the handler only stores to atomics.
+            unsafe { libc::signal(sig, h) };
+        }
     }
 }
 

@@ -23,9 +23,14 @@ pub unsafe fn sent_by_kernel(info: *const libc::siginfo_t) -> bool {
     !info.is_null() && unsafe { (*info).si_code } == SI_KERNEL
 }
 
-/// Install `handler` for every signal of [`STOP_SIGNALS`], restarting interrupted calls.
+/// Install `handler` for every signal of [`STOP_SIGNALS`], restarting interrupted calls; one
+/// ignored at start stays ignored (`counterpoint_host::signals::ignored`: `nohup`, a shell's
+/// background job), and so does it for the child, which inherits the ignore.
 pub fn catch_stop_signals(handler: StopHandler) -> Result<()> {
     for sig in STOP_SIGNALS {
+        if counterpoint_host::signals::ignored(sig) {
+            continue;
+        }
         // SAFETY: a zeroed sigaction is valid; we set the handler, an empty mask and flags.
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
         sa.sa_sigaction = handler as *const () as libc::sighandler_t;

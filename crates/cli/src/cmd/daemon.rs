@@ -120,6 +120,8 @@ fn install_signals() -> Result<()> {
     let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
     for (sig, action) in STOP_SIGNALS
         .iter()
+        // One ignored by whoever started us (`nohup`'s SIGHUP) stays ignored.
+        .filter(|&&s| !counterpoint_host::signals::ignored(s))
         .map(|&s| (s, h))
         .chain([(libc::SIGPIPE, libc::SIG_IGN)])
     {

@@ -120,10 +120,12 @@ extern "C" fn on_stop(sig: libc::c_int) {
 
 pub(crate) fn install_stop_handler() {
     let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, h);
-        libc::signal(libc::SIGTERM, h);
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // One ignored by whoever started us (a shell's background job) stays ignored.
+        if !counterpoint_host::signals::ignored(sig) {
+            // SAFETY: the handler only stores to an atomic.
+            unsafe { libc::signal(sig, h) };
+        }
     }
 }
 

@@ -129,6 +129,9 @@ pub(super) fn run_live(
     // SIGHUP keeps its default (exit): the terminal is gone, there is nothing to restore, and
     // crossterm spins reading a hung-up tty, so the normal path would never run.
     for sig in [libc::SIGTERM, libc::SIGINT] {
+        if counterpoint_host::signals::ignored(sig) {
+            continue; // ignored by whoever started us (a shell's background job): stays so
+        }
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe {
             libc::signal(sig, on_stop_signal as *const () as libc::sighandler_t);

@@ -328,28 +328,43 @@ pub fn end_interrupted(what_was_done: Option<&str>) -> ! {
 /// signal that comes while the temporary files are written stops the write before any rename
 /// (the directory stays as it was), one that comes during the renames lets them finish; either
 /// way the command then ends with "interrupted by SIGNAL: ..." saying which. `what` names the
-/// set in the message ("report", "results").
+/// set in the message ("report", "results"). `remove` names the replaced set's own files that
+/// the new one does not write (`report::replaced_figures`): removed once the new set is in
+/// place, never before, so a stop or an error leaves them with the old set; one that cannot
+/// be removed is named on stderr. Returns the names of `remove` that are gone.
 pub fn write_out_set(
     dir: &std::path::Path,
     files: &[(String, Vec<u8>)],
+    remove: &[String],
     what: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<String>> {
     use anyhow::Context as _;
     use counterpoint_experiment::report::{write_set, SetWritten};
     use counterpoint_host::signals;
     let _no_exit = counterpoint_experiment::exit::guard();
-    let written = write_set(dir, files, &signals::stop_requested)
+    let written = write_set(dir, files, remove, &signals::stop_requested)
         .with_context(|| format!("writing the {what} into {}", dir.display()))?;
+    let mut removed = remove.to_vec();
+    if let SetWritten::Whole { not_removed } = &written {
+        removed.retain(|r| not_removed.iter().all(|(n, _)| n != r));
+        for (name, why) in not_removed {
+            eprintln!(
+                "counterpoint: the replaced {what}'s {} was left in {}: {why}",
+                printable(name),
+                dir.display()
+            );
+        }
+    }
     match written {
         SetWritten::Stopped => end_interrupted(Some(&format!(
             "nothing was written ({} is as it was)",
             dir.display()
         ))),
-        SetWritten::Whole if signals::stop_requested() => end_interrupted(Some(&format!(
+        SetWritten::Whole { .. } if signals::stop_requested() => end_interrupted(Some(&format!(
             "{} holds the new {what}, written whole before stopping",
             dir.display()
         ))),
-        SetWritten::Whole => Ok(()),
+        SetWritten::Whole { .. } => Ok(removed),
     }
 }
 

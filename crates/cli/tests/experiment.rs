@@ -410,3 +410,61 @@ fn replica_with_a_c2c_file_says_its_model() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// A report replaced under `--force` takes its own figures with it: `zhang-spec-*.svg` stayed
+/// beside `zhang-server`'s report (CLI probe, session 29). Only what the old report linked and
+/// drew goes: a copy of one of its figures under another name, and a file of someone else's,
+/// stay.
+#[test]
+fn a_replaced_report_takes_its_figures_with_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("exp dir");
+    let run = |name: &str, force: bool| {
+        let mut c = counterpoint();
+        c.args(["experiment", name, "--seeds", "1", "--out"])
+            .arg(&out_dir);
+        if force {
+            c.arg("--force");
+        }
+        let out = c.output().expect("run counterpoint");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    let svgs = || {
+        let mut v: Vec<String> = std::fs::read_dir(&out_dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".svg"))
+            .collect();
+        v.sort();
+        v
+    };
+    run("zhang-spec", false);
+    let spec_figures = svgs();
+    assert!(!spec_figures.is_empty() && spec_figures.iter().all(|f| f.starts_with("zhang-spec-")));
+    std::fs::copy(out_dir.join(&spec_figures[0]), out_dir.join("my-copy.svg")).expect("copy");
+    std::fs::write(out_dir.join("notes.txt"), "mine").expect("write");
+    let err = run("zhang-server", true);
+    assert!(
+        err.contains("removed the replaced report's figures: ")
+            && spec_figures.iter().all(|f| err.contains(f.as_str())),
+        "{err}"
+    );
+    let now = svgs();
+    assert!(now.contains(&"my-copy.svg".to_string()), "{now:?}");
+    assert!(
+        now.iter()
+            .all(|f| f == "my-copy.svg" || f.starts_with("zhang-server-")),
+        "{now:?}"
+    );
+    assert!(
+        now.iter().any(|f| f.starts_with("zhang-server-")),
+        "{now:?}"
+    );
+    assert!(out_dir.join("notes.txt").exists());
+    let report = std::fs::read_to_string(out_dir.join("report.md")).expect("report");
+    for f in now.iter().filter(|f| *f != "my-copy.svg") {
+        assert!(report.contains(&format!("]({f})")), "{f} not in the report");
+    }
+}

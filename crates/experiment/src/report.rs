@@ -389,10 +389,14 @@ pub fn render(
 }
 
 /// How a [`write_set`] ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SetWritten {
-    /// Every file was renamed over its name.
-    Whole,
+    /// Every file was renamed over its name, and then the files to remove were removed but
+    /// for these (name, why), which are still there.
+    Whole {
+        /// Files asked to be removed that could not be (other than already gone).
+        not_removed: Vec<(String, String)>,
+    },
     /// `stop` said so before the renames began: no name was changed and every temporary file
     /// (and directory the set made) was removed.
     Stopped,
@@ -401,10 +405,14 @@ pub enum SetWritten {
 /// Write `files` (names relative to `dir`) into `dir` as one [`FileSet`]: all the new files or,
 /// after an error or a stop, all the old ones. `stop` is asked before each file is written and
 /// once more before the renames; once they begin they run to the end (a caller that defers
-/// its stop signals over this call keeps the set whole).
+/// its stop signals over this call keeps the set whole). Once every new file is in place, the
+/// files `remove` names (the replaced report's own that the new one does not write:
+/// [`replaced_figures`]) are removed; before that, after an error or a stop, they stay with
+/// the old set they belong to.
 pub fn write_set(
     dir: &Path,
     files: &[(String, Vec<u8>)],
+    remove: &[String],
     stop: &dyn Fn() -> bool,
 ) -> Result<SetWritten, ReportError> {
     let mut set = FileSet::new();
@@ -419,7 +427,89 @@ pub fn write_set(
         return Ok(SetWritten::Stopped);
     }
     set.commit()?;
-    Ok(SetWritten::Whole)
+    let mut not_removed = Vec::new();
+    for name in remove {
+        match fs::remove_file(dir.join(name)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => not_removed.push((name.clone(), e.to_string())),
+        }
+    }
+    if !remove.is_empty() {
+        // The removals reach the disk with the directory (best effort, as the renames).
+        if let Ok(d) = fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(SetWritten::Whole { not_removed })
+}
+
+/// The figure files a `report.md` links, as [`markdown`] writes them (`![caption](NAME.svg)`
+/// on a line of its own), each once; only plain names in the report's own directory (no `/`,
+/// not hidden).
+pub fn linked_figures(md: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in md.lines() {
+        let Some(inner) = line.strip_prefix("![").and_then(|l| l.strip_suffix(')')) else {
+            continue;
+        };
+        let Some((_, file)) = inner.rsplit_once("](") else {
+            continue;
+        };
+        let plain = !file.contains(['/', '\\']) && !file.starts_with('.');
+        if plain
+            && file.len() > ".svg".len()
+            && file.ends_with(".svg")
+            && !out.iter().any(|f| f == file)
+        {
+            out.push(file.to_string());
+        }
+    }
+    out
+}
+
+/// The largest `report.md` read for its figures: ours are tens of KB; a larger file is no
+/// report of this module, and nothing is taken from it.
+const MAX_REPORT_MD_BYTES: u64 = 16 << 20;
+
+/// The files of the report in `dir` that a new report naming `new` would leave behind, to be
+/// removed once the new one is written ([`write_set`]): the figures its `report.md` links
+/// ([`linked_figures`]), when that `report.md` is one this module wrote (its first line is
+/// [`REPORT_TITLE`]), that are regular files (not links) plotters drew ([`is_plotters_svg`])
+/// and that `new` does not name. A file the old report does not link, or that is not a
+/// figure it drew, is never among them. (A replaced report's figures stayed beside the new
+/// report; CLI probe, session 29.)
+pub fn replaced_figures(dir: &Path, new: &[&str]) -> Vec<String> {
+    use std::io::Read as _;
+    let md_path = dir.join("report.md");
+    // Not a regular file (a FIFO would block the read): no report of ours.
+    if !fs::metadata(&md_path).is_ok_and(|m| m.is_file()) {
+        return Vec::new();
+    }
+    let mut md = String::new();
+    let read = fs::File::open(&md_path)
+        .and_then(|f| f.take(MAX_REPORT_MD_BYTES + 1).read_to_string(&mut md));
+    if read.is_err()
+        || md.len() as u64 > MAX_REPORT_MD_BYTES
+        || !md.starts_with(&format!("{REPORT_TITLE}\n"))
+    {
+        return Vec::new();
+    }
+    linked_figures(&md)
+        .into_iter()
+        .filter(|name| !new.contains(&name.as_str()))
+        .filter(|name| {
+            let path = dir.join(name);
+            if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                return false;
+            }
+            let mut head = Vec::new();
+            fs::File::open(&path)
+                .and_then(|f| f.take(4096).read_to_end(&mut head))
+                .is_ok()
+                && is_plotters_svg(&head)
+        })
+        .collect()
 }
 
 /// Write `report.md`, `results.json` and the SVG figures into `dir` (created if needed), all
@@ -429,7 +519,7 @@ pub fn write_report(
     results: &[ExperimentResult],
     preamble: &str,
 ) -> Result<(), ReportError> {
-    write_set(dir, &render(results, preamble)?, &|| false).map(|_| ())
+    write_set(dir, &render(results, preamble)?, &[], &|| false).map(|_| ())
 }
 
 /// Whether an SVG is one plotters drew (every figure Counterpoint writes): it opens with
@@ -803,7 +893,7 @@ mod tests {
             ("a".to_string(), b"new a".to_vec()),
             ("missing/b".to_string(), b"new b".to_vec()),
         ];
-        let err = write_set(dir.path(), &files, &|| false).unwrap_err();
+        let err = write_set(dir.path(), &files, &[], &|| false).unwrap_err();
         assert!(err.to_string().contains("missing/b"), "{err}");
         assert_eq!(fs::read_to_string(dir.path().join("a")).unwrap(), "old a");
         assert_eq!(names_in(dir.path()), ["a"]);
@@ -827,7 +917,7 @@ mod tests {
             asked.get() > 1
         };
         assert_eq!(
-            write_set(dir.path(), &files, &stop).unwrap(),
+            write_set(dir.path(), &files, &[], &stop).unwrap(),
             SetWritten::Stopped
         );
         assert_eq!(fs::read_to_string(dir.path().join("a")).unwrap(), "old a");
@@ -841,14 +931,16 @@ mod tests {
             asked.get() == files.len() + 1
         };
         assert_eq!(
-            write_set(&new, &files, &at_commit).unwrap(),
+            write_set(&new, &files, &[], &at_commit).unwrap(),
             SetWritten::Stopped
         );
         assert_eq!(asked.get(), files.len() + 1);
         assert!(!dir.path().join("new").exists());
         assert_eq!(
-            write_set(&new, &files, &|| false).unwrap(),
-            SetWritten::Whole
+            write_set(&new, &files, &[], &|| false).unwrap(),
+            SetWritten::Whole {
+                not_removed: vec![]
+            }
         );
         assert_eq!(names_in(&new), ["a", "b"]);
     }
@@ -879,7 +971,7 @@ mod tests {
             report_experiments(&files[2].1[..]).unwrap(),
             vec!["leak".to_string()]
         );
-        write_set(dir.path(), &files, &|| false).unwrap();
+        write_set(dir.path(), &files, &[], &|| false).unwrap();
         // What someone else wrote under the same names.
         assert!(!is_own_file("report.md", b"# My notes\n"));
         assert!(!is_own_file("results.json", b"{\"results\": []}"));
@@ -889,6 +981,92 @@ mod tests {
             b"<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\"/>"
         ));
         assert!(!is_own_file("notes.txt", b"anything"));
+    }
+
+    /// A result of `experiment` with one figure per name in `figures`.
+    fn with_figures(experiment: &str, figures: &[&str]) -> ExperimentResult {
+        let mut r = ExperimentResult::new(experiment, experiment, "m", &[1]);
+        for f in figures {
+            r.figures.push(BarFigure {
+                file: f.to_string(),
+                title: format!("{f} (a caption with ](brackets)"),
+                y_label: "y".into(),
+                categories: vec!["a".into()],
+                series: vec![BarSeries {
+                    name: "ours".into(),
+                    values: vec![Some(1.0)],
+                    errors: vec![None],
+                }],
+            });
+        }
+        r
+    }
+
+    /// A report replacing another removes the old one's figures it does not write, once it is
+    /// written, and nothing else: not a file the old report does not link, not one it links
+    /// that plotters did not draw, not a link (a replaced report's figures stayed; CLI probe,
+    /// session 29). A stop before the renames keeps them with the old report.
+    #[test]
+    fn a_replaced_reports_own_figures_go_with_it() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = [with_figures(
+            "a",
+            &["a-1.svg", "a-2.svg", "shared.svg", "edited.svg", "link.svg"],
+        )];
+        write_set(d, &render(&old, "pre\n").unwrap(), &[], &|| false).unwrap();
+        assert_eq!(
+            linked_figures(&fs::read_to_string(d.join("report.md")).unwrap()),
+            ["a-1.svg", "a-2.svg", "shared.svg", "edited.svg", "link.svg"]
+        );
+        // Someone's own files: an SVG plotters drew that the report does not link, a linked
+        // figure edited by hand, a linked name that is a link to a figure elsewhere.
+        fs::copy(d.join("a-1.svg"), d.join("unlinked.svg")).unwrap();
+        fs::write(d.join("edited.svg"), "<?xml version=\"1.0\"?>\n<svg/>").unwrap();
+        fs::copy(d.join("a-1.svg"), d.join("elsewhere.svg")).unwrap();
+        fs::remove_file(d.join("link.svg")).unwrap();
+        symlink("elsewhere.svg", d.join("link.svg")).unwrap();
+        fs::write(d.join("notes.txt"), "mine").unwrap();
+
+        let new = render(&[with_figures("b", &["b-1.svg", "shared.svg"])], "pre\n").unwrap();
+        let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();
+        let gone = replaced_figures(d, &names);
+        assert_eq!(gone, ["a-1.svg", "a-2.svg"]);
+        // Stopped before the renames: the old report is whole, its figures with it.
+        let before = names_in(d);
+        assert_eq!(
+            write_set(d, &new, &gone, &|| true).unwrap(),
+            SetWritten::Stopped
+        );
+        assert_eq!(names_in(d), before);
+        assert_eq!(
+            write_set(d, &new, &gone, &|| false).unwrap(),
+            SetWritten::Whole {
+                not_removed: vec![]
+            }
+        );
+        assert_eq!(
+            names_in(d),
+            [
+                "b-1.svg",
+                "edited.svg",
+                "elsewhere.svg",
+                "link.svg",
+                "notes.txt",
+                "report.md",
+                "results.json",
+                "shared.svg",
+                "unlinked.svg"
+            ]
+        );
+        // A report.md that is not ours gives nothing to remove.
+        fs::write(d.join("report.md"), "# My notes\n![x](b-1.svg)\n").unwrap();
+        assert!(replaced_figures(d, &[]).is_empty());
+        assert_eq!(
+            linked_figures("![x](../up.svg)\n![x](.hidden.svg)\n![x](a/b.svg)\n![x](.svg)\n"),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

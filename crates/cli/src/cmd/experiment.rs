@@ -34,7 +34,8 @@ pub struct ExperimentArgs {
     #[arg(long)]
     json: bool,
     /// Write the report (report.md, results.json, SVG figures) into this directory
-    /// (default for `all`: report/).
+    /// (default for `all`: report/). A report it replaces goes whole: its figures that this
+    /// one does not write are removed once the new report is in place.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Start even when the estimated time exceeds the budget (30 min on 2 vCPUs), or when
@@ -312,14 +313,27 @@ pub fn run(args: ExperimentArgs) -> Result<ExitCode> {
         let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
         super::refuse_foreign_outputs(dir, &names, &is_report_file, REPORT_WRITER, args.force)
             .context("the report was not written")?;
+        // The replaced report's figures that this one does not write: removed with it (they
+        // stayed beside the new report; CLI probe, session 29).
+        let replaced = experiment::report::replaced_figures(dir, &names);
         // All the new files or all the old ones, whatever the signal (see write_out_set).
-        super::write_out_set(dir, &files, "report")?;
+        let removed = super::write_out_set(dir, &files, &replaced, "report")?;
         eprintln!(
             "counterpoint: wrote {} ({} experiment(s), {:.1} s)",
             dir.display(),
             results.len(),
             elapsed.as_secs_f64()
         );
+        if !removed.is_empty() {
+            eprintln!(
+                "counterpoint: removed the replaced report's figures: {}",
+                removed
+                    .iter()
+                    .map(|n| super::printable(n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
     let mut text = String::new();
     if args.json {

@@ -221,7 +221,8 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
             out_files(&result).with_context(|| format!("writing results to {}", dir.display()))?;
         // Again: the directory may have changed during the run.
         refuse_foreign(dir, args.force).context("the results were not written")?;
-        super::write_out_set(dir, &files, "results")?;
+        // Its names are fixed: a new set replaces every file of the old one.
+        super::write_out_set(dir, &files, &[], "results")?;
     }
     let mut text = if args.json {
         serde_json::to_string_pretty(&result)? + "\n"

@@ -55,6 +55,11 @@ impl GroupError {
         )
     }
 
+    /// Whether the thread was gone (ESRCH: it exited, or is exiting, before the open).
+    pub fn is_gone(&self) -> bool {
+        matches!(self, GroupError::Open { source, .. } if source.raw_os_error() == Some(libc::ESRCH))
+    }
+
     /// The kernel's answer for an event that does not open, in words.
     pub fn reason(&self) -> String {
         let GroupError::Open { source, .. } = self else {
@@ -127,6 +132,21 @@ impl ThreadGroup {
     /// (the first read is the baseline), not inherited. Each spec keeps its own privilege
     /// filters; software events count kernel mode too (switches happen there).
     pub fn open(tid: i32, specs: &[EventSpec]) -> Result<Self, GroupError> {
+        Self::open_with(tid, specs, false)
+    }
+
+    /// [`ThreadGroup::open`], inherited by the threads `tid` starts from now on, and by the
+    /// threads those start, and so on (`inherit` with `inherit_thread`, Linux 5.13; EINVAL
+    /// before): a read returns the thread's own counts plus those of every such descendant,
+    /// alive or exited (the kernel folds an exiting child's counts into this event, and keeps
+    /// doing so after `tid` itself has exited, as long as the descriptor is open). Processes
+    /// `tid` forks are not followed. The kernel refuses to map the control page of such an
+    /// event, so [`ThreadGroup::map_control_page`] is false for it.
+    pub fn open_inherited(tid: i32, specs: &[EventSpec]) -> Result<Self, GroupError> {
+        Self::open_with(tid, specs, true)
+    }
+
+    fn open_with(tid: i32, specs: &[EventSpec], inherit: bool) -> Result<Self, GroupError> {
         if specs.is_empty() || specs.len() > MAX_GROUP {
             return Err(GroupError::Size(specs.len()));
         }
@@ -135,7 +155,9 @@ impl ThreadGroup {
             // The attributes from perf-event2's Builder; the system call from `sys` (no ID
             // ioctl per counter).
             let mut b = builder_for(spec);
-            b.enabled(true).inherit(false);
+            // Threads only (`inherit_thread`): a forked process is a task of its own, counted
+            // (or not) as one, never folded into the thread that forked it.
+            b.enabled(true).inherit(inherit).inherit_thread(inherit);
             if i == 0 {
                 b.read_format(
                     ReadFormat::GROUP
@@ -335,5 +357,164 @@ mod tests {
         assert_ne!(g.sched_seq(), Some(before), "a switch-in rewrites the page");
         let _ = go_tx.send(false);
         h.join().expect("join");
+    }
+
+    /// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), ns.
+    fn thread_cpu_ns() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes a timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    /// Run on this thread until it has had `ns` of CPU (async-signal-safe: a forked child of
+    /// this multi-threaded process runs it too).
+    fn burn_cpu_ns(ns: u64) {
+        let start = thread_cpu_ns();
+        let mut x = 1u64;
+        while thread_cpu_ns() - start < ns {
+            for _ in 0..1000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        }
+    }
+
+    /// The kernel facts the live host's per-process counting rests on, checked on this kernel:
+    /// a group opened with `inherit` + `inherit_thread` on a thread counts, besides the thread
+    /// itself, every thread it starts later, while that thread is alive and after it has
+    /// exited, and also after the first thread has exited itself; it does not count a process
+    /// the thread forks; and its control page cannot be mapped. Each check compares the
+    /// group's task-clock with the CPU time the threads measured of themselves
+    /// (`CLOCK_THREAD_CPUTIME_ID`) or the forked child's rusage: ratios of two measures of the
+    /// same work, never a duration.
+    #[test]
+    fn an_inherited_group_counts_later_threads_not_forked_processes() {
+        use std::sync::mpsc::{channel, Receiver, Sender};
+        enum Cmd {
+            /// Start a thread that burns, reports its CPU time and waits to be let go.
+            Thread(Sender<u64>, Receiver<()>),
+            /// Fork a child that burns; report (own CPU time before, after, child's CPU).
+            Fork(Sender<(u64, u64, u64)>),
+            /// Start a thread that waits, burns when told, reports and exits; then exit.
+            Leave(Sender<(Sender<()>, Receiver<u64>, std::thread::JoinHandle<()>)>),
+        }
+        const BURN: u64 = 30_000_000;
+        let s = specs("task-clock,context-switches");
+        let (tid_tx, tid_rx) = channel();
+        let (cmd_tx, cmd_rx) = channel::<Cmd>();
+        let original = std::thread::spawn(move || {
+            let _ = tid_tx.send((gettid(), thread_cpu_ns()));
+            while let Ok(cmd) = cmd_rx.recv() {
+                match cmd {
+                    Cmd::Thread(report, release) => {
+                        let h = std::thread::spawn(move || {
+                            burn_cpu_ns(BURN);
+                            let _ = report.send(thread_cpu_ns());
+                            let _ = release.recv();
+                        });
+                        let _ = h.join();
+                    }
+                    Cmd::Fork(report) => {
+                        let before = thread_cpu_ns();
+                        // SAFETY: the child only burns (clock_gettime) and _exits.
+                        let pid = unsafe { libc::fork() };
+                        if pid == 0 {
+                            burn_cpu_ns(BURN);
+                            // SAFETY: _exit in the forked child.
+                            unsafe { libc::_exit(0) };
+                        }
+                        // SAFETY: rusage is a plain struct we own; pid is our child.
+                        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+                        let mut status = 0;
+                        // SAFETY: as above.
+                        unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+                        let tv = |t: libc::timeval| {
+                            t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000
+                        };
+                        let child = tv(ru.ru_utime) + tv(ru.ru_stime);
+                        let _ = report.send((before, thread_cpu_ns(), child));
+                    }
+                    Cmd::Leave(report) => {
+                        let (go_tx, go_rx) = channel::<()>();
+                        let (cpu_tx, cpu_rx) = channel();
+                        let h = std::thread::spawn(move || {
+                            if go_rx.recv().is_ok() {
+                                burn_cpu_ns(BURN);
+                                let _ = cpu_tx.send(thread_cpu_ns());
+                            }
+                        });
+                        let _ = report.send((go_tx, cpu_rx, h));
+                        return;
+                    }
+                }
+            }
+        });
+        let (tid, _) = tid_rx.recv().expect("tid");
+        let mut g = match ThreadGroup::open_inherited(tid, &s) {
+            Ok(g) => g,
+            Err(e) => {
+                drop(cmd_tx);
+                let _ = original.join();
+                // Kernels before 5.13 have no inherit_thread.
+                assert!(e.is_global(), "{e}");
+                eprintln!(
+                    "SKIPPED an_inherited_group_counts_later_threads_not_forked_processes: {e}"
+                );
+                return;
+            }
+        };
+        assert!(
+            !g.map_control_page(),
+            "the kernel maps no page of an inherited event"
+        );
+        let tc = |g: &ThreadGroup| g.read().expect("read").values[0];
+        let a = tc(&g);
+
+        // A later thread, alive (blocked) when read: counted.
+        let (report, cpu) = channel();
+        let (release, released) = channel();
+        cmd_tx.send(Cmd::Thread(report, released)).expect("cmd");
+        let child_cpu = cpu.recv().expect("child cpu");
+        let b = tc(&g);
+        assert!(
+            (b - a) as f64 >= 0.9 * child_cpu as f64,
+            "a live later thread: counted {} ns of its {child_cpu} ns",
+            b - a
+        );
+        // Exited (joined by the original): still counted, nothing taken away.
+        release.send(()).expect("release");
+        let (report, fork) = channel();
+        cmd_tx.send(Cmd::Fork(report)).expect("cmd");
+        let (own_before, own_after, forked_cpu) = fork.recv().expect("fork");
+        let c = tc(&g);
+        assert!(forked_cpu >= BURN, "the child burned {forked_cpu} ns");
+        // The fork: the original's own time counts, the child's does not (it would add at
+        // least BURN). Besides the original's own time, c - b holds only the joined thread's
+        // exit and the join, a sliver next to the work it did.
+        let own = own_after - own_before;
+        assert!(
+            ((c - b) as f64) < (own + forked_cpu / 2) as f64 + 0.1 * child_cpu as f64,
+            "a forked process was folded in: counted {} ns, the original's own {own} ns, the child's {forked_cpu} ns",
+            c - b
+        );
+
+        // The original leaves a thread behind and exits; that thread's work still counts.
+        let (report, left) = channel();
+        cmd_tx.send(Cmd::Leave(report)).expect("cmd");
+        let (go, cpu, h) = left.recv().expect("left");
+        original.join().expect("original");
+        let d = tc(&g);
+        go.send(()).expect("go");
+        let left_cpu = cpu.recv().expect("cpu");
+        h.join().expect("join");
+        let e = tc(&g);
+        assert!(
+            (e - d) as f64 >= 0.9 * left_cpu as f64,
+            "a thread that outlived the original: counted {} ns of its {left_cpu} ns",
+            e - d
+        );
     }
 }

@@ -846,6 +846,14 @@ pub fn run_on_host_with(
                 json!(src.open_refused.as_deref().unwrap_or("")),
             ),
             (
+                "threads",
+                json!(match (&src.inherit_off, &src.per_thread_reason) {
+                    (None, None) => "inherited: threads a process starts after its first read count in their creators' groups, however short-lived".to_string(),
+                    (None, Some(r)) => format!("inherited, except in processes counted thread by thread ({r})"),
+                    (Some(r), _) => format!("per thread: each counted from the interval after it is listed; threads shorter than an interval are missed ({r})"),
+                }),
+            ),
+            (
                 "idle_gate",
                 json!(match &src.idle_gate_off {
                     None if src.idle_gate_precise =>
@@ -858,6 +866,7 @@ pub fn run_on_host_with(
                 "thread_gate",
                 json!(match (src.thread_gate, src.control_pages) {
                     (false, _) => "off: turned off".to_string(),
+                    (true, 0) if src.inherited_processes > 0 => "off: inherited groups have no control page (each group of a process that ran is read)".to_string(),
                     (true, 0) => "off: no thread's control page could be mapped (each thread of a process that ran is read)".to_string(),
                     (true, n) => format!(
                         "on: {n} of {} threads: a thread idle at its last read whose control page shows no switch since is not read",

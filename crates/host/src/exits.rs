@@ -6,7 +6,8 @@
 //! dearest part of an interval for a process of many threads). A pool that replaces a thread by
 //! another keeps its count, and a thread's perf_event group goes on reading its final counts
 //! after the exit, so without this the newcomer would go uncounted until the next periodic
-//! re-list. A counting perf_event descriptor cannot say it either: it polls as hung up from the
+//! re-list where threads are counted one by one (a family's inherited groups count it anyway;
+//! the list itself, for code heatmaps and the idle gate, is then what the watch keeps current). A counting perf_event descriptor cannot say it either: it polls as hung up from the
 //! start when it has no ring buffer. Where the kernel has no thread pidfds, [`ThreadExits`]
 //! says why and the host keeps its periodic re-list alone.
 //!
@@ -152,7 +153,7 @@ impl ThreadExits {
         }
     }
 
-    /// Stop watching `tid` (its counters were closed).
+    /// Stop watching `tid` (it is no longer listed, or its counters were closed).
     pub fn forget(&mut self, tid: u32) {
         self.fds.remove(&tid);
     }

@@ -78,8 +78,22 @@ pub struct Host {
     started: Instant,
     stop: Option<&'static AtomicBool>,
     detailed: bool,
-    /// Where each thread's counters come from, by thread id (closed when it is no longer seen).
+    /// Where each thread's counters come from, by thread id (closed when it is no longer seen),
+    /// for the processes counted thread by thread (not in `families`).
     sources: HashMap<u32, ThreadSource>,
+    /// Per process counted through inherited groups, its [`Family`]: the groups of the threads
+    /// it had when first read, which count every thread started since.
+    families: BTreeMap<u32, Family>,
+    /// Processes counted thread by thread although families could be used (a thread's
+    /// inherited group did not open), with the reason.
+    per_thread: BTreeMap<u32, String>,
+    /// Why no process is counted through inherited groups (the kernel or the counter source
+    /// cannot inherit to threads only), if none is.
+    inherit_off: Option<String>,
+    /// Threads found born while their process's family was being opened, on the last of its
+    /// attempts: they may have been started just before their creator's group opened, and
+    /// then count nowhere (see [`FAMILY_ATTEMPTS`]).
+    unsure_threads: u64,
     /// Whether new threads get perf_event groups (false when the probe failed, or after an
     /// error that says perf_event cannot work here at all).
     use_perf: bool,
@@ -214,6 +228,10 @@ impl Host {
             stop: None,
             detailed: false,
             sources: HashMap::new(),
+            families: BTreeMap::new(),
+            per_thread: BTreeMap::new(),
+            inherit_off: None,
+            unsure_threads: 0,
             prev_read: Instant::now(),
             use_perf: false,
             perf_off_reason: None,
@@ -268,12 +286,24 @@ impl Host {
             }
             Err(e) => h.perf_off_reason = Some(e.clone()),
         }
+        h.inherit_off = h.counter_source.inherits().err();
         if let Some(source) = source {
             h.use_source(source);
         }
         h.prev = h.snapshot_threads();
         h.prev_cpu = h.read_proc_stat_cpus();
         Ok(h)
+    }
+
+    /// Count every process thread by thread from now on, as where the kernel or the counter
+    /// source cannot inherit: each thread in a group of its own from the interval after it is
+    /// first listed (for tests of that path, and comparisons, on a kernel that can). Every
+    /// process's counting starts afresh here.
+    pub fn count_thread_by_thread(&mut self) {
+        self.inherit_off = Some("per-thread counting asked for".into());
+        self.families.clear();
+        self.prev_read = Instant::now();
+        self.prev = self.snapshot_threads();
     }
 
     /// A flag that cuts the wait in [`Machine::advance`] short (set from a signal handler).
@@ -288,6 +318,8 @@ impl Host {
         // Every thread reopens through the new source: those on `/proc` too (the broker may
         // count what this process could not).
         self.sources.clear();
+        self.families.clear();
+        self.per_thread.clear();
         self.control_pages = 0;
         self.exits.forget_all();
         self.use_source(source);
@@ -303,6 +335,7 @@ impl Host {
             self.perf_off_reason = None;
         }
         self.counter_source = source;
+        self.inherit_off = self.counter_source.inherits().err();
         self.source_fallback = None;
         self.open_refused = None;
     }
@@ -349,7 +382,14 @@ impl Host {
             return false;
         };
         let same = self.signatures.insert(pid, now) == Some(now);
-        same && self.idle_last.get(&pid) == Some(&true)
+        // A family's groups also count the threads born and ended since the last look, which
+        // leave the thread list as it was: only the scheduler's own sums (switch-ins and run
+        // time, which include exited threads) tell that none ran. The fallback signature's
+        // switch counts and tick-charged time cover live threads only.
+        let family_ok = !self.families.contains_key(&pid)
+            || self.idle_gate.as_ref().is_some_and(Taskstats::precise);
+        same && family_ok
+            && self.idle_last.get(&pid) == Some(&true)
             && self
                 .read_tids
                 .get(&pid)
@@ -474,9 +514,14 @@ impl Host {
             .values()
             .filter(|s| matches!(s, ThreadSource::Perf { .. }))
             .count();
+        let family_groups: usize = self.families.values().map(|f| f.members.len()).sum();
         CounterSources {
-            perf_threads,
+            perf_threads: perf_threads + family_groups,
             proc_threads: self.sources.len() - perf_threads,
+            inherited_processes: self.families.len(),
+            inherit_off: self.inherit_off.clone(),
+            per_thread_reason: self.per_thread.values().next_back().cloned(),
+            unsure_threads: self.unsure_threads,
             perf_off_reason: self.perf_off_reason.clone(),
             open_refused: self.open_refused.clone(),
             via: self.counter_source.describe(),
@@ -557,24 +602,149 @@ impl Host {
         self.signatures.clear();
         self.read_times.clear();
         let mut out = HashMap::new();
-        for pid in self.target_pids() {
-            let tids = self.proc_.threads(pid);
+        let pids = self.target_pids();
+        self.families.retain(|p, _| pids.contains(p));
+        for pid in pids {
+            let mut tids = self.proc_.threads(pid);
             self.read_times
                 .insert(pid, if direct { Instant::now() } else { refreshed_at });
-            for &tid in &tids {
-                if let Some(reading) = self.read_thread(pid, tid) {
-                    out.insert(
-                        tid,
-                        Prev {
-                            reading,
-                            idle_seq: None,
-                        },
-                    );
+            if !self.families.contains_key(&pid) && self.may_inherit(pid) {
+                self.open_family(pid, &mut tids);
+            }
+            if let Some(f) = self.families.get_mut(&pid) {
+                // A new baseline for every group (the source or the mode changed).
+                for m in &mut f.members {
+                    m.last = m.read();
+                }
+                for &tid in &tids {
+                    self.exits.watch(pid, tid);
+                }
+            } else {
+                for &tid in &tids {
+                    if let Some(reading) = self.read_thread(pid, tid) {
+                        out.insert(
+                            tid,
+                            Prev {
+                                reading,
+                                idle_seq: None,
+                            },
+                        );
+                    }
                 }
             }
             self.read_tids.insert(pid, tids);
         }
         out
+    }
+
+    /// Whether `pid` may be counted through a family: perf_event works, the source inherits,
+    /// and its family did not fail to open before.
+    fn may_inherit(&self, pid: u32) -> bool {
+        self.use_perf && self.inherit_off.is_none() && !self.per_thread.contains_key(&pid)
+    }
+
+    /// Open `pid`'s family on its threads `tids` (sorted), which it replaces with the list
+    /// taken after the groups opened. A thread started between the listing and its creator's
+    /// group has no inherited group and would count nowhere, so the threads are listed again
+    /// once every group is open, and while the new list has a thread the first lacked, the
+    /// groups are closed and opened again on it, [`FAMILY_ATTEMPTS`] times at most; after the
+    /// last, the newcomers are taken as born after their creator's group opened (counted in
+    /// it) and counted in `unsure_threads`. A thread gone before its open is skipped (its
+    /// threads are listed). Any other refusal leaves the process to per-thread counting, and
+    /// one that says no thread can inherit here turns families off. False where no family
+    /// opened.
+    fn open_family(&mut self, pid: u32, tids: &mut Vec<u32>) -> bool {
+        for attempt in 1..=FAMILY_ATTEMPTS {
+            let mut members = Vec::with_capacity(tids.len());
+            for &tid in tids.iter() {
+                match self.counter_source.open_inherited(tid, &SOFTWARE_GROUP) {
+                    Ok(sw) => {
+                        // A thread whose hardware group does not open lacks those events; its
+                        // process then reports none of them rather than a partial sum.
+                        let hw = if self.hw_group.is_empty() {
+                            None
+                        } else {
+                            self.counter_source.open_inherited(tid, &self.hw_group).ok()
+                        };
+                        members.push(Member { sw, hw, last: None });
+                    }
+                    Err(e) if e.is_gone() => {}
+                    Err(e) if e.is_global() => {
+                        self.inherit_off = Some(e.to_string());
+                        return false;
+                    }
+                    Err(e) => {
+                        self.per_thread.insert(pid, e.to_string());
+                        return false;
+                    }
+                }
+            }
+            let now = self.proc_.threads(pid);
+            let born = now
+                .iter()
+                .filter(|t| tids.binary_search(t).is_err())
+                .count();
+            *tids = now;
+            if born == 0 || attempt == FAMILY_ATTEMPTS {
+                self.unsure_threads += born as u64;
+                self.families.insert(pid, Family { members });
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Read `pid`'s family: the sum of its groups' deltas is the process's (every thread it
+    /// has had since its first read, alive or ended). `tids` (its threads now) only keep the
+    /// exit watch and the idle gate's list up to date.
+    fn read_family(&mut self, pid: u32, tids: Vec<u32>) -> ProcessSums {
+        let mut sums = ProcessSums::default();
+        let mut moved = false;
+        if let Some(f) = self.families.get_mut(&pid) {
+            for m in &mut f.members {
+                let Some(r) = m.read() else {
+                    // Its group is kept: the next read covers both intervals.
+                    sums.missed += 1;
+                    moved = true;
+                    continue;
+                };
+                match m.last.replace(r) {
+                    Some(p) => {
+                        sums.add(&p, &r);
+                        moved |= p != r;
+                    }
+                    None => {
+                        sums.fresh += 1;
+                        moved = true;
+                    }
+                }
+            }
+        }
+        let old = self.read_tids.insert(pid, tids).unwrap_or_default();
+        let now = &self.read_tids[&pid];
+        for &t in now {
+            if old.binary_search(&t).is_err() {
+                self.exits.watch(pid, t);
+            }
+        }
+        for t in old {
+            if now.binary_search(&t).is_err() {
+                self.exits.forget(t);
+            }
+        }
+        self.note_idle(pid, moved, &sums);
+        sums
+    }
+
+    /// Whether `pid`'s read found it idle (see `idle_last`), and the zero sums a gated
+    /// interval reports then.
+    fn note_idle(&mut self, pid: u32, moved: bool, sums: &ProcessSums) {
+        self.idle_last.insert(pid, !moved);
+        if moved {
+            self.idle_sums.remove(&pid);
+        } else {
+            self.idle_sums.insert(pid, sums.clone());
+        }
     }
 
     /// Thread `tid`'s control-page sequence, where its source has one.
@@ -588,7 +758,17 @@ impl Host {
     /// Read every thread of `pid` in `tids` (sorted), sum their deltas since the last reading,
     /// close the counters of its threads gone since its last read, and note whether it was
     /// idle (see `idle_last`).
-    fn read_process(&mut self, pid: u32, tids: Vec<u32>) -> ProcessSums {
+    fn read_process(&mut self, pid: u32, mut tids: Vec<u32>) -> ProcessSums {
+        // First read of a process: through a family where one opens.
+        if !self.families.contains_key(&pid)
+            && !self.read_tids.contains_key(&pid)
+            && self.may_inherit(pid)
+        {
+            self.open_family(pid, &mut tids);
+        }
+        if self.families.contains_key(&pid) {
+            return self.read_family(pid, tids);
+        }
         let mut sums = ProcessSums::default();
         // Whether any thread moved, is new, or failed to read.
         let mut moved = false;
@@ -645,15 +825,18 @@ impl Host {
                 .filter(|t| now.binary_search(t).is_err())
                 .collect();
             for tid in gone {
+                // A thread that ended since its last read: its perf_event group still reads
+                // its final counts, so what it did since then is its process's too (a `/proc`
+                // file of an ended thread reads nothing, and that stretch is lost).
+                let last = self.prev.get(&tid).map(|p| p.reading);
+                if let (Some(p), Some(r)) = (last, self.read_source(pid, tid)) {
+                    sums.add(&p, &r);
+                    moved |= p != r;
+                }
                 self.close_thread(tid);
             }
         }
-        self.idle_last.insert(pid, !moved);
-        if moved {
-            self.idle_sums.remove(&pid);
-        } else {
-            self.idle_sums.insert(pid, sums.clone());
-        }
+        self.note_idle(pid, moved, &sums);
         sums
     }
 
@@ -751,6 +934,7 @@ impl Host {
                     self.source_fallback =
                         Some(format!("{}: {why}", self.counter_source.describe()));
                     self.counter_source = Box::new(DirectSource);
+                    self.inherit_off = self.counter_source.inherits().err();
                     opened = self.counter_source.open(tid, &SOFTWARE_GROUP);
                 }
             }
@@ -813,21 +997,19 @@ impl Host {
             self.sources.insert(tid, src);
             self.exits.watch(pid, tid);
         }
+        let got = self.read_source(pid, tid);
+        if got.is_none() {
+            self.close_thread(tid);
+        }
+        got
+    }
+
+    /// Thread `tid`'s cumulative counters from the source it has (`None` without one, or
+    /// when the read fails).
+    fn read_source(&mut self, pid: u32, tid: u32) -> Option<Reading> {
         let detailed = self.detailed;
-        let got = match self.sources.get_mut(&tid)? {
-            ThreadSource::Perf { sw, hw } => match sw.read() {
-                Ok(r) => {
-                    let mut out = Reading::default();
-                    out.add_group(sw.names(), &r);
-                    if let Some(h) = hw.as_mut() {
-                        if let Ok(hr) = h.read() {
-                            out.add_group(h.names(), &hr);
-                        }
-                    }
-                    Some(out)
-                }
-                Err(_) => None,
-            },
+        match self.sources.get_mut(&tid)? {
+            ThreadSource::Perf { sw, hw } => read_groups(sw, hw.as_mut()),
             ThreadSource::Schedstat(f) => procfs::read_schedstat_at(f).map(times_reading),
             ThreadSource::Proc => {
                 let t = if detailed {
@@ -835,13 +1017,9 @@ impl Host {
                 } else {
                     self.proc_.thread_times_fast(pid, tid)
                 };
-                return t.map(times_reading);
+                t.map(times_reading)
             }
-        };
-        if got.is_none() {
-            self.close_thread(tid);
         }
-        got
     }
 
     /// Where perf_event is refused, read migrations too from `/proc` (`sched`, a longer file per
@@ -876,8 +1054,24 @@ pub struct Sweep {
 /// How the watched threads are counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CounterSources {
-    /// Threads with a perf_event group (this process's own, or the broker's).
+    /// Threads with a perf_event group (this process's own, or the broker's): a family's
+    /// groups (one per thread its process had when first read, whether that thread lives
+    /// on or not) and the groups of the threads counted one by one.
     pub perf_threads: usize,
+    /// Processes counted through inherited groups (see [`Family`]): every thread they start
+    /// is counted, however short its life.
+    pub inherited_processes: usize,
+    /// Why processes are counted thread by thread, each thread from the interval after it is
+    /// first listed (`None` where inherited groups are used): the kernel has no
+    /// `inherit_thread`, the counters come from a source that cannot inherit, or perf_event
+    /// is off.
+    pub inherit_off: Option<String>,
+    /// Why some process is counted thread by thread although others are not (its family did
+    /// not open), if one is.
+    pub per_thread_reason: Option<String>,
+    /// Threads found born while their process's family was being opened, after the last
+    /// attempt: assumed counted in their creator's group (see [`FAMILY_ATTEMPTS`]).
+    pub unsure_threads: u64,
     /// Threads read from `/proc`.
     pub proc_threads: usize,
     /// Why new threads are not given perf_event groups, when they are not.
@@ -905,6 +1099,56 @@ pub struct CounterSources {
     /// Threads whose counters have a mapped control page, so the thread gate can look at them
     /// without a read (the others are read every interval their process ran).
     pub control_pages: usize,
+}
+
+/// How many times a family is opened before threads born meanwhile are taken as counted (see
+/// `Host::open_family`).
+pub const FAMILY_ATTEMPTS: usize = 3;
+
+/// A process counted through inherited groups: one group per thread it had when first read
+/// (its "originals"), opened with `inherit` and `inherit_thread`. A thread started later by
+/// any of them, or by a thread they started, and so on, is counted in its creator's group
+/// from its first instant: the kernel gives it a copy of the group at its birth, a read of the
+/// group sums the copies of the live ones, and an ended thread's counts are folded into the
+/// group for good. So the sum of the originals' deltas is the whole process's, threads too
+/// short-lived to be listed included, and no thread is opened after the first read. Forked
+/// processes are not followed (they are processes of their own). A group is kept until its
+/// process is no longer watched, also after its thread has ended: its threads' counts are in
+/// it, and those still running fold into it when they end. Its control page cannot be mapped
+/// (the kernel refuses for inherited events), so the thread gate does not apply.
+struct Family {
+    members: Vec<Member>,
+}
+
+/// One original's groups and their last reading.
+struct Member {
+    sw: Box<dyn ThreadCounts>,
+    hw: Option<Box<dyn ThreadCounts>>,
+    /// `None` until its first read.
+    last: Option<Reading>,
+}
+
+impl Member {
+    fn read(&mut self) -> Option<Reading> {
+        read_groups(&mut self.sw, self.hw.as_mut())
+    }
+}
+
+/// One reading of a thread's software group and, where it has one, its hardware group (left
+/// out of the reading when its read fails).
+fn read_groups(
+    sw: &mut Box<dyn ThreadCounts>,
+    hw: Option<&mut Box<dyn ThreadCounts>>,
+) -> Option<Reading> {
+    let r = sw.read().ok()?;
+    let mut out = Reading::default();
+    out.add_group(sw.names(), &r);
+    if let Some(h) = hw {
+        if let Ok(hr) = h.read() {
+            out.add_group(h.names(), &hr);
+        }
+    }
+    Some(out)
 }
 
 /// Where one thread's counters come from.
@@ -1204,6 +1448,9 @@ impl Machine for Host {
         self.idle_last.retain(|p, _| watched.contains(p));
         self.idle_sums.retain(|p, _| watched.contains(p));
         self.read_times.retain(|p, _| watched.contains(p));
+        // A family's groups close with it.
+        self.families.retain(|p, _| watched.contains(p));
+        self.per_thread.retain(|p, _| watched.contains(p));
         let unwatched: Vec<u32> = self
             .read_tids
             .keys()
@@ -1852,6 +2099,8 @@ mod source_tests {
         let mut child = stopped_child();
         let pid = child.id();
         let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
+        // Per-thread groups: a family's inherited groups have no control page.
+        h.count_thread_by_thread();
         h.idle_gate = None;
         let src = h.counter_sources();
         if src.perf_threads == 0 || src.control_pages == 0 {

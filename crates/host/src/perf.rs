@@ -125,6 +125,21 @@ impl ThreadGroup {
         })
     }
 
+    /// [`ThreadGroup::open`], inherited by the threads (not the processes) `tid` starts from
+    /// now on, and by theirs: a read counts all of them, alive or exited
+    /// ([`counterpoint_counters::group::ThreadGroup::open_inherited`]; Linux 5.13).
+    pub fn open_inherited(
+        tid: u32,
+        events: &[(&'static str, PerfEvent)],
+    ) -> Result<Self, PerfError> {
+        let specs: Vec<EventSpec> = events.iter().map(|(_, s)| s.clone()).collect();
+        let group = counterpoint_counters::group::ThreadGroup::open_inherited(tid as i32, &specs)?;
+        Ok(Self {
+            group,
+            names: events.iter().map(|(n, _)| *n).collect(),
+        })
+    }
+
     /// Event names, in the order of [`GroupReading::values`].
     pub fn names(&self) -> &[&'static str] {
         &self.names
@@ -167,6 +182,33 @@ pub trait CounterSource: Send {
         tid: u32,
         events: &[(&'static str, PerfEvent)],
     ) -> Result<Box<dyn ThreadCounts>, PerfError>;
+
+    /// Whether [`CounterSource::open_inherited`] can work, or why not: the host then counts
+    /// each thread of a process in a group of its own, as it lists them.
+    fn inherits(&self) -> Result<(), String> {
+        Err(format!(
+            "{} cannot count a thread's later threads in its group",
+            self.describe()
+        ))
+    }
+
+    /// Start counting `events` as one group on thread `tid` and on every thread it starts from
+    /// now on, and they start, and so on (not the processes they fork); a read sums them all,
+    /// alive or exited. Only where [`CounterSource::inherits`] says so.
+    fn open_inherited(
+        &mut self,
+        tid: u32,
+        events: &[(&'static str, PerfEvent)],
+    ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+        Err(PerfError::Open {
+            tid: tid as i32,
+            event: events.first().map_or("", |(n, _)| *n).to_string(),
+            source: io::Error::new(
+                io::ErrorKind::Unsupported,
+                self.inherits().err().unwrap_or_default(),
+            ),
+        })
+    }
 
     /// Called once before the groups are read for an interval: a source that answers many
     /// groups with one request (the broker) fetches them all here. Nothing by default.
@@ -213,6 +255,18 @@ impl CounterSource for DirectSource {
     ) -> Result<Box<dyn ThreadCounts>, PerfError> {
         Ok(Box::new(ThreadGroup::open(tid, events)?))
     }
+
+    fn inherits(&self) -> Result<(), String> {
+        availability().inherit.clone()
+    }
+
+    fn open_inherited(
+        &mut self,
+        tid: u32,
+        events: &[(&'static str, PerfEvent)],
+    ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+        Ok(Box::new(ThreadGroup::open_inherited(tid, events)?))
+    }
 }
 
 impl ThreadCounts for ThreadGroup {
@@ -239,6 +293,9 @@ impl ThreadCounts for ThreadGroup {
 pub struct Availability {
     /// `Err(reason)` when the software group cannot be opened (then `/proc` is used).
     pub software: Result<(), String>,
+    /// `Err(reason)` when the software group cannot be opened inherited by later threads
+    /// (`inherit_thread`, Linux 5.13): each thread is then counted in a group of its own.
+    pub inherit: Result<(), String>,
     /// Each hardware event and whether it opened (`Err(reason)` otherwise), aliases included:
     /// an abstract event is available exactly when its vendor event opens.
     pub hardware: Vec<(&'static str, Result<(), String>)>,
@@ -283,6 +340,17 @@ pub fn probe(tree: &PmuTree) -> Availability {
     let software = ThreadGroup::open(tid, &SOFTWARE_GROUP)
         .map(drop)
         .map_err(|e| e.to_string());
+    let inherit = match &software {
+        Ok(()) => ThreadGroup::open_inherited(tid, &SOFTWARE_GROUP)
+            .map(drop)
+            .map_err(|e| match e {
+                PerfError::Open { source, .. } if source.raw_os_error() == Some(libc::EINVAL) => {
+                    format!("the kernel cannot inherit counters to threads only (perf_event_attr.inherit_thread, Linux 5.13): {source}")
+                }
+                other => other.to_string(),
+            }),
+        Err(e) => Err(e.clone()),
+    };
     let mut hardware = Vec::new();
     match parse_events(HARDWARE_EVENTS, tree) {
         Ok((ok, unavailable)) => {
@@ -304,7 +372,11 @@ pub fn probe(tree: &PmuTree) -> Availability {
     // Keep HARDWARE_EVENTS' order.
     let order: Vec<&str> = HARDWARE_EVENTS.split(',').collect();
     hardware.sort_by_key(|(n, _)| order.iter().position(|o| o == n).unwrap_or(usize::MAX));
-    Availability { software, hardware }
+    Availability {
+        software,
+        inherit,
+        hardware,
+    }
 }
 
 /// [`probe`] once per process on `/sys` (or the tree of [`use_pmu_tree`]), cached.

@@ -18,7 +18,21 @@ pub(super) fn sources_text(c: &CounterSources) -> String {
     } else if let (Some(r), true) = (&c.open_refused, c.proc_threads > 0) {
         t.push_str(&format!(" (/proc where a group did not open: {r})"));
     }
+    t.push_str(&threads_text(c));
     t
+}
+
+/// How threads started after a process's first read are counted, for the `counters:` line.
+fn threads_text(c: &CounterSources) -> String {
+    match (&c.inherit_off, &c.per_thread_reason) {
+        (None, None) => "; later threads in their creators' groups (inherited)".to_string(),
+        (None, Some(r)) => format!(
+            "; later threads in their creators' groups (inherited), except in processes counted thread by thread, which miss threads shorter than an interval ({r})"
+        ),
+        (Some(r), _) => format!(
+            "; each thread from the interval after it is listed: threads shorter than an interval are missed ({r})"
+        ),
+    }
 }
 
 pub(super) const NO_PMU: &str = "n/a (no PMU)";
@@ -224,6 +238,10 @@ pub(super) fn json_doc(
             "proc_threads": s.sources.proc_threads,
             "perf_off": s.sources.perf_off_reason,
             "open_refused": s.sources.open_refused,
+            "inherited_processes": s.sources.inherited_processes,
+            "inherit_off": s.sources.inherit_off,
+            "per_thread_reason": s.sources.per_thread_reason,
+            "unsure_threads": s.sources.unsure_threads,
         },
         "tasks": s.rows.iter().take(rows).map(|r| json!({
             "pid": r.pid, "comm": r.name, "cpu_percent": r.counted.then_some(r.cpu_pct),

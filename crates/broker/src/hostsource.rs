@@ -13,6 +13,8 @@
 
 use crate::client::{Client, ClientError};
 use crate::proto::Reading;
+use crate::target::TargetError;
+use counterpoint_counters::CountError;
 use counterpoint_host::perf::{
     CounterSource, GroupReading, PerfError, PerfEvent, ThreadCounts, MAX_GROUP,
 };
@@ -34,6 +36,9 @@ struct Shared {
     dead: Option<String>,
     /// The class registrations ask for (`system` for the agent), until the policy refuses it.
     class: Option<String>,
+    /// Why `thread-tree:` registrations cannot be made (a broker that does not know the form,
+    /// a kernel without `inherit_thread`), once one was refused for such a reason.
+    inherit_refused: Option<String>,
 }
 
 impl Shared {
@@ -69,6 +74,7 @@ impl BrokerSource {
                 fetched: BTreeMap::new(),
                 dead: None,
                 class: None,
+                inherit_refused: None,
             })),
             socket: socket.to_path_buf(),
         })
@@ -91,21 +97,16 @@ impl BrokerSource {
     pub fn registrations(&self) -> usize {
         lock(&self.shared).live.len()
     }
-}
 
-impl CounterSource for BrokerSource {
-    fn describe(&self) -> String {
-        format!("broker at {}", self.socket.display())
-    }
-
-    fn is_direct(&self) -> bool {
-        false
-    }
-
-    fn open(
+    /// Register `events` on `kind:tid` (`tid`: the thread and what it starts, processes too;
+    /// `thread-tree`: the thread and the threads it starts). A refusal of a `thread-tree:`
+    /// for another reason than the thread (a broker without the form, a kernel without
+    /// `inherit_thread`) is remembered: [`CounterSource::inherits`] then says why.
+    fn register(
         &mut self,
         tid: u32,
         events: &[(&'static str, PerfEvent)],
+        kind: &str,
     ) -> Result<Box<dyn ThreadCounts>, PerfError> {
         if events.is_empty() || events.len() > MAX_GROUP {
             return Err(PerfError::Size(events.len()));
@@ -121,7 +122,7 @@ impl CounterSource for BrokerSource {
         if let Some(why) = &sh.dead {
             return Err(open_err(io::Error::other(why.clone())));
         }
-        let target = format!("tid:{tid}");
+        let target = format!("{kind}:{tid}");
         let class = sh.class.clone();
         let mut got = sh.client.register(&list, &target, 1, class.as_deref());
         if let Err(ClientError::Refused { rule: Some(r), .. }) = &got {
@@ -143,14 +144,69 @@ impl CounterSource for BrokerSource {
             }
             Err(e) => {
                 sh.failed(&e);
-                let kind = if matches!(e, ClientError::Refused { .. }) {
-                    io::ErrorKind::PermissionDenied
-                } else {
-                    io::ErrorKind::Other
+                // The thread is gone (before the broker resolved it, or before it opened it):
+                // said as the kernel says it, so the host skips it.
+                let gone = [
+                    TargetError::NoSuchTask(tid as i32).to_string(),
+                    CountError::NoSuchProcess { pid: tid as i32 }.to_string(),
+                ];
+                let source = match &e {
+                    ClientError::Refused {
+                        rule: None,
+                        message,
+                    } if gone.iter().any(|g| message == g) => {
+                        io::Error::from_raw_os_error(libc::ESRCH)
+                    }
+                    // Not a policy's refusal of this thread: the form itself cannot be
+                    // counted here, for any thread.
+                    ClientError::Refused {
+                        rule: None,
+                        message,
+                    } if kind == "thread-tree" => {
+                        sh.inherit_refused = Some(format!("{}: {message}", self.describe()));
+                        io::Error::other(e.to_string())
+                    }
+                    ClientError::Refused { .. } => {
+                        io::Error::new(io::ErrorKind::PermissionDenied, e.to_string())
+                    }
+                    _ => io::Error::other(e.to_string()),
                 };
-                Err(open_err(io::Error::new(kind, e.to_string())))
+                Err(open_err(source))
             }
         }
+    }
+}
+
+impl CounterSource for BrokerSource {
+    fn describe(&self) -> String {
+        format!("broker at {}", self.socket.display())
+    }
+
+    fn is_direct(&self) -> bool {
+        false
+    }
+
+    fn open(
+        &mut self,
+        tid: u32,
+        events: &[(&'static str, PerfEvent)],
+    ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+        self.register(tid, events, "tid")
+    }
+
+    fn inherits(&self) -> Result<(), String> {
+        lock(&self.shared)
+            .inherit_refused
+            .clone()
+            .map_or(Ok(()), Err)
+    }
+
+    fn open_inherited(
+        &mut self,
+        tid: u32,
+        events: &[(&'static str, PerfEvent)],
+    ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+        self.register(tid, events, "thread-tree")
     }
 
     fn refresh(&mut self) {
@@ -432,5 +488,137 @@ mod tests {
         assert!(s.perf_threads > 0, "{s:?}");
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// `crates/host/tests/data/churn.py`: one command per line, one answer line each.
+    struct Churn {
+        child: std::process::Child,
+        stdin: std::process::ChildStdin,
+        lines: std::sync::mpsc::Receiver<String>,
+    }
+
+    impl Churn {
+        fn start() -> Option<(Churn, u64)> {
+            use std::io::BufRead;
+            use std::process::{Command, Stdio};
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../host/tests/data/churn.py");
+            let mut child = Command::new("python3")
+                .arg(script)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .ok()?;
+            let stdin = child.stdin.take()?;
+            let out = io::BufReader::new(child.stdout.take()?);
+            let (tx, lines) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in out.lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut c = Churn {
+                child,
+                stdin,
+                lines,
+            };
+            let cpu = c.answer("ready")[0];
+            Some((c, cpu))
+        }
+
+        /// The numbers of the next line, which must start with `word` (bounded only so that a
+        /// hung helper fails the test).
+        fn answer(&mut self, word: &str) -> Vec<u64> {
+            let line = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|e| panic!("no `{word}` line: {e}"));
+            let mut it = line.split_whitespace();
+            assert_eq!(it.next(), Some(word), "{line}");
+            it.map(|n| n.parse().expect("number")).collect()
+        }
+
+        fn ask(&mut self, cmd: &str, word: &str) -> Vec<u64> {
+            use std::io::Write;
+            writeln!(self.stdin, "{cmd}").expect("command");
+            self.answer(word)
+        }
+    }
+
+    impl Drop for Churn {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Through a broker the host registers each thread a process had at its first read as a
+    /// `thread-tree:` (the threads it starts count in it, the processes it forks do not) and
+    /// registers no later thread. With one `tid:` registration per listed thread, whose
+    /// counters inherit to threads and processes, a thread started after its creator's
+    /// registration counted twice (a busy one showed near 200 % CPU in `top --daemon`) and a
+    /// forked child's CPU counted as its parent's. Compared with the program's own CPU
+    /// clocks: the later thread's work is in, once; the children's is not.
+    #[test]
+    fn through_the_broker_a_later_thread_counts_once_and_a_forked_child_not_at_all() {
+        let srv = Running::start();
+        let Some((mut churn, cpu0)) = Churn::start() else {
+            eprintln!("SKIPPED through_the_broker_a_later_thread_counts_once_and_a_forked_child_not_at_all: no python3");
+            return;
+        };
+        let pid = churn.child.id();
+        let source = BrokerSource::connect(&srv.socket).unwrap();
+        let mut host =
+            Host::with_source(TargetSpec::Pids(vec![pid]), None, Some(Box::new(source))).unwrap();
+        let s = host.counter_sources();
+        assert!(!s.direct, "{s:?}");
+        if let Some(why) = &s.inherit_off {
+            eprintln!("SKIPPED through_the_broker_a_later_thread_counts_once_and_a_forked_child_not_at_all: {why}");
+            return;
+        }
+        assert_eq!((s.inherited_processes, s.perf_threads), (1, 1), "{s:?}");
+        let mut counted = 0;
+        let mut read = |host: &mut Host| {
+            let obs = host.advance(1_000_000).unwrap();
+            let t = obs.tasks.iter().find(|t| t.id.0 == u64::from(pid));
+            let v = t.expect("watched").sample.values["task-clock"];
+            assert_eq!(v.counted_fraction(), 1.0);
+            counted += v.raw;
+        };
+        // A later thread, listed by the next interval while it waits; then it works and ends.
+        let tid = churn.ask("hold 60", "held")[0];
+        read(&mut host);
+        assert!(
+            host.counter_sources().perf_threads == 1,
+            "a later thread got a registration of its own"
+        );
+        let thread_cpu = churn.ask("release", "released")[0];
+        let task = format!("/proc/{pid}/task/{tid}");
+        let gone = (0..12_000).any(|_| {
+            if !Path::new(&task).exists() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            false
+        });
+        assert!(gone, "thread {tid} never left");
+        read(&mut host);
+        let children_cpu = churn.ask("fork 50", "forked")[0];
+        read(&mut host);
+        let own = churn.ask("cpu", "cpu")[0] - cpu0;
+        let counted = counted;
+        assert!(
+            children_cpu >= 100_000_000,
+            "children ran {children_cpu} ns"
+        );
+        assert!(
+            counted as f64 >= 0.95 * thread_cpu as f64,
+            "counted {counted} ns of the later thread's {thread_cpu} ns"
+        );
+        assert!(
+            counted as f64 <= 1.02 * own as f64,
+            "counted {counted} ns for a process whose own CPU time is {own} ns (the later thread's {thread_cpu} ns, its children's {children_cpu} ns)"
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! Targets as consumers write them (`self`, `pid:N`, `tid:N`, `cgroup:PATH`, `user:NAME`,
-//! `cpus:LIST`), resolved to a counters target, a canonical key (for deduplication) and the
+//! Targets as consumers write them (`self`, `pid:N`, `tid:N`, `thread-tree:N`, `cgroup:PATH`,
+//! `user:NAME`, `cpus:LIST`), resolved to a counters target, a canonical key (for deduplication) and the
 //! facts the access policy needs (owners of the tasks, CPUs, SMT siblings).
 
 use counterpoint_core::cpuset::CpuSet;
@@ -12,7 +12,7 @@ use thiserror::Error;
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum TargetError {
     /// Unknown form.
-    #[error("bad target '{0}': expected self, pid:N, tid:N, cgroup:PATH, user:NAME or cpus:LIST")]
+    #[error("bad target '{0}': expected self, pid:N, tid:N, thread-tree:N, cgroup:PATH, user:NAME or cpus:LIST")]
     Syntax(String),
     /// A known form with an argument it cannot take (a reversed range, a task id of 0): the
     /// reason named, not only the forms (CLI probe, session 27).
@@ -201,6 +201,18 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
                 cpus: Vec::new(),
             })
         }
+        // Thread N and the threads it starts later, theirs and so on, not the processes they
+        // fork: what the live host counts per original thread of a process.
+        "thread-tree" => {
+            let tid = task_id("thread id", arg)?;
+            let uid = owner(roots, tid)?;
+            Ok(Resolved {
+                target: Target::ThreadTrees(vec![tid]),
+                key: format!("thread-tree:{tid}"),
+                owners: vec![uid],
+                cpus: Vec::new(),
+            })
+        }
         "cgroup" => {
             let path = if arg.starts_with('/') {
                 PathBuf::from(arg)
@@ -353,6 +365,7 @@ mod tests {
             ),
             ("pid:-3", "process id \"-3\" is not a process id"),
             ("tid:0", "thread id \"0\" is not a thread id"),
+            ("thread-tree:0", "thread id \"0\" is not a thread id"),
             ("cpus:", "an empty CPU list"),
             ("cpus:1-0", "reversed range \"1-0\""),
             ("cpus:0-99999", "above"),
@@ -374,6 +387,25 @@ mod tests {
             resolve("user:no-such-user-here", 1, &roots),
             Err(TargetError::NoSuchUser(_))
         ));
+    }
+
+    /// `thread-tree:N` is thread N alone, with its own key, opened so that the threads it
+    /// starts count and the processes it forks do not.
+    #[test]
+    fn a_thread_tree_is_one_thread_with_its_own_key() {
+        let roots = Roots::default();
+        let me = std::process::id() as i32;
+        let r = resolve(&format!("thread-tree:{me}"), me, &roots).unwrap();
+        assert_eq!(r.target, Target::ThreadTrees(vec![me]));
+        assert_eq!(r.key, format!("thread-tree:{me}"));
+        assert_ne!(
+            r.key,
+            resolve(&format!("tid:{me}"), me, &roots).unwrap().key
+        );
+        assert_eq!(
+            resolve("thread-tree:999999999", 1, &roots),
+            Err(TargetError::NoSuchTask(999_999_999))
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //!   processes those threads create later are counted too (the kernel folds inherited counts into
 //!   the parent counter); threads created during setup are picked up by rescanning
 //!   ([`CounterSet::add_threads`]) until a rescan finds none;
+//! - thread trees: threads with `inherit` and `inherit_thread`, so the threads they start later
+//!   count, and the processes they fork do not (the live host through a broker);
 //! - CPUs: one counter per CPU for every task on it (`-a`, `-C`).
 //!
 //! An event the kernel refuses with ENOENT/EOPNOTSUPP/ENODEV/EINVAL is kept as not supported with
@@ -101,6 +103,11 @@ pub enum Target {
     Child(i32),
     /// These threads (and what they create afterwards).
     Threads(Vec<i32>),
+    /// These threads and the threads they start afterwards, and those start, and so on, but
+    /// not the processes any of them forks (`inherit_thread`, Linux 5.13; the kernel refuses
+    /// it before, and the events are then not supported): the live host's per-process count,
+    /// where each thread a process had when first read counts every thread started since.
+    ThreadTrees(Vec<i32>),
     /// Every task on these CPUs.
     Cpus(Vec<usize>),
 }
@@ -412,11 +419,14 @@ impl CounterSet {
         let mut counters: Vec<Vec<(Instance, Counter)>> = Vec::new();
         let instances: Vec<(Option<i32>, Option<usize>)> = match target {
             Target::Child(pid) => vec![(Some(*pid), None)],
-            Target::Threads(t) => t.iter().map(|&p| (Some(p), None)).collect(),
+            Target::Threads(t) | Target::ThreadTrees(t) => {
+                t.iter().map(|&p| (Some(p), None)).collect()
+            }
             Target::Cpus(c) => c.iter().map(|&c| (None, Some(c))).collect(),
         };
         let on_child = matches!(target, Target::Child(_));
         let follow = !matches!(target, Target::Cpus(_));
+        let threads_only = matches!(target, Target::ThreadTrees(_));
         for group in &list.groups {
             let base = specs.len();
             for m in &group.members {
@@ -454,7 +464,9 @@ impl CounterSet {
                         Some(c) => b.one_cpu(c),
                         None => b.any_cpu(),
                     };
-                    b.inherit(follow).enable_on_exec(on_child);
+                    b.inherit(follow)
+                        .inherit_thread(threads_only)
+                        .enable_on_exec(on_child);
                     let opened = if i == 0 {
                         b.build()
                     } else {
@@ -474,7 +486,7 @@ impl CounterSet {
                         Err(e) => {
                             // A thread that exited between the scan and the open is not an error.
                             if e.raw_os_error() == Some(libc::ESRCH)
-                                && matches!(target, Target::Threads(t) if t.len() > 1)
+                                && matches!(target, Target::Threads(t) | Target::ThreadTrees(t) if t.len() > 1)
                             {
                                 continue;
                             }

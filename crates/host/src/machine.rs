@@ -668,13 +668,27 @@ impl Host {
                         };
                         members.push(Member { sw, hw, last: None });
                     }
-                    Err(e) if e.is_gone() => {}
-                    Err(e) if e.is_global() => {
-                        self.inherit_off = Some(e.to_string());
-                        return false;
-                    }
                     Err(e) => {
-                        self.per_thread.insert(pid, e.to_string());
+                        let broken = self.counter_source.broken();
+                        if let (Some(why), false) = (broken, self.counter_source.is_direct()) {
+                            // The broker went away: this family, and every later one, opens
+                            // on this process's own groups.
+                            drop(members);
+                            self.fall_back_to_direct(why);
+                            return self.may_inherit(pid) && self.open_family(pid, tids);
+                        }
+                        if e.is_gone() {
+                            continue;
+                        }
+                        // The source cannot inherit for any thread (a broker without the
+                        // form, a kernel without inherit_thread): thread by thread for all.
+                        if let Err(why) = self.counter_source.inherits() {
+                            self.inherit_off = Some(why);
+                        } else if e.is_global() {
+                            self.inherit_off = Some(e.to_string());
+                        } else {
+                            self.per_thread.insert(pid, e.to_string());
+                        }
                         return false;
                     }
                 }
@@ -700,6 +714,16 @@ impl Host {
     fn read_family(&mut self, pid: u32, tids: Vec<u32>) -> ProcessSums {
         let mut sums = ProcessSums::default();
         let mut moved = false;
+        if !self.counter_source.is_direct() {
+            if let Some(why) = self.counter_source.broken() {
+                // The broker went away: the family opens again on this process's own groups
+                // and counts from the next interval on.
+                self.families.remove(&pid);
+                self.read_tids.remove(&pid);
+                self.fall_back_to_direct(why);
+                return self.read_process(pid, tids);
+            }
+        }
         if let Some(f) = self.families.get_mut(&pid) {
             for m in &mut f.members {
                 let Some(r) = m.read() else {
@@ -930,11 +954,7 @@ impl Host {
                 let broken = self.counter_source.broken();
                 if (e.is_global() || broken.is_some()) && !self.counter_source.is_direct() {
                     // The broker went away or cannot count here: count ourselves from now on.
-                    let why = broken.unwrap_or_else(|| e.to_string());
-                    self.source_fallback =
-                        Some(format!("{}: {why}", self.counter_source.describe()));
-                    self.counter_source = Box::new(DirectSource);
-                    self.inherit_off = self.counter_source.inherits().err();
+                    self.fall_back_to_direct(broken.unwrap_or_else(|| e.to_string()));
                     opened = self.counter_source.open(tid, &SOFTWARE_GROUP);
                 }
             }
@@ -968,6 +988,14 @@ impl Host {
             Some(f) => ThreadSource::Schedstat(f),
             None => ThreadSource::Proc,
         }
+    }
+
+    /// Count with this process's own groups from now on: the source (a broker) went away or
+    /// cannot count here, for `why`.
+    fn fall_back_to_direct(&mut self, why: String) {
+        self.source_fallback = Some(format!("{}: {why}", self.counter_source.describe()));
+        self.counter_source = Box::new(DirectSource);
+        self.inherit_off = self.counter_source.inherits().err();
     }
 
     /// Close thread `tid`'s counters and forget its last reading and exit watch.
@@ -1498,7 +1526,12 @@ impl Machine for Host {
                 .max(1);
             let sums = if still {
                 // No thread ran: every counter is where the last read left it.
-                self.reads_skipped += tids.len() as u64;
+                // One reading per group: a family's originals, or each listed thread.
+                let groups = self
+                    .families
+                    .get(&pid)
+                    .map_or(tids.len(), |f| f.members.len());
+                self.reads_skipped += groups as u64;
                 self.idle_sums.get(&pid).cloned().unwrap_or_default()
             } else {
                 self.read_process(pid, tids)

@@ -417,7 +417,7 @@ pub fn run(
                     .iter()
                     .map(|s| {
                         r.get(&format!("{} {p}", s.label), "distance_from_oracle_pct")
-                            .and_then(|v| v.std)
+                            .and_then(|v| v.half_width95())
                     })
                     .collect(),
             })

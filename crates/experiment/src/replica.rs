@@ -591,7 +591,9 @@ pub fn run_with(
             );
             for (i, s) in [ss, sp, po].iter().enumerate() {
                 fig.series[i].values.push(Some(s.mean * 100.0));
-                fig.series[i].errors.push(s.std.map(|std| std * 100.0));
+                fig.series[i]
+                    .errors
+                    .push(s.half_width95().map(|h| h * 100.0));
             }
         }
         let gs = Summary::of(&gap);

@@ -345,6 +345,10 @@ pub fn markdown(results: &[ExperimentResult], preamble: &str) -> String {
         for (file, title, _) in &r.svgs {
             md.push_str(&format!("![{title}]({file})\n\n"));
         }
+        if r.figures.iter().any(has_error_bars) {
+            md.push_str(crate::result::ERROR_BARS);
+            md.push_str("\n\n");
+        }
         if !r.findings.is_empty() {
             md.push_str("Findings:\n\n");
             for f in &r.findings {
@@ -355,6 +359,16 @@ pub fn markdown(results: &[ExperimentResult], preamble: &str) -> String {
     }
     md
 }
+
+/// Whether any bar of `fig` has an error bar.
+fn has_error_bars(fig: &BarFigure) -> bool {
+    fig.series
+        .iter()
+        .any(|s| s.errors.iter().any(|e| e.is_some()))
+}
+
+/// The note under a figure's legend when it has error bars, one line each.
+const ERROR_BAR_NOTE: [&str; 3] = ["error bars:", "95 % CI of", "the mean"];
 
 /// The first line of every `report.md` this module writes (how [`is_own_file`] knows one).
 pub const REPORT_TITLE: &str = "# Counterpoint experiments: seed results on the simulated machine";
@@ -699,7 +713,12 @@ fn draw_bars_svg(svg: &mut String, path: &Path, fig: &BarFigure) -> Result<(), R
     let (ymin, ymax, cut) = bar_y_range(lo, hi);
     let base = if cut { ymin } else { 0.0 };
     let names: Vec<&str> = fig.series.iter().map(|s| s.name.as_str()).collect();
-    let legend_w = legend_width(&names);
+    let bars_note: &[&str] = if has_error_bars(fig) {
+        &ERROR_BAR_NOTE
+    } else {
+        &[]
+    };
+    let legend_w = legend_width(&[&names[..], bars_note].concat());
     let plot_w = (ncat as u32 * 90).clamp(720, 2400);
     let root = SVGBackend::with_string(svg, (plot_w + legend_w, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
@@ -778,6 +797,17 @@ fn draw_bars_svg(svg: &mut String, path: &Path, fig: &BarFigure) -> Result<(), R
             .map_err(|e| err(e.to_string()))?;
     }
     draw_legend(&legend, &entries, false).map_err(err)?;
+    // What the error bars are, under the legend's frame (it ends at 48 + 22 px per entry).
+    let below = 48 + 22 * entries.len() as i32 + 16;
+    for (i, line) in bars_note.iter().enumerate() {
+        legend
+            .draw(&Text::new(
+                line.to_string(),
+                (12, below + 22 * i as i32),
+                ("sans-serif", 19),
+            ))
+            .map_err(|e| err(e.to_string()))?;
+    }
     root.present().map_err(|e| err(e.to_string()))?;
     Ok(())
 }
@@ -1101,8 +1131,17 @@ mod tests {
         let md = fs::read_to_string(dir.path().join("report.md")).unwrap();
         assert!(md.contains("| linux | 0.81 | 0.818 |"));
         assert!(md.contains("![NP](zhang-spec.svg)"));
+        // The error bars are said to be 95 % intervals, in the report beside the figure and
+        // in the figure itself (they were ±1 std in some figures, unsaid; report audit).
+        assert!(md.contains(&format!(
+            "![NP](zhang-spec.svg)\n\n{}\n",
+            crate::result::ERROR_BARS
+        )));
         let svg = fs::read_to_string(dir.path().join("zhang-spec.svg")).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("<rect"));
+        for line in ERROR_BAR_NOTE {
+            assert!(svg.contains(&format!("\n{line}\n</text>")), "{line}");
+        }
         let json: serde_json::Value =
             serde_json::from_str(&fs::read_to_string(dir.path().join("results.json")).unwrap())
                 .unwrap();

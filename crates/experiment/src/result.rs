@@ -242,6 +242,11 @@ pub struct BarFigure {
     pub series: Vec<BarSeries>,
 }
 
+/// What the error bars of every figure are, as the report says it beside them.
+pub const ERROR_BARS: &str = "Error bars: the 95 % confidence interval of each bar's mean \
+     (Student's t over the runs it averages: seeds, or for `leak` keys x seeds); a bar from one \
+     run has none. Tables give mean ± sample standard deviation.";
+
 /// One bar per category.
 #[derive(Clone, Debug)]
 pub struct BarSeries {
@@ -249,7 +254,10 @@ pub struct BarSeries {
     pub name: String,
     /// Per category; `None` = no bar.
     pub values: Vec<Option<f64>>,
-    /// Error bar half-length (std over seeds).
+    /// Error bar half-length per category, in the values' units: the half-width of the 95 %
+    /// confidence interval of the bar's mean (`Summary::half_width95`: Student's t over the
+    /// runs the mean is over); `None` = no error bar (a published figure, or one run: no
+    /// interval). Every figure of the report draws this, and says so ([`ERROR_BARS`]).
     pub errors: Vec<Option<f64>>,
 }
 

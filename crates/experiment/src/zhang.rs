@@ -387,7 +387,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
                         .collect(),
                     errors: cats
                         .iter()
-                        .map(|c| r.get(c, metric).and_then(|s| s.std))
+                        .map(|c| r.get(c, metric).and_then(|s| s.half_width95()))
                         .collect(),
                 },
                 BarSeries {
@@ -398,7 +398,7 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
                         .collect(),
                     errors: cats
                         .iter()
-                        .map(|c| r.get(&user_key(c), metric).and_then(|s| s.std))
+                        .map(|c| r.get(&user_key(c), metric).and_then(|s| s.half_width95()))
                         .collect(),
                 },
                 BarSeries {

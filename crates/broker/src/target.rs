@@ -214,17 +214,23 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
             })
         }
         "cgroup" => {
-            let path = if arg.starts_with('/') {
-                PathBuf::from(arg)
-            } else {
-                roots.cgroup_root.join(arg)
-            };
+            // Below the cgroup root only (`..` and links out refused), as `--targets`.
+            let path = counterpoint_host::targets::cgroup_dir(&roots.cgroup_root, arg).map_err(
+                |reason| TargetError::Cgroup {
+                    path: arg.to_string(),
+                    reason,
+                },
+            )?;
             let err = |reason: String| TargetError::Cgroup {
                 path: path.display().to_string(),
                 reason,
             };
-            let procs = std::fs::read_to_string(path.join("cgroup.procs"))
-                .map_err(|e| err(format!("reading cgroup.procs: {e}")))?;
+            let procs = std::fs::read_to_string(path.join("cgroup.procs")).map_err(|e| {
+                err(format!(
+                    "reading cgroup.procs: {e} (is cgroup v2 mounted at {}?)",
+                    roots.cgroup_root.display()
+                ))
+            })?;
             let pids: Vec<i32> = procs
                 .lines()
                 .filter_map(|l| l.trim().parse().ok())

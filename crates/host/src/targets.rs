@@ -63,8 +63,16 @@ pub enum TargetsParseError {
         /// The regex error.
         reason: String,
     },
+    /// A cgroup named outside the cgroup root.
+    #[error("--targets {spec:?}: {reason}")]
+    CgroupOutside {
+        /// The spec.
+        spec: String,
+        /// Why (see [`cgroup_dir`]).
+        reason: String,
+    },
     /// No cgroup v2 group there.
-    #[error("--targets {spec:?}: no cgroup v2 group at {path} (no cgroup.procs there)")]
+    #[error("--targets {spec:?}: no cgroup v2 group at {path} (no cgroup.procs there; is cgroup v2 mounted at /sys/fs/cgroup?)")]
     NoCgroup {
         /// The spec.
         spec: String,
@@ -176,12 +184,12 @@ impl TargetSpec {
                 if rest.is_empty() {
                     return Err(empty());
                 }
-                let p = Path::new(rest);
-                let dir = if p.starts_with("/sys/fs/cgroup") {
-                    p.to_path_buf()
-                } else {
-                    Path::new("/sys/fs/cgroup").join(rest.trim_start_matches('/'))
-                };
+                let dir = cgroup_dir(Path::new(CGROUP_ROOT), rest).map_err(|reason| {
+                    TargetsParseError::CgroupOutside {
+                        spec: spec.to_string(),
+                        reason,
+                    }
+                })?;
                 if !dir.join("cgroup.procs").is_file() {
                     return Err(TargetsParseError::NoCgroup {
                         spec: spec.to_string(),
@@ -289,9 +297,59 @@ impl TargetSpec {
     }
 }
 
+/// Where cgroup v2 is mounted.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// The directory of the cgroup `name` under `root`: a path below `root` as written (absolute,
+/// starting with `root`) or relative to it (`user.slice`, `/user.slice`). A `..` component is
+/// refused, and so is a path that resolves (through a link) outside `root`: `cgroup:../../etc`
+/// named `/etc` (CLI probe, session 29). Whether a group is there is the caller's check.
+pub fn cgroup_dir(root: &Path, name: &str) -> Result<std::path::PathBuf, String> {
+    let p = Path::new(name);
+    if p.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(format!(
+            "'..' in {name:?}: a cgroup is named below {} (as `user.slice` or `{}/user.slice`)",
+            root.display(),
+            root.display()
+        ));
+    }
+    let dir = if p.starts_with(root) {
+        p.to_path_buf()
+    } else {
+        root.join(name.trim_start_matches('/'))
+    };
+    if let (Ok(real), Ok(real_root)) = (dir.canonicalize(), root.canonicalize()) {
+        if !real.starts_with(&real_root) {
+            return Err(format!(
+                "{} resolves to {}, outside {}",
+                dir.display(),
+                real.display(),
+                root.display()
+            ));
+        }
+    }
+    Ok(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cgroup_is_named_below_the_root_only() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join("a/b")).unwrap();
+        assert_eq!(cgroup_dir(r, "a/b").unwrap(), r.join("a/b"));
+        assert_eq!(cgroup_dir(r, "/a/b").unwrap(), r.join("a/b"));
+        assert_eq!(cgroup_dir(r, &r.join("a").display().to_string()).unwrap(), r.join("a"));
+        assert!(cgroup_dir(r, "../x").unwrap_err().contains("'..'"));
+        assert!(cgroup_dir(r, "a/../../x").is_err());
+        // A link out of the root is followed and refused.
+        let out = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(out.path(), r.join("link")).unwrap();
+        assert!(cgroup_dir(r, "link").unwrap_err().contains("outside"));
+    }
 
     #[test]
     fn parses_each_kind() {
@@ -403,6 +461,10 @@ mod tests {
         assert!(matches!(
             TargetSpec::parse("cgroup:/no/such/group"),
             Err(TargetsParseError::NoCgroup { .. })
+        ));
+        assert!(matches!(
+            TargetSpec::parse("cgroup:../../etc"),
+            Err(TargetsParseError::CgroupOutside { .. })
         ));
         assert!(matches!(
             TargetSpec::parse("user:no-such-user-xyz"),

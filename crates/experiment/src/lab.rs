@@ -138,6 +138,67 @@ pub trait Lab: Sync {
     fn forced_model(&self) -> Option<counterpoint_sim::Model> {
         None
     }
+    /// What the runs since the last call ran under and how long they were, and forget them:
+    /// how `crate::run` says each experiment's model and run lengths from what actually ran,
+    /// not from what the scenarios were expected to name. A lab that keeps no record gives an
+    /// empty one.
+    fn take_record(&self) -> RunRecord {
+        RunRecord::default()
+    }
+}
+
+/// The models and simulated lengths of a set of runs ([`Lab::take_record`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunRecord {
+    /// Every model a run used.
+    pub models: std::collections::BTreeSet<counterpoint_sim::Model>,
+    /// Every simulated length a run had, ns (the scenario's duration, or less where every
+    /// task ran its work once and finished).
+    pub lengths_ns: std::collections::BTreeSet<u64>,
+}
+
+impl RunRecord {
+    /// Add one run.
+    pub fn add(&mut self, model: counterpoint_sim::Model, length_ns: u64) {
+        self.models.insert(model);
+        self.lengths_ns.insert(length_ns);
+    }
+
+    /// The runs' simulated lengths in words (`None` when nothing was recorded): `60 s each`,
+    /// `2 s or 10 s`, or the range where they vary more (runs to completion).
+    pub fn lengths(&self) -> Option<String> {
+        let all: Vec<String> = self.lengths_ns.iter().map(|&ns| seconds(ns)).collect();
+        Some(match all.len() {
+            0 => return None,
+            1 => format!("{} each", all[0]),
+            2 | 3 => all.join(" or "),
+            _ => format!("{} to {}", all[0], all[all.len() - 1]),
+        })
+    }
+}
+
+/// A simulated length in words: `60 s`, `2.5 s`, `7038 s`, `400 ms`.
+fn seconds(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    let text = if s < 1.0 {
+        return format!("{} ms", trim(format!("{:.1}", s * 1e3)));
+    } else if s < 10.0 {
+        format!("{s:.2}")
+    } else if s < 100.0 {
+        format!("{s:.1}")
+    } else {
+        format!("{s:.0}")
+    };
+    format!("{} s", trim(text))
+}
+
+/// `2.50` → `2.5`, `60.0` → `60`.
+fn trim(text: String) -> String {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
 }
 
 /// A lab that runs every job whose tasks all repeat for at most `cap_ns` of simulated time
@@ -196,5 +257,31 @@ impl<L: Lab> Lab for ShortLab<L> {
     }
     fn forced_model(&self) -> Option<counterpoint_sim::Model> {
         self.lab.forced_model()
+    }
+    fn take_record(&self) -> RunRecord {
+        self.lab.take_record()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use counterpoint_sim::Model;
+
+    #[test]
+    fn run_lengths_are_said_as_they_were() {
+        let mut r = RunRecord::default();
+        assert_eq!(r.lengths(), None);
+        r.add(Model::V1, 60_000_000_000);
+        r.add(Model::V1, 60_000_000_000);
+        assert_eq!(r.lengths().unwrap(), "60 s each");
+        r.add(Model::V1, 2_000_000_000);
+        assert_eq!(r.lengths().unwrap(), "2 s or 60 s");
+        r.add(Model::V2, 500_000_000);
+        r.add(Model::V2, 7_038_400_000_000);
+        assert_eq!(r.lengths().unwrap(), "500 ms to 7038 s");
+        assert_eq!(r.models.len(), 2);
+        assert_eq!(seconds(2_500_000_000), "2.5 s");
+        assert_eq!(seconds(12_340_000_000), "12.3 s");
     }
 }

@@ -374,6 +374,13 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
     let (vm, pm) =
         counterpoint_sim::smt_probe::pair_ipc(&setup.smt, setup.multiply.mix, setup.probe);
     let ns = |k: &OpKind, ipc: f64| k.instructions / ipc / setup.freq_ghz;
+    // Each key's run: one exponentiation, a square per bit and a multiply per one bit (half
+    // of them, expected).
+    r.machine.push_str(&format!(
+        "; each key one exponentiation, about {:.2} ms of simulated time",
+        (KEY_BITS as f64 * ns(&setup.square, vs) + KEY_BITS as f64 / 2.0 * ns(&setup.multiply, vm))
+            / 1e6
+    ));
     let mut phys = Table::new(
         "The two operations with the attacker on the sibling (model physics)",
         &[

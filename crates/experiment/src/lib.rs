@@ -217,6 +217,8 @@ pub fn run(
             experiment: exp,
             source,
         };
+        // What the experiments before this one ran is theirs.
+        drop(lab.take_record());
         let progress = &Planned {
             inner: progress,
             planned: plan,
@@ -269,22 +271,59 @@ pub fn run(
         }
         .map_err(wrap)?;
         let mut r = r;
-        r.model = model_label(exp, lab.forced_model());
+        let ran = lab.take_record();
+        // An experiment that runs the engine outside the lab (replica) says its own model.
+        if r.model.is_empty() || !ran.models.is_empty() {
+            r.model = model_label(exp, lab.forced_model(), &ran.models);
+        }
+        if let Some(lengths) = ran.lengths() {
+            r.run_length = lengths;
+        }
+        r.seeds_note = seeds_note(exp, r.seeds.len(), seeds.len());
         out.push(r);
     }
     Ok(out)
 }
 
+/// Why experiment `exp` ran `ran` of the `asked` seeds (empty when it ran them all): the
+/// report's header counts the seeds asked for, and said nothing of schedtask's two (report
+/// audit, session 29).
+fn seeds_note(exp: &str, ran: usize, asked: usize) -> String {
+    if ran >= asked {
+        return String::new();
+    }
+    match exp {
+        "schedtask" => format!(
+            "under `all` schedtask runs only the first {ran} of the {asked} seeds (each costs \
+             about 5 s of CPU; `schedtask::ALL_SEEDS` keeps the whole report's time down); \
+             `counterpoint experiment schedtask --seeds {asked}` runs them all"
+        ),
+        _ => format!("{ran} of the {asked} seeds"),
+    }
+}
+
 /// Which physics experiment `exp` ran under, in words for its result: every figure depends
-/// on it, and a result that did not say could not be told from the other model's.
-pub fn model_label(exp: &str, forced: Option<counterpoint_sim::Model>) -> String {
+/// on it, and a result that did not say could not be told from the other model's. `ran`: the
+/// models its runs used (`lab::RunRecord`), said as they are when `--model` did not force one
+/// ("v1" when every run was v1: "each scenario's own (v1 unless it names v2)" left the reader
+/// to find out that none named v2; report audit, session 29).
+pub fn model_label(
+    exp: &str,
+    forced: Option<counterpoint_sim::Model>,
+    ran: &std::collections::BTreeSet<counterpoint_sim::Model>,
+) -> String {
+    use counterpoint_sim::Model;
     match (exp, forced) {
         ("model-validation", _) => "v1 and v2".to_string(),
         // These run on their own models, not the catalog's physics: `--model` does not reach
         // them (requests measures a real PostgreSQL; leak and schedtask have their own).
         ("leak" | "requests" | "schedtask", _) => "its own (--model does not reach it)".to_string(),
         (_, Some(m)) => format!("{} (--model)", m.label()),
-        (_, None) => "each scenario's own (v1 unless it names v2)".to_string(),
+        (_, None) => match ran.iter().copied().collect::<Vec<_>>()[..] {
+            [m] => m.label().to_string(),
+            [Model::V1, Model::V2] => "v1 and v2 (each scenario's own)".to_string(),
+            _ => "each scenario's own (v1 unless it names v2)".to_string(),
+        },
     }
 }
 
@@ -312,6 +351,30 @@ pub fn to_json(results: &[ExperimentResult]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each result says the model and the simulated lengths its runs had, as recorded by the
+    /// lab, not what the scenarios were expected to name (shortened runs: 200 ms each).
+    #[test]
+    fn results_say_what_their_runs_were() {
+        let lab = lab::ShortLab {
+            lab: sim_lab::SimLab::new().unwrap(),
+            cap_ns: 200_000_000,
+        };
+        let r = run("di-vs-oracle", &lab, &[7], &NoProgress).unwrap();
+        assert_eq!(r[0].model, "v1");
+        assert_eq!(r[0].run_length, "200 ms each");
+        assert_eq!(r[0].seeds_note, "");
+        let v2 = lab::ShortLab {
+            lab: sim_lab::SimLab::new()
+                .unwrap()
+                .with_model(counterpoint_sim::Model::V2),
+            cap_ns: 200_000_000,
+        };
+        let r = run("di-vs-oracle", &v2, &[7], &NoProgress).unwrap();
+        assert_eq!(r[0].model, "v2 (--model)");
+        // Nothing left over for the next experiment.
+        assert_eq!(v2.take_record(), lab::RunRecord::default());
+    }
 
     /// `all`'s total is every experiment's, less the first model's runs of model-validation,
     /// which reuses the experiments run before it (not under `--model v2`), and less
@@ -342,13 +405,25 @@ mod tests {
             planned_runs("all", &v2, seeds).unwrap(),
             singles(&v2) - schedtask_left_out
         );
+        let none = std::collections::BTreeSet::new();
         assert_eq!(
-            model_label("zhang-spec", Some(counterpoint_sim::Model::V2)),
+            model_label("zhang-spec", Some(counterpoint_sim::Model::V2), &none),
             "v2 (--model)"
         );
-        assert_eq!(model_label("model-validation", None), "v1 and v2");
+        assert_eq!(model_label("model-validation", None, &none), "v1 and v2");
+        assert_eq!(seeds_note("schedtask", 5, 5), "");
+        assert!(seeds_note("schedtask", 2, 5)
+            .starts_with("under `all` schedtask runs only the first 2 of the 5 seeds"));
+        // Unforced, said from what ran.
+        use counterpoint_sim::Model::{V1, V2};
+        assert_eq!(model_label("zhang-spec", None, &[V1].into()), "v1");
+        assert_eq!(model_label("zhang-spec", None, &[V2].into()), "v2");
         assert_eq!(
-            model_label("schedtask", Some(counterpoint_sim::Model::V2)),
+            model_label("zhang-spec", None, &[V1, V2].into()),
+            "v1 and v2 (each scenario's own)"
+        );
+        assert_eq!(
+            model_label("schedtask", Some(counterpoint_sim::Model::V2), &none),
             "its own (--model does not reach it)"
         );
         // Alone, schedtask runs every seed asked for (it ran two, silently; CLI probe).

@@ -383,7 +383,8 @@ pub fn run_with(
     );
     // Said here, not only by `crate::run`: `--c2c` calls this directly (its text said
     // `model: `, its report "not recorded"; CLI probe, session 29).
-    r.model = crate::model_label("replica", model);
+    let ran = model.unwrap_or(catalog.machine(MACHINE).map_or(Model::V1, |m| m.model));
+    r.model = crate::model_label("replica", model, &[ran].into());
 
     // 1. The seed's miss table.
     let run2 = ReplicaRun {
@@ -701,7 +702,7 @@ mod tests {
     fn a_c2c_run_says_its_model() {
         let costs = NotifyCosts::seed_x5650();
         let r = run_with(&[1], &NoProgress, costs.clone(), None).expect("runs");
-        assert_eq!(r.model, crate::model_label("replica", None));
+        assert_eq!(r.model, "v1");
         let r = run_with(&[1], &NoProgress, costs, Some(Model::V2)).expect("runs");
         assert_eq!(r.model, "v2 (--model)");
     }

@@ -35,8 +35,17 @@ pub struct ExperimentResult {
     /// The physics it ran under (`model_label`).
     #[serde(default)]
     pub model: String,
+    /// The simulated runs' lengths in words (`60 s each`), from what ran (`lab::RunRecord`);
+    /// empty where the experiment does not run the engine's scenarios (its `machine` says
+    /// what it runs).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub run_length: String,
     /// Seeds run.
     pub seeds: Vec<u64>,
+    /// Why the seeds differ from those the command was given, if they do (`schedtask` under
+    /// `all`); empty otherwise.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub seeds_note: String,
     /// Policy → metric (`normalized_performance`, `unfairness`, `gain`, ...) → summary with
     /// its basis (`calibrated` or `predicted`, from [`paper::basis`]).
     pub policies: BTreeMap<String, BTreeMap<String, Entry>>,
@@ -65,7 +74,9 @@ impl ExperimentResult {
             title: title.to_string(),
             machine: machine.to_string(),
             model: String::new(),
+            run_length: String::new(),
             seeds: seeds.to_vec(),
+            seeds_note: String::new(),
             policies: BTreeMap::new(),
             paper: BTreeMap::new(),
             paper_basis: BTreeMap::new(),

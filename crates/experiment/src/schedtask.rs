@@ -102,15 +102,16 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         "SchedTask: SuperFunction scheduling on a 32-core machine (seed 004)",
         &format!(
             "{} cores at {} GHz (clock estimated), private 4-way {} KB L1 i- and d-cache and \
-             4-way {} KB L2 per core, shared L3 as a fixed latency; {} ms epochs, one warm-up \
-             and {} measured; seeds {:?}",
+             4-way {} KB L2 per core, shared L3 as a fixed latency; each run {} ms of \
+             simulated time: {} epoch(s) of {} ms to warm up, then {} measured",
             o.cores,
             o.freq_ghz,
             o.l1_bytes / 1024,
             o.l2_bytes / 1024,
+            o.epoch_ms * f64::from(o.warmup_epochs + o.measure_epochs),
+            o.warmup_epochs,
             o.epoch_ms,
             o.measure_epochs,
-            seeds
         ),
         seeds,
     );

@@ -3,7 +3,7 @@
 //! `counterpoint_sim::run`, and per-task outcomes are read from its `RunResult` (NP, rate-based
 //! time per program, completion times and event totals from the per-epoch series).
 
-use crate::lab::{Job, Lab, LabError, Outcome, RunSpec, TaskOutcome};
+use crate::lab::{Job, Lab, LabError, Outcome, RunRecord, RunSpec, TaskOutcome};
 use counterpoint_core::cpuset::{CpuId, CpuSet};
 use counterpoint_core::event;
 use counterpoint_core::machine::{PickNext, Policy};
@@ -23,6 +23,8 @@ pub struct SimLab {
     scenario_dirs: Vec<PathBuf>,
     /// Physics every job runs under, overriding the scenario's and the machine's.
     model: Option<Model>,
+    /// The models and lengths of the runs since the last [`Lab::take_record`].
+    record: std::sync::Mutex<RunRecord>,
 }
 
 impl SimLab {
@@ -36,6 +38,7 @@ impl SimLab {
             catalog: Catalog::builtin(),
             scenario_dirs: dirs,
             model: None,
+            record: Default::default(),
         })
     }
 
@@ -137,6 +140,7 @@ impl SimLab {
     ) -> Result<Outcome, LabError> {
         let r = counterpoint_sim::run(scenario, spec.seed, Some(policy), Some(pick), spec.epoch_ns)
             .map_err(|e| LabError(e.to_string()))?;
+        self.note(scenario, r.duration_ns);
         let mut tasks = Vec::with_capacity(r.tasks.len());
         for (i, t) in r.tasks.iter().enumerate() {
             let series = r.series.tasks.get(i);
@@ -223,10 +227,18 @@ impl SimLab {
                 ]),
             });
         }
+        self.note(scenario, sim.now_ns());
         Ok(Outcome {
             tasks,
             elapsed_ns: sim.now_ns(),
         })
+    }
+
+    /// Record a run of `scenario` that lasted `length_ns` (for [`Lab::take_record`]).
+    fn note(&self, scenario: &Scenario, length_ns: u64) {
+        if let Ok(mut r) = self.record.lock() {
+            r.add(scenario.machine.model, length_ns);
+        }
     }
 }
 
@@ -242,6 +254,13 @@ fn work_instructions(w: &Workload) -> Option<f64> {
 impl Lab for SimLab {
     fn forced_model(&self) -> Option<Model> {
         self.model
+    }
+
+    fn take_record(&self) -> RunRecord {
+        self.record
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default()
     }
 
     fn topology(&self, job: &Job) -> Result<Topology, LabError> {

@@ -347,10 +347,11 @@ pub fn run(
                     Some(_) => "not decided (the interval straddles the bound)",
                 };
                 r.findings.push(format!(
-                    "di on {}: {:.2}% [{}] from the oracle (paper: within {bound}%) — {verdict}",
+                    "di on {}: {:.2}% [{}] from the oracle ({}: within {bound}%) — {verdict}",
                     s.label,
                     d.mean,
-                    d.show_ci(2)
+                    d.show_ci(2),
+                    crate::paper::DI_SOURCE
                 ));
             }
         }
@@ -376,22 +377,32 @@ pub fn run(
         }
     }
     r.tables.push(t);
-    r.put_paper("di", "distance_from_oracle_pct", 2.0);
+    r.put_paper(
+        "di",
+        "distance_from_oracle_pct",
+        crate::paper::DI_DISTANCE_FROM_ORACLE_PCT,
+    );
     if let Some(d) = crate::Summary::of(&all_di) {
         r.put("di", "distance_from_oracle_pct", &all_di);
         r.findings.insert(
             0,
             format!(
-                "di over all mixes: {}% from the oracle (paper: within 2%) — {} (the verdicts \
+                "di over all mixes: {}% from the oracle ({}: within {}%) — {} (the verdicts \
                  per machine shape below are the ones that count)",
                 match d.std {
                     Some(std) => format!("{:.2}% ± {std:.2}", d.mean),
                     None => format!("{:.2}", d.mean),
                 },
+                crate::paper::DI_SOURCE,
+                crate::paper::DI_DISTANCE_FROM_ORACLE_PCT,
                 match d.interval95() {
                     None => "undecided on average: one mix",
-                    Some((_, hi)) if hi <= 2.0 => "reproduced on average",
-                    Some((lo, _)) if lo > 2.0 => "not reproduced on average",
+                    Some((_, hi)) if hi <= crate::paper::DI_DISTANCE_FROM_ORACLE_PCT => {
+                        "reproduced on average"
+                    }
+                    Some((lo, _)) if lo > crate::paper::DI_DISTANCE_FROM_ORACLE_PCT => {
+                        "not reproduced on average"
+                    }
                     Some(_) => "not decided on average",
                 }
             ),

@@ -324,6 +324,9 @@ pub fn markdown(results: &[ExperimentResult], preamble: &str) -> String {
     md.push('\n');
     for r in results {
         md.push_str(&format!("## {} (`{}`)\n\n", r.title, r.experiment));
+        if let Some(source) = crate::paper::source(&r.experiment) {
+            md.push_str(&format!("Published figures: {source}.\n\n"));
+        }
         md.push_str(&format!(
             "Machine: {}. {}Model: {}. Seeds: {} ({}){}. Values are mean ± sample standard deviation over seeds.\n\n",
             r.machine,
@@ -427,18 +430,71 @@ pub fn preamble(name: &str, seeds: &[u64], elapsed_s: f64, results: &[Experiment
             other.join("; ")
         ));
     }
-    out.push('\n');
+    out.push_str("\n\n");
+    out.push_str(
+        "**Tags.** Every table row and JSON entry ends with its basis: `calibrated`, a baseline \
+         figure the simulator was fitted to (the default scheduler on Zhang's SPEC mix, MASA's \
+         pinned placements) or an input taken from a seed, so agreeing with it shows only that \
+         the fit worked; `predicted`, a simulated figure nothing was fitted to, which is every \
+         simulated policy result (no profile or model parameter was tuned towards one); \
+         `measured`, measured on this machine and not simulated at all (the `requests` rows, a \
+         real PostgreSQL). A finding says a published result is *reproduced* when our 95 % \
+         interval agrees with it as that finding states (an ordering: our paired difference has \
+         the paper's sign, its interval excludes zero and holds the published difference, or, \
+         for a published difference under 0.01, our interval shows none either; DI: the \
+         interval's upper end is within the published bound; MASA's swaps: the same order), *sign reproduced, size not* when only the sign agrees, *not reproduced* when it \
+         does not, and *not decided* when the interval straddles the published bound.\n\n",
+    );
     out.push_str(&format!(
-        "Every policy number is a prediction of the calibrated simulator baseline; no profile or \
-         model parameter was tuned towards a policy result. Each table row and JSON entry says \
-         `calibrated` (a baseline figure the simulator was fitted to) or `predicted` (never \
-         fitted). A gain's verdict comes from its 95 % confidence interval over seeds (Student's \
-         t, paired by seed): \"gain\" when the whole interval lies above +{r}, \"loss\" when it \
-         lies below -{r}, and \"no measurable gain\" otherwise — an interval that includes zero, \
-         or that clears it by no more than {r} (below the reports' last digit: 0.001 of NP, \
-         0.1 % of a gain).\n",
+        "**Verdicts.** A gain's verdict comes from its 95 % confidence interval over seeds \
+         (Student's t, paired by seed): \"gain\" when the whole interval lies above +{r}, \
+         \"loss\" when it lies below -{r}, and \"no measurable gain\" otherwise — an interval \
+         that includes zero, or that clears it by no more than {r} (below the reports' last \
+         digit: 0.001 of NP, 0.1 % of a gain). One seed gives no interval and decides nothing \
+         (\"undecided: one seed\").\n",
         r = crate::summary::RESOLUTION
     ));
+    let has = |names: &[&str]| {
+        results
+            .iter()
+            .any(|r| names.contains(&r.experiment.as_str()))
+    };
+    let mut terms = Vec::new();
+    if has(&[
+        "zhang-spec",
+        "zhang-server",
+        "di-vs-oracle",
+        "model-validation",
+    ]) {
+        terms.push(
+            "*Normalized performance* (NP), as Zhang et al. define it (HotOS'07 §2.1): per \
+             task, its speed in the mix over its speed alone on the same machine, over the CPU \
+             time it had (time alone / time in the mix, or instructions per CPU-second in the \
+             mix / alone); a mix's NP is the geometric mean over its tasks, 1 when sharing \
+             slows nobody. *Unfairness*: the coefficient of variation of the tasks' NPs \
+             (population standard deviation / mean), 0 when every task is slowed alike. *NP \
+             gain over linux*: a policy's NP minus the default scheduler's at the same seed \
+             (and slice jitter)."
+                .to_string(),
+        );
+    }
+    if has(&["masa-placement", "masa-testcases", "model-validation"]) {
+        terms.push(format!(
+            "MASA's placements (Nakajima & Pallipadi's notation) name both packages: `(A, B)` is \
+             a package with Hyper-Threading on, A and B on its two logical CPUs; `[A, B]` a \
+             package with HT off, A and B time-sharing its one CPU. INT, FP and L2C are the \
+             paper's probe programs, its builds of 164.gzip (integer), 177.mesa (floating \
+             point) and 197.parser (heavy on the L2 cache): the catalog's `{}`, `{}` and `{}`.",
+            crate::masa::INT,
+            crate::masa::FP,
+            crate::masa::L2C
+        ));
+    }
+    if !terms.is_empty() {
+        out.push_str("\n**Terms.** ");
+        out.push_str(&terms.join(" "));
+        out.push('\n');
+    }
     out
 }
 
@@ -1071,6 +1127,26 @@ mod tests {
             "{p}"
         );
         assert!(!p.contains("..="), "{p}");
+        // The tags, `measured` among them (it was used and never defined), and the terms of
+        // the experiments present only.
+        for tag in ["`calibrated`", "`predicted`", "`measured`", "*reproduced*"] {
+            assert!(p.contains(tag), "{tag}: {p}");
+        }
+        assert!(p.contains("*Normalized performance* (NP)"), "{p}");
+        assert!(
+            p.contains("*Unfairness*: the coefficient of variation"),
+            "{p}"
+        );
+        assert!(!p.contains("Hyper-Threading"), "{p}");
+        let masa = [ExperimentResult::new("masa-placement", "M", "m", &all)];
+        let p = preamble("masa-placement", &all, 1.0, &masa);
+        assert!(
+            p.contains("`(A, B)` is a package with Hyper-Threading on"),
+            "{p}"
+        );
+        assert!(p.contains("`[A, B]` a package with HT off"), "{p}");
+        assert!(p.contains("164.gzip (integer), 177.mesa (floating point) and 197.parser"));
+        assert!(!p.contains("Not every experiment"), "{p}");
         assert!(
             p.contains("or that clears it by no more than 0.0005 (below"),
             "{p}"

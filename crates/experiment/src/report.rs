@@ -1,7 +1,7 @@
 //! The `report/` directory: `report.md` (every table ours vs the paper, findings, figures),
 //! `results.json` (everything, machine-readable) and one SVG bar chart per figure (plotters).
 
-use crate::result::{BarFigure, ExperimentResult};
+use crate::result::{BarFigure, ExperimentResult, FigureOptions};
 use plotters::prelude::*;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -512,7 +512,8 @@ pub fn render(
     for r in results {
         for f in &r.figures {
             let mut svg = String::new();
-            draw_bars_svg(&mut svg, Path::new(&f.file), f)?;
+            let options = r.figure_options.get(&f.file).cloned().unwrap_or_default();
+            draw_bars_svg(&mut svg, Path::new(&f.file), f, &options)?;
             files.push((f.file.clone(), svg.into_bytes()));
         }
         for (file, _, svg) in &r.svgs {
@@ -811,24 +812,43 @@ fn nice_step(x: f64) -> f64 {
 /// own column to the right of the plot, and a y axis that either starts at zero (a solid
 /// baseline) or, when the bars differ by little, just below them (said in the axis label).
 pub fn draw_bars(path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
+    draw_bars_with(path, fig, &FigureOptions::default())
+}
+
+/// [`draw_bars`] with `options` (an x axis label, a floor for the error bars).
+pub fn draw_bars_with(
+    path: &Path,
+    fig: &BarFigure,
+    options: &FigureOptions,
+) -> Result<(), ReportError> {
     let mut svg = String::new();
-    draw_bars_svg(&mut svg, path, fig)?;
+    draw_bars_svg(&mut svg, path, fig, options)?;
     write(path, &svg)
 }
 
-/// [`draw_bars`] into `svg` (`path` only names the figure in errors).
-fn draw_bars_svg(svg: &mut String, path: &Path, fig: &BarFigure) -> Result<(), ReportError> {
+/// [`draw_bars_with`] into `svg` (`path` only names the figure in errors).
+fn draw_bars_svg(
+    svg: &mut String,
+    path: &Path,
+    fig: &BarFigure,
+    options: &FigureOptions,
+) -> Result<(), ReportError> {
     let err = |e: String| ReportError::Plot {
         path: path.to_path_buf(),
         message: e,
     };
     let ncat = fig.categories.len().max(1);
+    // An error bar's ends: value ± error, the lower one no lower than the floor.
+    let whisker = |v: f64, e: f64| {
+        let lo = v - e;
+        (options.floor.map_or(lo, |f| lo.max(f.min(v))), v + e)
+    };
     let ends = || {
         fig.series.iter().flat_map(|s| {
             s.values
                 .iter()
                 .zip(&s.errors)
-                .filter_map(|(v, e)| v.map(|v| (v - e.unwrap_or(0.0), v + e.unwrap_or(0.0))))
+                .filter_map(|(v, e)| v.map(|v| whisker(v, e.unwrap_or(0.0))))
         })
     };
     let lo = ends().map(|e| e.0).fold(f64::INFINITY, f64::min);
@@ -904,9 +924,9 @@ fn draw_bars_svg(svg: &mut String, path: &Path, fig: &BarFigure) -> Result<(), R
                     .zip(&s.errors)
                     .enumerate()
                     .filter_map(|(ci, (v, e))| {
-                        let (v, e) = ((*v)?, (*e)?);
+                        let (lo, hi) = whisker((*v)?, (*e)?);
                         let xm = x0(ci) + width * 0.45;
-                        Some(PathElement::new(vec![(xm, v - e), (xm, v + e)], BLACK))
+                        Some(PathElement::new(vec![(xm, lo), (xm, hi)], BLACK))
                     }),
             )
             .map_err(|e| err(e.to_string()))?;

@@ -59,6 +59,9 @@ pub struct ExperimentResult {
     #[serde(skip)]
     /// Bar charts (not in the JSON).
     pub figures: Vec<BarFigure>,
+    #[serde(skip)]
+    /// How to draw some of the bar charts, by file name (the others: the defaults).
+    pub figure_options: BTreeMap<String, FigureOptions>,
     /// Where the result differs from the paper and why; what it shows.
     pub findings: Vec<String>,
     #[serde(skip)]
@@ -82,6 +85,7 @@ impl ExperimentResult {
             paper_basis: BTreeMap::new(),
             tables: Vec::new(),
             figures: Vec::new(),
+            figure_options: BTreeMap::new(),
             findings: Vec::new(),
             svgs: Vec::new(),
         }
@@ -251,6 +255,18 @@ pub struct BarFigure {
     pub categories: Vec<String>,
     /// One bar per series in each group.
     pub series: Vec<BarSeries>,
+}
+
+/// How to draw one bar chart beyond its data (a field of [`ExperimentResult`] rather than of
+/// [`BarFigure`], so that the figures built elsewhere keep their shape).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FigureOptions {
+    /// The x axis' label (the categories' name); none by default.
+    pub x_label: Option<String>,
+    /// The smallest value an error bar may reach down to: a quantity no run was below (DI's
+    /// distance from the oracle, none of whose mixes came out ahead of it), whose symmetric
+    /// interval would reach below every run. The axis then does not go below it either.
+    pub floor: Option<f64>,
 }
 
 /// What the error bars of every figure are, as the report says it beside them.

@@ -3,7 +3,8 @@
 
 mod svgcheck;
 
-use counterpoint_experiment::report::{bar_y_range, draw_bars};
+use counterpoint_experiment::report::{bar_y_range, draw_bars, draw_bars_with};
+use counterpoint_experiment::result::FigureOptions;
 use counterpoint_experiment::{leak, BarFigure, BarSeries, NoProgress};
 
 fn series(name: &str, values: &[f64]) -> BarSeries {
@@ -99,6 +100,41 @@ fn many_series_with_long_names_keep_the_legend_outside() {
             .collect(),
     };
     check(&fig);
+}
+
+/// DI's distances: no mix below 0, intervals that reach below it. With a floor at 0 the
+/// error bars stop there and the axis does not go negative (it went to -0.5; report audit,
+/// session 29); without one, both do.
+#[test]
+fn a_floor_stops_the_error_bars_and_the_axis() {
+    let fig = BarFigure {
+        file: "di.svg".into(),
+        title: "Distance from the oracle (%)".into(),
+        y_label: "1 - NP/NP_oracle (%)".into(),
+        categories: vec!["SMP bus".into(), "2x2 SMT".into()],
+        series: vec![BarSeries {
+            name: "di".into(),
+            values: vec![Some(1.55), Some(0.09)],
+            errors: vec![Some(1.99), Some(0.21)],
+        }],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let negative_ticks = |options: &FigureOptions| {
+        let path = dir.path().join("di.svg");
+        draw_bars_with(&path, &fig, options).unwrap();
+        let f = svgcheck::parse(&std::fs::read_to_string(&path).unwrap());
+        f.check_bar_chart(&["di"], &["SMP bus", "2x2 SMT"]);
+        f.texts
+            .iter()
+            .filter(|t| t.0.starts_with('-') && t.0[1..].parse::<f64>().is_ok())
+            .count()
+    };
+    assert!(negative_ticks(&FigureOptions::default()) > 0);
+    let floor = FigureOptions {
+        floor: Some(0.0),
+        ..Default::default()
+    };
+    assert_eq!(negative_ticks(&floor), 0);
 }
 
 #[test]

@@ -532,9 +532,17 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         series: vec![
             series(0, "per-core counts"),
             series(1, "per-task (policy)"),
+            series(2, "per-core, no difference"),
             series(3, "per-task, no difference"),
         ],
     });
+    r.figure_options.insert(
+        "leak-recovery.svg".into(),
+        crate::result::FigureOptions {
+            x_label: Some("the attacker's sampling interval".into()),
+            ..Default::default()
+        },
+    );
     Ok(r)
 }
 

@@ -770,12 +770,15 @@ pub fn draw_legend<DB: DrawingBackend>(
 /// The y range of a bar chart over bar ends `lo..hi` (values ± errors): zero-based unless
 /// every bar is positive and their spread is under a quarter of the tallest, in which case the
 /// axis starts just below the lowest end so the differences show; returns (min, max, whether
-/// the axis was cut above zero).
+/// the axis was cut above zero). The range ends on a labelled tick at or beyond the highest
+/// end (and, below zero, the lowest), so no bar ends past the last number on the axis
+/// (replica's 270.3 stood above a top label of 250 on an axis running to 297; report audit,
+/// session 29).
 pub fn bar_y_range(lo: f64, hi: f64) -> (f64, f64, bool) {
     let lo_all = lo.min(0.0);
     let hi_all = hi.max(0.0);
     let span = (hi_all - lo_all).max(1e-9);
-    if lo > 0.0 && hi > 0.0 && (hi - lo) < 0.25 * hi {
+    let (ymin, ymax, cut) = if lo > 0.0 && hi > 0.0 && (hi - lo) < 0.25 * hi {
         let spread = (hi - lo).max(hi * 0.02);
         let step = nice_step(spread / 4.0);
         let ymin = ((lo - 0.5 * spread) / step).floor() * step;
@@ -788,7 +791,49 @@ pub fn bar_y_range(lo: f64, hi: f64) -> (f64, f64, bool) {
             hi_all + pad,
             false,
         )
+    };
+    let (ymin, ymax) = to_ticks(ymin, ymax, lo_all, hi_all);
+    (ymin, ymax, cut)
+}
+
+/// Most labels on a bar chart's y axis (plotters' default, set explicitly where the charts
+/// are drawn so that [`y_ticks`] finds the same ones).
+pub const Y_LABELS: usize = 11;
+
+/// The labelled ticks plotters draws on a y axis over `lo..hi` with [`Y_LABELS`].
+pub fn y_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    use plotters::coord::ranged1d::Ranged;
+    plotters::coord::types::RangedCoordf64::from(lo..hi).key_points(Y_LABELS)
+}
+
+/// `ymin..ymax` widened, a tick step at a time, until a labelled tick lies at or above `top`
+/// and, when the axis goes below zero, at or below `bottom`.
+fn to_ticks(mut ymin: f64, mut ymax: f64, bottom: f64, top: f64) -> (f64, f64) {
+    let eps = 1e-9 * (ymax - ymin).abs().max(1e-12);
+    for _ in 0..8 {
+        let t = y_ticks(ymin, ymax);
+        let (Some(&first), Some(&last)) = (t.first(), t.last()) else {
+            break;
+        };
+        let step = if t.len() > 1 {
+            t[1] - t[0]
+        } else {
+            ymax - ymin
+        };
+        let mut done = true;
+        if last + eps < top {
+            ymax = last + step;
+            done = false;
+        }
+        if ymin < 0.0 && first - eps > bottom {
+            ymin = first - step;
+            done = false;
+        }
+        if done {
+            break;
+        }
     }
+    (ymin, ymax)
 }
 
 /// A tick value without floating-point noise (0.7, not 0.7000000000000001).
@@ -879,7 +924,8 @@ fn draw_bars_svg(
     let mut chart = ChartBuilder::on(&plot)
         .caption(&fig.title, ("sans-serif", 24))
         .margin(12)
-        .x_label_area_size(48)
+        // Room for the categories' names, and the axis' own label under them.
+        .x_label_area_size(if options.x_label.is_some() { 80 } else { 48 })
         .y_label_area_size(95)
         .build_cartesian_2d(0f64..ncat as f64, ymin..ymax)
         .map_err(|e| err(e.to_string()))?;
@@ -887,6 +933,7 @@ fn draw_bars_svg(
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
+        .y_labels(Y_LABELS)
         .y_label_formatter(&|v| short(*v))
         .y_desc(y_desc.as_str())
         .label_style(("sans-serif", 19))
@@ -942,6 +989,11 @@ fn draw_bars_svg(
     for (ci, name) in fig.categories.iter().enumerate() {
         let (px, py) = chart.backend_coord(&(ci as f64 + 0.5, ymin));
         plot.draw(&Text::new(name.clone(), (px, py + 8), label.clone()))
+            .map_err(|e| err(e.to_string()))?;
+    }
+    if let Some(x_label) = &options.x_label {
+        let (px, py) = chart.backend_coord(&(ncat as f64 / 2.0, ymin));
+        plot.draw(&Text::new(x_label.clone(), (px, py + 40), label.clone()))
             .map_err(|e| err(e.to_string()))?;
     }
     draw_legend(&legend, &entries, false).map_err(err)?;

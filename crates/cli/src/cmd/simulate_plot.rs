@@ -61,6 +61,8 @@ fn np_bars_svg(svg: &mut String, r: &RunResult) -> Result<()> {
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
+        // The ticks bar_y_range ends the axis on.
+        .y_labels(report::Y_LABELS)
         .y_label_formatter(&|v| report::short(*v))
         .y_desc(y_desc.as_str())
         .label_style(("sans-serif", 18))

@@ -189,7 +189,7 @@ pub fn run(
         if n > 0 {
             r.findings.push(format!(
                 "over the {n} {what}{}: mean absolute relative error of the speed-up {:.1} %; \
-                 mean distance of the memory share from the hardware's {:.0} points",
+                 the memory share is on average {:.0} percentage points from the hardware's",
                 if v2 {
                     " not fitted to these speed-ups"
                 } else {
@@ -247,6 +247,16 @@ mod tests {
             let s = |p| r.get(p, "clock_speedup").unwrap().mean;
             assert!(s("swim") < s("mesa"), "{model:?}");
             assert_eq!(r.paper_value("mesa", "clock_speedup"), Some(635.0 / 484.0));
+            // A distance between shares is in percentage points, said so (it read "16
+            // points"; report audit, session 29).
+            assert!(
+                r.findings
+                    .iter()
+                    .any(|f| f.contains("the memory share is on average ")
+                        && f.contains(" percentage points from the hardware's")),
+                "{:?}",
+                r.findings
+            );
         }
     }
 }

@@ -508,7 +508,7 @@ pub fn run_with(
             "always spread",
             "replica policy",
             "policy's final placement",
-            "policy minus best fixed, points",
+            "policy minus best fixed, percentage points",
         ],
     );
     let mut cases: Vec<(String, f64, bool)> = spec_progs

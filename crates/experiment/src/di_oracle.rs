@@ -463,8 +463,8 @@ pub fn run(
 fn distance_ci(d: &crate::Summary) -> String {
     match d.interval95() {
         Some((lo, hi)) if lo < 0.0 && d.min >= 0.0 && !d.all_seeds_equal() => format!(
-            "95 % CI 0.00, {hi:.2}: the t interval's lower end, {lo:.2}, clamped at 0, as no \
-             mix came out ahead of the oracle"
+            "95 % CI 0.00, {hi:.2}; the t interval's lower end, {lo:.2}, shown clamped at 0: \
+             no mix came out ahead of the oracle"
         ),
         _ => d.show_ci(2),
     }
@@ -496,7 +496,9 @@ mod tests {
         assert!(skewed.interval95().unwrap().0 < 0.0);
         let shown = distance_ci(&skewed);
         assert!(
-            shown.starts_with("95 % CI 0.00, 2.90: the t interval's lower end, -0.59, clamped"),
+            shown.starts_with(
+                "95 % CI 0.00, 2.90; the t interval's lower end, -0.59, shown clamped"
+            ),
             "{shown}"
         );
         // A mix ahead of the oracle: the interval as it is.

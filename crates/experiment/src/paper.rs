@@ -397,13 +397,13 @@ pub fn source(experiment: &str) -> Option<String> {
              33 %, from §3's summary of Figure 5"
         ),
         "masa-placement" => format!(
-            "{MASA}, WIESS 2002 (seed 002), Tables 1 and 2: each program's average time and the \
+            "{MASA} (WIESS, seed 002), Tables 1 and 2: each program's average time and the \
              printed total per placement (where the seed text shows two values in an HT-on cell, \
              the second, which the paper's own summary matches); the gains are computed from \
              the totals"
         ),
         "masa-testcases" => format!(
-            "{MASA}, WIESS 2002 (seed 002), §4.3 (Tables 7-10): totals without and with MASA, \
+            "{MASA} (WIESS, seed 002), §4.3 (Tables 7-10): totals without and with MASA, \
              the gain, and the swaps ordered by L2 misses and by FP uops"
         ),
         "clock-scaling" => DEMONE.to_string(),

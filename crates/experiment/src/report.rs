@@ -433,8 +433,8 @@ pub fn preamble(name: &str, seeds: &[u64], elapsed_s: f64, results: &[Experiment
     out.push_str("\n\n");
     out.push_str(
         "**Tags.** Every table row and JSON entry ends with its basis: `calibrated`, a baseline \
-         figure the simulator was fitted to (the default scheduler on Zhang's SPEC mix, MASA's \
-         pinned placements) or an input taken from a seed, so agreeing with it shows only that \
+         figure the simulator was fitted to (the default scheduler on Zhang's SPEC mix at slice \
+         jitter 0, MASA's pinned placements) or an input taken from a seed, so agreeing with it shows only that \
          the fit worked; `predicted`, a simulated figure nothing was fitted to, which is every \
          simulated policy result (no profile or model parameter was tuned towards one); \
          `measured`, measured on this machine and not simulated at all (the `requests` rows, a \

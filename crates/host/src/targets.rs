@@ -342,7 +342,10 @@ mod tests {
         std::fs::create_dir_all(r.join("a/b")).unwrap();
         assert_eq!(cgroup_dir(r, "a/b").unwrap(), r.join("a/b"));
         assert_eq!(cgroup_dir(r, "/a/b").unwrap(), r.join("a/b"));
-        assert_eq!(cgroup_dir(r, &r.join("a").display().to_string()).unwrap(), r.join("a"));
+        assert_eq!(
+            cgroup_dir(r, &r.join("a").display().to_string()).unwrap(),
+            r.join("a")
+        );
         assert!(cgroup_dir(r, "../x").unwrap_err().contains("'..'"));
         assert!(cgroup_dir(r, "a/../../x").is_err());
         // A link out of the root is followed and refused.

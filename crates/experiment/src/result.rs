@@ -7,13 +7,19 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// One reported quantity: its summary over seeds and whether it was fitted or predicted.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Entry {
     /// Mean, spread and range over seeds.
     #[serde(flatten)]
     pub summary: Summary,
     /// `calibrated` (a calibration target of the fit) or `predicted`.
     pub basis: Basis,
+    /// The samples the summary is over, in run order (one per seed; one per distinct run
+    /// where seeds repeated a run; one per mix in di-vs-oracle), so a reader of
+    /// results.json can recompute a paired interval (report audit, session 29). Empty for a
+    /// summary carried from elsewhere (`model-validation`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<f64>,
 }
 
 impl std::ops::Deref for Entry {
@@ -95,20 +101,28 @@ impl ExperimentResult {
     pub fn put(&mut self, policy: &str, metric: &str, values: &[f64]) -> Option<Summary> {
         let s = Summary::of(values)?;
         let basis = paper::basis(&self.experiment, policy, metric);
-        self.policies
-            .entry(policy.to_string())
-            .or_default()
-            .insert(metric.to_string(), Entry { summary: s, basis });
+        self.policies.entry(policy.to_string()).or_default().insert(
+            metric.to_string(),
+            Entry {
+                summary: s,
+                basis,
+                values: values.to_vec(),
+            },
+        );
         Some(s)
     }
 
     /// Record a summary made elsewhere (another experiment's, as `model-validation` carries
     /// each model's figures), with the basis that figure has there.
     pub fn put_summary(&mut self, policy: &str, metric: &str, summary: Summary, basis: Basis) {
-        self.policies
-            .entry(policy.to_string())
-            .or_default()
-            .insert(metric.to_string(), Entry { summary, basis });
+        self.policies.entry(policy.to_string()).or_default().insert(
+            metric.to_string(),
+            Entry {
+                summary,
+                basis,
+                values: Vec::new(),
+            },
+        );
     }
 
     /// Whether `policy`'s `metric` was fitted or predicted (predicted if never recorded).
@@ -346,6 +360,11 @@ mod tests {
         assert_eq!(j["paper"]["linux"]["np"], 0.818);
         assert_eq!(j["policies"]["linux"]["np"]["n"], 2);
         assert_eq!(j["policies"]["linux"]["np"]["basis"], "predicted");
+        // The samples themselves, so a reader can recompute a paired interval.
+        assert_eq!(
+            j["policies"]["linux"]["np"]["values"],
+            serde_json::json!([0.8, 0.9])
+        );
         let mut z = ExperimentResult::new("zhang-spec", "Z", "m", &[1]);
         z.put("linux", "normalized_performance", &[0.8]);
         z.put("bus-pair", "normalized_performance", &[0.9]);

@@ -290,7 +290,7 @@ mod tests {
         assert_eq!(published_cell(11036.0), "11036");
         // The JSON entry is the model's whole summary, with the figure's basis (zhang-spec's
         // linux NP is a calibration target).
-        let e = c.policies["v1 zhang-spec/linux"]["normalized_performance"];
+        let e = &c.policies["v1 zhang-spec/linux"]["normalized_performance"];
         // zhang-spec's bus-pair minus ipc-pair, a difference of NPs, gives the finding.
         let mut v1d = v1.clone();
         v1d[0].put(

@@ -176,6 +176,9 @@ struct Kernel {
     event: String,
     /// Canonical target; `cpus:N` for one CPU's counter of a per-CPU target.
     target: String,
+    /// What it is shared by, with `event` (its key in `key_of`): the target's identity
+    /// ([`target::Resolved::identity`]: a task's start time with its number).
+    identity: String,
     /// The CPU, for a per-CPU counter.
     cpu: Option<usize>,
     set: CounterSet,
@@ -229,7 +232,7 @@ struct State {
     sched: Scheduler,
     /// Registrations refused on restart, kept to tell their consumers why.
     revoked: BTreeMap<u64, Revoked>,
-    /// The scheduler's task-set id of each canonical task target.
+    /// The scheduler's task-set id of each task target, by its identity.
     task_sets: HashMap<String, u64>,
     kernel: BTreeMap<u64, Kernel>,
     key_of: HashMap<(String, String), u64>,
@@ -622,7 +625,7 @@ impl Broker {
             });
             if drop_it {
                 if let Some(kc) = st.kernel.remove(&k) {
-                    st.key_of.remove(&(kc.event, kc.target));
+                    st.key_of.remove(&(kc.event, kc.identity));
                 }
                 continue;
             }
@@ -695,15 +698,24 @@ impl Broker {
         // A per-CPU target is one scheduling unit per CPU, each with its own kernel counters
         // (event on `cpus:N`, shared with any other registration of that event on that CPU);
         // a task target is one unit whose counters follow the tasks on every CPU.
-        let scopes: Vec<(Option<usize>, Target, String)> = if resolved.cpus.is_empty() {
-            vec![(None, resolved.target.clone(), resolved.key.clone())]
+        // Each scope: its CPU, what to open, its label and its identity (see `Kernel`).
+        let scopes: Vec<(Option<usize>, Target, String, String)> = if resolved.cpus.is_empty() {
+            vec![(
+                None,
+                resolved.target.clone(),
+                resolved.key.clone(),
+                resolved.identity.clone(),
+            )]
         } else {
             // In CPU order, the order of the scheduler's per-CPU units (events are unit-major).
             let mut cpus = resolved.cpus.clone();
             cpus.sort_unstable();
             cpus.dedup();
             cpus.into_iter()
-                .map(|c| (Some(c), Target::Cpus(vec![c]), format!("cpus:{c}")))
+                .map(|c| {
+                    let key = format!("cpus:{c}");
+                    (Some(c), Target::Cpus(vec![c]), key.clone(), key)
+                })
                 .collect()
         };
         let nspec = list.events().count();
@@ -711,9 +723,9 @@ impl Broker {
         let mut opened_here = Vec::new();
         let mut shared = 0;
         let mut keys_by_cpu: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
-        for (cpu, scope_target, scope_key) in &scopes {
+        for (cpu, scope_target, scope_key, scope_identity) in &scopes {
             for spec in list.events() {
-                let kk = (spec.name.clone(), scope_key.clone());
+                let kk = (spec.name.clone(), scope_identity.clone());
                 let key = match st.key_of.get(&kk) {
                     Some(&k) => {
                         shared += 1;
@@ -737,6 +749,7 @@ impl Broker {
                                             Kernel {
                                                 event: spec.name.clone(),
                                                 target: scope_key.clone(),
+                                                identity: scope_identity.clone(),
                                                 cpu: *cpu,
                                                 set,
                                                 enabled: false,
@@ -762,7 +775,7 @@ impl Broker {
                             Err(e) => {
                                 for k in opened_here {
                                     if let Some(kc) = st.kernel.remove(&k) {
-                                        st.key_of.remove(&(kc.event, kc.target));
+                                        st.key_of.remove(&(kc.event, kc.identity));
                                     }
                                 }
                                 return Err(fail(e.to_string()));
@@ -790,7 +803,7 @@ impl Broker {
             // One task set per canonical task target: its counters take slots only where and
             // while its tasks run, so different targets do not compete with each other.
             let n = st.task_sets.len() as u64;
-            let task = *st.task_sets.entry(resolved.key.clone()).or_insert(n);
+            let task = *st.task_sets.entry(resolved.identity.clone()).or_insert(n);
             Demand::task(
                 rec.uid,
                 class,
@@ -808,7 +821,7 @@ impl Broker {
         if let Err(e) = st.sched.add(rec.id, demand) {
             for k in opened_here {
                 if let Some(kc) = st.kernel.remove(&k) {
-                    st.key_of.remove(&(kc.event, kc.target));
+                    st.key_of.remove(&(kc.event, kc.identity));
                 }
             }
             return Err(fail(e.to_string()));

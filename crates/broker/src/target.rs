@@ -55,8 +55,17 @@ pub enum TargetError {
 pub struct Resolved {
     /// What to open.
     pub target: Target,
-    /// Canonical text (same tasks or CPUs → same key).
+    /// Canonical text (same tasks or CPUs → same key): what readings and metrics are
+    /// labelled with.
     pub key: String,
+    /// What kernel counters are shared by: `key`, and for a task named by its number (`self`,
+    /// `pid:`, `tid:`, `thread-tree:`) that task's start time too (`tid:N@START`, START in
+    /// clock ticks since boot, `stat` field 22), so that a new task given the number of one
+    /// that ended gets counters of its own. Until session 29 it was `key` alone: a
+    /// registration kept on a thread that had ended (the live host keeps its families'
+    /// `thread-tree:` registrations for a process's life) gave the next task with that id the
+    /// dead thread's counter, which never moved again.
+    pub identity: String,
     /// Uids owning the tasks (empty for CPUs).
     pub owners: Vec<u32>,
     /// CPUs for a per-CPU target (empty for tasks).
@@ -82,6 +91,23 @@ impl Default for Roots {
             cgroup_root: "/sys/fs/cgroup".into(),
         }
     }
+}
+
+/// Task `id`'s start time (clock ticks since boot, `stat` field 22; a thread's own, also
+/// through `/proc/TID/stat` for a thread that does not lead its process).
+fn start_time(roots: &Roots, id: i32) -> Result<u64, TargetError> {
+    let text = std::fs::read_to_string(roots.proc_root.join(id.to_string()).join("stat"))
+        .map_err(|_| TargetError::NoSuchTask(id))?;
+    // Fields are counted from the last `)`: the command name may hold spaces and parentheses.
+    text.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(22 - 3))
+        .and_then(|f| f.parse().ok())
+        .ok_or(TargetError::NoSuchTask(id))
+}
+
+/// `key` of task `id` as an identity: `key@START` (see [`Resolved::identity`]).
+fn task_identity(roots: &Roots, key: &str, id: i32) -> Result<String, TargetError> {
+    Ok(format!("{key}@{}", start_time(roots, id)?))
 }
 
 fn owner(roots: &Roots, pid: i32) -> Result<u32, TargetError> {
@@ -167,7 +193,7 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
         None if text == "self" => ("self", ""),
         None => return Err(syntax()),
     };
-    let tasks = |pids: Vec<i32>, key: String| -> Result<Resolved, TargetError> {
+    let tasks = |pids: Vec<i32>, key: String, identity: String| -> Result<Resolved, TargetError> {
         let mut owners = Vec::new();
         for &p in &pids {
             owners.push(owner(roots, p)?);
@@ -181,22 +207,27 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
         Ok(Resolved {
             target: Target::Threads(tids),
             key,
+            identity,
             owners,
             cpus: Vec::new(),
         })
     };
+    let process = |pid: i32| -> Result<Resolved, TargetError> {
+        let key = format!("pid:{pid}");
+        let identity = task_identity(roots, &key, pid)?;
+        tasks(vec![pid], key, identity)
+    };
     match kind {
-        "self" => tasks(vec![peer_pid], format!("pid:{peer_pid}")),
-        "pid" => {
-            let pid = task_id("process id", arg)?;
-            tasks(vec![pid], format!("pid:{pid}"))
-        }
+        "self" => process(peer_pid),
+        "pid" => process(task_id("process id", arg)?),
         "tid" => {
             let tid = task_id("thread id", arg)?;
             let uid = owner(roots, tid)?;
+            let key = format!("tid:{tid}");
             Ok(Resolved {
                 target: Target::Threads(vec![tid]),
-                key: format!("tid:{tid}"),
+                identity: task_identity(roots, &key, tid)?,
+                key,
                 owners: vec![uid],
                 cpus: Vec::new(),
             })
@@ -206,9 +237,11 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
         "thread-tree" => {
             let tid = task_id("thread id", arg)?;
             let uid = owner(roots, tid)?;
+            let key = format!("thread-tree:{tid}");
             Ok(Resolved {
                 target: Target::ThreadTrees(vec![tid]),
-                key: format!("thread-tree:{tid}"),
+                identity: task_identity(roots, &key, tid)?,
+                key,
                 owners: vec![uid],
                 cpus: Vec::new(),
             })
@@ -243,7 +276,8 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
                 .into_iter()
                 .filter(|&p| owner(roots, p).is_ok())
                 .collect();
-            tasks(live, format!("cgroup:{}", path.display()))
+            let key = format!("cgroup:{}", path.display());
+            tasks(live, key.clone(), key)
         }
         "user" => {
             let uid = uid_of_user(arg)?;
@@ -267,6 +301,7 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
             Ok(Resolved {
                 target: Target::Threads(tids),
                 key: format!("user:{uid}"),
+                identity: format!("user:{uid}"),
                 owners: vec![uid],
                 cpus: Vec::new(),
             })
@@ -293,6 +328,7 @@ pub fn resolve(text: &str, peer_pid: i32, roots: &Roots) -> Result<Resolved, Tar
             Ok(Resolved {
                 target: Target::Cpus(cpus.clone()),
                 key: format!("cpus:{}", set.to_list()),
+                identity: format!("cpus:{}", set.to_list()),
                 owners: Vec::new(),
                 cpus,
             })
@@ -412,6 +448,53 @@ mod tests {
             resolve("thread-tree:999999999", 1, &roots),
             Err(TargetError::NoSuchTask(999_999_999))
         );
+    }
+
+    /// A task named by its number shares counters by its number and its start time: the
+    /// same key (what readings are labelled with), another identity once the number names a
+    /// task that started later (a reused id). Through a procfs root whose `stat` the test
+    /// writes.
+    #[test]
+    fn a_task_is_identified_by_its_start_time_too() {
+        let root = tempfile::tempdir().unwrap();
+        let roots = Roots {
+            proc_root: root.path().to_path_buf(),
+            ..Roots::default()
+        };
+        let id = 4242;
+        let dir = root.path().join(id.to_string());
+        std::fs::create_dir_all(dir.join("task").join(id.to_string())).unwrap();
+        let stat = |start: u64| {
+            // comm with a space and a parenthesis: fields are counted from the last `)`.
+            let mut f = vec!["0".to_string(); 50];
+            f[22 - 4] = start.to_string(); // field 22; f[0] is field 4
+            std::fs::write(
+                dir.join("stat"),
+                format!("{id} (a (b) c) S {}\n", f.join(" ")),
+            )
+            .unwrap();
+        };
+        stat(1000);
+        let mut before = Vec::new();
+        for form in ["tid", "thread-tree", "pid"] {
+            let r = resolve(&format!("{form}:{id}"), 1, &roots).unwrap();
+            assert_eq!(r.key, format!("{form}:{id}"));
+            assert_eq!(r.identity, format!("{form}:{id}@1000"));
+            before.push(r);
+        }
+        assert_eq!(
+            resolve("self", id, &roots).unwrap().identity,
+            "pid:4242@1000"
+        );
+        stat(2000);
+        for (form, old) in ["tid", "thread-tree", "pid"].into_iter().zip(before) {
+            let r = resolve(&format!("{form}:{id}"), 1, &roots).unwrap();
+            assert_eq!(r.key, old.key);
+            assert_ne!(r.identity, old.identity, "{form}");
+        }
+        // CPUs are their key.
+        let r = resolve("cpus:0", 1, &roots).unwrap();
+        assert_eq!(r.identity, r.key);
     }
 
     #[test]

@@ -573,3 +573,70 @@ fn an_event_listed_twice_is_refused_by_name() {
         .collect();
     assert_eq!(names, ["cs", "cs:u"]);
 }
+
+/// Kernel counters are shared by the task, not by its number: a registration on a thread id
+/// that now names a task started later (the id was reused) gets counters of its own, where it
+/// used to share the ended task's, which never moved again (the live host keeps its
+/// families' `thread-tree:` registrations on threads that ended). The broker resolves targets
+/// through a procfs root whose `stat` the test writes (start time, field 22), on this test's
+/// own thread id, which the kernel counters are opened on.
+#[test]
+fn a_reused_thread_id_gets_counters_of_its_own() {
+    let root = tempfile::tempdir().unwrap();
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    let dir = root.path().join(tid.to_string());
+    std::fs::create_dir_all(dir.join("task").join(tid.to_string())).unwrap();
+    let stat = |start: u64| {
+        let mut f = vec!["0".to_string(); 50];
+        f[22 - 4] = start.to_string(); // field 22; f[0] is field 4
+        std::fs::write(dir.join("stat"), format!("{tid} (t) S {}\n", f.join(" "))).unwrap();
+    };
+    let b = Broker::new(Config {
+        roots: counterpoint_broker::target::Roots {
+            proc_root: root.path().to_path_buf(),
+            ..Default::default()
+        },
+        ..Config::default()
+    })
+    .unwrap();
+    let p = me();
+    for form in ["tid", "thread-tree"] {
+        let target = format!("{form}:{tid}");
+        stat(1000);
+        let first = register(&b, &p, "task-clock", &target, 1);
+        let again = register(&b, &p, "task-clock", &target, 1);
+        assert!(
+            matches!(
+                again,
+                Response::Registered {
+                    shared_counters: 1,
+                    ..
+                }
+            ),
+            "{form}: the same task shares: {again:?}"
+        );
+        assert_eq!(b.kernel_counters(), 1, "{form}");
+        // The id now names a task that started later.
+        stat(2000);
+        let reused = register(&b, &p, "task-clock", &target, 1);
+        assert!(
+            matches!(
+                reused,
+                Response::Registered {
+                    shared_counters: 0,
+                    ..
+                }
+            ),
+            "{form}: a new task under the same id shared the old one's counter: {reused:?}"
+        );
+        assert_eq!(b.kernel_counters(), 2, "{form}");
+        for r in [first, again, reused] {
+            assert_eq!(
+                b.handle(&p, &Request::Unregister { id: id_of(r) }),
+                Response::Ok
+            );
+        }
+        assert_eq!(b.kernel_counters(), 0, "{form}");
+    }
+}

@@ -79,6 +79,18 @@ impl Drop for Churn {
     }
 }
 
+/// How far above a process's own CPU clock (`CLOCK_PROCESS_CPUTIME_ID`) its task-clock may be
+/// before it is taken for double counting. The two measure the same work differently:
+/// task-clock is perf's clock while the task is on a CPU, which on a VM with paravirtual steal
+/// accounting includes the time the hypervisor stole from the vCPU meanwhile (and interrupt
+/// time), while the process clock is the scheduler's `sum_exec_runtime`, from which the
+/// kernel subtracts both. The bound was 1.02, which a review (session 29) measured as about
+/// 2.3 % of headroom on this loaded 2-vCPU VM: a few percent of stolen time would fail the
+/// tests with nothing wrong. What the bound must catch is counting twice, a later thread's or a
+/// forked child's work counted again, which puts the count near twice the process's own time
+/// (1.9x and more in these tests). 1.5x leaves room for steal and still catches that.
+const OVER_OWN_CPU: f64 = 1.5;
+
 /// The host's task-clock for `pid` over the interval `advance` reads.
 fn counted(host: &mut Host, pid: u32) -> u64 {
     let obs = host.advance(1_000_000).expect("advance");
@@ -134,8 +146,8 @@ fn threads_born_and_ended_between_two_reads_are_counted() {
     );
     let process_cpu = cpu2 - cpu0;
     assert!(
-        n as f64 <= 1.02 * process_cpu as f64,
-        "counted {n} ns, more than the process's own {process_cpu} ns"
+        n as f64 <= OVER_OWN_CPU * process_cpu as f64,
+        "counted {n} ns, more than the process's own {process_cpu} ns allows"
     );
 }
 
@@ -162,7 +174,7 @@ fn a_forked_process_is_not_counted_in_its_parent() {
         "children ran {children_cpu} ns"
     );
     assert!(
-        n as f64 <= 1.02 * own as f64,
+        n as f64 <= OVER_OWN_CPU * own as f64,
         "counted {n} ns for a process whose own CPU time is {own} ns (its children's: {children_cpu} ns)"
     );
 }
@@ -241,8 +253,18 @@ fn the_idle_gate_does_not_hide_threads_born_and_ended_between_looks() {
     let Some(mut host) = inheriting_host(pid, test) else {
         return;
     };
-    if let Some(why) = host.counter_sources().idle_gate_off {
+    let src = host.counter_sources();
+    if let Some(why) = src.idle_gate_off {
         eprintln!("SKIPPED {test}: idle gate off: {why}");
+        return;
+    }
+    // Without taskstats' delay-accounting fields the gate's signature sums live threads only,
+    // so a family's process is never gated (docs/host.md, "The gates and families"): there is
+    // nothing to test, and the wait below would only run out.
+    if !src.idle_gate_precise {
+        eprintln!(
+            "SKIPPED {test}: this kernel's taskstats carry no precise run fields (delay accounting off): a family's process is never gated"
+        );
         return;
     }
     // The helper waits on stdin: looks until one is skipped (bounded only against a hang).

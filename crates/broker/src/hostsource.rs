@@ -1,15 +1,20 @@
 //! Counting for the live host ([`counterpoint_host::Host`], behind `top` and the agent) through
 //! a broker: [`BrokerSource`] implements the host's [`CounterSource`] seam with one registration
-//! per watched thread group (`tid:N`) on one connection, all of them read with one `read_many`
-//! request per interval (so a host watching hundreds of threads costs the broker one request,
-//! one rate-limit token, per interval rather than one per thread).
+//! per group the host opens (`thread-tree:N` for each original thread of a process's family,
+//! `tid:N` for a thread counted one by one) on one connection, all of them read with one
+//! `read_many` request per interval (so a host watching hundreds of threads costs the broker
+//! one request, one rate-limit token, per interval rather than one per thread).
 //!
 //! A registration's counts start at zero when it is made (the broker reports counts since
 //! registration), so a group opened in this interval reads zero until the next `read_many`
 //! without a request of its own. A refusal by the access policy (another user's thread) fails
-//! that thread's group only: the host then reads it from `/proc`, as it does when the kernel
-//! refuses a direct group. A broken connection makes [`CounterSource::broken`] say so, and the
-//! host goes back to its own perf_event groups.
+//! that thread's group only, as refused for that task: the host then reads it from `/proc`, as
+//! it does when the kernel refuses a direct group. The rate limit's refusal and the broker's
+//! own (out of descriptors or counter slots) are refusals that may pass: the host tries again
+//! later. Only a broker that does not know `thread-tree:`, or whose kernel reports its events
+//! unsupported (no `inherit_thread`), makes [`CounterSource::inherits`] say thread trees cannot
+//! be counted. A broken connection makes [`CounterSource::broken`] say so, and the host goes
+//! back to its own perf_event groups for every process.
 
 use crate::client::{Client, ClientError};
 use crate::proto::Reading;
@@ -54,6 +59,12 @@ fn lock(s: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
     // A panic elsewhere while holding it leaves plain data behind, still consistent enough to
     // read or to fail cleanly with.
     s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether a broker's refusal of `target` says it does not know the target's form (a broker
+/// from before it: `bad target 'thread-tree:N': expected self, pid:N, ...`).
+fn unknown_form(message: &str, target: &str) -> bool {
+    message.starts_with(&format!("bad target '{target}': expected "))
 }
 
 /// The host's counter source over a broker connection.
@@ -122,6 +133,12 @@ impl BrokerSource {
         if let Some(why) = &sh.dead {
             return Err(open_err(io::Error::other(why.clone())));
         }
+        if let (Some(why), "thread-tree") = (&sh.inherit_refused, kind) {
+            return Err(open_err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                why.clone(),
+            )));
+        }
         let target = format!("{kind}:{tid}");
         let class = sh.class.clone();
         let mut got = sh.client.register(&list, &target, 1, class.as_deref());
@@ -140,6 +157,7 @@ impl BrokerSource {
                     id,
                     tid,
                     names,
+                    tree: (kind == "thread-tree").then(|| self.describe()),
                 }))
             }
             Err(e) => {
@@ -157,18 +175,35 @@ impl BrokerSource {
                     } if gone.iter().any(|g| message == g) => {
                         io::Error::from_raw_os_error(libc::ESRCH)
                     }
-                    // Not a policy's refusal of this thread: the form itself cannot be
-                    // counted here, for any thread.
+                    // A broker from before `thread-tree:` does not know the form: no
+                    // thread can be counted so through it (the host counts thread by thread).
                     ClientError::Refused {
                         rule: None,
                         message,
-                    } if kind == "thread-tree" => {
+                    } if kind == "thread-tree" && unknown_form(message, &target) => {
                         sh.inherit_refused = Some(format!("{}: {message}", self.describe()));
-                        io::Error::other(e.to_string())
+                        io::Error::new(io::ErrorKind::Unsupported, e.to_string())
                     }
-                    ClientError::Refused { .. } => {
+                    // The rate limit passes: the host tries again at a later interval.
+                    ClientError::Refused { rule: Some(r), .. } if r == "rate-limit" => {
+                        io::Error::new(io::ErrorKind::WouldBlock, e.to_string())
+                    }
+                    // A policy's rule refuses this task (its owner, kernel mode, ...), or the
+                    // broker's kernel refused it the permission (a broker without the rights):
+                    // not a refusal that passes.
+                    ClientError::Refused { rule: Some(_), .. } => {
                         io::Error::new(io::ErrorKind::PermissionDenied, e.to_string())
                     }
+                    ClientError::Refused {
+                        rule: None,
+                        message,
+                    } if message.starts_with("permission denied opening ") => {
+                        io::Error::new(io::ErrorKind::PermissionDenied, e.to_string())
+                    }
+                    // Any other refusal (the broker out of descriptors or counter slots, a
+                    // target it could not open) is this registration's, not the form's:
+                    // until session 29 one such refusal of a `thread-tree:` turned
+                    // inherited counting off for the whole host for good.
                     _ => io::Error::other(e.to_string()),
                 };
                 Err(open_err(source))
@@ -235,6 +270,10 @@ struct BrokerThread {
     id: u64,
     tid: u32,
     names: Vec<&'static str>,
+    /// For a `thread-tree:` registration, the source's description: an event its broker
+    /// reports unsupported (a kernel without inherit_thread) says no thread tree can be
+    /// counted there ([`CounterSource::inherits`]).
+    tree: Option<String>,
 }
 
 impl BrokerThread {
@@ -246,7 +285,9 @@ impl BrokerThread {
     }
 
     /// The broker's reading as a group reading: every event must be there and supported.
-    fn convert(&self, r: &Reading) -> Result<GroupReading, PerfError> {
+    /// An unsupported event of a `thread-tree:` registration is noted in `sh`: the broker's
+    /// kernel cannot inherit to threads only, and no thread tree will count there.
+    fn convert(&self, sh: &mut Shared, r: &Reading) -> Result<GroupReading, PerfError> {
         let mut g = GroupReading {
             values: [0; MAX_GROUP],
             len: self.names.len(),
@@ -263,11 +304,18 @@ impl BrokerThread {
         }
         for (i, e) in r.events.iter().enumerate() {
             if !e.supported {
-                return Err(self.read_err(format!(
+                let why = format!(
                     "{}: {}",
                     e.event,
                     e.reason.as_deref().unwrap_or("not supported by the broker")
-                )));
+                );
+                if let (Some(src), None) = (&self.tree, &sh.inherit_refused) {
+                    sh.inherit_refused = Some(format!(
+                        "{src}: thread-tree:{} (inherit_thread): {why}",
+                        self.tid
+                    ));
+                }
+                return Err(self.read_err(why));
             }
             g.values[i] = e.raw;
         }
@@ -284,7 +332,7 @@ impl ThreadCounts for BrokerThread {
         let shared = self.shared.clone();
         let mut sh = lock(&shared);
         if let Some(r) = sh.fetched.remove(&self.id) {
-            return self.convert(&r);
+            return self.convert(&mut sh, &r);
         }
         if sh.new.contains(&self.id) {
             // Registered since the last refresh: its counts start here, at zero.
@@ -299,7 +347,7 @@ impl ThreadCounts for BrokerThread {
             return Err(self.read_err(why.clone()));
         }
         match sh.client.read(self.id) {
-            Ok(r) => self.convert(&r),
+            Ok(r) => self.convert(&mut sh, &r),
             Err(e) => {
                 sh.failed(&e);
                 Err(self.read_err(e.to_string()))
@@ -344,10 +392,14 @@ mod tests {
 
     impl Running {
         fn start() -> Running {
+            Self::start_with(Config::default())
+        }
+
+        fn start_with(cfg: Config) -> Running {
             let dir = tempfile::tempdir().unwrap();
             let socket = dir.path().join("s.sock");
             let listener = server::bind(&socket).unwrap();
-            let broker = Arc::new(Broker::new(Config::default()).unwrap());
+            let broker = Arc::new(Broker::new(cfg).unwrap());
             let stop = Arc::new(AtomicBool::new(false));
             let thread = {
                 let (b, s) = (broker.clone(), stop.clone());
@@ -451,43 +503,147 @@ mod tests {
         assert!(matches!(c.status().unwrap(), Response::Status { .. }));
     }
 
+    /// Two processes counted through a broker that then stops: the interval that finds it
+    /// gone reopens every process on the host's own groups, and from the next one on both are
+    /// counted again. (Until session 29 only the first process's family was reopened: the
+    /// other kept its dead registrations, and its reads failed at every interval from then
+    /// on, no CPU time shown.)
     #[test]
     fn the_host_counts_through_the_broker_and_falls_back_when_it_goes() {
         let mut srv = Running::start();
-        // The host never watches itself: a child it can count.
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let me = child.id();
-        let mut host = Host::new(TargetSpec::Pids(vec![me]), None).unwrap();
+        // The host never watches itself: children it can count.
+        let mut children: Vec<std::process::Child> = (0..2)
+            .map(|_| {
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let pids: Vec<u32> = children.iter().map(std::process::Child::id).collect();
+        let mut host = Host::new(TargetSpec::Pids(pids.clone()), None).unwrap();
         host.set_counter_source(Box::new(BrokerSource::connect(&srv.socket).unwrap()));
         let s = host.counter_sources();
         assert!(!s.direct && s.via.starts_with("broker at "), "{s:?}");
         assert!(s.perf_threads > 0, "{s:?}");
         assert!(srv.broker.kernel_counters() > 0);
+        // Every child counted (a sleeping child's deltas may well be zero), all its events.
+        let all_counted = |obs: &counterpoint_core::observation::Observation, events: &[&str]| {
+            for &pid in &pids {
+                let t = obs
+                    .tasks
+                    .iter()
+                    .find(|t| t.id.0 == u64::from(pid))
+                    .expect("the child observed");
+                for e in events {
+                    assert!(t.sample.get(e).is_some_and(|v| v >= 0.0), "{e}: {t:?}");
+                }
+                assert_eq!(t.sample.counted_fraction(), 1.0);
+            }
+        };
         let obs = host.advance(1_000_000).unwrap();
-        let t = obs
-            .tasks
-            .iter()
-            .find(|t| t.id.0 == me as u64)
-            .expect("the child observed");
-        // Counted through the broker (a sleeping child's deltas may well be zero).
-        for e in ["task-clock", "context-switches", "cpu-migrations"] {
-            assert!(t.sample.get(e).is_some_and(|v| v >= 0.0), "{e}: {t:?}");
-        }
-        assert_eq!(t.sample.counted_fraction(), 1.0);
-        // The broker goes away: the reads fail, the threads' groups are reopened, find the
-        // source broken, and the host counts with its own groups from then on.
+        all_counted(&obs, &["task-clock", "context-switches", "cpu-migrations"]);
+        // The broker goes away: the next interval's request fails, and every process is
+        // reopened on the host's own groups (their first interval has no deltas)...
         srv.stop();
-        let _ = host.advance(1_000_000);
         let _ = host.advance(1_000_000);
         let s = host.counter_sources();
         assert!(s.direct, "{s:?}");
         assert!(s.fallback_reason.is_some(), "{s:?}");
-        assert!(s.perf_threads > 0, "{s:?}");
-        let _ = child.kill();
-        let _ = child.wait();
+        // ...and from the next one every process is counted again (by perf_event or, where
+        // this process may not open it, `/proc`).
+        let obs = host.advance(1_000_000).unwrap();
+        all_counted(&obs, &["task-clock", "context-switches"]);
+        let s = host.counter_sources();
+        assert!(s.perf_threads + s.proc_threads >= 2, "{s:?}");
+        for c in &mut children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// A `thread-tree:` refused for a reason of the broker's own (here: more events than it
+    /// has counter slots; out of descriptors alike) is that registration's refusal, one that
+    /// may pass, not a sign that thread trees cannot be counted: until session 29 it turned
+    /// inherited counting off for the whole host for good. A policy's rate limit is said as
+    /// one that passes too; only a broker that does not know the form turns them off.
+    #[test]
+    fn a_refused_thread_tree_leaves_thread_trees_on() {
+        let srv = Running::start_with(Config {
+            slots: 2,
+            ..Config::default()
+        });
+        let mut src = BrokerSource::connect(&srv.socket).unwrap();
+        let e = src
+            .open_inherited(gettid(), &SOFTWARE_GROUP)
+            .err()
+            .expect("3 events on 2 slots");
+        if e.to_string().contains("permission denied opening") {
+            eprintln!("SKIPPED a_refused_thread_tree_leaves_thread_trees_on: the broker may not count here: {e}");
+            return;
+        }
+        assert!(e.to_string().contains("slots"), "{e}");
+        assert!(!e.is_gone() && !e.is_global(), "{e}");
+        assert!(
+            !matches!(&e, PerfError::Open { source, .. } if source.kind() == io::ErrorKind::PermissionDenied),
+            "{e}"
+        );
+        assert_eq!(src.inherits(), Ok(()));
+        assert!(src.broken().is_none());
+        // What a broker from before thread-tree: answers.
+        let old = "bad target 'thread-tree:42': expected self, pid:N, tid:N, cgroup:PATH, user:NAME or cpus:LIST";
+        assert!(unknown_form(old, "thread-tree:42"));
+        assert!(!unknown_form(
+            "bad target 'thread-tree:42': thread id \"42\" is not ...",
+            "thread-tree:42"
+        ));
+        assert!(!unknown_form("too many open files", "thread-tree:42"));
+    }
+
+    /// A `thread-tree:` registration whose events the broker reports unsupported (its kernel
+    /// has no inherit_thread: the broker registers it, the events not counted) says thread
+    /// trees cannot be counted there, and no further one is registered; a `tid:` one does
+    /// not.
+    #[test]
+    fn an_unsupported_thread_tree_turns_thread_trees_off() {
+        let srv = Running::start();
+        let mut src = BrokerSource::connect(&srv.socket).unwrap();
+        let mut plain = match src.open(gettid(), &SOFTWARE_GROUP) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("SKIPPED an_unsupported_thread_tree_turns_thread_trees_off: the broker may not count here: {e}");
+                return;
+            }
+        };
+        let mut tree = src.open_inherited(gettid(), &SOFTWARE_GROUP).unwrap();
+        let unsupported = |src: &mut BrokerSource| {
+            src.refresh();
+            let mut sh = lock(&src.shared);
+            for r in sh.fetched.values_mut() {
+                r.events[0].supported = false;
+                r.events[0].reason = Some("not supported here (EINVAL)".into());
+            }
+        };
+        unsupported(&mut src);
+        assert!(plain.read().is_err());
+        assert_eq!(
+            src.inherits(),
+            Ok(()),
+            "a tid: registration's unsupported event"
+        );
+        unsupported(&mut src);
+        let e = tree.read().expect_err("unsupported");
+        assert!(e.to_string().contains("EINVAL"), "{e}");
+        let why = src.inherits().expect_err("thread trees off");
+        assert!(
+            why.contains("inherit_thread") && why.contains("EINVAL"),
+            "{why}"
+        );
+        let e = src
+            .open_inherited(gettid(), &SOFTWARE_GROUP)
+            .err()
+            .expect("no further thread tree");
+        assert!(e.to_string().contains("inherit_thread"), "{e}");
     }
 
     /// `crates/host/tests/data/churn.py`: one command per line, one answer line each.
@@ -617,7 +773,9 @@ mod tests {
             "counted {counted} ns of the later thread's {thread_cpu} ns"
         );
         assert!(
-            counted as f64 <= 1.02 * own as f64,
+            // Not 1.02: task-clock includes time stolen from the vCPU, the process clock does
+            // not (host tests threads.rs, OVER_OWN_CPU); counting twice is near 2x.
+            counted as f64 <= 1.5 * own as f64,
             "counted {counted} ns for a process whose own CPU time is {own} ns (the later thread's {thread_cpu} ns, its children's {children_cpu} ns)"
         );
     }

@@ -605,6 +605,12 @@ fn a_reused_thread_id_gets_counters_of_its_own() {
         let target = format!("{form}:{tid}");
         stat(1000);
         let first = register(&b, &p, "task-clock", &target, 1);
+        if let Response::Error { message, .. } = &first {
+            if message.contains("permission denied opening") {
+                println!("skipped a_reused_thread_id_gets_counters_of_its_own: {message}");
+                return;
+            }
+        }
         let again = register(&b, &p, "task-clock", &target, 1);
         assert!(
             matches!(

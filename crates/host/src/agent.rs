@@ -847,11 +847,7 @@ pub fn run_on_host_with(
             ),
             (
                 "threads",
-                json!(match (&src.inherit_off, &src.per_thread_reason) {
-                    (None, None) => "inherited: threads a process starts after its first read count in their creators' groups, however short-lived".to_string(),
-                    (None, Some(r)) => format!("inherited, except in processes counted thread by thread ({r})"),
-                    (Some(r), _) => format!("per thread: each counted from the interval after it is listed; threads shorter than an interval are missed ({r})"),
-                }),
+                json!(src.thread_counting()),
             ),
             (
                 "idle_gate",

@@ -11,7 +11,8 @@ pub use threads::SkippedThread;
 use crate::affinity::{self, AffinityError};
 use crate::journal::{Adopted, Journal, JournalError, Override, Relink, RestoreReport};
 use crate::perf::{
-    self, CounterSource, DirectSource, PerfEvent, ThreadCounts, HARDWARE_GROUP, SOFTWARE_GROUP,
+    self, CounterSource, DirectSource, PerfError, PerfEvent, ThreadCounts, HARDWARE_GROUP,
+    SOFTWARE_GROUP,
 };
 use crate::procfs::{self, Proc, ThreadTimes};
 use crate::sysfs::{self, SysfsError};
@@ -85,8 +86,12 @@ pub struct Host {
     /// it had when first read, which count every thread started since.
     families: BTreeMap<u32, Family>,
     /// Processes counted thread by thread although families could be used (a thread's
-    /// inherited group did not open), with the reason.
-    per_thread: BTreeMap<u32, String>,
+    /// inherited group did not open), with the reason and when the family is tried again.
+    per_thread: BTreeMap<u32, PerThread>,
+    /// Per watched process, its start time (`stat` field 22) when it was last read: a pid
+    /// that names another process since (reused) is counted afresh, nothing of the old
+    /// process's groups or readings being its.
+    starts: BTreeMap<u32, u64>,
     /// Why no process is counted through inherited groups (the kernel or the counter source
     /// cannot inherit to threads only), if none is.
     inherit_off: Option<String>,
@@ -230,6 +235,7 @@ impl Host {
             sources: HashMap::new(),
             families: BTreeMap::new(),
             per_thread: BTreeMap::new(),
+            starts: BTreeMap::new(),
             inherit_off: None,
             unsure_threads: 0,
             prev_read: Instant::now(),
@@ -519,8 +525,17 @@ impl Host {
             perf_threads: perf_threads + family_groups,
             proc_threads: self.sources.len() - perf_threads,
             inherited_processes: self.families.len(),
+            per_thread_processes: self
+                .read_tids
+                .keys()
+                .filter(|p| !self.families.contains_key(p))
+                .count(),
             inherit_off: self.inherit_off.clone(),
-            per_thread_reason: self.per_thread.values().next_back().cloned(),
+            per_thread_reason: self
+                .per_thread
+                .values()
+                .next_back()
+                .map(|p| p.reason.clone()),
             unsure_threads: self.unsure_threads,
             perf_off_reason: self.perf_off_reason.clone(),
             open_refused: self.open_refused.clone(),
@@ -596,13 +611,20 @@ impl Host {
         self.counter_source.refresh();
         let refreshed_at = Instant::now();
         let direct = self.counter_source.is_direct();
+        let pids = self.target_pids();
+        // A pid that names another process than at its last read: its old groups go first.
+        self.starts.retain(|p, _| pids.contains(p));
+        for &pid in &pids {
+            if let Some(st) = self.proc_.stat(pid) {
+                self.check_start(pid, st.starttime_ticks);
+            }
+        }
         self.read_tids.clear();
         self.idle_last.clear();
         self.idle_sums.clear();
         self.signatures.clear();
         self.read_times.clear();
         let mut out = HashMap::new();
-        let pids = self.target_pids();
         self.families.retain(|p, _| pids.contains(p));
         for pid in pids {
             let mut tids = self.proc_.threads(pid);
@@ -641,6 +663,90 @@ impl Host {
     /// and its family did not fail to open before.
     fn may_inherit(&self, pid: u32) -> bool {
         self.use_perf && self.inherit_off.is_none() && !self.per_thread.contains_key(&pid)
+    }
+
+    /// Count `pid` thread by thread for `reason` (its family did not open); with `retry`, its
+    /// family is tried again after 1, 2, 4, ... intervals (at most [`FAMILY_RETRY_MAX`]), as
+    /// the refusals go on.
+    fn note_per_thread(&mut self, pid: u32, reason: String, retry: bool) {
+        let attempts = self.per_thread.get(&pid).map_or(0, |p| p.attempts) + 1;
+        let wait = (1u64 << (attempts - 1).min(16)).min(FAMILY_RETRY_MAX);
+        self.per_thread.insert(
+            pid,
+            PerThread {
+                reason: if retry {
+                    format!(
+                        "{reason}; its inherited groups are tried again within {wait} interval(s)"
+                    )
+                } else {
+                    reason
+                },
+                retry_at: retry.then_some(self.intervals + wait),
+                attempts,
+            },
+        );
+    }
+
+    /// Whether `pid`, counted thread by thread after a refusal that may pass, is due to have
+    /// its family tried again.
+    fn family_retry_due(&self, pid: u32) -> bool {
+        self.use_perf
+            && self.inherit_off.is_none()
+            && !self.families.contains_key(&pid)
+            && self
+                .per_thread
+                .get(&pid)
+                .and_then(|p| p.retry_at)
+                .is_some_and(|at| self.intervals >= at)
+    }
+
+    /// Try `pid`'s family again (see [`Host::family_retry_due`]), after its threads were read
+    /// one by one for this interval. Where it opens, the per-thread groups are closed and the
+    /// family's first reading is its baseline: it counts from here on, with nothing lost but
+    /// the instant between the last per-thread reads and its opening. Where it does not, the
+    /// process stays thread by thread, tried again later.
+    fn retry_family(&mut self, pid: u32) {
+        let mut tids = self.proc_.threads(pid);
+        if !self.open_family(pid, &mut tids) {
+            return;
+        }
+        self.per_thread.remove(&pid);
+        for tid in self.read_tids.remove(&pid).unwrap_or_default() {
+            self.close_thread(tid);
+        }
+        if let Some(f) = self.families.get_mut(&pid) {
+            for m in &mut f.members {
+                m.last = m.read();
+            }
+        }
+        for &tid in &tids {
+            self.exits.watch(pid, tid);
+        }
+        self.read_tids.insert(pid, tids);
+    }
+
+    /// Check that `pid` is the process it was at its last read (by its start time): where
+    /// the pid was reused, the old process's groups, readings and marks are dropped, and the
+    /// new one is counted from its first read, as any process first seen.
+    fn check_start(&mut self, pid: u32, start: u64) {
+        if self.starts.insert(pid, start).is_some_and(|s| s != start) {
+            self.forget_process(pid);
+        }
+    }
+
+    /// Drop everything kept about `pid`'s counting: its family or its threads' groups and
+    /// readings, its thread list, its idle-gate marks and its last read time.
+    fn forget_process(&mut self, pid: u32) {
+        self.families.remove(&pid);
+        self.per_thread.remove(&pid);
+        for tid in self.read_tids.remove(&pid).unwrap_or_default() {
+            self.close_thread(tid);
+        }
+        self.thread_lists.remove(&pid);
+        self.signatures.remove(&pid);
+        self.idle_last.remove(&pid);
+        self.idle_sums.remove(&pid);
+        self.read_times.remove(&pid);
     }
 
     /// Open `pid`'s family on its threads `tids` (sorted), which it replaces with the list
@@ -687,7 +793,11 @@ impl Host {
                         } else if e.is_global() {
                             self.inherit_off = Some(e.to_string());
                         } else {
-                            self.per_thread.insert(pid, e.to_string());
+                            // Refused for this task (its owner's): thread by thread for good.
+                            // Anything else may pass (out of descriptors, a broker's rate
+                            // limit or its own trouble): thread by thread until the family is
+                            // tried again, at a later interval.
+                            self.note_per_thread(pid, e.to_string(), !refused_for_the_task(&e));
                         }
                         return false;
                     }
@@ -701,7 +811,13 @@ impl Host {
             *tids = now;
             if born == 0 || attempt == FAMILY_ATTEMPTS {
                 self.unsure_threads += born as u64;
-                self.families.insert(pid, Family { members });
+                self.families.insert(
+                    pid,
+                    Family {
+                        members,
+                        failed_reads: 0,
+                    },
+                );
                 return true;
             }
         }
@@ -724,24 +840,53 @@ impl Host {
                 return self.read_process(pid, tids);
             }
         }
+        let mut reopen = false;
         if let Some(f) = self.families.get_mut(&pid) {
-            for m in &mut f.members {
-                let Some(r) = m.read() else {
-                    // Its group is kept: the next read covers both intervals.
-                    sums.missed += 1;
-                    moved = true;
-                    continue;
-                };
-                match m.last.replace(r) {
-                    Some(p) => {
-                        sums.add(&p, &r);
-                        moved |= p != r;
-                    }
-                    None => {
-                        sums.fresh += 1;
-                        moved = true;
+            let now: Vec<Option<Reading>> = f.members.iter_mut().map(Member::read).collect();
+            let failed = now.iter().filter(|r| r.is_none()).count();
+            if failed > 0 {
+                // No group's last reading moves, and neither does the process's read time
+                // (`held`): the next read's deltas and its interval both start at the last
+                // read that succeeded. Taking the groups that did read would mix deltas over
+                // one interval and over two, divided by one (a read that failed once made the
+                // next sample count up to twice the time there was).
+                sums.missed = failed;
+                sums.held = true;
+                moved = true;
+                f.failed_reads += 1;
+                // A group that keeps failing (a registration the broker dropped, say) is not
+                // waited for: the family is opened again at the process's next read.
+                reopen = f.failed_reads >= FAMILY_READ_ATTEMPTS;
+            } else {
+                f.failed_reads = 0;
+                for (m, r) in f.members.iter_mut().zip(now) {
+                    let Some(r) = r else { continue };
+                    match m.last.replace(r) {
+                        Some(p) => {
+                            sums.add(&p, &r);
+                            moved |= p != r;
+                        }
+                        None => {
+                            sums.fresh += 1;
+                            moved = true;
+                        }
                     }
                 }
+            }
+        }
+        if sums.held {
+            if let Err(why) = self.counter_source.inherits() {
+                // The source found it cannot count thread trees after all (a broker whose
+                // kernel refuses inherit_thread reports those events unsupported): every
+                // process is counted thread by thread from its next read.
+                self.inherit_off = Some(why);
+                let pids: Vec<u32> = self.families.keys().copied().collect();
+                for p in pids {
+                    self.families.remove(&p);
+                    self.read_tids.remove(&p);
+                }
+                self.note_idle(pid, true, &sums);
+                return sums;
             }
         }
         let old = self.read_tids.insert(pid, tids).unwrap_or_default();
@@ -755,6 +900,10 @@ impl Host {
             if now.binary_search(&t).is_err() {
                 self.exits.forget(t);
             }
+        }
+        if reopen {
+            self.families.remove(&pid);
+            self.read_tids.remove(&pid);
         }
         self.note_idle(pid, moved, &sums);
         sums
@@ -861,6 +1010,9 @@ impl Host {
             }
         }
         self.note_idle(pid, moved, &sums);
+        if self.family_retry_due(pid) {
+            self.retry_family(pid);
+        }
         sums
     }
 
@@ -992,10 +1144,29 @@ impl Host {
 
     /// Count with this process's own groups from now on: the source (a broker) went away or
     /// cannot count here, for `why`.
+    ///
+    /// Every group open now is the source's, so every process is counted afresh, as at its
+    /// first read (through a family where one opens), from its next read on: the families
+    /// too, all of them (until session 29 only the family that found the broker gone was
+    /// reopened, and every other process's reads failed from then on).
     fn fall_back_to_direct(&mut self, why: String) {
         self.source_fallback = Some(format!("{}: {why}", self.counter_source.describe()));
         self.counter_source = Box::new(DirectSource);
+        // What this process can count by itself (the broker's rights no longer apply).
+        let avail = perf::availability();
+        self.use_perf = avail.software.is_ok();
+        self.perf_off_reason = avail.software.clone().err();
         self.inherit_off = self.counter_source.inherits().err();
+        self.open_refused = None;
+        self.sources.clear();
+        self.prev.clear();
+        self.families.clear();
+        self.per_thread.clear();
+        self.read_tids.clear();
+        self.idle_last.clear();
+        self.idle_sums.clear();
+        self.control_pages = 0;
+        self.exits.forget_all();
     }
 
     /// Close thread `tid`'s counters and forget its last reading and exit watch.
@@ -1082,13 +1253,19 @@ pub struct Sweep {
 /// How the watched threads are counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CounterSources {
-    /// Threads with a perf_event group (this process's own, or the broker's): a family's
-    /// groups (one per thread its process had when first read, whether that thread lives
-    /// on or not) and the groups of the threads counted one by one.
+    /// perf_event groups open (this process's own, or the broker's), which since families
+    /// are not threads: one per thread a family's process had when first read (whether that
+    /// thread lives on or not; it also counts every thread started since), and one per
+    /// thread counted one by one. The name is kept (`top`'s and the agent's JSON
+    /// `perf_threads`); `top`'s text says groups.
     pub perf_threads: usize,
     /// Processes counted through inherited groups (see [`Family`]): every thread they start
     /// is counted, however short its life.
     pub inherited_processes: usize,
+    /// Processes counted thread by thread (each thread in a group of its own, or on `/proc`,
+    /// from the interval after it is listed), whatever the reason: `inherit_off` for all of
+    /// them, or `per_thread_reason`.
+    pub per_thread_processes: usize,
     /// Why processes are counted thread by thread, each thread from the interval after it is
     /// first listed (`None` where inherited groups are used): the kernel has no
     /// `inherit_thread`, the counters come from a source that cannot inherit, or perf_event
@@ -1129,6 +1306,42 @@ pub struct CounterSources {
     pub control_pages: usize,
 }
 
+impl CounterSources {
+    /// How each watched process's threads are counted, in words (`top`'s `counters:` line, the
+    /// agent's `threads` start field): in the creators' groups (inherited), or each thread from
+    /// the interval after it is listed, with the reason; both, with how many processes each,
+    /// when the processes differ.
+    pub fn thread_counting(&self) -> String {
+        const INHERITED: &str = "inherited: threads a process starts after its first read count in their creators' groups, however short-lived";
+        const PER_THREAD: &str = "per thread: each thread counted from the interval after it is listed; threads shorter than an interval are missed";
+        let why = self
+            .inherit_off
+            .as_deref()
+            .or(self.per_thread_reason.as_deref())
+            .unwrap_or("no reason recorded");
+        let (i, p) = (self.inherited_processes, self.per_thread_processes);
+        if p == 0 && (i > 0 || self.inherit_off.is_none()) {
+            INHERITED.to_string()
+        } else if i == 0 {
+            format!("{PER_THREAD} ({why})")
+        } else {
+            format!(
+                "{INHERITED} ({i} {}); {PER_THREAD} ({p} {}: {why})",
+                plural(i, "process", "processes"),
+                plural(p, "process", "processes")
+            )
+        }
+    }
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
 /// How many times a family is opened before threads born meanwhile are taken as counted (see
 /// `Host::open_family`).
 pub const FAMILY_ATTEMPTS: usize = 3;
@@ -1146,6 +1359,34 @@ pub const FAMILY_ATTEMPTS: usize = 3;
 /// (the kernel refuses for inherited events), so the thread gate does not apply.
 struct Family {
     members: Vec<Member>,
+    /// Reads in a row in which some group failed (see `Host::read_family`).
+    failed_reads: usize,
+}
+
+/// How many reads in a row a family's groups may fail (each keeping its last readings) before
+/// the family is opened again.
+pub const FAMILY_READ_ATTEMPTS: usize = 3;
+
+/// The longest wait, in intervals, before a process counted thread by thread after a refusal
+/// that may pass has its family tried again (the waits double from 1).
+pub const FAMILY_RETRY_MAX: u64 = 64;
+
+/// Why a process is counted thread by thread although families could be used, and when its
+/// family is tried again.
+struct PerThread {
+    /// The refusal, in words.
+    reason: String,
+    /// The interval from which its family is tried again; `None`: never (refused for this
+    /// task, by its owner's rights or the broker's policy).
+    retry_at: Option<u64>,
+    /// Family opens refused so far.
+    attempts: u32,
+}
+
+/// Whether a group was refused for this task (the kernel's EACCES/EPERM, a broker's policy
+/// rule): a refusal that will not pass by waiting.
+fn refused_for_the_task(e: &PerfError) -> bool {
+    matches!(e, PerfError::Open { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 /// One original's groups and their last reading.
@@ -1325,6 +1566,9 @@ struct ProcessSums {
     /// Threads first seen (or reopened on a new source) this interval: they contribute from
     /// the next interval on.
     fresh: usize,
+    /// A family's read failed and every group kept its last reading: the next read's deltas
+    /// start where this one would have, and so must its interval.
+    held: bool,
     /// Slots a contributing thread had in only one of its two readings.
     lacking: [bool; SLOTS.len()],
 }
@@ -1468,6 +1712,13 @@ impl Machine for Host {
         // A broker answers every open group with one request here.
         self.counter_source.refresh();
         let refreshed_at = Instant::now();
+        if !self.counter_source.is_direct() {
+            if let Some(why) = self.counter_source.broken() {
+                // The broker went away: every process is reopened on this process's own
+                // groups, each from its read below.
+                self.fall_back_to_direct(why);
+            }
+        }
         let direct = self.counter_source.is_direct();
         // Forget the processes no longer watched, and close their threads' counters.
         let watched: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
@@ -1479,6 +1730,7 @@ impl Machine for Host {
         // A family's groups close with it.
         self.families.retain(|p, _| watched.contains(p));
         self.per_thread.retain(|p, _| watched.contains(p));
+        self.starts.retain(|p, _| watched.contains(p));
         let unwatched: Vec<u32> = self
             .read_tids
             .keys()
@@ -1494,6 +1746,8 @@ impl Machine for Host {
             let Some(st) = stats.remove(&pid) else {
                 continue;
             };
+            // A reused pid: the old process's groups are closed before anything is read.
+            self.check_start(pid, st.starttime_ticks);
             let Some(aff) = self.process_affinity(pid) else {
                 continue;
             };
@@ -1517,9 +1771,8 @@ impl Machine for Host {
                 (false, true) => Instant::now(),
                 (false, false) => refreshed_at,
             };
-            let since_ns = self
-                .read_times
-                .insert(pid, read_now)
+            let last_read = self.read_times.insert(pid, read_now);
+            let since_ns = last_read
                 .map_or(elapsed_ns, |prev| {
                     read_now.saturating_duration_since(prev).as_nanos() as u64
                 })
@@ -1536,6 +1789,11 @@ impl Machine for Host {
             } else {
                 self.read_process(pid, tids)
             };
+            if let (true, Some(prev)) = (sums.held, last_read) {
+                // The read failed and its readings were kept: so is its start, so that the
+                // next sample's interval covers its deltas (see `read_family`).
+                self.read_times.insert(pid, prev);
+            }
             let mut sample = Sample::new(Some(TaskId(pid as u64)), since_ns);
             // CPU time and switches are always known (zero for a process without deltas yet).
             for name in [event::TASK_CLOCK, event::CONTEXT_SWITCHES] {
@@ -2218,5 +2476,309 @@ mod source_tests {
         );
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// What an [`Inheriting`] source's groups show and do, set by the test.
+    #[derive(Default)]
+    struct FamState {
+        /// Every group opened: (thread, inherited).
+        opened: Vec<(u32, bool)>,
+        /// The cumulative count (and enabled/running ns) every group reads.
+        count: u64,
+        /// Reads that fail from now on, each failing read taking one.
+        failing_reads: usize,
+        /// Inherited opens refused from now on with these errors, one each.
+        refused_opens: Vec<i32>,
+    }
+
+    /// A source whose groups can inherit to later threads (so processes get families), its
+    /// counts and failures set by the test.
+    struct Inheriting(Arc<Mutex<FamState>>);
+
+    struct FamGroup {
+        names: Vec<&'static str>,
+        st: Arc<Mutex<FamState>>,
+    }
+
+    impl ThreadCounts for FamGroup {
+        fn names(&self) -> &[&'static str] {
+            &self.names
+        }
+        fn read(&mut self) -> Result<GroupReading, PerfError> {
+            let mut st = self.st.lock().unwrap();
+            if st.failing_reads > 0 {
+                st.failing_reads -= 1;
+                return Err(PerfError::Read {
+                    tid: 0,
+                    source: std::io::Error::other("failed for the test"),
+                });
+            }
+            Ok(same_count(self.names.len(), st.count, st.count, st.count))
+        }
+    }
+
+    impl Inheriting {
+        fn group(
+            &self,
+            tid: u32,
+            events: &[(&'static str, PerfEvent)],
+            inherited: bool,
+        ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+            let mut st = self.0.lock().unwrap();
+            if inherited && !st.refused_opens.is_empty() {
+                let errno = st.refused_opens.remove(0);
+                return Err(PerfError::Open {
+                    tid: tid as i32,
+                    event: events[0].0.to_string(),
+                    source: std::io::Error::from_raw_os_error(errno),
+                });
+            }
+            st.opened.push((tid, inherited));
+            Ok(Box::new(FamGroup {
+                names: events.iter().map(|(n, _)| *n).collect(),
+                st: Arc::clone(&self.0),
+            }))
+        }
+    }
+
+    impl CounterSource for Inheriting {
+        fn describe(&self) -> String {
+            "inheriting".into()
+        }
+        fn is_direct(&self) -> bool {
+            false
+        }
+        fn open(
+            &mut self,
+            tid: u32,
+            events: &[(&'static str, PerfEvent)],
+        ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+            self.group(tid, events, false)
+        }
+        fn inherits(&self) -> Result<(), String> {
+            Ok(())
+        }
+        fn open_inherited(
+            &mut self,
+            tid: u32,
+            events: &[(&'static str, PerfEvent)],
+        ) -> Result<Box<dyn ThreadCounts>, PerfError> {
+            self.group(tid, events, true)
+        }
+    }
+
+    /// A host on `pids` counting through an [`Inheriting`] source on `st`, every interval
+    /// reading every group (no idle gate).
+    fn inheriting_host(pids: Vec<u32>, st: &Arc<Mutex<FamState>>) -> Host {
+        let mut h = Host::new(TargetSpec::Pids(pids), None).expect("host");
+        h.idle_gate = None;
+        h.set_counter_source(Box::new(Inheriting(Arc::clone(st))));
+        h
+    }
+
+    /// One interval with the groups reading `count`: `pid`'s task-clock (`None`: not known
+    /// over the interval) and its sample's interval.
+    fn step(h: &mut Host, st: &Arc<Mutex<FamState>>, pid: u32, count: u64) -> (Option<u64>, u64) {
+        st.lock().unwrap().count = count;
+        let obs = h.advance(1_000_000).expect("advance");
+        let t = obs
+            .tasks
+            .iter()
+            .find(|t| t.id.0 == pid as u64)
+            .expect("task");
+        let v = t.sample.values.get(event::TASK_CLOCK).map(|v| v.raw);
+        (v, t.sample.interval_ns)
+    }
+
+    /// A family whose read fails keeps its groups' last readings, and its process keeps the
+    /// time of its last read: the next sample's deltas and its interval both start at the
+    /// last read that succeeded. (The interval used to restart at the failed read while the
+    /// deltas covered both intervals: up to twice the CPU time there was.) A family that keeps
+    /// failing is opened again.
+    #[test]
+    fn a_failed_family_read_keeps_its_interval_with_its_deltas() {
+        let mut child = stopped_child();
+        let pid = child.id();
+        let st = Arc::new(Mutex::new(FamState {
+            count: 100,
+            ..Default::default()
+        }));
+        let mut h = inheriting_host(vec![pid], &st);
+        assert_eq!(h.counter_sources().inherited_processes, 1);
+        assert_eq!(step(&mut h, &st, pid, 150).0, Some(50));
+        let read1 = h.read_times[&pid];
+        st.lock().unwrap().failing_reads = 1;
+        assert_eq!(step(&mut h, &st, pid, 250).0, None, "a failed read counted");
+        assert_eq!(
+            h.read_times[&pid], read1,
+            "a failed read moved the interval's start"
+        );
+        let (n, interval) = step(&mut h, &st, pid, 300);
+        assert_eq!(n, Some(150), "the deltas since the last good read");
+        assert_eq!(
+            u128::from(interval),
+            (h.read_times[&pid] - read1).as_nanos(),
+            "the interval since the last good read"
+        );
+        // Failing again and again: opened anew after FAMILY_READ_ATTEMPTS reads.
+        st.lock().unwrap().failing_reads = FAMILY_READ_ATTEMPTS;
+        for _ in 0..FAMILY_READ_ATTEMPTS {
+            assert_eq!(step(&mut h, &st, pid, 400).0, None);
+        }
+        assert_eq!(st.lock().unwrap().opened, vec![(pid, true)]);
+        assert_eq!(
+            step(&mut h, &st, pid, 500).0,
+            None,
+            "a reopened family's first read"
+        );
+        assert_eq!(st.lock().unwrap().opened, vec![(pid, true), (pid, true)]);
+        assert_eq!(step(&mut h, &st, pid, 520).0, Some(20));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The text of a `stat` file for a process with start time `start` (clock ticks).
+    fn stat_text(pid: u32, start: u64) -> String {
+        let mut f = vec!["0".to_string(); 52];
+        f[0] = pid.to_string();
+        f[1] = "(reused)".into();
+        f[2] = "S".into();
+        f[3] = "1".into(); // ppid
+        f[19] = "1".into(); // threads
+        f[21] = start.to_string();
+        f.join(" ") + "\n"
+    }
+
+    /// A pid that names another process than at its last read (its start time changed) is
+    /// counted afresh, through a family or thread by thread: its old groups are closed and new
+    /// ones opened, and its first interval reports nothing rather than the old process's
+    /// groups' deltas (which, on the real dead task, never move again: the new process read
+    /// 0 % CPU for ever). Through a procfs root whose `stat` the test rewrites, on a stopped
+    /// child whose pid the kernel calls are made on.
+    #[test]
+    fn a_reused_pid_is_counted_afresh() {
+        for per_thread in [false, true] {
+            let mut child = stopped_child();
+            let pid = child.id();
+            let root = tempfile::tempdir().expect("tempdir");
+            let dir = root.path().join(pid.to_string());
+            std::fs::create_dir_all(dir.join("task").join(pid.to_string())).expect("task dir");
+            std::fs::write(dir.join("stat"), stat_text(pid, 1000)).expect("stat");
+            let st = Arc::new(Mutex::new(FamState {
+                count: 100,
+                ..Default::default()
+            }));
+            let mut h = Host::new(TargetSpec::Pids(vec![pid]), None).expect("host");
+            h.idle_gate = None;
+            h.proc_ = Proc::new(root.path());
+            h.set_counter_source(Box::new(Inheriting(Arc::clone(&st))));
+            if per_thread {
+                h.count_thread_by_thread();
+            }
+            st.lock().unwrap().opened.clear();
+            assert_eq!(
+                step(&mut h, &st, pid, 150).0,
+                Some(50),
+                "per thread {per_thread}"
+            );
+            // The same pid, another process.
+            std::fs::write(dir.join("stat"), stat_text(pid, 2000)).expect("stat");
+            assert_eq!(
+                step(&mut h, &st, pid, 170).0,
+                None,
+                "per thread {per_thread}: the new process's first interval"
+            );
+            assert_eq!(
+                st.lock().unwrap().opened,
+                vec![(pid, !per_thread)],
+                "per thread {per_thread}: its groups were opened anew"
+            );
+            assert_eq!(
+                step(&mut h, &st, pid, 200).0,
+                Some(30),
+                "per thread {per_thread}"
+            );
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A family refused for a reason that may pass (out of descriptors here; a broker's rate
+    /// limit or its own trouble alike) leaves its process thread by thread only until the
+    /// family is tried again, at a later interval; one refused for the task (EACCES) stays
+    /// thread by thread, and the counters line says how many processes are counted which way.
+    #[test]
+    fn a_family_refused_for_a_passing_reason_is_tried_again() {
+        let mut child = stopped_child();
+        let pid = child.id();
+        let st = Arc::new(Mutex::new(FamState {
+            count: 100,
+            refused_opens: vec![libc::EMFILE],
+            ..Default::default()
+        }));
+        let mut h = inheriting_host(vec![pid], &st);
+        let s = h.counter_sources();
+        assert_eq!(
+            (s.inherited_processes, s.per_thread_processes),
+            (0, 1),
+            "{s:?}"
+        );
+        let why = s.per_thread_reason.clone().unwrap_or_default();
+        assert!(why.contains("tried again"), "{why}");
+        assert!(
+            s.thread_counting().starts_with("per thread"),
+            "{}",
+            s.thread_counting()
+        );
+        assert_eq!(st.lock().unwrap().opened, vec![(pid, false)]);
+        // Read thread by thread this interval, then the family opens.
+        assert_eq!(step(&mut h, &st, pid, 150).0, Some(50));
+        let s = h.counter_sources();
+        assert_eq!(
+            (s.inherited_processes, s.per_thread_processes),
+            (1, 0),
+            "{s:?}"
+        );
+        assert_eq!(s.per_thread_reason, None);
+        assert_eq!(st.lock().unwrap().opened, vec![(pid, false), (pid, true)]);
+        // The family's baseline was taken when it opened.
+        assert_eq!(step(&mut h, &st, pid, 180).0, Some(30));
+        let _ = child.kill();
+        let _ = child.wait();
+
+        // Refused for the task: never tried again.
+        let mut a = stopped_child();
+        let mut b = stopped_child();
+        let st = Arc::new(Mutex::new(FamState {
+            count: 100,
+            refused_opens: vec![libc::EACCES],
+            ..Default::default()
+        }));
+        let mut h = inheriting_host(vec![a.id(), b.id()], &st);
+        for count in [150, 200, 250, 300] {
+            step(&mut h, &st, a.id(), count);
+        }
+        let s = h.counter_sources();
+        assert_eq!(
+            (s.inherited_processes, s.per_thread_processes),
+            (1, 1),
+            "{s:?}"
+        );
+        assert_eq!(
+            st.lock().unwrap().opened.iter().filter(|o| o.1).count(),
+            1,
+            "a family refused for its task was tried again"
+        );
+        let text = s.thread_counting();
+        assert!(
+            text.contains("(1 process)")
+                && text.contains("(1 process: ")
+                && text.contains("os error 13"),
+            "{text}"
+        );
+        for c in [&mut a, &mut b] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }

@@ -6,8 +6,10 @@ use counterpoint_host::machine::CounterSources;
 use serde_json::json;
 
 pub(super) fn sources_text(c: &CounterSources) -> String {
+    // perf_threads counts groups: a family's one per original thread covers every thread
+    // started since.
     let mut t = format!(
-        "counters: {} on {} threads, /proc on {}",
+        "counters: {} on {} groups, /proc on {} threads",
         c.via, c.perf_threads, c.proc_threads
     );
     if let Some(r) = &c.fallback_reason {
@@ -22,17 +24,10 @@ pub(super) fn sources_text(c: &CounterSources) -> String {
     t
 }
 
-/// How threads started after a process's first read are counted, for the `counters:` line.
+/// How threads started after a process's first read are counted, for the `counters:` line:
+/// per process as each is counted now ([`CounterSources::thread_counting`]).
 fn threads_text(c: &CounterSources) -> String {
-    match (&c.inherit_off, &c.per_thread_reason) {
-        (None, None) => "; later threads in their creators' groups (inherited)".to_string(),
-        (None, Some(r)) => format!(
-            "; later threads in their creators' groups (inherited), except in processes counted thread by thread, which miss threads shorter than an interval ({r})"
-        ),
-        (Some(r), _) => format!(
-            "; each thread from the interval after it is listed: threads shorter than an interval are missed ({r})"
-        ),
-    }
+    format!("; {}", c.thread_counting())
 }
 
 pub(super) const NO_PMU: &str = "n/a (no PMU)";
@@ -239,6 +234,7 @@ pub(super) fn json_doc(
             "perf_off": s.sources.perf_off_reason,
             "open_refused": s.sources.open_refused,
             "inherited_processes": s.sources.inherited_processes,
+            "per_thread_processes": s.sources.per_thread_processes,
             "inherit_off": s.sources.inherit_off,
             "per_thread_reason": s.sources.per_thread_reason,
             "unsure_threads": s.sources.unsure_threads,

@@ -646,68 +646,8 @@ mod tests {
         assert!(e.to_string().contains("inherit_thread"), "{e}");
     }
 
-    /// `crates/host/tests/data/churn.py`: one command per line, one answer line each.
-    struct Churn {
-        child: std::process::Child,
-        stdin: std::process::ChildStdin,
-        lines: std::sync::mpsc::Receiver<String>,
-    }
-
-    impl Churn {
-        fn start() -> Option<(Churn, u64)> {
-            use std::io::BufRead;
-            use std::process::{Command, Stdio};
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../host/tests/data/churn.py");
-            let mut child = Command::new("python3")
-                .arg(script)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .ok()?;
-            let stdin = child.stdin.take()?;
-            let out = io::BufReader::new(child.stdout.take()?);
-            let (tx, lines) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                for line in out.lines().map_while(Result::ok) {
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-            let mut c = Churn {
-                child,
-                stdin,
-                lines,
-            };
-            let cpu = c.answer("ready")[0];
-            Some((c, cpu))
-        }
-
-        /// The numbers of the next line, which must start with `word` (bounded only so that a
-        /// hung helper fails the test).
-        fn answer(&mut self, word: &str) -> Vec<u64> {
-            let line = self
-                .lines
-                .recv_timeout(std::time::Duration::from_secs(120))
-                .unwrap_or_else(|e| panic!("no `{word}` line: {e}"));
-            let mut it = line.split_whitespace();
-            assert_eq!(it.next(), Some(word), "{line}");
-            it.map(|n| n.parse().expect("number")).collect()
-        }
-
-        fn ask(&mut self, cmd: &str, word: &str) -> Vec<u64> {
-            use std::io::Write;
-            writeln!(self.stdin, "{cmd}").expect("command");
-            self.answer(word)
-        }
-    }
-
-    impl Drop for Churn {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+    // The driver of crates/host/tests/data/churn.py, shared with the host's tests.
+    include!("../../host/tests/common/churn.rs");
 
     /// Through a broker the host registers each thread a process had at its first read as a
     /// `thread-tree:` (the threads it starts count in it, the processes it forks do not) and
@@ -719,7 +659,10 @@ mod tests {
     #[test]
     fn through_the_broker_a_later_thread_counts_once_and_a_forked_child_not_at_all() {
         let srv = Running::start();
-        let Some((mut churn, cpu0)) = Churn::start() else {
+        let Some((mut churn, cpu0)) = Churn::start(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../host/tests/data/churn.py"
+        )) else {
             eprintln!("SKIPPED through_the_broker_a_later_thread_counts_once_and_a_forked_child_not_at_all: no python3");
             return;
         };

@@ -7,77 +7,12 @@
 use counterpoint_core::event;
 use counterpoint_core::machine::Machine;
 use counterpoint_host::{Host, TargetSpec};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
-/// The helper program: one command per line, one answer line each.
-struct Churn {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-}
+include!("common/churn.rs");
 
-impl Churn {
-    /// Start it and wait for `ready`; `None` (test skipped) without python3.
-    fn start() -> Option<(Churn, u64)> {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/churn.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .ok()?;
-        let stdin = child.stdin.take().expect("stdin");
-        let out = BufReader::new(child.stdout.take().expect("stdout"));
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in out.lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut c = Churn {
-            child,
-            stdin,
-            lines,
-        };
-        let ready = c.answer("ready");
-        Some((c, ready[0]))
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The numbers of the next line, which must start with `word`. Bounded at two minutes only
-    /// so that a hung helper fails the test instead of hanging it.
-    fn answer(&mut self, word: &str) -> Vec<u64> {
-        let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(120))
-            .unwrap_or_else(|e| panic!("no `{word}` line from the helper: {e}"));
-        let mut it = line.split_whitespace();
-        assert_eq!(it.next(), Some(word), "{line}");
-        it.map(|n| n.parse().expect("number")).collect()
-    }
-
-    /// Send `cmd`, return the numbers of its answer.
-    fn ask(&mut self, cmd: &str, word: &str) -> Vec<u64> {
-        writeln!(self.stdin, "{cmd}").expect("command");
-        self.answer(word)
-    }
-}
-
-impl Drop for Churn {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// The helper program.
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/churn.py");
 
 /// How far above a process's own CPU clock (`CLOCK_PROCESS_CPUTIME_ID`) its task-clock may be
 /// before it is taken for double counting. The two measure the same work differently:
@@ -124,7 +59,7 @@ fn inheriting_host(pid: u32, test: &str) -> Option<Host> {
 /// in /proc).
 #[test]
 fn threads_born_and_ended_between_two_reads_are_counted() {
-    let Some((mut churn, cpu0)) = Churn::start() else {
+    let Some((mut churn, cpu0)) = Churn::start(SCRIPT) else {
         eprintln!("SKIPPED threads_born_and_ended_between_two_reads_are_counted: no python3");
         return;
     };
@@ -156,7 +91,7 @@ fn threads_born_and_ended_between_two_reads_are_counted() {
 /// runs at least 50 ms of CPU; the target's count stays within its own CPU clock.
 #[test]
 fn a_forked_process_is_not_counted_in_its_parent() {
-    let Some((mut churn, cpu0)) = Churn::start() else {
+    let Some((mut churn, cpu0)) = Churn::start(SCRIPT) else {
         eprintln!("SKIPPED a_forked_process_is_not_counted_in_its_parent: no python3");
         return;
     };
@@ -186,7 +121,7 @@ fn a_forked_process_is_not_counted_in_its_parent() {
 #[test]
 fn a_thread_that_ends_between_two_reads_keeps_its_last_stretch() {
     for per_thread in [true, false] {
-        let Some((mut churn, _)) = Churn::start() else {
+        let Some((mut churn, _)) = Churn::start(SCRIPT) else {
             eprintln!(
                 "SKIPPED a_thread_that_ends_between_two_reads_keeps_its_last_stretch: no python3"
             );
@@ -242,7 +177,7 @@ fn a_thread_that_ends_between_two_reads_keeps_its_last_stretch() {
 /// the process (which include ended threads) moved, so it is read, and their work counted.
 #[test]
 fn the_idle_gate_does_not_hide_threads_born_and_ended_between_looks() {
-    let Some((mut churn, _)) = Churn::start() else {
+    let Some((mut churn, _)) = Churn::start(SCRIPT) else {
         eprintln!(
             "SKIPPED the_idle_gate_does_not_hide_threads_born_and_ended_between_looks: no python3"
         );

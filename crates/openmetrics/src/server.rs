@@ -456,6 +456,9 @@ fn handle(mut stream: TcpStream, source: &Source, place: &Place) {
         // Timed out or reset: nothing useful to say.
         Err(_) => return,
     };
+    // A HEAD request's answer has no body, errors included (RFC 9110 9.3.2: a body after a
+    // HEAD answer would be read as the start of the next response).
+    let is_head = head.starts_with(b"HEAD ");
     let _ = match parse_request(&head) {
         Request::Metrics {
             head_only,
@@ -495,7 +498,7 @@ fn handle(mut stream: TcpStream, source: &Source, place: &Place) {
             &[],
             b"Accept refuses both formats served here: application/openmetrics-text \
               (OpenMetrics 1.0.0) and text/plain (Prometheus 0.0.4)\n",
-            false,
+            is_head,
         ),
         Request::NotFound => respond(
             &mut stream,
@@ -503,7 +506,7 @@ fn handle(mut stream: TcpStream, source: &Source, place: &Place) {
             "Not Found",
             &[],
             b"only /metrics is served here\n",
-            false,
+            is_head,
         ),
         Request::MethodNotAllowed => respond(
             &mut stream,
@@ -519,7 +522,7 @@ fn handle(mut stream: TcpStream, source: &Source, place: &Place) {
             "Bad Request",
             &[],
             b"malformed request\n",
-            false,
+            is_head,
         ),
     };
 }

@@ -90,6 +90,12 @@ fn errors_for_anything_else() {
         400
     );
     assert_eq!(exchange(addr, b"GET /metrics\r\n\r\n").unwrap().status, 400);
+    // A HEAD's error answer has its status and length but no body (a body would be read as
+    // the next response by a client keeping the connection).
+    let missing = exchange(addr, b"HEAD /nope HTTP/1.1\r\n\r\n").unwrap();
+    assert_eq!(missing.status, 404);
+    assert!(missing.body.is_empty(), "{:?}", missing.body);
+    assert!(missing.header("content-length").is_some_and(|n| n != "0"));
     // An endless header: answered 431 once the bound is reached, not read forever.
     let mut huge = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
     huge.extend(vec![b'a'; 64 * 1024]);

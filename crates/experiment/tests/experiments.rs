@@ -184,6 +184,24 @@ fn masa_testcases_count_repeated_runs_once() {
         .get("test case 1 masa-no-new-excess", "gain")
         .expect("gain");
     assert_eq!(gain.n, 3);
+    // Its bar in the figure: the mean and the 95 % interval of the mean, in percent.
+    let fig = r
+        .figures
+        .iter()
+        .find(|f| f.file == "masa-testcases.svg")
+        .expect("figure");
+    let ours = fig
+        .series
+        .iter()
+        .find(|s| s.name == "ours (masa-no-new-excess)")
+        .expect("series");
+    let ci = fig
+        .categories
+        .iter()
+        .position(|c| c == "test case 1")
+        .expect("category");
+    assert_eq!(ours.values[ci], Some(100.0 * gain.mean));
+    assert_eq!(ours.errors[ci], gain.half_width95().map(|h| 100.0 * h));
     assert!(
         r.findings
             .iter()

@@ -168,7 +168,9 @@ pub fn placement(
         "masa-placement",
         "Nakajima & Pallipadi Tables 1 and 2: static placement on 2 packages x 2 HT threads",
         &format!(
-            "catalog machine `{MACHINE}` (2 packages x 1 core x 2 threads; HT off = 1 thread)"
+            "catalog machine `{MACHINE}` (2 packages x 1 core x 2 threads; HT off = 1 thread); \
+             programs repeat for the whole run, and a program's time to complete is its \
+             instructions at its average rate"
         ),
         seeds,
     );
@@ -279,8 +281,9 @@ pub fn placement(
                     errors: rows
                         .iter()
                         .map(|p| {
+                            // The 95 % interval of the mean, as every figure draws it.
                             r.get(&format!("table{tn} {}", p.label), "total_time_s")
-                                .and_then(|s| s.std)
+                                .and_then(|s| s.half_width95())
                         })
                         .collect(),
                 },

@@ -371,9 +371,10 @@ pub fn testcases(
                 errors: tcs
                     .iter()
                     .map(|t| {
+                        // The 95 % interval of the mean, as every figure draws it.
                         r.get(&format!("{} {vname}", t.name), "gain")
-                            .and_then(|s| s.std)
-                            .map(|std| 100.0 * std)
+                            .and_then(|s| s.half_width95())
+                            .map(|h| 100.0 * h)
                     })
                     .collect(),
             })

@@ -658,8 +658,7 @@ impl Broker {
         }
         // Each event once: a repeat would be a second series under the same labels in every
         // reading and in /metrics (OpenMetrics requires label sets to be unique).
-        let mut seen = BTreeSet::new();
-        if let Some(dup) = list.events().find(|s| !seen.insert(s.name.as_str())) {
+        if let Some(dup) = list.repeated() {
             return Err(fail(format!(
                 "event '{}' is listed twice in '{}': name each event once per registration",
                 dup.name, rec.events

@@ -201,6 +201,13 @@ impl EventList {
     pub fn extend(&mut self, other: EventList) {
         self.groups.extend(other.groups);
     }
+    /// The first event named a second time (`cs` in `cs,{cs:u,cs}`; `cs` and `cs:u` are two
+    /// events). `perf stat` counts a repeat twice; a consumer whose output is keyed by the
+    /// event name (the broker's series, selfmon's columns) refuses it instead.
+    pub fn repeated(&self) -> Option<&EventSpec> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.events().find(|s| !seen.insert(s.name.as_str()))
+    }
 }
 
 /// Generic hardware events: (name, config, canonical).
@@ -800,6 +807,20 @@ mod tests {
 
     fn empty_tree() -> PmuTree {
         PmuTree::new("/nonexistent-counterpoint-root")
+    }
+
+    #[test]
+    fn a_repeated_event_is_found_by_its_name() {
+        let t = empty_tree();
+        let first = |l: &str| {
+            parse_event_list(l, &t)
+                .unwrap()
+                .repeated()
+                .map(|s| s.name.clone())
+        };
+        assert_eq!(first("cs,{cs:u,cs}").as_deref(), Some("cs"));
+        assert_eq!(first("cs,cs:u"), None);
+        assert_eq!(first("task-clock,page-faults"), None);
     }
 
     #[test]

@@ -79,18 +79,16 @@ pub enum SelfmonError {
 /// self-monitoring counter is read on its own).
 pub fn parse_events(list: &str) -> Result<Vec<EventSpec>, SelfmonError> {
     let parsed = parse_event_list(list, &PmuTree::new("/sys"))?;
-    let specs: Vec<EventSpec> = parsed.events().cloned().collect();
-    if specs.is_empty() {
+    if parsed.is_empty() {
         return Err(SelfmonError::NoEvents);
     }
-    let mut seen = std::collections::BTreeSet::new();
-    if let Some(dup) = specs.iter().find(|s| !seen.insert(s.name.as_str())) {
+    if let Some(dup) = parsed.repeated() {
         return Err(SelfmonError::Repeated {
             event: dup.name.clone(),
             list: list.to_string(),
         });
     }
-    Ok(specs)
+    Ok(parsed.events().cloned().collect())
 }
 
 /// One event counting the calling thread. Not `Send`: the user-space read is only meaningful

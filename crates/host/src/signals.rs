@@ -83,6 +83,20 @@ pub fn ignored(sig: libc::c_int) -> bool {
         && old.sa_sigaction == libc::SIG_IGN
 }
 
+/// Point each of `signals` at `handler` with `signal(2)`, except one [`ignored`] (it stays
+/// ignored): the stop handlers of commands that keep their own flag.
+///
+/// # Safety
+/// `handler` must be async-signal-safe (atomics only, as a stop flag).
+pub unsafe fn handle_unless_ignored(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
+    for &sig in signals {
+        if !ignored(sig) {
+            // SAFETY: the caller vouches for the handler.
+            unsafe { libc::signal(sig, handler as libc::sighandler_t) };
+        }
+    }
+}
+
 /// Point `sig` at the handler that records it and raises the stop flag, unless it is
 /// [`ignored`].
 fn catch(sig: libc::c_int) -> std::io::Result<()> {

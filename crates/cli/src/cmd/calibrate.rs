@@ -83,14 +83,10 @@ extern "C" fn on_stop(sig: libc::c_int) {
 /// Ctrl-C or SIGTERM end the calibration early: the runs that finished are still printed (the
 /// one in progress is cut short and dropped), as `perf stat` prints what it counted.
 fn catch_stop_signals() {
-    let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // One ignored by whoever started us (a shell's background job) stays ignored.
-        if !counterpoint_host::signals::ignored(sig) {
-            // SAFETY: the handler only stores to atomics.
-            unsafe { libc::signal(sig, h) };
-        }
-    }
+    // SAFETY: the handler only stores to atomics.
+    unsafe {
+        counterpoint_host::signals::handle_unless_ignored(&[libc::SIGINT, libc::SIGTERM], on_stop)
+    };
 }
 
 /// The signal that stopped the calibration, if one did.

@@ -119,14 +119,10 @@ extern "C" fn on_stop(sig: libc::c_int) {
 }
 
 pub(crate) fn install_stop_handler() {
-    let h = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // One ignored by whoever started us (a shell's background job) stays ignored.
-        if !counterpoint_host::signals::ignored(sig) {
-            // SAFETY: the handler only stores to an atomic.
-            unsafe { libc::signal(sig, h) };
-        }
-    }
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        counterpoint_host::signals::handle_unless_ignored(&[libc::SIGINT, libc::SIGTERM], on_stop)
+    };
 }
 
 /// The command's pid while it runs and is not yet reaped (0 otherwise): where a stop signal

@@ -128,15 +128,13 @@ pub(super) fn run_live(
     // SIGTERM/SIGINT end the view through the normal path, so the terminal is restored.
     // SIGHUP keeps its default (exit): the terminal is gone, there is nothing to restore, and
     // crossterm spins reading a hung-up tty, so the normal path would never run.
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        if counterpoint_host::signals::ignored(sig) {
-            continue; // ignored by whoever started us (a shell's background job): stays so
-        }
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_stop_signal as *const () as libc::sighandler_t);
-        }
-    }
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        counterpoint_host::signals::handle_unless_ignored(
+            &[libc::SIGTERM, libc::SIGINT],
+            on_stop_signal,
+        )
+    };
     let online = host.online().clone();
     let pmu = host_has_pmu(&host);
     // Sampling blocks for an interval: it runs on its own thread so keys stay responsive.

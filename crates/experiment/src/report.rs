@@ -1228,19 +1228,8 @@ mod tests {
     #[test]
     fn own_report_files_are_told_from_others() {
         let dir = tempfile::tempdir().unwrap();
-        let mut r = ExperimentResult::new("leak", "Leak", "m", &[1]);
+        let mut r = with_figures("leak", &["leak.svg"]);
         r.findings.push("f".into());
-        r.figures.push(BarFigure {
-            file: "leak.svg".into(),
-            title: "t".into(),
-            y_label: "y".into(),
-            categories: vec!["a".into()],
-            series: vec![BarSeries {
-                name: "ours".into(),
-                values: vec![Some(1.0)],
-                errors: vec![None],
-            }],
-        });
         let files = render(&[r], "pre\n").unwrap();
         let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["leak.svg", "report.md", "results.json"]);

@@ -1485,9 +1485,9 @@ impl Pusher {
         self.wake.notify_all();
     }
 
-    /// The wake count, to pass to [`Pusher::wait`].
+    /// The wake count, to pass to [`Pusher::wait`]. No lock: a wake bumps it under the lock,
+    /// and `wait` compares it under the lock before it sleeps.
     fn generation(&self) -> u64 {
-        let _v = self.lock();
         self.generation.load(Ordering::Relaxed)
     }
 

@@ -101,6 +101,18 @@ pub struct RegRecord {
     pub class: String,
     /// Wall-clock registration time, ns since the epoch (enabled time counts from here).
     pub registered_wall_ns: u64,
+    /// The registering process's start time (clock ticks since boot, `stat` field 22): on a
+    /// restart a process now holding `pid` with another start time is a new process, and the
+    /// registration's consumer is gone. Absent in journals written before session 30 (the
+    /// number alone is checked then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_start: Option<u64>,
+    /// What the target resolved to at registration (`Resolved::identity`: for a task named by
+    /// its number, the number and the task's start time): on a restart a target that now
+    /// resolves to another task is refused instead of counting the task that took the number.
+    /// Absent in journals written before session 30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_identity: Option<String>,
 }
 
 /// Cumulative counts of a registration at some moment.
@@ -542,6 +554,8 @@ mod tests {
 
     fn reg(id: u64) -> RegRecord {
         RegRecord {
+            pid_start: None,
+            target_identity: None,
             id,
             uid: 1000,
             gid: 1000,

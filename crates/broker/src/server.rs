@@ -348,8 +348,15 @@ impl Broker {
                     pid: rec.pid,
                 };
                 // A registration whose process is gone, or that no longer opens, is dropped
-                // (and journaled as such); the others continue from their checkpoint.
-                if !broker.roots.proc_root.join(rec.pid.to_string()).exists() {
+                // (and journaled as such); the others continue from their checkpoint. A process
+                // now holding the number with another start time is another process: the
+                // consumer is gone (until session 30 the number alone was checked, and a new
+                // process given a dead consumer's pid kept its registrations).
+                let same_process = match rec.pid_start {
+                    Some(s) => target::start_time(&broker.roots, rec.pid).ok() == Some(s),
+                    None => broker.roots.proc_root.join(rec.pid.to_string()).exists(),
+                };
+                if !same_process {
                     broker.journal(&mut st, &Record::Unregister { id: rec.id });
                     continue;
                 }
@@ -652,6 +659,22 @@ impl Broker {
     ) -> Result<usize, Failure> {
         let resolved =
             target::resolve(&rec.target, peer.pid, &self.roots).map_err(|e| fail(e.to_string()))?;
+        let mut rec = rec;
+        match &rec.target_identity {
+            // A task named by its number (`tid:N@START`) that now resolves to a task with
+            // another start time: the number was given to a new task while the broker was
+            // down. Counting it would hand the consumer another task's counts under the same
+            // registration.
+            Some(old) if restored && old.contains('@') && *old != resolved.identity => {
+                return Err(fail(format!(
+                    "target '{}' now names another task than the one registered ({} then, {} \
+                     now: its number was reused while the broker was down); register again",
+                    rec.target, old, resolved.identity
+                )));
+            }
+            Some(_) => {}
+            None => rec.target_identity = Some(resolved.identity.clone()),
+        }
         let list = parse_event_list(&rec.events, &self.tree).map_err(|e| fail(e.to_string()))?;
         if list.is_empty() {
             return Err(fail("no events given"));
@@ -1095,6 +1118,8 @@ impl Broker {
                     share: *share,
                     class: class.clone().unwrap_or_else(|| "user".into()),
                     registered_wall_ns: wall_ns(),
+                    pid_start: target::start_time(&self.roots, peer.pid).ok(),
+                    target_identity: None,
                 };
                 let shared = self.install(&mut st, peer, rec, Checkpoint::default(), false)?;
                 st.next_id += 1;

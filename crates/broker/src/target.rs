@@ -95,7 +95,7 @@ impl Default for Roots {
 
 /// Task `id`'s start time (clock ticks since boot, `stat` field 22; a thread's own, also
 /// through `/proc/TID/stat` for a thread that does not lead its process).
-fn start_time(roots: &Roots, id: i32) -> Result<u64, TargetError> {
+pub fn start_time(roots: &Roots, id: i32) -> Result<u64, TargetError> {
     let text = std::fs::read_to_string(roots.proc_root.join(id.to_string()).join("stat"))
         .map_err(|_| TargetError::NoSuchTask(id))?;
     // Fields are counted from the last `)`: the command name may hold spaces and parentheses.

@@ -646,3 +646,116 @@ fn a_reused_thread_id_gets_counters_of_its_own() {
         assert_eq!(b.kernel_counters(), 0, "{form}");
     }
 }
+
+/// A journaled registration is tied to the task its target named and to the process that made
+/// it, by number *and* start time: across a restart, a target whose number now names a task
+/// with another start time is refused (saying so), a consumer whose pid now belongs to another
+/// process is gone, and a registration whose tasks are the same continues.
+#[test]
+fn a_restart_refuses_a_target_or_consumer_whose_number_was_reused() {
+    use counterpoint_broker::journal::{Journal, Record, RegRecord};
+    let d = tempfile::tempdir().unwrap();
+    let journal = d.path().join("journal");
+    let me_pid = std::process::id() as i32;
+    let start = counterpoint_broker::target::start_time(
+        &counterpoint_broker::target::Roots::default(),
+        me_pid,
+    )
+    .unwrap();
+    let p = me();
+    let rec = |id: u64, pid_start: u64, identity: String| RegRecord {
+        id,
+        uid: p.uid,
+        gid: p.gid,
+        pid: me_pid,
+        events: "task-clock".into(),
+        target: format!("pid:{me_pid}"),
+        share: 1,
+        class: "user".into(),
+        registered_wall_ns: 1,
+        pid_start: Some(pid_start),
+        target_identity: Some(identity),
+    };
+    {
+        let (mut j, _) = Journal::open(&journal).unwrap();
+        // 1: the target's number was another task's when registered (start time 1 tick).
+        j.append(&Record::Register(rec(1, start, format!("pid:{me_pid}@1"))))
+            .unwrap();
+        // 2: made by another process that had our pid (started at another time).
+        j.append(&Record::Register(rec(
+            2,
+            start + 1,
+            format!("pid:{me_pid}@{start}"),
+        )))
+        .unwrap();
+        // 3: the same consumer and the same task.
+        j.append(&Record::Register(rec(
+            3,
+            start,
+            format!("pid:{me_pid}@{start}"),
+        )))
+        .unwrap();
+    }
+    let b = Broker::new(Config {
+        slots: 4,
+        journal: Some(journal.clone()),
+        ..Config::default()
+    })
+    .unwrap();
+    match b.handle(&p, &Request::Read { id: 1 }) {
+        Response::Error { message, .. } => {
+            assert!(
+                message.contains("restarted")
+                    && message.contains("now names another task")
+                    && message.contains(&format!("pid:{me_pid}@1 then")),
+                "{message}"
+            );
+        }
+        other => panic!("a target whose number was reused was restored: {other:?}"),
+    }
+    match b.handle(&p, &Request::Read { id: 2 }) {
+        Response::Error { message, .. } => {
+            assert!(!message.contains("restarted"), "{message}");
+        }
+        other => panic!("a registration of a process that is gone was restored: {other:?}"),
+    }
+    assert!(reading(&b, &p, 3).events[0].supported);
+    // The compacted journal keeps what survived, with its identities.
+    drop(b);
+    let (_, st) = Journal::open(&journal).unwrap();
+    assert_eq!(st.regs.keys().copied().collect::<Vec<_>>(), vec![3]);
+    assert_eq!(
+        st.regs[&3].0.target_identity.as_deref(),
+        Some(format!("pid:{me_pid}@{start}").as_str())
+    );
+}
+
+/// A new registration journals its consumer's and its target's start times.
+#[test]
+fn a_registration_journals_the_start_times_it_was_made_with() {
+    use counterpoint_broker::journal::Journal;
+    let d = tempfile::tempdir().unwrap();
+    let journal = d.path().join("journal");
+    let p = me();
+    let start = counterpoint_broker::target::start_time(
+        &counterpoint_broker::target::Roots::default(),
+        p.pid,
+    )
+    .unwrap();
+    {
+        let b = Broker::new(Config {
+            slots: 4,
+            journal: Some(journal.clone()),
+            ..Config::default()
+        })
+        .unwrap();
+        id_of(register(&b, &p, "task-clock", "self", 1));
+    }
+    let (_, st) = Journal::open(&journal).unwrap();
+    let (rec, _) = st.regs.values().next().expect("a journaled registration");
+    assert_eq!(rec.pid_start, Some(start));
+    assert_eq!(
+        rec.target_identity.as_deref(),
+        Some(format!("pid:{}@{start}", p.pid).as_str())
+    );
+}

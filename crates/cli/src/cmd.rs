@@ -21,6 +21,7 @@ pub mod bench;
 pub mod bench_stop;
 pub mod child;
 pub mod metrics;
+pub mod negative;
 
 // [mod: counters]
 pub mod heatmap;

@@ -101,20 +101,22 @@ fn default_sigpipe_unless_agent_or_stat() {
 }
 
 /// The command line's grammar. A negative number after an option that takes a value
-/// (`burn --seconds -1`, `agent --hungry-cpus -0.5`) is that option's value, refused by its own
-/// parser with the range it takes, rather than clap's "unexpected argument '-1' found".
+/// (`burn --seconds -1`, `agent --hungry-cpus -0.5`, `--interval -1s`) is that option's value,
+/// refused by its own parser with the range it takes, rather than clap's "unexpected argument
+/// '-1' found" (`cmd::negative`).
 fn cli_command() -> clap::Command {
-    negative_numbers_as_values(Cli::command())
-}
-
-/// `allow_negative_numbers` on every subcommand, nested ones too (`bench sim --repeat -1`).
-fn negative_numbers_as_values(c: clap::Command) -> clap::Command {
-    c.mut_subcommands(|s| negative_numbers_as_values(s.allow_negative_numbers(true)))
+    cmd::negative::negative_values_as_values(Cli::command())
 }
 
 fn main() -> ExitCode {
     default_sigpipe_unless_agent_or_stat();
-    let cli = Cli::from_arg_matches(&cli_command().get_matches()).unwrap_or_else(|e| e.exit());
+    let command = cli_command();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = command
+        .clone()
+        .try_get_matches_from(&argv)
+        .unwrap_or_else(|e| cmd::negative::explain_negative(e, &command, &argv).exit());
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result: anyhow::Result<ExitCode> = match cli.command {
         Command::Metrics(args) => cmd::metrics::run(args),
         Command::Bench(args) => cmd::bench::run(args),

@@ -166,6 +166,45 @@ fn a_negative_number_is_refused_by_its_options_parser() {
         );
         assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
     }
+    // A whole number's range is said (until session 30: "invalid digit found in string"),
+    // found by asking the option's own parser; and a duration's `-` is its value (it was
+    // "unexpected argument '-1' found"). Docs audit, session 30.
+    for (args, said) in [
+        (
+            &["top", "--once", "--rows", "-3"][..],
+            "-3 is not in 1..=100000",
+        ),
+        (&["daemon", "--slots", "-1"], "-1 is not in 1..=64"),
+        (
+            &["stat", "-r", "-1", "--", "true"],
+            "-1 is not in 1..=100000",
+        ),
+        (
+            &["simulate", "x.toml", "--seed", "-2"],
+            "-2 is negative: a whole number, 0 or more",
+        ),
+        (
+            &["top", "--once", "--interval", "-1s"],
+            "--interval \"-1s\": must be at least",
+        ),
+        (
+            &["agent", "--policy", "spread", "--interval", "-1s"],
+            "--interval \"-1s\"",
+        ),
+        (
+            &["lockprof", "--min-wait", "-1ms", "--", "true"],
+            "\"-1ms\" is not a duration",
+        ),
+    ] {
+        let o = common::run(args);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+        assert!(
+            !err.contains("unexpected argument") && !err.contains("invalid digit"),
+            "{args:?}: {err}"
+        );
+    }
     // A command's own arguments after `--` are untouched.
     let o = common::run(&["stat", "-x,", "-e", "task-clock", "--", "echo", "-1"]);
     assert!(o.status.success(), "{}", common::stderr(&o));

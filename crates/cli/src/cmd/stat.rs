@@ -79,7 +79,8 @@ pub struct StatArgs {
     /// Every run is made, whatever the command's exit; a run killed by a signal is named on
     /// stderr, and the exit status is the last run's. A stop signal to `stat` (Ctrl-C, or
     /// SIGTERM/SIGHUP passed on to the command) ends the repeats after the current run.
-    #[arg(short = 'r', long = "repeat", value_name = "N", default_value_t = 1)]
+    #[arg(short = 'r', long = "repeat", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_REPEAT as i64))]
     repeat: u32,
     /// One row per CPU instead of the sum (with -a or -C), as `perf stat -A`.
     #[arg(short = 'A', long = "no-aggr")]

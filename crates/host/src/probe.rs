@@ -2,7 +2,7 @@
 //! calibration that co-runs them in pairs.
 //!
 //! - `int`: a dependent chain of integer multiply/xor/shift (the integer ALUs);
-//! - `fp`: eight independent fused multiply-add chains (the FP units);
+//! - `fp`: eight independent multiply-then-add chains (the FP multiplier and adder);
 //! - `l2`: a random pointer chase over a working set of half the L2 (L2 hits, L1 misses);
 //! - `mem`: a streaming read-modify-write pass over a buffer 8x the LLC (at least 64 MiB).
 //!
@@ -154,8 +154,12 @@ pub fn run(
             let (a, b) = (black_box(0.999_999_9f64), black_box(1e-7f64));
             while !done() {
                 for _ in 0..(1 << 14) {
+                    // A multiply, then an add: the FP units themselves. `f64::mul_add` was a
+                    // call into libm's software `fma` on baseline x86-64 (no FMA instruction
+                    // without `-C target-feature=+fma`): the probe timed calls and stack
+                    // spills, about 6 cycles per operation (CLI probe, session 30).
                     for v in acc.iter_mut() {
-                        *v = v.mul_add(a, b);
+                        *v = *v * a + b;
                     }
                 }
                 acc = black_box(acc);

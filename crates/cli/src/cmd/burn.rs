@@ -15,7 +15,7 @@ Runs on the calling thread for --seconds of wall time (a decimal number of secon
 then prints the work done in units (a fixed amount of work each; units/s compare runs of the same
 kind only):
   int  65536 steps of a dependent integer multiply/xor/shift/add chain (the integer ALUs)
-  fp   16384 rounds of eight independent fused multiply-add chains (the FP units)
+  fp   16384 rounds of eight independent multiply-then-add chains (the FP multiplier and adder)
   l2   16384 dependent loads in a random ring of half the L2 (L2 hits, L1 misses)
   mem  1 MiB read and written, streaming through a buffer 8x the LLC (at least 64 MiB)
   replica  --replicas N processes (named cp-replica) chasing pointers through their own
@@ -29,7 +29,7 @@ Examples:
   counterpoint burn --kind replica --replicas 3 --sync-every 100000 --ws-bytes 4M --seconds 5
   counterpoint agent --policy replica --targets comm:cp-replica   # place that group")]
 pub struct BurnArgs {
-    /// int (integer ALU chain), fp (FMA chains), l2 (L2-sized pointer chase), mem (streaming),
+    /// int (integer ALU chain), fp (multiply-add chains), l2 (L2-sized pointer chase), mem (streaming),
     /// replica (a group of processes meeting at a futex barrier).
     #[arg(long)]
     kind: String,

@@ -644,3 +644,42 @@ fn heatmap_interrupted_prints_what_it_sampled() {
         serde_json::from_slice(&out.stdout).expect("the heatmap's JSON on stdout");
     assert_eq!(v["pid"].to_string(), pid);
 }
+
+/// `calibrate` co-runs its probes on CPUs this process may run on: kept to one CPU (as
+/// `taskset -c N` keeps it), it refuses naming the CPUs it was allowed, where it pinned a probe
+/// to a CPU outside its affinity (CLI probe, session 30).
+#[test]
+fn calibrate_keeps_to_the_cpus_it_was_allowed() {
+    use std::os::unix::process::CommandExt;
+    // The first CPU this test may run on: always online and allowed.
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
+    let first = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        (0..libc::CPU_SETSIZE as usize)
+            .find(|&c| libc::CPU_ISSET(c, &set))
+            .expect("an allowed CPU")
+    };
+    let mut cmd = bin();
+    cmd.args(["calibrate", "--seconds", "0.1"]);
+    // SAFETY: sched_setaffinity is async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(first, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run");
+    assert_refused(
+        &out,
+        &format!("allowed by its affinity: {first})"),
+        "calibrate kept to one CPU",
+    );
+}

@@ -10,7 +10,7 @@
 //! run gives the time a fixed amount of work would take: ΔT of a pair = solo rate / coupled
 //! rate - 1.
 
-use counterpoint_core::cpuset::CpuId;
+use counterpoint_core::cpuset::{CpuId, CpuSet};
 use counterpoint_core::topology::Topology;
 use serde::Serialize;
 use std::hint::black_box;
@@ -248,13 +248,21 @@ pub struct CalibrationTable {
     pub delta_l: Option<String>,
 }
 
-/// The two CPUs to co-run on: SMT siblings if the machine has them, else the first two online.
-pub fn calibration_cpus(t: &Topology) -> Option<(CpuId, CpuId, bool)> {
-    if let Some(core) = t.cores().into_iter().find(|c| c.len() >= 2) {
-        let v: Vec<CpuId> = core.iter().take(2).collect();
+/// The two CPUs to co-run on, among `allowed` (the caller's affinity: `taskset -c 0,2
+/// counterpoint calibrate` calibrates on CPUs 0 and 2, never on one it was kept off): a core's
+/// SMT siblings if both are allowed, else the first two allowed online CPUs. Until session 30
+/// the caller's affinity was ignored and the probes were pinned to the first online CPUs.
+pub fn calibration_cpus(t: &Topology, allowed: &CpuSet) -> Option<(CpuId, CpuId, bool)> {
+    let usable = t.online_cpus().intersection(allowed);
+    if let Some(core) = t
+        .cores()
+        .into_iter()
+        .find(|c| c.intersection(&usable).len() >= 2)
+    {
+        let v: Vec<CpuId> = core.intersection(&usable).iter().take(2).collect();
         return Some((v[0], v[1], true));
     }
-    let v: Vec<CpuId> = t.online_cpus().iter().take(2).collect();
+    let v: Vec<CpuId> = usable.iter().take(2).collect();
     (v.len() == 2).then(|| (v[0], v[1], false))
 }
 

@@ -149,6 +149,21 @@ fn read_steal(cpu: u32) -> Option<(u64, u64)> {
     steal_jiffies(&std::fs::read_to_string("/proc/stat").ok()?, cpu)
 }
 
+/// The two CPUs to calibrate on, among those this process may run on (its affinity, as
+/// `taskset` left it): a refusal naming both sets when fewer than two are usable.
+fn two_cpus(topo: &counterpoint_core::topology::Topology) -> Result<(u32, u32, bool)> {
+    let allowed = counterpoint_host::affinity::get(0)
+        .context("reading this process's CPU affinity (the CPUs it may calibrate on)")?;
+    probe::calibration_cpus(topo, &allowed).with_context(|| {
+        format!(
+            "calibration co-runs two probes and needs two online CPUs this process may run on \
+             (online: {}; allowed by its affinity: {})",
+            topo.online_cpus().to_list(),
+            allowed.to_list()
+        )
+    })
+}
+
 /// Run `kind` pinned to `cpu` on a thread of its own, measuring its CPU share and steal.
 fn pinned(
     cpu: u32,
@@ -255,9 +270,7 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
         outln!("wrote MASA's load calibration to {}", path.display())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let Some((c0, c1, smt)) = probe::calibration_cpus(&topo) else {
-        bail!("calibration needs two online CPUs");
-    };
+    let (c0, c1, smt) = two_cpus(&topo)?;
     let d = Duration::from_secs_f64(args.seconds);
     let online = topo.online_cpus();
     let sizes = ProbeSizes::for_topology(&topo);
@@ -360,7 +373,17 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
             .map(|(k, m)| (*k, m.run.units_per_s()))
             .collect(),
         pairs,
-        delta_l: Some("no PMU: ΔL unavailable".to_string()),
+        // This table times the probes only; ΔL (their event rates) is `--masa`'s measurement.
+        // It said "no PMU" on every machine (CLI probe, session 30).
+        delta_l: Some(
+            if counterpoint_counters::count::has_hardware_pmu(&PmuTree::new(&args.sysfs_root)) {
+                "ΔL (the probes' event rates) is not in this table: `calibrate --masa FILE` \
+                 measures it with the PMU"
+            } else {
+                "no PMU: ΔL unavailable"
+            }
+            .to_string(),
+        ),
     };
     let stopped = stopped_by();
     if let Some(sig) = stopped {
@@ -470,9 +493,7 @@ fn masa_table(
     let list = parse_event_list(&names.join(","), &tree).with_context(|| {
         "MASA's calibration needs ΔL, the cache-miss and FP-op rates, from the PMU".to_string()
     })?;
-    let Some((c0, c1, _)) = counterpoint_host::probe::calibration_cpus(topo) else {
-        bail!("MASA's calibration needs two online CPUs");
-    };
+    let (c0, c1, _) = two_cpus(topo)?;
     let online = topo.online_cpus();
     let sizes = ProbeSizes::for_topology(topo);
     // (work units/s per copy, events/s of each counted event over the CPUs) of one run.

@@ -149,6 +149,47 @@ fn read_steal(cpu: u32) -> Option<(u64, u64)> {
     steal_jiffies(&std::fs::read_to_string("/proc/stat").ok()?, cpu)
 }
 
+/// How far below zero a probe's ΔT per CPU-second may fall beside every co-runner before its
+/// solo run is called disturbed: a co-runner cannot make a probe faster, and run-to-run noise
+/// on a quiet machine stays within a few per cent.
+const DISTURBED_BASELINE: f64 = -0.05;
+
+/// Warnings for probes that ran faster beside every co-runner than alone (ΔT per CPU-second
+/// below [`DISTURBED_BASELINE`] in each pair they took part in): their solo run, the baseline
+/// of all their figures, was slowed by something else (CLI probe, session 30: every `fp` row
+/// read −26 % with no warning).
+fn disturbed_baselines(
+    rows: impl Iterator<Item = (ProbeKind, ProbeKind, (f64, f64))>,
+) -> Vec<String> {
+    let rows: Vec<_> = rows.collect();
+    let mut out = Vec::new();
+    for k in ProbeKind::ALL {
+        let mine: Vec<f64> = rows
+            .iter()
+            .flat_map(|&(a, b, (da, db))| {
+                [(a == k).then_some(da), (b == k).then_some(db)]
+                    .into_iter()
+                    .flatten()
+            })
+            .collect();
+        if mine.is_empty() || mine.iter().any(|&d| !(d < DISTURBED_BASELINE)) {
+            continue;
+        }
+        let lo = mine.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = mine.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        out.push(format!(
+            "{} ran faster beside every co-runner than alone (ΔT/cpu {:.1} % to {:.1} %): a \
+             co-runner cannot speed a probe up, so its solo run was slowed by something else \
+             (other work, frequency changes); its ΔT figures are not interference: rerun on a \
+             quiet machine",
+            k.name(),
+            lo * 100.0,
+            hi * 100.0
+        ));
+    }
+    out
+}
+
 /// The two CPUs to calibrate on, among those this process may run on (its affinity, as
 /// `taskset` left it): a refusal naming both sets when fewer than two are usable.
 fn two_cpus(topo: &counterpoint_core::topology::Topology) -> Result<(u32, u32, bool)> {
@@ -363,6 +404,9 @@ pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
             rows.push((a, b, dt, dt_cpu, ma, mb, note.is_some()));
         }
     }
+    warnings.extend(disturbed_baselines(
+        rows.iter().map(|(a, b, _, dt_cpu, ..)| (*a, *b, *dt_cpu)),
+    ));
     let t = probe::CalibrationTable {
         cpus: (c0, c1),
         smt_siblings: smt,
@@ -576,6 +620,26 @@ fn masa_table(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_probe_faster_beside_every_co_runner_has_a_disturbed_baseline() {
+        use super::{disturbed_baselines, ProbeKind::*};
+        let rows = [
+            (Int, Int, (0.01, 0.02)),
+            (Int, Fp, (0.0, -0.26)),
+            (Fp, Fp, (-0.27, -0.266)),
+            (Fp, Mem, (-0.25, 0.3)),
+        ];
+        let w = disturbed_baselines(rows.into_iter());
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("fp ran faster") && w[0].contains("-27.0 % to -25.0 %"),
+            "{w:?}"
+        );
+        // One pair at or above the threshold: not called disturbed.
+        let rows = [(Fp, Fp, (-0.27, -0.26)), (Fp, Int, (-0.04, 0.0))];
+        assert!(disturbed_baselines(rows.into_iter()).is_empty());
+    }
+
     use super::*;
 
     fn m(units: u64, share: f64, steal: f64) -> Measured {

@@ -172,7 +172,8 @@ fn disturbed_baselines(
                     .flatten()
             })
             .collect();
-        if mine.is_empty() || mine.iter().any(|&d| !(d < DISTURBED_BASELINE)) {
+        // A NaN (a run that measured nothing) is not a disturbed baseline either.
+        if mine.is_empty() || !mine.iter().all(|&d| d < DISTURBED_BASELINE) {
             continue;
         }
         let lo = mine.iter().copied().fold(f64::INFINITY, f64::min);

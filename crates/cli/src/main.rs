@@ -78,7 +78,9 @@ enum Command {
 /// A closed output pipe ends a command quietly: the default SIGPIPE action (Rust starts with it
 /// ignored, which turns every print into a panic on a closed pipe). Not for `agent`, which must
 /// restore affinities before it exits (it catches SIGPIPE and stops on a failed log write), nor
-/// `stat`, which ends its counted command itself on EPIPE.
+/// `stat`, which ends its counted command itself on EPIPE, nor `agent-overhead`, which ends its
+/// helper and removes its temporary directory on the way out (killed by SIGPIPE it left both
+/// behind; CLI probe, session 30): there a closed pipe is an EPIPE error, status 141 all the same.
 fn default_sigpipe_unless_agent_or_stat() {
     let sub = std::env::args_os()
         .skip(1)
@@ -91,7 +93,7 @@ fn default_sigpipe_unless_agent_or_stat() {
         let _ = counterpoint_host::signals::install();
         return;
     }
-    let keeps_ignored = sub.is_some_and(|s| s == "stat");
+    let keeps_ignored = sub.is_some_and(|s| s == "stat" || s == "agent-overhead");
     if !keeps_ignored {
         // SAFETY: setting a signal's disposition to SIG_DFL before any thread is started.
         unsafe {

@@ -183,3 +183,62 @@ fn agent_overhead_refuses_zero_repeats_and_cleans_up_on_sigterm() {
     assert!(err.contains("stopped by SIGTERM"), "{err}");
     assert!(!dir.exists(), "{} left behind", dir.display());
 }
+
+/// `agent-overhead` stopped after a run finished still gives that run's median (it said
+/// "nothing measured" under the results it had printed), with status 128+N; with its output
+/// closed it ends its helper and removes its temporary directory (killed by SIGPIPE it left
+/// them), status 141. CLI probe, session 30.
+#[test]
+fn agent_overhead_keeps_finished_runs_and_cleans_up_on_a_closed_pipe() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let spawn = || {
+        Command::new(BIN)
+            .args(["agent-overhead", "--threads", "2", "--interval", "1s"])
+            .args(["--intervals", "4", "--repeat", "2"])
+            .env("TMPDIR", scratch.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn")
+    };
+    // Stopped once the first run's line is out: the second run is then seconds from its end.
+    let mut child = spawn();
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("read");
+    assert!(first.starts_with("run 1:"), "{first}");
+    // SAFETY: signalling the command we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("read");
+    let status = child.wait().expect("wait");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("read");
+    if status.code() == Some(128 + libc::SIGTERM) {
+        assert!(err.contains("1 of 2 run(s) finished"), "{err}");
+        assert!(rest.contains("(of the 1 run(s) that finished)"), "{rest}");
+    } else {
+        // The signal came after the second run had ended: a whole summary.
+        assert!(status.success(), "{status:?}: {err}");
+        assert!(rest.contains("steady state median"), "{rest}");
+    }
+    // Its output closed after the first line: the next line fails, and everything is removed.
+    let mut child = spawn();
+    let dir = scratch
+        .path()
+        .join(format!("counterpoint-overhead-{}", child.id()));
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("read");
+    assert!(first.starts_with("run 1:"), "{first}");
+    drop(out);
+    let status = child.wait().expect("wait");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        None,
+        "killed by a signal: {status:?}"
+    );
+    assert_eq!(status.code(), Some(141), "{status:?}");
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}

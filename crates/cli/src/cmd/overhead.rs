@@ -411,9 +411,8 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             interval,
             args.intervals,
         );
-        if let Some(code) = stop_code() {
-            drop(run);
-            return Ok(code);
+        if stopped() {
+            break;
         }
         let cost = cost?;
         let total = cost.total_cpu_s / cost.total_wall_s * 100.0;
@@ -439,15 +438,51 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         }
     }
     drop(run);
-    if let Some(code) = stop_code() {
+    if let Some(code) = stop_code(totals.len(), args.repeat) {
+        // The runs that finished still say what they measured (a stop after two of three runs
+        // said "nothing measured" under their printed results; CLI probe, session 30).
+        if !steady.is_empty() {
+            summarize(
+                &args,
+                threads,
+                skip,
+                &mut steady,
+                &mut totals,
+                &idle_gate,
+                false,
+            )?;
+        }
         return Ok(code);
     }
+    summarize(
+        &args,
+        threads,
+        skip,
+        &mut steady,
+        &mut totals,
+        &idle_gate,
+        true,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The median of the runs made (all of them when `complete`), as text or JSON.
+fn summarize(
+    args: &OverheadArgs,
+    threads: usize,
+    skip: u64,
+    steady: &mut Vec<f64>,
+    totals: &mut Vec<f64>,
+    idle_gate: &str,
+    complete: bool,
+) -> Result<()> {
+    let interval_ns = super::parse_interval(&args.interval)?;
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied()
     };
-    let steady_median = median(&mut steady);
-    let total_median = median(&mut totals);
+    let steady_median = median(steady);
+    let total_median = median(totals);
     let Some(m) = steady_median else {
         bail!("the steady state could not be measured (the agent's start line was not seen)");
     };
@@ -462,7 +497,8 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
                 "steady_percent_of_one_core": steady, "median_percent": m,
                 "whole_run_percent": totals, "whole_run_median_percent": total_median,
                 "goal_percent": GOAL_PERCENT, "meets_goal": meets,
-                "waker_ms": args.waker_ms, "idle_gate": idle_gate})
+                "waker_ms": args.waker_ms, "idle_gate": idle_gate,
+                "runs": totals.len(), "complete": complete})
         )?;
     } else {
         let waker = if args.waker_ms > 0 {
@@ -471,9 +507,15 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             " (all asleep)".into()
         };
         outln!("idle gate: {idle_gate}")?;
+        let of_runs = if complete {
+            String::new()
+        } else {
+            format!(" (of the {} run(s) that finished)", totals.len())
+        };
         outln!(
-            "watching {threads} threads{waker} at {} for {} intervals: steady state median {m:.3} % of one core; \
+            "watching {threads} thread{}{waker} at {} for {} intervals: steady state median{of_runs} {m:.3} % of one core; \
              goal < {GOAL_PERCENT} % (500 threads at 1 s): {}",
+            if threads == 1 { "" } else { "s" },
             args.interval,
             args.intervals,
             match meets {
@@ -483,19 +525,23 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             }
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// After a stop signal: say so and give the shell's status for it (128+N); the caller has
 /// ended the helper and removed the temporary directory.
-fn stop_code() -> Option<ExitCode> {
+fn stop_code(finished: usize, repeat: u32) -> Option<ExitCode> {
     let sig = STOPPED_BY.load(Ordering::SeqCst);
     (sig != 0).then(|| {
         use std::io::Write;
+        let measured = match finished {
+            0 => "nothing measured".to_string(),
+            n => format!("{n} of {repeat} run(s) finished: their median follows"),
+        };
         let _ = writeln!(
             std::io::stderr(),
             "counterpoint agent-overhead: stopped by {}; the agent was ended through its restore \
-             path and the temporary files were removed; nothing measured",
+             path and the temporary files were removed; {measured}",
             counterpoint_host::signals::name(sig)
         );
         ExitCode::from(128 + sig as u8)

@@ -450,6 +450,16 @@ fn calibrate_refuses_runs_too_short_to_measure() {
         .output()
         .expect("run");
     assert_refused(&out, "too short to measure", "calibrate --seconds 1e-7");
+    // And a run too long to wait for: 14 weeks in silence (CLI probe, session 30).
+    let out = bin()
+        .args(["calibrate", "--seconds", "604800"])
+        .output()
+        .expect("run");
+    assert_refused(
+        &out,
+        "at most 3600 s (an hour) per run",
+        "calibrate --seconds 604800",
+    );
 }
 
 /// `lockprof -o` is checked before the program runs: after it, a bad path lost the profile.

@@ -28,13 +28,25 @@ use std::time::Duration;
 /// with exit 0).
 const MIN_CALIBRATE_SECONDS: f64 = 0.1;
 
-/// `--seconds` of `calibrate`: [`super::parse_run_seconds`], and at least
-/// [`MIN_CALIBRATE_SECONDS`].
+/// The longest run `calibrate` accepts: its 14 runs then take 14 hours. A week per run (the
+/// bound `burn` keeps for one run) started a 98-day calibration in silence (CLI probe,
+/// session 30).
+const MAX_CALIBRATE_SECONDS: f64 = 3600.0;
+
+/// `--seconds` of `calibrate`: [`super::parse_run_seconds`], from [`MIN_CALIBRATE_SECONDS`] to
+/// [`MAX_CALIBRATE_SECONDS`].
 fn parse_calibrate_seconds(s: &str) -> Result<f64, String> {
     let v = super::parse_run_seconds(s)?;
     if v < MIN_CALIBRATE_SECONDS {
         return Err(format!(
             "{v} s is too short to measure a rate: at least {MIN_CALIBRATE_SECONDS} s per run"
+        ));
+    }
+    if v > MAX_CALIBRATE_SECONDS {
+        return Err(format!(
+            "{v} s per run is {:.0} h for the 14 runs: at most {MAX_CALIBRATE_SECONDS} s (an hour) \
+             per run",
+            v * 14.0 / 3600.0
         ));
     }
     Ok(v)
@@ -48,7 +60,7 @@ status is 128 + the signal's number; `--masa` then writes nothing.
 Each run also measures the share of its CPU the probe got: a slowdown while other work takes
 the CPUs (a loaded machine, a VM's steal time) is CPU theft, not interference, and is flagged.")]
 pub struct CalibrateArgs {
-    /// Seconds per run (4 solo runs + 10 pairs), decimal, from 0.1 to a week.
+    /// Seconds per run (4 solo runs + 10 pairs), decimal, from 0.1 to 3600 (an hour).
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0,
           value_parser = parse_calibrate_seconds)]
     seconds: f64,

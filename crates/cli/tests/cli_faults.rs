@@ -693,3 +693,19 @@ fn calibrate_keeps_to_the_cpus_it_was_allowed() {
         "calibrate kept to one CPU",
     );
 }
+
+/// `agent-overhead --waker-ms` longer than a whole agent run is refused: the thread would never
+/// wake while the agent watched, and the summary said it woke every N ms (CLI probe, session 30).
+#[test]
+fn agent_overhead_refuses_a_waker_slower_than_its_run() {
+    let out = bin()
+        .args(["agent-overhead", "--waker-ms", "100000"])
+        .args(["--intervals", "4", "--interval", "10ms"])
+        .output()
+        .expect("run");
+    assert_refused(
+        &out,
+        "--waker-ms 100000: longer than an agent run (4 intervals of 10ms = 40 ms)",
+        "agent-overhead --waker-ms 100000",
+    );
+}

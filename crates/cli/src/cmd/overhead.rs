@@ -329,6 +329,21 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
             if skip == 1 { " is" } else { "s are" }
         );
     }
+    // A waker slower than a whole agent run never wakes while the agent watches: the summary
+    // would say "one of them wakes every N ms" of a run where none did (CLI probe, session 30).
+    let run_ms = interval_ns as f64 * 1e-6 * args.intervals as f64;
+    if args.waker_ms > 0 && args.waker_ms as f64 > run_ms {
+        bail!(
+            "--waker-ms {}: longer than an agent run ({} intervals of {} = {:.0} ms), so the \
+             thread would never wake while the agent watches: at most {:.0} ms here, or more \
+             --intervals",
+            args.waker_ms,
+            args.intervals,
+            args.interval,
+            run_ms,
+            run_ms.floor()
+        );
+    }
     // The whole measurement runs `repeat` agents of `intervals` intervals each: a typo's
     // billions of repetitions or hour-long intervals would run for years in silence.
     let total_s = interval_ns as f64 * 1e-9 * args.intervals as f64 * f64::from(args.repeat);

@@ -726,6 +726,18 @@ struct Task {
     /// Where the last warm-up step left its search in its profile's `FillTable` (occupancy
     /// only grows while warming, so the next step starts here).
     fill_k: u32,
+    /// LRU order of a returning task's lines (`Simulation::evict_waiting`): the bytes it got
+    /// back at its switch-in, older than every waiting task's lines, that its own fills replace
+    /// before they evict other tasks' lines; 0 once it has touched as many distinct bytes since
+    /// (or for a cold start, or after a phase change).
+    lru_hold: f64,
+    /// Its LLC references at that switch-in.
+    lru_refs0: f64,
+    /// The references a cold start makes until it has touched `lru_hold` distinct bytes (its
+    /// profile's fill curve): the end of the re-touch.
+    lru_refs: f64,
+    /// Search position in the fill table for the distinct bytes touched since the switch-in.
+    lru_k: u32,
     c: Counters,
     /// Counters at the start of the current slice, and the stats of the last finished slice.
     slice_start: Counters,
@@ -1199,6 +1211,10 @@ impl Simulation {
                 full: false,
                 fill_bytes: 0.0,
                 fill_k: 0,
+                lru_hold: 0.0,
+                lru_refs0: 0.0,
+                lru_refs: 0.0,
+                lru_k: 0,
                 c: Counters::default(),
                 slice_start: Counters::default(),
                 slice_start_ns: 0,

@@ -157,7 +157,21 @@ impl Simulation {
             let held = dom.parked(task.occ, task.occ_gen);
             dom.idle_total -= held;
             task.occ = held;
+            // Its lines are the least recently used in the cache (the tasks that waited
+            // since ran after it): until it has touched as many distinct bytes again, its
+            // own misses replace them, not the waiting tasks' (`evict_waiting`).
+            task.lru_hold = held;
+            task.lru_refs0 = task.c.llc_references;
+            task.lru_k = 0;
+            task.lru_refs = if held > 0.0 {
+                self.profs[task.prof as usize]
+                    .fill
+                    .acc_at(held, &mut task.lru_k)
+            } else {
+                0.0
+            };
         } else {
+            task.lru_hold = 0.0;
             if task.occ_domain != NONE {
                 let dom = &mut self.domains[task.occ_domain as usize];
                 let held = dom.parked(task.occ, task.occ_gen);

@@ -168,6 +168,8 @@ impl Simulation {
                     }
                     // Phase done: next phase, program completion, or the end.
                     crossed = true;
+                    // Its re-touch was measured on the old phase's fill curve.
+                    t.lru_hold = 0.0;
                     match next_phase(&mut t.src, t.repeat) {
                         Next::Phase(p, n, ended, new_process) => {
                             if self.record_crossings {
@@ -534,25 +536,7 @@ impl Simulation {
         }
         self.scratch_busy = busy;
         self.tick_passes += 1;
-        // Lines filled by running tasks evict lines of tasks waiting in the same domain.
-        for d in 0..self.domains.len() {
-            let dom = &mut self.domains[d];
-            let over = self.scratch_dom_running[d] + dom.idle_total - dom.capacity;
-            if over > 0.0 && dom.idle_total > 0.0 {
-                let keep = (dom.idle_total - over).max(0.0);
-                if keep < 1.0 {
-                    // Every waiting task's lines are gone: a new generation of the pool (a
-                    // scale of 0 would have turned the next parked occupancy into inf / NaN and
-                    // handed a returning task the whole pool).
-                    dom.idle_total = 0.0;
-                    dom.idle_scale = 1.0;
-                    dom.generation += 1;
-                } else {
-                    dom.idle_scale *= keep / dom.idle_total;
-                    dom.idle_total = keep;
-                }
-            }
-        }
+        self.evict_waiting();
         let pending_max = if v2_fast {
             V2_PENDING_MAX_TICKS
         } else {
@@ -981,6 +965,110 @@ fn light_due(m: f64, solved: f64) -> bool {
     (m - solved).abs() > 0.005 * solved
 }
 
+impl Simulation {
+    /// Lines filled by running tasks evict lines of tasks waiting in the same domain, in LRU
+    /// order: a task that came back holding lines of its own (`Task::lru_hold`) was the least
+    /// recently used of all (every waiting task ran after it), so until it has touched that
+    /// many distinct bytes again (a cold start's fill curve over its references since the
+    /// switch-in: re-touched lines and new ones), its misses replace its own old lines and
+    /// its holding stays where it came back. Only beyond that do fills evict the waiting
+    /// tasks' lines (the pool). Until session 30 every fill evicted the pool: gzip
+    /// time-sharing one CPU of bench-8 with mcf at 1 ms slices lost its 200 KB set to mcf's
+    /// 459 KB of fills per slice in a 16 MB cache, NP 0.855 where LRU keeps the set (physics
+    /// probe).
+    /// CPU `c`'s rates at what its task holds once its own fills went back to its old lines
+    /// (`evict_waiting`): the tick's warm-up step had set them for the holding it grew to.
+    /// The reference path re-solves the bus at the next tick; the fast paths take a local
+    /// step, as the tick's warm-up does (v2 keeps its drift account).
+    fn rates_at_holding(&mut self, c: usize, prof: u32, occ: f64) {
+        let held = self.cpus[c].share.min(occ);
+        let p = &self.profs[prof as usize];
+        let m = p.miss_ratio(held);
+        if m == self.cpus[c].miss {
+            return;
+        }
+        let bus = self.cpus[c].bus as usize;
+        if self.exact_warmup {
+            self.dirty = true;
+            self.dirty_bus[bus] = true;
+            return;
+        }
+        own_rates(
+            &mut self.cpus[c],
+            (prof, held),
+            (self.scratch_cc[c], self.scratch_apm[c]),
+            self.buses[bus].latency_cycles,
+            m,
+        );
+        if self.v2_fast() {
+            let cpu = &mut self.cpus[c];
+            let (r, n) = p.rates(m, cpu.ipc);
+            let drift = relative(
+                r - cpu.touch_rate,
+                self.domains[cpu.domain as usize].touch_access,
+            ) + self.buses[bus].touch_gain
+                * relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
+            self.buses[bus].drift += drift - cpu.drift;
+            cpu.drift = drift;
+        }
+    }
+
+    fn evict_waiting(&mut self) {
+        for d in 0..self.domains.len() {
+            let mut over =
+                self.scratch_dom_running[d] + self.domains[d].idle_total - self.domains[d].capacity;
+            if over <= 0.0 {
+                continue;
+            }
+            for k in 0..self.domains[d].cpus.len() {
+                let c = self.domains[d].cpus[k] as usize;
+                let cur = self.cpus[c].current;
+                if cur == NONE || over <= 0.0 {
+                    continue;
+                }
+                let t = &mut self.tasks[cur as usize];
+                if t.lru_hold <= 0.0 || t.full {
+                    continue;
+                }
+                let since = t.c.llc_references - t.lru_refs0;
+                let touched = self.profs[t.prof as usize].fill.occ_at(since, &mut t.lru_k);
+                if since >= t.lru_refs {
+                    // It has touched as much as it held (in this tick, or the share it came
+                    // back to cut the re-touch short): its old lines are all re-touched or
+                    // replaced, it holds what it touched, and from the next tick on it grows as
+                    // any warming task. Ending here at the footprint, not at what it grew to,
+                    // keeps the rule continuous: a task whose footprint crossed its old holding
+                    // by a few bytes in a tick would otherwise keep a whole tick's fills.
+                    t.lru_hold = 0.0;
+                }
+                let floor = t.lru_hold.max(touched);
+                if t.occ > floor {
+                    let back = (t.occ - floor).min(over);
+                    t.occ -= back;
+                    over -= back;
+                    let (prof, occ) = (t.prof, t.occ);
+                    self.rates_at_holding(c, prof, occ);
+                }
+            }
+            let dom = &mut self.domains[d];
+            if over > 0.0 && dom.idle_total > 0.0 {
+                let keep = (dom.idle_total - over).max(0.0);
+                if keep < 1.0 {
+                    // Every waiting task's lines are gone: a new generation of the pool (a
+                    // scale of 0 would have turned the next parked occupancy into inf / NaN and
+                    // handed a returning task the whole pool).
+                    dom.idle_total = 0.0;
+                    dom.idle_scale = 1.0;
+                    dom.generation += 1;
+                } else {
+                    dom.idle_scale *= keep / dom.idle_total;
+                    dom.idle_total = keep;
+                }
+            }
+        }
+    }
+}
+
 /// A new process starts cold: none of the cache lines the finished program brought in hold its
 /// data (physics probe, session 14: a shell's second program had inherited the first one's
 /// occupancy and ran 0.25 % faster than alone). Out of line: inlined into the tick's retire
@@ -991,6 +1079,7 @@ fn start_cold(t: &mut Task) {
     t.occ = 0.0;
     t.full = false;
     t.fill_bytes = 0.0;
+    t.lru_hold = 0.0;
 }
 
 /// The CPUs whose bit is set in `bits` (one bit per CPU, 64 to a word), in ascending order.

@@ -46,3 +46,55 @@ fn bench_selfmon_refuses_zero_rounds() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rounds"));
 }
+
+/// Self-monitoring counts where an unprivileged user may count only user mode
+/// (`perf_event_paranoid` 2, the default of many distributions): its events are retried
+/// user-only (`task-clock:u`), as `perf stat` does. Until session 30 it failed there
+/// ("permission denied opening 'task-clock'"). Run as root, the check drops to `nobody` in the
+/// child; run unprivileged, the test above already is that check.
+#[test]
+fn self_monitoring_counts_user_only_where_kernel_counting_is_refused() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return println!("skipped: not root (the test above runs unprivileged already)");
+    }
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(2);
+    if paranoid > 2 {
+        return println!(
+            "skipped: perf_event_paranoid {paranoid} refuses every unprivileged counter"
+        );
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_counterpoint"));
+    cmd.args(["bench", "selfmon", "--json", "--rounds", "1"])
+        .args(["--iterations", "200"])
+        .current_dir("/");
+    // SAFETY: setgroups/setgid/setuid are async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run");
+    assert!(
+        out.status.success(),
+        "as nobody under perf_event_paranoid {paranoid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        v["region_begin_end_ns"]
+            .as_f64()
+            .is_some_and(f64::is_finite),
+        "{v}"
+    );
+}

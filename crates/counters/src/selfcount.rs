@@ -2,9 +2,9 @@
 //! here so that the counter layer stays the only place that calls `perf_event_open`.
 
 use crate::count::{
-    builder_for, classify_open_error, has_hardware_pmu, read_paranoid, OpenFailure,
+    builder_for, classify_open_error, has_hardware_pmu, read_paranoid, user_only, OpenFailure,
 };
-use crate::{EventSpec, PmuTree};
+use crate::{CountError, EventList, EventSpec, PmuTree};
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 
 /// Open `spec` on the calling thread (any CPU), counting from now, with
@@ -26,6 +26,24 @@ pub fn open_on_calling_thread(spec: &EventSpec) -> Result<OwnedFd, OpenFailure> 
                 read_paranoid(),
             ))
         }
+    }
+}
+
+/// `list` as the calling thread can count it: as given, or every event user-only (`:u`, named
+/// so) when the kernel refuses kernel-mode counting to this user, as `perf` retries
+/// (`perf_event_paranoid` 2 without `CAP_PERFMON`: the default of many distributions). Each
+/// event is opened once to ask. Until session 30 self-monitoring failed there outright
+/// ("permission denied opening 'task-clock'") where `perf stat` counts `task-clock:u`.
+pub fn countable_on_calling_thread(list: &EventList) -> EventList {
+    let refused = list.events().any(|spec| {
+        matches!(
+            open_on_calling_thread(spec),
+            Err(OpenFailure::Fatal(CountError::Permission { .. }))
+        )
+    });
+    match refused.then(|| user_only(list)).flatten() {
+        Some(u) => u,
+        None => list.clone(),
     }
 }
 

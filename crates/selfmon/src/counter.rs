@@ -82,6 +82,8 @@ pub fn parse_events(list: &str) -> Result<Vec<EventSpec>, SelfmonError> {
     if parsed.is_empty() {
         return Err(SelfmonError::NoEvents);
     }
+    // User-only (`task-clock:u`) where this user may not count kernel mode, as perf does.
+    let parsed = counterpoint_counters::selfcount::countable_on_calling_thread(&parsed);
     if let Some(dup) = parsed.repeated() {
         return Err(SelfmonError::Repeated {
             event: dup.name.clone(),

@@ -72,7 +72,8 @@ pub struct CalibrateArgs {
     /// write it to FILE for `agent --policy masa --masa-calibration FILE`.
     #[arg(long, value_name = "FILE")]
     masa: Option<std::path::PathBuf>,
-    /// Where the PMUs are described (`--masa`).
+    /// Where the PMUs are described: whether this machine has one (the ΔL note), and `--masa`'s
+    /// events.
     #[arg(long, value_name = "DIR", default_value = "/sys")]
     sysfs_root: std::path::PathBuf,
 }

@@ -220,7 +220,7 @@ pub fn read_sysfs(root: &Path) -> Result<SysfsTopology, SysfsError> {
     };
     let offline = present.difference(&online);
 
-    let kinds = read_kinds(root, &mut warnings)?;
+    let kinds = read_kinds(root, &cpu_root, &present, &mut warnings)?;
 
     let mut cpus = Vec::new();
     let mut caches: Vec<CacheDomain> = Vec::new();
@@ -309,9 +309,14 @@ pub fn read_sysfs(root: &Path) -> Result<SysfsTopology, SysfsError> {
     })
 }
 
-/// Hybrid kinds from the `cpu_core` / `cpu_atom` PMUs' `cpus` files.
+/// Hybrid kinds from the `cpu_core` / `cpu_atom` PMUs' `cpus` files (Intel), else from the
+/// CPUs' `cpu_capacity` (Arm big.LITTLE and DynamIQ: the kernel's relative capacity, 1024 for
+/// the biggest; until session 30 such parts showed as uniform): where the present CPUs'
+/// capacities differ, those of the largest are performance CPUs and the rest efficiency ones.
 fn read_kinds(
     root: &Path,
+    cpu_root: &Path,
+    present: &CpuSet,
     warnings: &mut Vec<String>,
 ) -> Result<BTreeMap<CpuId, CpuKind>, SysfsError> {
     let mut kinds = BTreeMap::new();
@@ -322,10 +327,41 @@ fn read_kinds(
         let dir = root.join("devices").join(pmu);
         if let Some(set) = read_list_opt(&dir.join("cpus"))? {
             for id in set.iter() {
-                kinds.insert(id, kind);
+                if let Some(other) = kinds.insert(id, kind) {
+                    warnings.push(format!(
+                        "cpu{id} is listed by both devices/cpu_core and devices/cpu_atom: taken \
+                         as {kind:?}, not {other:?}"
+                    ));
+                }
             }
         } else if dir.is_dir() {
             warnings.push(format!("devices/{pmu}/cpus missing: kinds unknown"));
+        }
+    }
+    if !kinds.is_empty() {
+        return Ok(kinds);
+    }
+    let mut capacity = BTreeMap::new();
+    for id in present.iter() {
+        match read_num_opt::<u32>(&cpu_root.join(format!("cpu{id}/cpu_capacity")))? {
+            Some(c) => {
+                capacity.insert(id, c);
+            }
+            // Not every CPU says: no kinds from a partial picture.
+            None => return Ok(kinds),
+        }
+    }
+    let (Some(&max), Some(&min)) = (capacity.values().max(), capacity.values().min()) else {
+        return Ok(kinds);
+    };
+    if max != min {
+        for (id, c) in capacity {
+            let kind = if c == max {
+                CpuKind::Performance
+            } else {
+                CpuKind::Efficiency
+            };
+            kinds.insert(id, kind);
         }
     }
     Ok(kinds)

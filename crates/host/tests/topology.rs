@@ -279,3 +279,57 @@ fn package_id_minus_one_is_package_zero_with_a_warning() {
         .collect();
     assert_eq!(minus_one.len(), 2, "{:?}", s.warnings);
 }
+
+/// Copy of the fixture tree `name` in a temporary directory, to change a file or two.
+fn fixture_copy(name: &str) -> tempfile::TempDir {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for e in std::fs::read_dir(from).expect("read_dir") {
+            let e = e.expect("entry");
+            let (src, dst) = (e.path(), to.join(e.file_name()));
+            if e.file_type().expect("type").is_dir() {
+                copy(&src, &dst);
+            } else {
+                std::fs::copy(&src, &dst).expect("copy");
+            }
+        }
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy(&fixture(name), tmp.path());
+    tmp
+}
+
+/// Arm big.LITTLE / DynamIQ parts say their kinds in each CPU's `cpu_capacity` (1024 for the
+/// biggest): CPUs of the largest capacity are performance CPUs, the others efficiency ones; equal
+/// capacities (or a CPU without the file) say nothing. Until session 30 only Intel's
+/// `cpu_core`/`cpu_atom` PMUs were read and such a part showed as uniform (CLI probe).
+#[test]
+fn arm_cpu_capacity_gives_the_kinds() {
+    let tree = fixture_copy("vm-2cpu");
+    let cpu = tree.path().join("devices/system/cpu");
+    let kinds = |caps: &[Option<&str>]| -> Vec<CpuKind> {
+        for (i, c) in caps.iter().enumerate() {
+            let f = cpu.join(format!("cpu{i}/cpu_capacity"));
+            match c {
+                Some(v) => std::fs::write(&f, format!("{v}\n")).expect("write"),
+                None => {
+                    let _ = std::fs::remove_file(&f);
+                }
+            }
+        }
+        let s = read_sysfs(tree.path()).expect("read");
+        s.topology.cpus().iter().map(|c| c.kind).collect()
+    };
+    assert_eq!(
+        kinds(&[Some("1024"), Some("446")]),
+        vec![CpuKind::Performance, CpuKind::Efficiency]
+    );
+    assert_eq!(
+        kinds(&[Some("1024"), Some("1024")]),
+        vec![CpuKind::Uniform, CpuKind::Uniform]
+    );
+    assert_eq!(
+        kinds(&[Some("1024"), None]),
+        vec![CpuKind::Uniform, CpuKind::Uniform]
+    );
+}

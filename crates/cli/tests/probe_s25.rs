@@ -177,11 +177,11 @@ fn a_negative_number_is_refused_by_its_options_parser() {
         (&["daemon", "--slots", "-1"], "-1 is not in 1..=64"),
         (
             &["stat", "-r", "-1", "--", "true"],
-            "-1 is not in 1..=100000",
+            "runs must be from 1 to 100000, not -1",
         ),
         (
             &["simulate", "x.toml", "--seed", "-2"],
-            "-2 is negative: a whole number, 0 or more",
+            "-2 is negative: this option takes a whole number",
         ),
         (
             &["top", "--once", "--interval", "-1s"],

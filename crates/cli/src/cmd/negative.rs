@@ -66,8 +66,9 @@ pub fn explain_negative(err: clap::Error, root: &clap::Command, argv: &[OsString
                 None => format!("{value} is negative: a whole number is expected"),
             }
         }
-        // 0 passes its parser (whatever else the probe lacks): the option takes 0 and up.
-        _ => format!("{value} is negative: a whole number, 0 or more, is expected"),
+        // 0 passes its parser (whatever else the probe lacks); whether the command takes 0 is
+        // its own later check, so only the sign is said.
+        _ => format!("{value} is negative: this option takes a whole number"),
     };
     let mut sub = sub.clone();
     sub.build();
@@ -134,10 +135,10 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains("invalid digit"), "{e}");
-        // An option that takes 0 (and is not required: the probe lacks `--policy`).
+        // An option whose parser takes 0 (and is not required: the probe lacks `--policy`).
         let e = error_of(&["cp", "top", "--count", "-1"]);
         assert!(
-            e.contains("-1 is negative: a whole number, 0 or more"),
+            e.contains("-1 is negative: this option takes a whole number"),
             "{e}"
         );
     }

@@ -80,7 +80,7 @@ pub struct StatArgs {
     /// stderr, and the exit status is the last run's. A stop signal to `stat` (Ctrl-C, or
     /// SIGTERM/SIGHUP passed on to the command) ends the repeats after the current run.
     #[arg(short = 'r', long = "repeat", value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=MAX_REPEAT as i64))]
+          value_parser = parse_repeat)]
     repeat: u32,
     /// One row per CPU instead of the sum (with -a or -C), as `perf stat -A`.
     #[arg(short = 'A', long = "no-aggr")]
@@ -105,6 +105,21 @@ fn note(msg: std::fmt::Arguments) {
 /// The most runs `-r` makes (perf has no bound; a typo like `-r 1000000000` should not run
 /// a command for ever).
 const MAX_REPEAT: u32 = 100_000;
+
+/// `-r N`: a whole number up to [`MAX_REPEAT`], a negative one refused with the range (clap's
+/// own parser said "-1 is not in 0..=4294967295"). 0 passes here and is refused with the mode
+/// (`check_modes`; with `--daemon`, where only 1 is taken, by that path's own message).
+fn parse_repeat(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if (0..=i64::from(MAX_REPEAT)).contains(&n) => Ok(n as u32),
+        Ok(n) => Err(format!(
+            "the number of runs must be from 1 to {MAX_REPEAT}, not {n}"
+        )),
+        Err(_) => Err(format!(
+            "not a whole number: the number of runs must be from 1 to {MAX_REPEAT}"
+        )),
+    }
+}
 
 /// The stop signal that came (0: none).
 static STOP: AtomicI32 = AtomicI32::new(0);

@@ -113,7 +113,7 @@ fn cli_command() -> clap::Command {
 fn main() -> ExitCode {
     default_sigpipe_unless_agent_or_stat();
     let command = cli_command();
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let argv = cmd::negative::attach_negative_durations(std::env::args_os().collect());
     let matches = command
         .clone()
         .try_get_matches_from(&argv)

@@ -1,28 +1,52 @@
 //! Negative values given to options that take none: clap's whole-number parsers read `-5` as
 //! an unsigned number and say only "invalid digit found in string" (`top --rows -5`), which
 //! names the option but not what it takes. The error is rewritten with the option's own range,
-//! asked of its parser; and options that take a duration accept a leading `-` as their value,
-//! so `--interval -1s` is refused by the duration's parser, not as an unknown flag `-1`.
+//! asked of its parser; and a negative duration after a duration option (`--interval -1s`) is
+//! joined to it (`--interval=-1s`), so that the duration's parser refuses it, not clap as an
+//! unknown flag `-1`.
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use std::ffi::OsString;
 
-/// Options whose value is a duration (`1s`, `250ms`): a leading `-` is part of the value.
-const DURATION_ARGS: &[&str] = &["interval", "min_wait", "min_hold"];
+/// Options whose value is a duration (`1s`, `250ms`).
+const DURATION_OPTIONS: &[&str] = &["--interval", "--min-wait", "--min-hold"];
 
 /// Every subcommand, nested ones too: a negative number after an option is its value
-/// (`burn --seconds -1`, `bench sim --repeat -1`), and so is `-1s` after a duration option.
+/// (`burn --seconds -1`, `bench sim --repeat -1`).
 pub fn negative_values_as_values(c: clap::Command) -> clap::Command {
-    c.mut_subcommands(|s| {
-        let s = s.allow_negative_numbers(true).mut_args(|a| {
-            if DURATION_ARGS.contains(&a.get_id().as_str()) {
-                a.allow_hyphen_values(true)
-            } else {
-                a
-            }
+    c.mut_subcommands(|s| negative_values_as_values(s.allow_negative_numbers(true)))
+}
+
+/// `argv` with a negative duration joined to the duration option before it (`--interval -1s`
+/// becomes `--interval=-1s`), up to a `--`. Only a word that starts with `-` and a digit or a
+/// point is joined: a flag or `--` after the option stays what it is, and clap still says the
+/// option's value is missing (letting the options take any hyphen value made `--min-wait --
+/// true` read `--` as the duration; review, session 30).
+pub fn attach_negative_durations(argv: Vec<OsString>) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut it = argv.into_iter().peekable();
+    while let Some(word) = it.next() {
+        if word == "--" {
+            out.push(word);
+            out.extend(it);
+            break;
+        }
+        let is_duration_option = word.to_str().is_some_and(|w| DURATION_OPTIONS.contains(&w));
+        let negative_next = it.peek().and_then(|n| n.to_str()).is_some_and(|n| {
+            n.strip_prefix('-')
+                .and_then(|r| r.chars().next())
+                .is_some_and(|c| c.is_ascii_digit() || c == '.')
         });
-        negative_values_as_values(s)
-    })
+        if is_duration_option && negative_next {
+            let mut joined = word;
+            joined.push("=");
+            joined.push(it.next().unwrap_or_default());
+            out.push(joined);
+        } else {
+            out.push(word);
+        }
+    }
+    out
 }
 
 /// `err` as it should read when it refuses a negative whole number: with the range the option
@@ -148,15 +172,23 @@ mod tests {
         // Not a number: clap's own message.
         let e = error_of(&["cp", "top", "--rows", "x", "--policy", "p"]);
         assert!(e.contains("invalid digit"), "{e}");
-        // A duration's leading `-` is its value, not a flag.
-        let root = cli();
-        let m = root
-            .try_get_matches_from(["cp", "top", "--interval", "-1s", "--policy", "p"])
-            .expect("a hyphen value");
-        let top = m.subcommand_matches("top").expect("top");
+        // A negative duration is joined to its option; a flag or `--` after it is not.
+        let argv = |v: &[&str]| -> Vec<OsString> { v.iter().map(OsString::from).collect() };
         assert_eq!(
-            top.get_one::<String>("interval").map(String::as_str),
-            Some("-1s")
+            attach_negative_durations(argv(&["cp", "top", "--interval", "-1s", "--once"])),
+            argv(&["cp", "top", "--interval=-1s", "--once"])
         );
+        for kept in [
+            &["cp", "top", "--interval", "--once"][..],
+            &["cp", "lockprof", "--min-wait", "--", "true"],
+            &["cp", "stat", "--", "prog", "--interval", "-1s"],
+            &["cp", "top", "--rows", "-5"],
+        ] {
+            assert_eq!(
+                attach_negative_durations(argv(kept)),
+                argv(kept),
+                "{kept:?}"
+            );
+        }
     }
 }

@@ -453,7 +453,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         }
     }
     drop(run);
-    if let Some(code) = stop_code(totals.len(), args.repeat) {
+    if let Some(code) = stop_code(steady.len(), args.repeat) {
         // The runs that finished still say what they measured (a stop after two of three runs
         // said "nothing measured" under their printed results; CLI probe, session 30).
         if !steady.is_empty() {
@@ -549,9 +549,10 @@ fn stop_code(finished: usize, repeat: u32) -> Option<ExitCode> {
     let sig = STOPPED_BY.load(Ordering::SeqCst);
     (sig != 0).then(|| {
         use std::io::Write;
+        // Only runs whose steady state was measured have a median to give.
         let measured = match finished {
             0 => "nothing measured".to_string(),
-            n => format!("{n} of {repeat} run(s) finished: their median follows"),
+            n => format!("{n} of {repeat} run(s) measured: their median follows"),
         };
         let _ = writeln!(
             std::io::stderr(),

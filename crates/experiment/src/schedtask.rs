@@ -176,6 +176,7 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         &cols,
     );
     let mut gains_by_seed = vec![Vec::new(); ns];
+    let mut gains_over_mean_by_seed = vec![Vec::new(); ns];
     for (b, bench) in workload::BENCHMARKS.iter().enumerate() {
         let lin = Summary::of(&per_seed(b, linux, &|o| o.throughput_ipc));
         let mut row = vec![
@@ -196,6 +197,16 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
         for (s, g) in gains.iter().enumerate() {
             gains_by_seed[s].push(*g);
         }
+        // The other reading of the paper's "outperforms state of the art schedulers by around
+        // 11.4 %": over the four baselines' mean, not the best of them.
+        for (s, gm) in gains_over_mean_by_seed.iter_mut().enumerate() {
+            let base_mean = base_idx
+                .iter()
+                .map(|&t| grid[b][t][s].throughput_ipc)
+                .sum::<f64>()
+                / base_idx.len() as f64;
+            gm.push(grid[b][full][s].throughput_ipc / base_mean - 1.0);
+        }
         let g = r.put(
             &format!("schedtask@{}", bench.name),
             "gain_over_best_baseline",
@@ -208,6 +219,8 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
     }
     let avg: Vec<f64> = gains_by_seed.iter().map(|g| mean(g)).collect();
     let avg_s = r.put("schedtask@average", "gain_over_best_baseline", &avg);
+    let avg_mean: Vec<f64> = gains_over_mean_by_seed.iter().map(|g| mean(g)).collect();
+    let avg_mean_s = r.put("schedtask@average", "gain_over_mean_baseline", &avg_mean);
     r.put_paper(
         "schedtask@average",
         "gain_over_best_baseline",
@@ -359,6 +372,20 @@ pub fn run(seeds: &[u64], progress: &dyn Progress) -> Result<ExperimentResult, S
             ns,
             g.verdict().label(),
             pct(PAPER_AVERAGE_GAIN)
+        ));
+    }
+    if let Some(g) = avg_mean_s {
+        // The seed says only "outperforms state of the art schedulers by around 11.4 %" (the
+        // paper's abstract: "mean: 11.4 percentage points"): which baseline it divides by is
+        // a reading. The best of the four is the strict one above; this is the other (report
+        // audit, session 30).
+        r.findings.push(format!(
+            "the same over the mean of the four baselines per benchmark (the other reading of \
+             the paper's \"outperforms state of the art schedulers by around 11.4 %\", which \
+             does not say against which): {} over {} seed(s) ({})",
+            show_pct_interval(&g),
+            ns,
+            g.verdict().label()
         ));
     }
     let count =

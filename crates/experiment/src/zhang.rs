@@ -282,13 +282,13 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
             let kept = match (gk, gu) {
                 // One seed: whether there is a kernel-level gain at all is not known.
                 (Some(k), _) if k.verdict() == Verdict::OneSeed => k.verdict().label().into(),
-                (Some(k), Some(u)) if k.verdict() == Verdict::Gain => {
-                    if u.verdict() == Verdict::NoMeasurableGain {
-                        "none measurable".to_string()
-                    } else {
-                        format!("{:.0} %", 100.0 * u.mean / k.mean)
-                    }
-                }
+                (Some(k), Some(u)) if k.verdict() == Verdict::Gain => match u.verdict() {
+                    Verdict::NoMeasurableGain => "none measurable".to_string(),
+                    // A loss keeps none of it: a negative share ("-37 %") read as a
+                    // quantity kept (report audit, session 30; the findings said so already).
+                    Verdict::Loss => "none: worse than linux".to_string(),
+                    _ => format!("{:.0} %", 100.0 * u.mean / k.mean),
+                },
                 _ => "no kernel-level gain to keep".into(),
             };
             g.row(vec![
@@ -375,7 +375,14 @@ fn tables_and_findings(r: &mut ExperimentResult, setup: &ZhangSetup) {
     ] {
         r.figures.push(BarFigure {
             file: format!("{}-{file}.svg", setup.experiment),
-            title: format!("{}: {label}", setup.experiment),
+            // The bars are the jitter-0 runs (lockstep slices, where the kernel-level gain is
+            // largest): said in the title where the tables also give other jitters (report
+            // audit, session 30).
+            title: if setup.scenarios.len() > 1 {
+                format!("{}: {label}, slice jitter 0", setup.experiment)
+            } else {
+                format!("{}: {label}", setup.experiment)
+            },
             y_label: label.to_string(),
             categories: cats.clone(),
             series: vec![

@@ -18,6 +18,25 @@ fn me() -> Peer {
     }
 }
 
+/// A broker on `journal`, as a restarted daemon would open it.
+fn broker_on(journal: &std::path::Path) -> Broker {
+    Broker::new(Config {
+        slots: 4,
+        journal: Some(journal.to_path_buf()),
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+/// This process's start time, as the broker records it.
+fn my_start_time() -> u64 {
+    counterpoint_broker::target::start_time(
+        &counterpoint_broker::target::Roots::default(),
+        std::process::id() as i32,
+    )
+    .unwrap()
+}
+
 fn broker(slots: usize) -> Broker {
     Broker::new(Config {
         slots,
@@ -657,11 +676,7 @@ fn a_restart_refuses_a_target_or_consumer_whose_number_was_reused() {
     let d = tempfile::tempdir().unwrap();
     let journal = d.path().join("journal");
     let me_pid = std::process::id() as i32;
-    let start = counterpoint_broker::target::start_time(
-        &counterpoint_broker::target::Roots::default(),
-        me_pid,
-    )
-    .unwrap();
+    let start = my_start_time();
     let p = me();
     let rec = |id: u64, pid_start: u64, identity: String| RegRecord {
         id,
@@ -696,12 +711,7 @@ fn a_restart_refuses_a_target_or_consumer_whose_number_was_reused() {
         )))
         .unwrap();
     }
-    let b = Broker::new(Config {
-        slots: 4,
-        journal: Some(journal.clone()),
-        ..Config::default()
-    })
-    .unwrap();
+    let b = broker_on(&journal);
     match b.handle(&p, &Request::Read { id: 1 }) {
         Response::Error { message, .. } => {
             assert!(
@@ -737,18 +747,9 @@ fn a_registration_journals_the_start_times_it_was_made_with() {
     let d = tempfile::tempdir().unwrap();
     let journal = d.path().join("journal");
     let p = me();
-    let start = counterpoint_broker::target::start_time(
-        &counterpoint_broker::target::Roots::default(),
-        p.pid,
-    )
-    .unwrap();
+    let start = my_start_time();
     {
-        let b = Broker::new(Config {
-            slots: 4,
-            journal: Some(journal.clone()),
-            ..Config::default()
-        })
-        .unwrap();
+        let b = broker_on(&journal);
         id_of(register(&b, &p, "task-clock", "self", 1));
     }
     let (_, st) = Journal::open(&journal).unwrap();

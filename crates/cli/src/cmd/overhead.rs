@@ -453,32 +453,22 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         }
     }
     drop(run);
-    if let Some(code) = stop_code(steady.len(), args.repeat) {
-        // The runs that finished still say what they measured (a stop after two of three runs
-        // said "nothing measured" under their printed results; CLI probe, session 30).
-        if !steady.is_empty() {
-            summarize(
-                &args,
-                threads,
-                skip,
-                &mut steady,
-                &mut totals,
-                &idle_gate,
-                false,
-            )?;
-        }
-        return Ok(code);
+    // After a stop, the runs that were measured still say what they measured (a stop after two
+    // of three runs said "nothing measured" under their printed results; CLI probe, session 30).
+    let stopped = stop_code(steady.len(), args.repeat);
+    if stopped.is_none() || !steady.is_empty() {
+        let complete = stopped.is_none();
+        summarize(
+            &args,
+            threads,
+            skip,
+            &mut steady,
+            &mut totals,
+            &idle_gate,
+            complete,
+        )?;
     }
-    summarize(
-        &args,
-        threads,
-        skip,
-        &mut steady,
-        &mut totals,
-        &idle_gate,
-        true,
-    )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(stopped.unwrap_or(ExitCode::SUCCESS))
 }
 
 /// The median of the runs made (all of them when `complete`), as text or JSON.

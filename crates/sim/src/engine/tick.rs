@@ -448,14 +448,9 @@ impl Simulation {
                                     m_now,
                                 );
                                 let cpu = &mut self.cpus[c];
-                                let (r, n) = p.rates(m_now, cpu.ipc);
-                                let drift = relative(
-                                    r - cpu.touch_rate,
-                                    self.domains[cpu.domain as usize].touch_access,
-                                ) + self.buses[bus].touch_gain
-                                    * relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
-                                self.buses[bus].drift += drift - cpu.drift;
-                                cpu.drift = drift;
+                                let touch = self.domains[cpu.domain as usize].touch_access;
+                                let rates = p.rates(m_now, cpu.ipc);
+                                account_drift(cpu, touch, &mut self.buses[bus], rates);
                                 self.local_steps += 1;
                                 if self.buses[bus].drift > V2_DRIFT_BOUND {
                                     self.light = true;
@@ -958,6 +953,17 @@ fn own_rates(
     cpi
 }
 
+/// v2 fast path, after a local step of CPU `cpu`'s rates: its drift from the bus's last
+/// update (its LLC access rate against its domain's `touch_access`, its bus lines weighted by
+/// the latency's elasticity), added to the bus's account (`V2_DRIFT_BOUND`).
+#[inline]
+fn account_drift(cpu: &mut Cpu, touch_access: f64, bus: &mut Bus, (r, n): (f64, f64)) {
+    let drift = relative(r - cpu.touch_rate, touch_access)
+        + bus.touch_gain * relative(n - cpu.touch_lines, bus.touch_lines);
+    bus.drift += drift - cpu.drift;
+    cpu.drift = drift;
+}
+
 /// Whether a task's miss ratio `m` has moved far enough from the one its bus was last solved
 /// at (`Cpu::miss_solved`) for a light update: 0.5 %.
 #[inline]
@@ -1002,14 +1008,9 @@ impl Simulation {
         );
         if self.v2_fast() {
             let cpu = &mut self.cpus[c];
-            let (r, n) = p.rates(m, cpu.ipc);
-            let drift = relative(
-                r - cpu.touch_rate,
-                self.domains[cpu.domain as usize].touch_access,
-            ) + self.buses[bus].touch_gain
-                * relative(n - cpu.touch_lines, self.buses[bus].touch_lines);
-            self.buses[bus].drift += drift - cpu.drift;
-            cpu.drift = drift;
+            let touch = self.domains[cpu.domain as usize].touch_access;
+            let rates = p.rates(m, cpu.ipc);
+            account_drift(cpu, touch, &mut self.buses[bus], rates);
         }
     }
 

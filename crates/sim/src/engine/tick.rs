@@ -972,16 +972,6 @@ fn light_due(m: f64, solved: f64) -> bool {
 }
 
 impl Simulation {
-    /// Lines filled by running tasks evict lines of tasks waiting in the same domain, in LRU
-    /// order: a task that came back holding lines of its own (`Task::lru_hold`) was the least
-    /// recently used of all (every waiting task ran after it), so until it has touched that
-    /// many distinct bytes again (a cold start's fill curve over its references since the
-    /// switch-in: re-touched lines and new ones), its misses replace its own old lines and
-    /// its holding stays where it came back. Only beyond that do fills evict the waiting
-    /// tasks' lines (the pool). Until session 30 every fill evicted the pool: gzip
-    /// time-sharing one CPU of bench-8 with mcf at 1 ms slices lost its 200 KB set to mcf's
-    /// 459 KB of fills per slice in a 16 MB cache, NP 0.855 where LRU keeps the set (physics
-    /// probe).
     /// CPU `c`'s rates at what its task holds once its own fills went back to its old lines
     /// (`evict_waiting`): the tick's warm-up step had set them for the holding it grew to.
     /// The reference path re-solves the bus at the next tick; the fast paths take a local
@@ -1014,6 +1004,16 @@ impl Simulation {
         }
     }
 
+    /// Lines filled by running tasks evict lines of tasks waiting in the same domain, in LRU
+    /// order: a task that came back holding lines of its own (`Task::lru_hold`) was the least
+    /// recently used of all (every waiting task ran after it), so until it has touched that
+    /// many distinct bytes again (a cold start's fill curve over its references since the
+    /// switch-in: re-touched lines and new ones), its misses replace its own old lines and
+    /// its holding stays where it came back. Only beyond that do fills evict the waiting
+    /// tasks' lines (the pool). Until session 30 every fill evicted the pool: gzip
+    /// time-sharing one CPU of bench-8 with mcf at 1 ms slices lost its 200 KB set to mcf's
+    /// 459 KB of fills per slice in a 16 MB cache, NP 0.855 where LRU keeps the set (physics
+    /// probe).
     fn evict_waiting(&mut self) {
         for d in 0..self.domains.len() {
             let mut over =
@@ -1028,6 +1028,10 @@ impl Simulation {
                     continue;
                 }
                 let t = &mut self.tasks[cur as usize];
+                // A task the tick has just called full keeps its fills: the fast paths' rates
+                // follow a full task's solved share, and knocking it back put random scenarios
+                // up to 1.2e-1 off the reference path (review, session 30). So where one tick
+                // fills a task's target the rule depends on the tick (docs/sim.md).
                 if t.lru_hold <= 0.0 || t.full {
                     continue;
                 }

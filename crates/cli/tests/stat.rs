@@ -990,3 +990,57 @@ fn stopped_without_a_command_prints_the_counts_and_gives_128_plus_the_signal() {
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0][2], "task-clock");
 }
+
+/// `bench read` counts user-only where the kernel refuses kernel-mode counting to the user
+/// (`perf_event_paranoid` 2), says so (`user_only`), and a refused hardware counter is not
+/// reported as a missing PMU. Until session 30 it failed there ("Permission denied"). Run as
+/// root, the check drops to `nobody` in the child.
+#[test]
+fn bench_read_counts_user_only_where_kernel_counting_is_refused() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return println!("skipped: not root (bench_read_reports_all_paths runs unprivileged)");
+    }
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(2);
+    if paranoid > 2 {
+        return println!(
+            "skipped: perf_event_paranoid {paranoid} refuses every unprivileged counter"
+        );
+    }
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "bench",
+        "read",
+        "--json",
+        "--rounds",
+        "1",
+        "--iterations",
+        "100",
+    ])
+    .current_dir("/");
+    // SAFETY: setgroups/setgid/setuid are async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().expect("run");
+    assert!(
+        o.status.success(),
+        "as nobody under perf_event_paranoid {paranoid}: {}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["user_only"], paranoid == 2, "{v}");
+    assert!(v["ours_ns"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+}

@@ -23,31 +23,54 @@ pub struct ReadFixture {
     pub group: Group,
     /// The group's members (`cpu-clock`, `page-faults`).
     pub members: Vec<Counter>,
+    /// Counting user mode only: kernel-mode counting was refused to this user.
+    pub user_only: bool,
 }
 
-/// Open task-clock alone, and a group {task-clock, cpu-clock, page-faults}, on this thread.
+/// Open task-clock alone, and a group {task-clock, cpu-clock, page-faults}, on this thread;
+/// user-only (`:u`, `ReadFixture::user_only`) where the kernel refuses kernel-mode counting to
+/// this user, as `perf` retries (until session 30 `bench read` failed there: "Permission
+/// denied").
 pub fn open_fixture() -> io::Result<ReadFixture> {
+    match open_fixture_with(false) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => open_fixture_with(true),
+        r => r,
+    }
+}
+
+fn open_fixture_with(user_only: bool) -> io::Result<ReadFixture> {
     let tree = PmuTree::default();
     let spec = parse_event_list("task-clock", &tree)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-    let spec = &spec.groups[0].members[0];
+    let mut spec = spec.groups[0].members[0].clone();
     debug_assert_eq!(spec.type_, TYPE_SOFTWARE);
-    let mut single = crate::count::builder_for(spec).build()?;
+    spec.exclude_kernel |= user_only;
+    spec.exclude_hv |= user_only;
+    let mut single = crate::count::builder_for(&spec).build()?;
     single.enable()?;
     let mut group = Builder::new(Software::TASK_CLOCK)
+        .exclude_kernel(user_only)
+        .exclude_hv(user_only)
         .read_format(
             ReadFormat::GROUP | ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING,
         )
         .build_group()?;
     let mut members = Vec::new();
     for ev in [Software::CPU_CLOCK, Software::PAGE_FAULTS] {
-        members.push(group.add(&Builder::new(ev))?);
+        members.push(
+            group.add(
+                Builder::new(ev)
+                    .exclude_kernel(user_only)
+                    .exclude_hv(user_only),
+            )?,
+        );
     }
     group.enable()?;
     Ok(ReadFixture {
         single,
         group,
         members,
+        user_only,
     })
 }
 
@@ -88,7 +111,16 @@ pub struct UserSpacePath {
 /// Probe for rdpmc: open `cycles` (its mmap page would carry `cap_user_rdpmc`) and look at
 /// task-clock's mmap page.
 pub fn probe_user_space() -> UserSpacePath {
-    let hw = Builder::new(Hardware::CPU_CYCLES).build();
+    // User-only where kernel-mode counting is refused to this user: a refusal is not the
+    // absence of a PMU (it was reported as "no hardware PMU" until session 30).
+    let hw = match Builder::new(Hardware::CPU_CYCLES).build() {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Builder::new(Hardware::CPU_CYCLES)
+            .exclude_kernel(true)
+            .exclude_hv(true)
+            .build(),
+        r => r,
+    };
+    let refused = matches!(&hw, Err(e) if e.kind() == io::ErrorKind::PermissionDenied);
     let (hardware_counter_opens, hw_cap) = match hw {
         Ok(c) => (true, mmap_cap_user_rdpmc(&c)),
         Err(_) => (false, None),
@@ -98,7 +130,11 @@ pub fn probe_user_space() -> UserSpacePath {
         .ok()
         .and_then(|c| mmap_cap_user_rdpmc(&c));
     let available = hw_cap == Some(true);
-    let explanation = if !hardware_counter_opens {
+    let explanation = if refused {
+        "unknown: this user may not open a hardware counter at all (perf_event_paranoid); run \
+         as root to see whether rdpmc is possible"
+            .to_string()
+    } else if !hardware_counter_opens {
         "none here: no hardware PMU on this machine (cycles cannot be opened), so there is no \
          counter rdpmc could read; software events are read with read(2) only"
             .to_string()
@@ -140,6 +176,9 @@ pub struct ReadBench {
     pub group3_ns: f64,
     /// The user-space read path.
     pub user_space: UserSpacePath,
+    /// The counters count user mode only (`task-clock:u`): kernel-mode counting was refused to
+    /// this user.
+    pub user_only: bool,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -211,6 +250,7 @@ pub fn measure(rounds: usize, iters: usize) -> io::Result<ReadBench> {
         perf_event2_read_full_ns: median(&mut p),
         group3_ns: median(&mut g),
         user_space: probe_user_space(),
+        user_only: fx.user_only,
     })
 }
 

@@ -1483,7 +1483,12 @@ pub fn bench_read(args: BenchReadArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "counter read cost, task-clock on this thread (median of {} rounds x {} reads)",
+        "counter read cost, {} on this thread (median of {} rounds x {} reads)",
+        if b.user_only {
+            "task-clock:u (user-only: kernel-mode counting is refused to this user)"
+        } else {
+            "task-clock"
+        },
         b.rounds,
         b.iterations_per_round
     )?;

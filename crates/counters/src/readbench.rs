@@ -48,22 +48,16 @@ fn open_fixture_with(user_only: bool) -> io::Result<ReadFixture> {
     spec.exclude_hv |= user_only;
     let mut single = crate::count::builder_for(&spec).build()?;
     single.enable()?;
+    // perf-event2's builder counts user mode only by default: the group opens for any user,
+    // as it always did (only the single counter takes the spec's kernel-mode counting).
     let mut group = Builder::new(Software::TASK_CLOCK)
-        .exclude_kernel(user_only)
-        .exclude_hv(user_only)
         .read_format(
             ReadFormat::GROUP | ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING,
         )
         .build_group()?;
     let mut members = Vec::new();
     for ev in [Software::CPU_CLOCK, Software::PAGE_FAULTS] {
-        members.push(
-            group.add(
-                Builder::new(ev)
-                    .exclude_kernel(user_only)
-                    .exclude_hv(user_only),
-            )?,
-        );
+        members.push(group.add(&Builder::new(ev))?);
     }
     group.enable()?;
     Ok(ReadFixture {
@@ -111,15 +105,10 @@ pub struct UserSpacePath {
 /// Probe for rdpmc: open `cycles` (its mmap page would carry `cap_user_rdpmc`) and look at
 /// task-clock's mmap page.
 pub fn probe_user_space() -> UserSpacePath {
-    // User-only where kernel-mode counting is refused to this user: a refusal is not the
-    // absence of a PMU (it was reported as "no hardware PMU" until session 30).
-    let hw = match Builder::new(Hardware::CPU_CYCLES).build() {
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Builder::new(Hardware::CPU_CYCLES)
-            .exclude_kernel(true)
-            .exclude_hv(true)
-            .build(),
-        r => r,
-    };
+    // perf-event2's builder counts user mode only by default, so this opens under
+    // perf_event_paranoid 2; a refusal (paranoid 3 and up, an LSM, seccomp) is not the
+    // absence of a PMU, and is said so (since session 30).
+    let hw = Builder::new(Hardware::CPU_CYCLES).build();
     let refused = matches!(&hw, Err(e) if e.kind() == io::ErrorKind::PermissionDenied);
     let (hardware_counter_opens, hw_cap) = match hw {
         Ok(c) => (true, mmap_cap_user_rdpmc(&c)),

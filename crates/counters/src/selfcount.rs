@@ -35,15 +35,23 @@ pub fn open_on_calling_thread(spec: &EventSpec) -> Result<OwnedFd, OpenFailure> 
 /// event is opened once to ask. Until session 30 self-monitoring failed there outright
 /// ("permission denied opening 'task-clock'") where `perf stat` counts `task-clock:u`.
 pub fn countable_on_calling_thread(list: &EventList) -> EventList {
-    let refused = list.events().any(|spec| {
-        matches!(
-            open_on_calling_thread(spec),
-            Err(OpenFailure::Fatal(CountError::Permission { .. }))
-        )
-    });
-    match refused.then(|| user_only(list)).flatten() {
-        Some(u) => u,
-        None => list.clone(),
+    let refused = |l: &EventList| {
+        l.events().any(|spec| {
+            matches!(
+                open_on_calling_thread(spec),
+                Err(OpenFailure::Fatal(CountError::Permission { .. }))
+            )
+        })
+    };
+    if !refused(list) {
+        return list.clone();
+    }
+    match user_only(list) {
+        // Only where user-only counting is allowed: otherwise (perf_event_paranoid 3, an LSM,
+        // seccomp) the list stays as given, and the error names the events as the user wrote
+        // them, not their `:u` forms (review, session 30).
+        Some(u) if !refused(&u) => u,
+        _ => list.clone(),
     }
 }
 

@@ -298,8 +298,8 @@ fn seeds_note(exp: &str, ran: usize, asked: usize) -> String {
              about 5 s of CPU; `schedtask::ALL_SEEDS` keeps the whole report's time down); \
              `counterpoint experiment schedtask --seeds {asked}` runs them all. With {ran} \
              seeds an interval is wide (Student's t with {} degree(s) of freedom), so a \
-             \"no measurable\" verdict below says little: effects of a few per cent are \
-             decided with {asked} (report audit, session 30)",
+             \"no measurable\" verdict below says little; more seeds narrow it (report audit, \
+             session 30)",
             ran.saturating_sub(1)
         ),
         _ => format!("{ran} of the {asked} seeds"),

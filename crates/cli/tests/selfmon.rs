@@ -1,5 +1,7 @@
 //! `counterpoint bench selfmon --json` runs here and says which read path it used.
 
+mod common;
+
 use std::process::Command;
 
 #[test]
@@ -54,49 +56,16 @@ fn bench_selfmon_refuses_zero_rounds() {
 /// child; run unprivileged, the test above already is that check.
 #[test]
 fn self_monitoring_counts_user_only_where_kernel_counting_is_refused() {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return println!("skipped: not root (the test above runs unprivileged already)");
-    }
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(i32::MAX);
-    if paranoid == i32::MAX {
-        return println!("skipped: perf_event_paranoid unreadable: what it allows is unknown");
-    }
-    if paranoid > 2 {
-        return println!(
-            "skipped: perf_event_paranoid {paranoid} refuses every unprivileged counter"
-        );
-    }
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_counterpoint"));
-    cmd.args(["bench", "selfmon", "--json", "--rounds", "1"])
-        .args(["--iterations", "200"])
-        .current_dir("/");
-    // SAFETY: setgroups/setgid/setuid are async-signal-safe; nothing else runs in the child.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setgid(65534) != 0
-                || libc::setuid(65534) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    // Spawning as nobody fails where a directory on the binary's path is closed to others
-    // (a clone under /root) or the sandbox forbids the change of user: nothing to check then.
-    let out = match cmd.output() {
-        Ok(o) => o,
-        Err(e) => {
-            return println!(
-                "skipped: cannot run the binary as nobody here ({e}): a directory on its path \
-                 closed to other users, or no setuid in this sandbox"
-            )
-        }
+    let Some((out, paranoid)) = common::run_as_nobody(&[
+        "bench",
+        "selfmon",
+        "--json",
+        "--rounds",
+        "1",
+        "--iterations",
+        "200",
+    ]) else {
+        return;
     };
     assert!(
         out.status.success(),

@@ -997,25 +997,7 @@ fn stopped_without_a_command_prints_the_counts_and_gives_128_plus_the_signal() {
 /// root, the check drops to `nobody` in the child.
 #[test]
 fn bench_read_counts_user_only_where_kernel_counting_is_refused() {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return println!("skipped: not root (bench_read_reports_all_paths runs unprivileged)");
-    }
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(i32::MAX);
-    if paranoid == i32::MAX {
-        return println!("skipped: perf_event_paranoid unreadable: what it allows is unknown");
-    }
-    if paranoid > 2 {
-        return println!(
-            "skipped: perf_event_paranoid {paranoid} refuses every unprivileged counter"
-        );
-    }
-    let mut cmd = Command::new(BIN);
-    cmd.args([
+    let Some((o, paranoid)) = common::run_as_nobody(&[
         "bench",
         "read",
         "--json",
@@ -1023,30 +1005,8 @@ fn bench_read_counts_user_only_where_kernel_counting_is_refused() {
         "1",
         "--iterations",
         "100",
-    ])
-    .current_dir("/");
-    // SAFETY: setgroups/setgid/setuid are async-signal-safe; nothing else runs in the child.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setgid(65534) != 0
-                || libc::setuid(65534) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    // Spawning as nobody fails where a directory on the binary's path is closed to others
-    // (a clone under /root) or the sandbox forbids the change of user: nothing to check then.
-    let o = match cmd.output() {
-        Ok(o) => o,
-        Err(e) => {
-            return println!(
-                "skipped: cannot run the binary as nobody here ({e}): a directory on its path \
-                 closed to other users, or no setuid in this sandbox"
-            )
-        }
+    ]) else {
+        return;
     };
     assert!(
         o.status.success(),

@@ -461,7 +461,7 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
         summarize(
             &args,
             threads,
-            skip,
+            interval_ns,
             &mut steady,
             &mut totals,
             &idle_gate,
@@ -475,13 +475,13 @@ pub fn run(args: OverheadArgs) -> Result<ExitCode> {
 fn summarize(
     args: &OverheadArgs,
     threads: usize,
-    skip: u64,
+    interval_ns: u64,
     steady: &mut Vec<f64>,
     totals: &mut Vec<f64>,
     idle_gate: &str,
     complete: bool,
 ) -> Result<()> {
-    let interval_ns = super::parse_interval(&args.interval)?;
+    let skip = skip_intervals(args.intervals);
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied()

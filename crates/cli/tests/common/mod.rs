@@ -118,3 +118,53 @@ pub fn wait_for_perf_fds(pid: u32) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// `counterpoint ARGS` run as `nobody` (uid and gid 65534, no supplementary groups, from `/`),
+/// for the checks of what an unprivileged user may count, with `perf_event_paranoid`'s value:
+/// `None`, having printed why, where that check cannot be made here: not root (then the suite
+/// itself runs unprivileged), the setting unreadable or above 2 (every unprivileged counter
+/// refused), or the binary not runnable as nobody (a directory on its path closed to others,
+/// no setuid in the sandbox).
+pub fn run_as_nobody(args: &[&str]) -> Option<(Output, i32)> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: not root (the suite runs unprivileged already)");
+        return None;
+    }
+    let Some(paranoid) = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok())
+    else {
+        println!("skipped: perf_event_paranoid unreadable: what it allows is unknown");
+        return None;
+    };
+    if paranoid > 2 {
+        println!("skipped: perf_event_paranoid {paranoid} refuses every unprivileged counter");
+        return None;
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_counterpoint"));
+    cmd.args(args).current_dir("/");
+    // SAFETY: setgroups/setgid/setuid are async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    match cmd.output() {
+        Ok(o) => Some((o, paranoid)),
+        Err(e) => {
+            println!(
+                "skipped: cannot run the binary as nobody here ({e}): a directory on its path \
+                 closed to other users, or no setuid in this sandbox"
+            );
+            None
+        }
+    }
+}
